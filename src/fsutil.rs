@@ -1,0 +1,61 @@
+//! Small filesystem helpers shared by every manager: atomic file replacement (write to a
+//! temporary file in the same directory, fsync, rename, fsync the directory) so that a power
+//! cut or SIGKILL never leaves a half-written state file visible.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// Writes `data` to `path` atomically: readers see either the old content or the new one.
+pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+    }
+    if let Err(e) = fs::rename(&tmp, path) {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    File::open(dir)?.sync_all()
+}
+
+/// Serializes `value` as pretty JSON and writes it atomically.
+pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> io::Result<()> {
+    let data = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
+    write_atomic(path, &data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_atomic_replaces_content_and_leaves_no_temp_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("state.json");
+        write_atomic(&p, b"one").expect("first write");
+        write_atomic(&p, b"two").expect("second write");
+        assert_eq!(fs::read(&p).expect("read"), b"two");
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .expect("read_dir")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("state.json")]);
+    }
+}

@@ -1,0 +1,19 @@
+//! podvisor: a single-node static-pod supervisor.
+//!
+//! The crate is laid out like the kubelet's map of managers, one module each:
+//! - [`pod`]: reading Pod manifests (two-phase: raw serde types, then validated domain types).
+//! - [`images`]: the content-addressed image store, archive import, layer unpacking.
+//! - [`runtime`]: the container runtime boundary (`Runtime` trait) and its libcontainer
+//!   implementation: per-container monitor processes ("shims"), pod sandboxes, OCI specs.
+//! - [`logs`]: CRI-format container logs: writing with rotation, reading and following.
+//! - [`cgroups`]: cgroup paths, OOM counters and cleanup for v1 and v2 hierarchies.
+//! - [`play`]: `podvisor play`, one pod in the foreground.
+//! - [`fsutil`]: small filesystem helpers (atomic writes).
+
+pub mod cgroups;
+pub mod fsutil;
+pub mod images;
+pub mod logs;
+pub mod play;
+pub mod pod;
+pub mod runtime;
