@@ -1,1 +1,266 @@
-//! cgroups
+//! cgroups: where podvisor's pods and containers live in the cgroup tree, and the few cgroup
+//! files podvisor reads or removes itself.
+//!
+//! libcontainer creates and deletes each container's own cgroup (from `linux.cgroupsPath`);
+//! this module owns the layout around it and what libcontainer leaves behind:
+//! - the layout `/<parent>/pod<uid>/<container-id>` (the same relative path in every v1
+//!   hierarchy, or once in the unified v2 tree),
+//! - removal of a pod's cgroup directories once its containers are gone (libcontainer leaves
+//!   parent directories behind),
+//! - the OOM-kill counter of a container (`memory.events` on v2, `memory.oom_control` on v1),
+//!   read before the container's cgroup is deleted.
+//!
+//! The cgroup filesystem root is always a parameter ([`CgroupRoot`]) so tests can point it at a
+//! fixture directory.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Errors of the cgroups module.
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupError {
+    #[error("failed to read cgroup file {path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
+    #[error("failed to remove cgroup {path}: {source}")]
+    Remove { path: PathBuf, source: io::Error },
+    #[error("cgroup file {path} has no {key} entry")]
+    MissingKey { path: PathBuf, key: &'static str },
+    #[error("invalid cgroup name {name:?}: must be a single path component")]
+    InvalidName { name: String },
+}
+
+/// Which cgroup hierarchy layout the host uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CgroupMode {
+    /// Pure cgroup v2: one unified tree with `cgroup.controllers` at its root.
+    Unified,
+    /// cgroup v1 controllers (with or without a v2 mount under `unified`).
+    Legacy,
+}
+
+/// A cgroup filesystem root (normally `/sys/fs/cgroup`).
+#[derive(Debug, Clone)]
+pub struct CgroupRoot {
+    root: PathBuf,
+}
+
+impl Default for CgroupRoot {
+    fn default() -> Self {
+        CgroupRoot::new("/sys/fs/cgroup")
+    }
+}
+
+impl CgroupRoot {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        CgroupRoot { root: root.into() }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.root
+    }
+
+    /// Detects the layout: a `cgroup.controllers` file at the root means cgroup v2.
+    pub fn mode(&self) -> CgroupMode {
+        if self.root.join("cgroup.controllers").exists() {
+            CgroupMode::Unified
+        } else {
+            CgroupMode::Legacy
+        }
+    }
+
+    /// The directories a relative cgroup path maps to: one on v2, one per v1 hierarchy.
+    pub fn dirs_for(&self, relative: &str) -> Vec<PathBuf> {
+        let rel = relative.trim_start_matches('/');
+        match self.mode() {
+            CgroupMode::Unified => vec![self.root.join(rel)],
+            CgroupMode::Legacy => {
+                let mut dirs = Vec::new();
+                if let Ok(entries) = fs::read_dir(&self.root) {
+                    for entry in entries.flatten() {
+                        let name = entry.file_name();
+                        // The v2 mount of a hybrid host holds no podvisor cgroups.
+                        if name == "unified" {
+                            continue;
+                        }
+                        let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
+                        if is_dir {
+                            dirs.push(entry.path().join(rel));
+                        }
+                    }
+                }
+                dirs.sort();
+                dirs
+            }
+        }
+    }
+
+    /// Number of OOM kills recorded for the cgroup at `relative` (0 when the file is absent,
+    /// e.g. when the memory controller is not enabled for it).
+    pub fn oom_kill_count(&self, relative: &str) -> Result<u64, CgroupError> {
+        let rel = relative.trim_start_matches('/');
+        let path = match self.mode() {
+            CgroupMode::Unified => self.root.join(rel).join("memory.events"),
+            CgroupMode::Legacy => self.root.join("memory").join(rel).join("memory.oom_control"),
+        };
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+            Err(source) => return Err(CgroupError::Read { path, source }),
+        };
+        parse_flat_keyed(&text, "oom_kill").ok_or(CgroupError::MissingKey {
+            path,
+            key: "oom_kill",
+        })
+    }
+
+    /// Removes the cgroup directories of `relative` in every hierarchy, deepest first.
+    /// Missing directories are fine; a directory that still holds processes is an error.
+    pub fn remove(&self, relative: &str) -> Result<(), CgroupError> {
+        for dir in self.dirs_for(relative) {
+            remove_tree(&dir)?;
+        }
+        Ok(())
+    }
+}
+
+/// The relative cgroup path of a pod: `/<parent>/pod<uid>`.
+pub fn pod_cgroup(parent: &str, pod_uid: &str) -> String {
+    format!("/{}/pod{}", parent.trim_matches('/'), pod_uid)
+}
+
+/// The relative cgroup path of a container: `/<parent>/pod<uid>/<container-id>`.
+pub fn container_cgroup(parent: &str, pod_uid: &str, container_id: &str) -> String {
+    format!("{}/{}", pod_cgroup(parent, pod_uid), container_id)
+}
+
+/// Checks that a cgroup parent name is usable (no `..`, not empty).
+pub fn validate_parent(parent: &str) -> Result<(), CgroupError> {
+    let trimmed = parent.trim_matches('/');
+    if trimmed.is_empty()
+        || trimmed
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == "..")
+    {
+        return Err(CgroupError::InvalidName {
+            name: parent.to_string(),
+        });
+    }
+    Ok(())
+}
+
+fn remove_tree(dir: &Path) -> Result<(), CgroupError> {
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(CgroupError::Remove {
+                path: dir.to_path_buf(),
+                source,
+            })
+        }
+    };
+    for entry in entries.flatten() {
+        if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            remove_tree(&entry.path())?;
+        }
+    }
+    match fs::remove_dir(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(CgroupError::Remove {
+            path: dir.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// Reads `key value` lines (memory.events, memory.oom_control, cpu.stat).
+fn parse_flat_keyed(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let mut parts = line.split_whitespace();
+        match (parts.next(), parts.next()) {
+            (Some(k), Some(v)) if k == key => v.parse().ok(),
+            _ => None,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oom_kill_count_v2_reads_memory_events() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fs::write(dir.path().join("cgroup.controllers"), "cpu memory pids\n").expect("write");
+        let c = dir.path().join("podvisor/podabc/c1");
+        fs::create_dir_all(&c).expect("mkdir");
+        fs::write(
+            c.join("memory.events"),
+            "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\noom_group_kill 0\n",
+        )
+        .expect("write");
+        let root = CgroupRoot::new(dir.path());
+        assert_eq!(root.mode(), CgroupMode::Unified);
+        assert_eq!(
+            root.oom_kill_count(&container_cgroup("podvisor", "abc", "c1"))
+                .expect("count"),
+            1
+        );
+        assert_eq!(root.oom_kill_count("/podvisor/missing").expect("count"), 0);
+    }
+
+    #[test]
+    fn oom_kill_count_v1_reads_oom_control() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let c = dir.path().join("memory/podvisor/podabc/c1");
+        fs::create_dir_all(&c).expect("mkdir");
+        fs::write(
+            c.join("memory.oom_control"),
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n",
+        )
+        .expect("write");
+        let root = CgroupRoot::new(dir.path());
+        assert_eq!(root.mode(), CgroupMode::Legacy);
+        assert_eq!(
+            root.oom_kill_count("/podvisor/podabc/c1").expect("count"),
+            2
+        );
+    }
+
+    #[test]
+    fn oom_control_without_counter_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let c = dir.path().join("memory/p");
+        fs::create_dir_all(&c).expect("mkdir");
+        fs::write(c.join("memory.oom_control"), "oom_kill_disable 0\n").expect("write");
+        let err = CgroupRoot::new(dir.path())
+            .oom_kill_count("/p")
+            .expect_err("must fail");
+        assert!(err.to_string().contains("memory.oom_control"), "{err}");
+    }
+
+    #[test]
+    fn remove_deletes_pod_dirs_in_every_v1_hierarchy_but_not_unified() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for h in ["cpu", "memory", "pids", "unified"] {
+            fs::create_dir_all(dir.path().join(h).join("podvisor/podu1/c1")).expect("mkdir");
+        }
+        let root = CgroupRoot::new(dir.path());
+        root.remove(&pod_cgroup("podvisor", "u1")).expect("remove");
+        for h in ["cpu", "memory", "pids"] {
+            assert!(!dir.path().join(h).join("podvisor/podu1").exists(), "{h}");
+            assert!(dir.path().join(h).join("podvisor").exists(), "{h}");
+        }
+        assert!(dir.path().join("unified/podvisor/podu1").exists());
+    }
+
+    #[test]
+    fn parent_names_are_validated() {
+        assert!(validate_parent("podvisor").is_ok());
+        assert!(validate_parent("/a/b/").is_ok());
+        assert!(validate_parent("a/../b").is_err());
+        assert!(validate_parent("").is_err());
+    }
+}

@@ -1,1 +1,208 @@
-//! runtime
+//! runtime: the boundary between the pod lifecycle logic and real containers.
+//!
+//! The [`Runtime`] trait is what the sync loop (and `podvisor play`) talks to: pod sandboxes
+//! (pinned network/IPC/UTS namespaces, /etc files, /dev/shm, volumes) and containers (start,
+//! signal, remove, list). Container exits arrive as [`RuntimeEvent`]s on a channel, event
+//! driven. The real implementation, [`linux::LinuxRuntime`], never calls libcontainer itself:
+//! each container gets a monitor process ([`shim`]) that is podvisor's own binary re-executed,
+//! so libcontainer's clone-without-exec only ever happens in a single-threaded process.
+//!
+//! Submodules:
+//! - [`spec`]: OCI runtime spec from a Pod container and its image config.
+//! - [`sandbox`]: the pod sandbox on disk and its pinned namespaces.
+//! - [`shim`]: the per-container monitor process (hidden `podvisor shim ...` subcommands).
+//! - [`rootfs`]: the overlayfs root filesystem of a container.
+//! - [`procfs`]: process identity (pid + start time) and pidfds.
+//! - [`linux`]: [`linux::LinuxRuntime`], the real [`Runtime`].
+
+pub mod linux;
+pub mod procfs;
+pub mod rootfs;
+pub mod sandbox;
+pub mod shim;
+pub mod spec;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use serde::{Deserialize, Serialize};
+
+/// Errors of the runtime boundary.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("pod {pod}: image {image} is not present in the image store (import it with `podvisor image import`)")]
+    ImageNotPresent { pod: String, image: String },
+    #[error("pod {pod}: {source}")]
+    Image {
+        pod: String,
+        #[source]
+        source: crate::images::ImageError,
+    },
+    #[error("pod {pod} container {container}: {source}")]
+    Spec {
+        pod: String,
+        container: String,
+        #[source]
+        source: spec::SpecError,
+    },
+    #[error("pod {pod}: sandbox: {source}")]
+    Sandbox {
+        pod: String,
+        #[source]
+        source: sandbox::SandboxError,
+    },
+    #[error("container {id}: {message}")]
+    Start { id: String, message: String },
+    #[error("container {id}: {source}")]
+    Shim {
+        id: String,
+        #[source]
+        source: shim::ShimError,
+    },
+    #[error("container {id} not found")]
+    NotFound { id: String },
+    #[error("container {id}: failed to signal: {source}")]
+    Signal { id: String, source: std::io::Error },
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("failed to spawn monitor {binary}: {source}")]
+    Spawn {
+        binary: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cgroup: {0}")]
+    Cgroup(#[from] crate::cgroups::CgroupError),
+}
+
+/// Which list of the pod a container comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContainerKind {
+    Init,
+    App,
+}
+
+/// What the sync loop asks for when it starts one container of a pod.
+pub struct ContainerRequest<'a> {
+    /// The pod, with defaults applied (metadata.uid set).
+    pub pod: &'a Pod,
+    pub container: &'a Container,
+    pub kind: ContainerKind,
+    /// The kubelet's restart count: also the log file name `<restartCount>.log`.
+    pub restart_count: u32,
+}
+
+/// How a container ended, recorded atomically on disk by its monitor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitRecord {
+    /// Exit code; 128+signal when killed by a signal (as the kubelet reports it).
+    pub exit_code: i32,
+    /// The signal that killed the process, if any.
+    pub signal: Option<i32>,
+    /// The container's cgroup recorded an OOM kill.
+    pub oom_killed: bool,
+    /// RFC 3339 time the process started (empty if it never started).
+    pub started_at: String,
+    /// RFC 3339 time the exit was observed.
+    pub finished_at: String,
+    /// The kubelet's reason: Completed, Error, OOMKilled, ContainerCannotRun,
+    /// ContainerStatusUnknown.
+    pub reason: String,
+    /// Human-readable detail (e.g. the start error), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// A container's state as the runtime sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", tag = "state")]
+pub enum ContainerState {
+    /// Its monitor exists but the process is not started yet.
+    Created,
+    /// The process runs.
+    Running { pid: i32, started_at: String },
+    /// It ended; the record says how.
+    Exited(ExitRecord),
+}
+
+/// Identity of a container, written once when it is created.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerMeta {
+    pub id: String,
+    pub pod_uid: String,
+    pub pod_namespace: String,
+    pub pod_name: String,
+    pub container_name: String,
+    pub kind: ContainerKind,
+    pub restart_count: u32,
+    /// The image reference as written in the manifest.
+    pub image: String,
+    /// The image's manifest digest (`sha256:...`).
+    pub image_digest: String,
+    pub log_path: PathBuf,
+    /// Signal to send first when stopping (the image's STOPSIGNAL, default SIGTERM).
+    pub stop_signal: i32,
+    pub created_at: String,
+}
+
+/// A container and its current state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerInfo {
+    pub meta: ContainerMeta,
+    pub state: ContainerState,
+}
+
+/// What the runtime tells its owner, asynchronously.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuntimeEvent {
+    /// The container's process exited and its monitor has cleaned up.
+    ContainerExited {
+        id: String,
+        pod_uid: String,
+        exit: ExitRecord,
+    },
+}
+
+/// A pod sandbox that exists on this node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxInfo {
+    pub pod_uid: String,
+    pub pod_namespace: String,
+    pub pod_name: String,
+    pub host_network: bool,
+    pub hostname: String,
+    pub created_at: String,
+    /// Volume name -> host path prepared for the pod.
+    pub volumes: BTreeMap<String, PathBuf>,
+}
+
+/// The runtime boundary. The sync loop holds one and is unit-tested against a recording fake;
+/// [`linux::LinuxRuntime`] is the real one.
+pub trait Runtime: Send + Sync {
+    /// Creates the pod's sandbox (idempotent: an existing sandbox of the same pod is reused).
+    fn run_pod_sandbox(&self, pod: &Pod) -> Result<SandboxInfo, RuntimeError>;
+    /// Tears the sandbox down: namespaces, mounts, files and the pod's cgroups. Its containers
+    /// must have exited.
+    fn remove_pod_sandbox(&self, pod_uid: &str) -> Result<(), RuntimeError>;
+    /// Existing sandboxes, from disk (used after a daemon restart).
+    fn list_pod_sandboxes(&self) -> Result<Vec<SandboxInfo>, RuntimeError>;
+    /// Creates and starts one container; returns once its process runs (or failed to).
+    fn start_container(&self, req: &ContainerRequest<'_>) -> Result<ContainerInfo, RuntimeError>;
+    /// Sends a signal to the container's init process (no-op if it already exited).
+    fn signal_container(&self, id: &str, signal: i32) -> Result<(), RuntimeError>;
+    /// Forgets an exited container (its record; its log file stays).
+    fn remove_container(&self, id: &str) -> Result<(), RuntimeError>;
+    /// Every container on disk with its state. Running ones are watched again, so their exits
+    /// arrive as events; leftovers of containers whose monitor died are cleaned up.
+    fn list_containers(&self) -> Result<Vec<ContainerInfo>, RuntimeError>;
+}
+
+/// Current time as RFC 3339 with nanoseconds (UTC).
+pub fn now_rfc3339() -> String {
+    crate::logs::format_timestamp(std::time::SystemTime::now())
+}

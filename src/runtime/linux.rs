@@ -1,0 +1,947 @@
+//! linux: [`LinuxRuntime`], the real [`Runtime`]: containers through per-container monitor
+//! processes ([`super::shim`]), sandboxes through [`super::sandbox`].
+//!
+//! Owns the on-disk container directories `<root>/containers/<id>/` and one thread, the exit
+//! watcher, which waits on the pidfds of every monitor with epoll and turns each monitor exit
+//! into a [`RuntimeEvent::ContainerExited`] (reading the `exit.json` the monitor wrote). The
+//! daemon's threads never call libcontainer: they spawn monitors (fork+exec) and send signals
+//! through pidfds.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
+use nix::sys::eventfd::{EfdFlags, EventFd};
+
+use super::procfs::{self, ProcessId};
+use super::sandbox::{self, SandboxPaths};
+use super::shim::{self, ContainerPaths, ShimConfig, ShimState, StartReport};
+use super::spec::{self, NodeInfo, SandboxMounts, SpecRequest};
+use super::{
+    ContainerInfo, ContainerMeta, ContainerRequest, ContainerState, ExitRecord, Runtime,
+    RuntimeError, RuntimeEvent, SandboxInfo,
+};
+use crate::cgroups::{self, CgroupRoot};
+use crate::fsutil;
+use crate::images::ImageStore;
+
+/// Settings of the real runtime.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// podvisor's state root (`--root-dir`, default /var/lib/podvisor).
+    pub root_dir: PathBuf,
+    /// Root of the CRI log tree (default /var/log/pods).
+    pub log_dir: PathBuf,
+    /// The podvisor binary re-executed as monitor and helpers.
+    pub shim_binary: PathBuf,
+    pub cgroup_root: CgroupRoot,
+    /// Name of podvisor's top-level cgroup (default "podvisor").
+    pub cgroup_parent: String,
+    pub log_max_size: u64,
+    pub log_max_files: u32,
+    pub node: NodeInfo,
+    /// How long a monitor may take to report that its container started.
+    pub start_timeout: Duration,
+}
+
+impl RuntimeConfig {
+    /// Defaults for a node: the current executable as monitor, kubelet log defaults.
+    pub fn new(root_dir: PathBuf, log_dir: PathBuf) -> io::Result<RuntimeConfig> {
+        Ok(RuntimeConfig {
+            root_dir,
+            log_dir,
+            shim_binary: std::env::current_exe()?,
+            cgroup_root: CgroupRoot::default(),
+            cgroup_parent: "podvisor".into(),
+            log_max_size: 10 * 1024 * 1024,
+            log_max_files: 5,
+            node: detect_node_info(),
+            start_timeout: Duration::from_secs(60),
+        })
+    }
+    pub fn containers_dir(&self) -> PathBuf {
+        self.root_dir.join("containers")
+    }
+    pub fn pods_dir(&self) -> PathBuf {
+        self.root_dir.join("pods")
+    }
+}
+
+/// Node facts used by specs (downward API, OOM score): name, CPUs, memory, an address.
+pub fn detect_node_info() -> NodeInfo {
+    let name = nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().to_lowercase())
+        .unwrap_or_else(|_| "localhost".into());
+    let cpus = thread::available_parallelism()
+        .map(|n| n.get() as u64)
+        .unwrap_or(1);
+    let memory = fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0);
+    NodeInfo {
+        name,
+        cpu_millis: cpus * 1000,
+        memory_bytes: memory,
+        host_ip: host_ip().unwrap_or_else(|| "127.0.0.1".into()),
+    }
+}
+
+/// The address the host would use to reach the outside (no packet is sent: a UDP connect
+/// only picks a route). Falls back to loopback.
+fn host_ip() -> Option<String> {
+    let sock = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    sock.connect("192.0.2.1:9").ok()?;
+    let ip = sock.local_addr().ok()?.ip();
+    (!ip.is_unspecified()).then(|| ip.to_string())
+}
+
+/// The real runtime.
+pub struct LinuxRuntime {
+    cfg: RuntimeConfig,
+    images: Arc<ImageStore>,
+    watcher: Arc<ExitWatcher>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl LinuxRuntime {
+    /// Creates the runtime and starts its exit-watcher thread, which sends to `events`.
+    pub fn new(
+        cfg: RuntimeConfig,
+        images: Arc<ImageStore>,
+        events: Sender<RuntimeEvent>,
+    ) -> Result<LinuxRuntime, RuntimeError> {
+        cgroups::validate_parent(&cfg.cgroup_parent)?;
+        for d in [cfg.containers_dir(), cfg.pods_dir()] {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&d)
+                .map_err(|source| RuntimeError::Io {
+                    what: "create",
+                    path: d.clone(),
+                    source,
+                })?;
+        }
+        let watcher = Arc::new(ExitWatcher::new(cfg.clone(), events).map_err(|source| {
+            RuntimeError::Io {
+                what: "create exit watcher for",
+                path: cfg.containers_dir(),
+                source,
+            }
+        })?);
+        let w = Arc::clone(&watcher);
+        let thread = thread::Builder::new()
+            .name("exit-watcher".into())
+            .spawn(move || w.run())
+            .map_err(|source| RuntimeError::Io {
+                what: "spawn exit watcher for",
+                path: PathBuf::from("exit-watcher"),
+                source,
+            })?;
+        Ok(LinuxRuntime {
+            cfg,
+            images,
+            watcher,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.cfg
+    }
+
+    fn container_paths(&self, id: &str) -> Result<ContainerPaths, RuntimeError> {
+        if id.is_empty() || id.contains('/') || id == "." || id == ".." {
+            return Err(RuntimeError::NotFound { id: id.to_string() });
+        }
+        Ok(ContainerPaths::new(self.cfg.containers_dir().join(id)))
+    }
+
+    fn prepare(
+        &self,
+        req: &ContainerRequest<'_>,
+        id: &str,
+        paths: &ContainerPaths,
+    ) -> Result<(ContainerMeta, ShimConfig), RuntimeError> {
+        let pod = req.pod;
+        let pod_name = pod.metadata.name.clone().unwrap_or_default();
+        let pod_ns = pod
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let cname = req.container.name.clone();
+        let image_ref = req.container.image.clone().unwrap_or_default();
+        let image = self
+            .images
+            .resolve(&image_ref)
+            .map_err(|source| RuntimeError::Image {
+                pod: pod_name.clone(),
+                source,
+            })?
+            .ok_or_else(|| RuntimeError::ImageNotPresent {
+                pod: pod_name.clone(),
+                image: image_ref.clone(),
+            })?;
+        let image_config =
+            self.images
+                .image_config(&image)
+                .map_err(|source| RuntimeError::Image {
+                    pod: pod_name.clone(),
+                    source,
+                })?;
+        let layers_dir = self.images.layers_dir();
+        let mut lower: Vec<String> = self
+            .images
+            .layer_dirs(&image)
+            .map_err(|source| RuntimeError::Image {
+                pod: pod_name.clone(),
+                source,
+            })?
+            .iter()
+            .map(|p| {
+                p.strip_prefix(&layers_dir)
+                    .unwrap_or(p)
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        lower.reverse();
+
+        let sb_paths =
+            SandboxPaths::new(&self.cfg.pods_dir(), &uid).map_err(|source| RuntimeError::Sandbox {
+                pod: pod_name.clone(),
+                source,
+            })?;
+        let sb = sandbox::load(&sb_paths)
+            .map_err(|source| RuntimeError::Sandbox {
+                pod: pod_name.clone(),
+                source,
+            })?
+            .ok_or_else(|| RuntimeError::Start {
+                id: id.to_string(),
+                message: format!("pod {pod_name} has no sandbox (run_pod_sandbox first)"),
+            })?;
+        let mounts = SandboxMounts {
+            network_ns: (!sb.host_network).then(|| sb_paths.ns("net")),
+            ipc_ns: sb_paths.ns("ipc"),
+            uts_ns: (!sb.host_network).then(|| sb_paths.ns("uts")),
+            hosts: sb_paths.etc("hosts"),
+            hostname: sb_paths.etc("hostname"),
+            resolv_conf: sb_paths.etc("resolv.conf"),
+            shm: sb_paths.shm(),
+            volumes: sb.volumes.clone(),
+        };
+        let cgroup_path = cgroups::container_cgroup(&self.cfg.cgroup_parent, &uid, id);
+        let rootfs = paths.rootfs().rootfs;
+        let built = spec::build_spec(&SpecRequest {
+            pod,
+            container: req.container,
+            image: &image_config,
+            rootfs: &rootfs,
+            sandbox: &mounts,
+            cgroups_path: &cgroup_path,
+            node: &self.cfg.node,
+            critical: true,
+        })
+        .map_err(|source| RuntimeError::Spec {
+            pod: pod_name.clone(),
+            container: cname.clone(),
+            source,
+        })?;
+        let log_path = crate::logs::container_log_path(
+            &self.cfg.log_dir,
+            &pod_ns,
+            &pod_name,
+            &uid,
+            &cname,
+            req.restart_count,
+        );
+        let meta = ContainerMeta {
+            id: id.to_string(),
+            pod_uid: uid,
+            pod_namespace: pod_ns,
+            pod_name,
+            container_name: cname,
+            kind: req.kind,
+            restart_count: req.restart_count,
+            image: image_ref,
+            image_digest: image.digest.clone(),
+            log_path: log_path.clone(),
+            stop_signal: built.stop_signal,
+            created_at: super::now_rfc3339(),
+        };
+        let shim_cfg = ShimConfig {
+            id: id.to_string(),
+            youki_root: paths.dir.join("youki"),
+            layers_dir,
+            lower_layers: lower,
+            log_path,
+            log_max_size: self.cfg.log_max_size,
+            log_max_files: self.cfg.log_max_files,
+            user: built.user,
+            cgroup_root: self.cfg.cgroup_root.path().to_path_buf(),
+            cgroup_path,
+        };
+        let write = |path: PathBuf, r: io::Result<()>| {
+            r.map_err(|source| RuntimeError::Io {
+                what: "write",
+                path,
+                source,
+            })
+        };
+        write(paths.config(), fsutil::write_json_atomic(&paths.config(), &built.spec))?;
+        write(
+            paths.shim_config(),
+            fsutil::write_json_atomic(&paths.shim_config(), &shim_cfg),
+        )?;
+        // meta.json last: its presence marks a container directory as complete.
+        write(paths.meta(), fsutil::write_json_atomic(&paths.meta(), &meta))?;
+        Ok((meta, shim_cfg))
+    }
+
+    /// Spawns the monitor and waits for its start report.
+    fn spawn_monitor(
+        &self,
+        meta: &ContainerMeta,
+        paths: &ContainerPaths,
+    ) -> Result<ContainerInfo, RuntimeError> {
+        let id = meta.id.clone();
+        let io = |what: &'static str, path: PathBuf| {
+            move |source: io::Error| RuntimeError::Io { what, path, source }
+        };
+        let lock = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(paths.lock())
+            .map_err(io("create", paths.lock()))?;
+        // SAFETY: flock on an fd we own.
+        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Err(io("lock", paths.lock())(io::Error::last_os_error()));
+        }
+        let (ready_r, ready_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| io("create pipe for", paths.dir.clone())(e.into()))?;
+        let shim_log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(paths.shim_log())
+            .map_err(io("create", paths.shim_log()))?;
+        let mut cmd = Command::new(&self.cfg.shim_binary);
+        cmd.arg("shim")
+            .arg("run")
+            .arg(&paths.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(shim_log))
+            .env("RUST_LOG", "warn");
+        let ready_fd = ready_w.as_raw_fd();
+        let lock_fd = lock.as_raw_fd();
+        // SAFETY: the closure only calls async-signal-safe functions (setsid, dup2, fcntl).
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setsid() < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // Park both above the targets first so neither dup2 clobbers the other.
+                let r = libc::fcntl(ready_fd, libc::F_DUPFD_CLOEXEC, 10);
+                let l = libc::fcntl(lock_fd, libc::F_DUPFD_CLOEXEC, 10);
+                if r < 0 || l < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                move_fd(r, shim::READY_FD)?;
+                move_fd(l, shim::LOCK_FD)?;
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().map_err(|source| RuntimeError::Spawn {
+            binary: self.cfg.shim_binary.clone(),
+            source,
+        })?;
+        // The monitor holds the lock and the pipe now; ours must go so EOF and the lock follow
+        // the monitor's life.
+        drop(ready_w);
+        drop(lock);
+        let shim_pid = child.id() as i32;
+        // `child` is not waited on through std: the watcher reaps it via its pidfd.
+        drop(child);
+        let pidfd = procfs::pidfd_open(shim_pid).map_err(io("pidfd_open", paths.dir.clone()))?;
+        self.watcher.watch(meta, paths.dir.clone(), pidfd)?;
+
+        match read_report(&ready_r, self.cfg.start_timeout) {
+            Ok(StartReport::Started { pid, started_at }) => Ok(ContainerInfo {
+                meta: meta.clone(),
+                state: ContainerState::Running { pid, started_at },
+            }),
+            Ok(StartReport::Failed { message }) => {
+                self.discard_failed(&id, paths, shim_pid);
+                Err(RuntimeError::Start { id, message })
+            }
+            Err(message) => {
+                if let Ok(p) = ProcessId::of(shim_pid) {
+                    let _ = p.signal(libc::SIGKILL);
+                }
+                self.discard_failed(&id, paths, shim_pid);
+                Err(RuntimeError::Start { id, message })
+            }
+        }
+    }
+
+    /// A start failed: stop watching the monitor, let it finish its cleanup (or finish it),
+    /// and remove the container's directory.
+    fn discard_failed(&self, id: &str, paths: &ContainerPaths, shim_pid: i32) {
+        if let Some(fd) = self.watcher.forget(id) {
+            let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+            let _ = poll(&mut fds, PollTimeout::from(10_000u16));
+            procfs::reap_pidfd(&fd);
+        }
+        let _ = shim_pid;
+        if !paths.cleaned().exists() {
+            if let Err(e) = self.run_cleanup(paths) {
+                log::warn!("container {id}: {e}");
+            }
+        }
+        if let Err(e) = self.images.remove_lease(id) {
+            log::warn!("container {id}: {e}");
+        }
+        if let Err(e) = remove_container_dir(&paths.dir) {
+            log::warn!("container {id}: {e}");
+        }
+    }
+
+    fn run_cleanup(&self, paths: &ContainerPaths) -> Result<(), RuntimeError> {
+        run_cleanup(&self.cfg.shim_binary, paths)
+    }
+
+    fn container_info(&self, paths: &ContainerPaths) -> Result<Option<ContainerInfo>, RuntimeError> {
+        let shim_err = |id: &str| {
+            let id = id.to_string();
+            move |source| RuntimeError::Shim { id, source }
+        };
+        let name = paths
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let Some(meta) = shim::read_json_opt::<ContainerMeta>(&paths.meta()).map_err(shim_err(&name))? else {
+            // Crashed while being created: nothing was started from it.
+            if !shim::monitor_alive(paths) {
+                if let Err(e) = remove_container_dir(&paths.dir) {
+                    log::warn!("container dir {}: {e}", paths.dir.display());
+                }
+                let _ = self.images.remove_lease(&name);
+            }
+            return Ok(None);
+        };
+        if shim::monitor_alive(paths) {
+            // Give a monitor that is just starting a moment to record itself.
+            let deadline = Instant::now() + Duration::from_secs(2);
+            let state = loop {
+                let st: ShimState = shim::read_json_opt(&paths.state())
+                    .map_err(shim_err(&meta.id))?
+                    .unwrap_or_default();
+                if st.shim.is_some() || Instant::now() >= deadline {
+                    break st;
+                }
+                thread::sleep(Duration::from_millis(10));
+            };
+            if let Some(shim_id) = state.shim {
+                if !self.watcher.is_watched(&meta.id) {
+                    if let Ok(Some(fd)) = shim_id.open_pidfd() {
+                        self.watcher.watch(&meta, paths.dir.clone(), fd)?;
+                    }
+                }
+            }
+            let st = match (state.init, state.started_at) {
+                (Some(init), Some(started_at)) => ContainerState::Running {
+                    pid: init.pid,
+                    started_at,
+                },
+                _ => ContainerState::Created,
+            };
+            return Ok(Some(ContainerInfo { meta, state: st }));
+        }
+        if self.watcher.is_watched(&meta.id) {
+            // The monitor just exited; the watcher reports it as an event.
+            let exit = shim::read_json_opt::<ExitRecord>(&paths.exit()).map_err(shim_err(&meta.id))?;
+            if let Some(exit) = exit {
+                return Ok(Some(ContainerInfo {
+                    meta,
+                    state: ContainerState::Exited(exit),
+                }));
+            }
+        }
+        if !paths.cleaned().exists() {
+            self.run_cleanup(paths)?;
+        }
+        let exit = shim::read_json::<ExitRecord>(&paths.exit()).map_err(shim_err(&meta.id))?;
+        Ok(Some(ContainerInfo {
+            meta,
+            state: ContainerState::Exited(exit),
+        }))
+    }
+}
+
+impl Drop for LinuxRuntime {
+    fn drop(&mut self) {
+        self.watcher.shutdown();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// dup2 `from` onto `to`, clearing close-on-exec (also when they are already equal).
+fn move_fd(from: RawFd, to: RawFd) -> io::Result<()> {
+    // SAFETY: plain fd syscalls, async-signal-safe; called between fork and exec.
+    unsafe {
+        if from == to {
+            let flags = libc::fcntl(to, libc::F_GETFD);
+            if flags < 0 || libc::fcntl(to, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        } else if libc::dup2(from, to) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+fn read_report(fd: &OwnedFd, timeout: Duration) -> Result<StartReport, String> {
+    let deadline = Instant::now() + timeout;
+    let mut data = Vec::new();
+    let mut buf = [0u8; 4096];
+    let mut file = fs::File::from(fd.try_clone().map_err(|e| e.to_string())?);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!(
+                "monitor did not report a start within {}s",
+                timeout.as_secs()
+            ));
+        }
+        let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+        match poll(
+            &mut fds,
+            PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX),
+        ) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(nix::Error::EINTR) => continue,
+            Err(e) => return Err(format!("waiting for the monitor: {e}")),
+        }
+        match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                data.extend_from_slice(&buf[..n]);
+                if data.contains(&b'\n') {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("reading the monitor's report: {e}")),
+        }
+    }
+    let line = data.split(|b| *b == b'\n').next().unwrap_or_default();
+    if line.is_empty() {
+        return Err("monitor exited without reporting (see shim.log in the container directory)".into());
+    }
+    serde_json::from_slice(line).map_err(|e| format!("malformed start report: {e}"))
+}
+
+fn run_cleanup(binary: &Path, paths: &ContainerPaths) -> Result<(), RuntimeError> {
+    let out = Command::new(binary)
+        .arg("shim")
+        .arg("cleanup")
+        .arg(&paths.dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .env("RUST_LOG", "warn")
+        .output()
+        .map_err(|source| RuntimeError::Spawn {
+            binary: binary.to_path_buf(),
+            source,
+        })?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(RuntimeError::Start {
+            id: paths
+                .dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            message: format!(
+                "cleanup failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        })
+    }
+}
+
+/// Removes a container directory without descending into mount points.
+fn remove_container_dir(dir: &Path) -> io::Result<()> {
+    let rootfs = dir.join("rootfs");
+    if super::rootfs::is_mounted(&rootfs) {
+        return Err(io::Error::other(format!(
+            "{} is still mounted",
+            rootfs.display()
+        )));
+    }
+    match fs::remove_dir_all(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    }
+}
+
+fn new_container_id(uid: &str, name: &str, restart_count: u32) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let seed = format!(
+        "{uid}/{name}/{restart_count}/{nanos}/{}/{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    use sha2::Digest;
+    let h = hex::encode(sha2::Sha256::digest(seed.as_bytes()));
+    let short_uid: String = uid.chars().filter(|c| *c != '-').take(8).collect();
+    format!("{short_uid}-{name}-{restart_count}-{}", &h[..8])
+}
+
+impl Runtime for LinuxRuntime {
+    fn run_pod_sandbox(&self, pod: &Pod) -> Result<SandboxInfo, RuntimeError> {
+        sandbox::create(&self.cfg.pods_dir(), pod, &self.cfg.shim_binary).map_err(|source| {
+            RuntimeError::Sandbox {
+                pod: pod.metadata.name.clone().unwrap_or_default(),
+                source,
+            }
+        })
+    }
+
+    fn remove_pod_sandbox(&self, pod_uid: &str) -> Result<(), RuntimeError> {
+        for c in self.list_containers()? {
+            if c.meta.pod_uid == pod_uid && !matches!(c.state, ContainerState::Exited(_)) {
+                return Err(RuntimeError::Start {
+                    id: c.meta.id,
+                    message: format!("still running; stop it before removing pod {pod_uid}"),
+                });
+            }
+        }
+        sandbox::remove(&self.cfg.pods_dir(), pod_uid).map_err(|source| RuntimeError::Sandbox {
+            pod: pod_uid.to_string(),
+            source,
+        })?;
+        self.cfg
+            .cgroup_root
+            .remove(&cgroups::pod_cgroup(&self.cfg.cgroup_parent, pod_uid))?;
+        Ok(())
+    }
+
+    fn list_pod_sandboxes(&self) -> Result<Vec<SandboxInfo>, RuntimeError> {
+        sandbox::list(&self.cfg.pods_dir()).map_err(|source| RuntimeError::Sandbox {
+            pod: String::new(),
+            source,
+        })
+    }
+
+    fn start_container(&self, req: &ContainerRequest<'_>) -> Result<ContainerInfo, RuntimeError> {
+        let uid = req.pod.metadata.uid.clone().unwrap_or_default();
+        sandbox::validate_uid(&uid).map_err(|source| RuntimeError::Sandbox {
+            pod: req.pod.metadata.name.clone().unwrap_or_default(),
+            source,
+        })?;
+        let id = new_container_id(&uid, &req.container.name, req.restart_count);
+        let paths = self.container_paths(&id)?;
+        fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&paths.dir)
+            .map_err(|source| RuntimeError::Io {
+                what: "create",
+                path: paths.dir.clone(),
+                source,
+            })?;
+        let prepared = self.prepare(req, &id, &paths).and_then(|(meta, _)| {
+            self.images
+                .add_lease(&id, &meta.image_digest)
+                .map_err(|source| RuntimeError::Image {
+                    pod: meta.pod_name.clone(),
+                    source,
+                })?;
+            Ok(meta)
+        });
+        let meta = match prepared {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = self.images.remove_lease(&id);
+                let _ = remove_container_dir(&paths.dir);
+                return Err(e);
+            }
+        };
+        self.spawn_monitor(&meta, &paths)
+    }
+
+    fn signal_container(&self, id: &str, signal: i32) -> Result<(), RuntimeError> {
+        let paths = self.container_paths(id)?;
+        if !paths.meta().exists() {
+            return Err(RuntimeError::NotFound { id: id.to_string() });
+        }
+        let state: ShimState = shim::read_json_opt(&paths.state())
+            .map_err(|source| RuntimeError::Shim {
+                id: id.to_string(),
+                source,
+            })?
+            .unwrap_or_default();
+        if let Some(init) = state.init {
+            init.signal(signal).map_err(|source| RuntimeError::Signal {
+                id: id.to_string(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
+    fn remove_container(&self, id: &str) -> Result<(), RuntimeError> {
+        let paths = self.container_paths(id)?;
+        if !paths.dir.exists() {
+            return Ok(());
+        }
+        if shim::monitor_alive(&paths) {
+            return Err(RuntimeError::Start {
+                id: id.to_string(),
+                message: "still running; stop it before removing it".into(),
+            });
+        }
+        if !paths.cleaned().exists() && paths.shim_config().exists() {
+            self.run_cleanup(&paths)?;
+        }
+        self.watcher.forget(id);
+        self.images
+            .remove_lease(id)
+            .map_err(|source| RuntimeError::Image {
+                pod: String::new(),
+                source,
+            })?;
+        remove_container_dir(&paths.dir).map_err(|source| RuntimeError::Io {
+            what: "remove",
+            path: paths.dir.clone(),
+            source,
+        })
+    }
+
+    fn list_containers(&self) -> Result<Vec<ContainerInfo>, RuntimeError> {
+        let dir = self.cfg.containers_dir();
+        let entries = fs::read_dir(&dir).map_err(|source| RuntimeError::Io {
+            what: "read",
+            path: dir.clone(),
+            source,
+        })?;
+        let mut out = Vec::new();
+        for entry in entries.flatten() {
+            let paths = ContainerPaths::new(entry.path());
+            match self.container_info(&paths) {
+                Ok(Some(info)) => out.push(info),
+                Ok(None) => {}
+                // One broken directory must not hide the others.
+                Err(e) => log::warn!("{}: {e}", paths.dir.display()),
+            }
+        }
+        out.sort_by(|a, b| a.meta.created_at.cmp(&b.meta.created_at));
+        Ok(out)
+    }
+}
+
+struct Watched {
+    id: String,
+    pod_uid: String,
+    dir: PathBuf,
+    pidfd: OwnedFd,
+}
+
+/// The exit-watcher: epoll over monitor pidfds.
+struct ExitWatcher {
+    cfg: RuntimeConfig,
+    epoll: Epoll,
+    stop: EventFd,
+    next: AtomicU64,
+    watched: Mutex<HashMap<u64, Watched>>,
+    events: Mutex<Sender<RuntimeEvent>>,
+}
+
+const STOP_TOKEN: u64 = 0;
+
+impl ExitWatcher {
+    fn new(cfg: RuntimeConfig, events: Sender<RuntimeEvent>) -> io::Result<ExitWatcher> {
+        let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
+        let stop = EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)?;
+        epoll.add(&stop, EpollEvent::new(EpollFlags::EPOLLIN, STOP_TOKEN))?;
+        Ok(ExitWatcher {
+            cfg,
+            epoll,
+            stop,
+            next: AtomicU64::new(1),
+            watched: Mutex::new(HashMap::new()),
+            events: Mutex::new(events),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Watched>> {
+        // A panic while holding this lock cannot leave the map inconsistent (single inserts
+        // and removes), so a poisoned lock is still usable.
+        self.watched.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn watch(&self, meta: &ContainerMeta, dir: PathBuf, pidfd: OwnedFd) -> Result<(), RuntimeError> {
+        let token = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut map = self.lock();
+        self.epoll
+            .add(&pidfd, EpollEvent::new(EpollFlags::EPOLLIN, token))
+            .map_err(|e| RuntimeError::Io {
+                what: "watch monitor of",
+                path: dir.clone(),
+                source: e.into(),
+            })?;
+        map.insert(
+            token,
+            Watched {
+                id: meta.id.clone(),
+                pod_uid: meta.pod_uid.clone(),
+                dir,
+                pidfd,
+            },
+        );
+        Ok(())
+    }
+
+    fn is_watched(&self, id: &str) -> bool {
+        self.lock().values().any(|w| w.id == id)
+    }
+
+    /// Stops watching `id`; returns its pidfd.
+    fn forget(&self, id: &str) -> Option<OwnedFd> {
+        let mut map = self.lock();
+        let token = map.iter().find(|(_, w)| w.id == id).map(|(t, _)| *t)?;
+        let w = map.remove(&token)?;
+        let _ = self.epoll.delete(&w.pidfd);
+        Some(w.pidfd)
+    }
+
+    fn shutdown(&self) {
+        let _ = self.stop.arm();
+    }
+
+    fn run(&self) {
+        let mut events = [EpollEvent::empty(); 32];
+        loop {
+            let n = match self.epoll.wait(&mut events, EpollTimeout::NONE) {
+                Ok(n) => n,
+                Err(nix::Error::EINTR) => continue,
+                Err(e) => {
+                    log::error!("exit watcher: epoll_wait: {e}");
+                    return;
+                }
+            };
+            for ev in &events[..n] {
+                let token = ev.data();
+                if token == STOP_TOKEN {
+                    return;
+                }
+                let w = {
+                    let mut map = self.lock();
+                    match map.remove(&token) {
+                        Some(w) => {
+                            let _ = self.epoll.delete(&w.pidfd);
+                            w
+                        }
+                        None => continue,
+                    }
+                };
+                procfs::reap_pidfd(&w.pidfd);
+                self.report(w);
+            }
+        }
+    }
+
+    fn report(&self, w: Watched) {
+        let paths = ContainerPaths::new(&w.dir);
+        if !paths.cleaned().exists() {
+            if let Err(e) = run_cleanup(&self.cfg.shim_binary, &paths) {
+                log::error!("container {}: {e}", w.id);
+            }
+        }
+        let exit = match shim::read_json::<ExitRecord>(&paths.exit()) {
+            Ok(e) => e,
+            Err(e) => {
+                log::error!("container {}: {e}", w.id);
+                ExitRecord {
+                    exit_code: 137,
+                    signal: None,
+                    oom_killed: false,
+                    started_at: String::new(),
+                    finished_at: super::now_rfc3339(),
+                    reason: "ContainerStatusUnknown".into(),
+                    message: Some(e.to_string()),
+                }
+            }
+        };
+        let tx = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        // The receiver may be gone while shutting down: nothing left to tell.
+        let _ = tx.send(RuntimeEvent::ContainerExited {
+            id: w.id,
+            pod_uid: w.pod_uid,
+            exit,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn container_ids_are_unique_and_valid_for_libcontainer() {
+        let a = new_container_id("0d1e2f3a-aaaa", "web", 0);
+        let b = new_container_id("0d1e2f3a-aaaa", "web", 0);
+        assert_ne!(a, b);
+        assert!(a.starts_with("0d1e2f3a-web-0-"), "{a}");
+        assert!(a
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_+-.".contains(c)));
+    }
+
+    #[test]
+    fn move_fd_clears_cloexec_when_already_in_place() {
+        let (r, _w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
+        let fd = r.as_raw_fd();
+        move_fd(fd, fd).expect("move");
+        // SAFETY: F_GETFD on an fd we own.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        assert_eq!(flags & libc::FD_CLOEXEC, 0);
+    }
+}

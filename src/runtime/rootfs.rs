@@ -1,0 +1,218 @@
+//! rootfs: a container's root filesystem, an overlayfs of the image's unpacked layers (shared,
+//! read-only) plus a per-container upper and work directory.
+//!
+//! Layer directories are passed to overlayfs as paths RELATIVE to the layers directory (the
+//! caller's working directory is switched there for the mount syscall), because the mount
+//! option string is limited to one page and absolute paths would cap the layer count.
+//! Only the single-threaded monitor process mounts; the working-directory switch is therefore
+//! safe.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+
+/// Errors of rootfs handling.
+#[derive(Debug, thiserror::Error)]
+pub enum RootfsError {
+    #[error("failed to create {path}: {source}")]
+    Create { path: PathBuf, source: io::Error },
+    #[error("overlay mount option string for {target} is {len} bytes, over the {max}-byte limit ({layers} layers)")]
+    OptionsTooLong {
+        target: PathBuf,
+        len: usize,
+        max: usize,
+        layers: usize,
+    },
+    #[error("failed to mount overlay on {target}: {source}")]
+    Mount {
+        target: PathBuf,
+        source: nix::Error,
+    },
+    #[error("failed to unmount {target}: {source}")]
+    Unmount {
+        target: PathBuf,
+        source: nix::Error,
+    },
+    #[error("failed to enter layers directory {path}: {source}")]
+    Chdir { path: PathBuf, source: io::Error },
+}
+
+/// Paths of a container's writable layer.
+#[derive(Debug, Clone)]
+pub struct RootfsPaths {
+    pub rootfs: PathBuf,
+    pub upper: PathBuf,
+    pub work: PathBuf,
+    /// An empty lower layer for images without layers.
+    pub empty: PathBuf,
+}
+
+impl RootfsPaths {
+    pub fn in_dir(container_dir: &Path) -> RootfsPaths {
+        RootfsPaths {
+            rootfs: container_dir.join("rootfs"),
+            upper: container_dir.join("upper"),
+            work: container_dir.join("work"),
+            empty: container_dir.join("empty"),
+        }
+    }
+}
+
+const MAX_OPTIONS: usize = 4095;
+
+/// Builds the overlay option string. `lower_top_first` are layer directory names relative to
+/// the layers directory, topmost layer first.
+pub fn overlay_options(lower_top_first: &[String], upper: &Path, work: &Path) -> String {
+    format!(
+        "lowerdir={},upperdir={},workdir={}",
+        lower_top_first.join(":"),
+        upper.display(),
+        work.display()
+    )
+}
+
+/// Mounts the overlay rootfs. Must only be called from a single-threaded process (it changes
+/// the working directory for the duration of the mount call).
+pub fn mount_rootfs(
+    paths: &RootfsPaths,
+    layers_dir: &Path,
+    lower_top_first: &[String],
+) -> Result<(), RootfsError> {
+    for dir in [&paths.rootfs, &paths.upper, &paths.work] {
+        fs::create_dir_all(dir).map_err(|source| RootfsError::Create {
+            path: dir.clone(),
+            source,
+        })?;
+    }
+    let (base, lowers) = if lower_top_first.is_empty() {
+        fs::create_dir_all(&paths.empty).map_err(|source| RootfsError::Create {
+            path: paths.empty.clone(),
+            source,
+        })?;
+        (paths.empty.clone(), vec![".".to_string()])
+    } else {
+        (layers_dir.to_path_buf(), lower_top_first.to_vec())
+    };
+    let opts = overlay_options(&lowers, &paths.upper, &paths.work);
+    if opts.len() > MAX_OPTIONS {
+        return Err(RootfsError::OptionsTooLong {
+            target: paths.rootfs.clone(),
+            len: opts.len(),
+            max: MAX_OPTIONS,
+            layers: lower_top_first.len(),
+        });
+    }
+    let previous = std::env::current_dir().ok();
+    std::env::set_current_dir(&base).map_err(|source| RootfsError::Chdir {
+        path: base.clone(),
+        source,
+    })?;
+    let result = mount(
+        Some("overlay"),
+        &paths.rootfs,
+        Some("overlay"),
+        MsFlags::empty(),
+        Some(opts.as_str()),
+    );
+    let _ = std::env::set_current_dir(previous.unwrap_or_else(|| PathBuf::from("/")));
+    result.map_err(|source| RootfsError::Mount {
+        target: paths.rootfs.clone(),
+        source,
+    })
+}
+
+/// True if `path` is a mount point according to /proc/self/mountinfo.
+pub fn is_mounted(path: &Path) -> bool {
+    let Ok(info) = fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let wanted = path.to_string_lossy();
+    info.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .any(|mp| unescape_mountinfo(mp) == wanted)
+}
+
+/// mountinfo escapes space, tab, newline and backslash as octal.
+pub fn unescape_mountinfo(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let bytes = s.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' && i + 4 <= bytes.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8) {
+                out.push(v as char);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(bytes[i] as char);
+        i += 1;
+    }
+    out
+}
+
+/// Unmounts the rootfs if mounted (lazily if busy) and removes the writable layer.
+pub fn remove_rootfs(paths: &RootfsPaths) -> Result<(), RootfsError> {
+    unmount_if_mounted(&paths.rootfs)?;
+    for dir in [&paths.upper, &paths.work, &paths.empty] {
+        remove_dir_all_quiet(dir);
+    }
+    // rootfs is an empty mount point once unmounted; never recurse into it in case a mount
+    // survived.
+    let _ = fs::remove_dir(&paths.rootfs);
+    Ok(())
+}
+
+/// Unmounts `target` if it is a mount point; falls back to a lazy unmount when busy.
+pub fn unmount_if_mounted(target: &Path) -> Result<(), RootfsError> {
+    while is_mounted(target) {
+        match umount2(target, MntFlags::empty()) {
+            Ok(()) => {}
+            Err(nix::Error::EBUSY) => {
+                umount2(target, MntFlags::MNT_DETACH).map_err(|source| RootfsError::Unmount {
+                    target: target.to_path_buf(),
+                    source,
+                })?
+            }
+            Err(nix::Error::EINVAL) | Err(nix::Error::ENOENT) => break,
+            Err(source) => {
+                return Err(RootfsError::Unmount {
+                    target: target.to_path_buf(),
+                    source,
+                })
+            }
+        }
+    }
+    Ok(())
+}
+
+fn remove_dir_all_quiet(dir: &Path) {
+    if let Err(e) = fs::remove_dir_all(dir) {
+        if e.kind() != io::ErrorKind::NotFound {
+            log::warn!("failed to remove {}: {e}", dir.display());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_list_layers_top_first_relative() {
+        let o = overlay_options(
+            &["b".into(), "a".into()],
+            Path::new("/c/upper"),
+            Path::new("/c/work"),
+        );
+        assert_eq!(o, "lowerdir=b:a,upperdir=/c/upper,workdir=/c/work");
+    }
+
+    #[test]
+    fn mountinfo_unescape() {
+        assert_eq!(unescape_mountinfo("/a\\040b"), "/a b");
+        assert_eq!(unescape_mountinfo("/plain"), "/plain");
+    }
+}

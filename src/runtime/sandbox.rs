@@ -1,0 +1,698 @@
+//! sandbox: everything a pod's containers share, kept on disk under `<root>/pods/<uid>/`.
+//!
+//! There is no pause container. The pod's network, IPC and UTS namespaces are created by a
+//! short-lived single-threaded helper (`podvisor shim sandbox`, see [`pin_namespaces`]) and
+//! pinned by bind-mounting their nsfs files on `ns/{net,ipc,uts}`; containers join them by
+//! path. With `hostNetwork: true` the host's network and UTS namespaces are used.
+//!
+//! Layout of a pod directory:
+//! - `sandbox.json`: [`SandboxInfo`], written last (its presence marks a complete sandbox),
+//! - `ns/net`, `ns/ipc`, `ns/uts`: pinned namespaces (bind mounts),
+//! - `shm/`: the pod's /dev/shm (tmpfs, shared by its containers),
+//! - `etc/hosts`, `etc/hostname`, `etc/resolv.conf`: bind-mounted into every container,
+//! - `volumes/<name>/`: emptyDir volumes (tmpfs mounts for `medium: Memory`).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use k8s_openapi::api::core::v1::{Pod, Volume};
+use nix::mount::{mount, MsFlags};
+use nix::sched::{unshare, CloneFlags};
+
+use super::rootfs::unmount_if_mounted;
+use super::SandboxInfo;
+use crate::fsutil;
+
+/// Errors of sandbox handling.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("invalid pod uid {uid:?}: want 1-64 characters of [A-Za-z0-9-]")]
+    InvalidUid { uid: String },
+    #[error("pod has no metadata.{field}")]
+    MissingField { field: &'static str },
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{field}: {message}")]
+    Volume { field: String, message: String },
+    #[error("namespace helper failed: {message}")]
+    Helper { message: String },
+    #[error("{what} {path}: {source}")]
+    Sys {
+        what: &'static str,
+        path: PathBuf,
+        source: nix::Error,
+    },
+    #[error("failed to unmount: {0}")]
+    Unmount(#[from] super::rootfs::RootfsError),
+    #[error("failed to parse {path}: {source}")]
+    Parse {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> SandboxError + '_ {
+    move |source| SandboxError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Paths inside one pod directory.
+#[derive(Debug, Clone)]
+pub struct SandboxPaths {
+    pub dir: PathBuf,
+}
+
+impl SandboxPaths {
+    pub fn new(pods_dir: &Path, uid: &str) -> Result<SandboxPaths, SandboxError> {
+        validate_uid(uid)?;
+        Ok(SandboxPaths {
+            dir: pods_dir.join(uid),
+        })
+    }
+    pub fn info(&self) -> PathBuf {
+        self.dir.join("sandbox.json")
+    }
+    pub fn ns(&self, kind: &str) -> PathBuf {
+        self.dir.join("ns").join(kind)
+    }
+    pub fn shm(&self) -> PathBuf {
+        self.dir.join("shm")
+    }
+    pub fn etc(&self, name: &str) -> PathBuf {
+        self.dir.join("etc").join(name)
+    }
+    pub fn volume(&self, name: &str) -> PathBuf {
+        self.dir.join("volumes").join(name)
+    }
+}
+
+/// Pod UIDs name directories and cgroups: keep them to a safe alphabet.
+pub fn validate_uid(uid: &str) -> Result<(), SandboxError> {
+    if uid.is_empty()
+        || uid.len() > 64
+        || !uid
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-')
+    {
+        return Err(SandboxError::InvalidUid {
+            uid: uid.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// The hostname the kubelet gives a pod: spec.hostname or the pod name, at most 63 characters,
+/// without trailing '-' or '.'.
+pub fn pod_hostname(pod: &Pod) -> String {
+    let spec_host = pod.spec.as_ref().and_then(|s| s.hostname.clone());
+    let name = spec_host
+        .filter(|h| !h.is_empty())
+        .or_else(|| pod.metadata.name.clone())
+        .unwrap_or_default();
+    let mut h: String = name.chars().take(63).collect();
+    while h.ends_with('-') || h.ends_with('.') {
+        h.pop();
+    }
+    h
+}
+
+/// Whether the pod uses the host's network namespace.
+pub fn host_network(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.host_network)
+        .unwrap_or(false)
+}
+
+/// Creates (or reuses, if complete) the sandbox of `pod`.
+pub fn create(
+    pods_dir: &Path,
+    pod: &Pod,
+    helper_binary: &Path,
+) -> Result<SandboxInfo, SandboxError> {
+    let uid = pod
+        .metadata
+        .uid
+        .clone()
+        .ok_or(SandboxError::MissingField { field: "uid" })?;
+    let paths = SandboxPaths::new(pods_dir, &uid)?;
+    if let Some(info) = load(&paths)? {
+        return Ok(info);
+    }
+    // A partial sandbox (crash during creation) is torn down and made again.
+    if paths.dir.exists() {
+        remove_dir(&paths)?;
+    }
+    let result = create_new(&paths, pod, &uid, helper_binary);
+    if result.is_err() {
+        if let Err(e) = remove_dir(&paths) {
+            log::warn!("pod {uid}: cleanup of failed sandbox: {e}");
+        }
+    }
+    result
+}
+
+fn create_new(
+    paths: &SandboxPaths,
+    pod: &Pod,
+    uid: &str,
+    helper_binary: &Path,
+) -> Result<SandboxInfo, SandboxError> {
+    let hostname = pod_hostname(pod);
+    let host_net = host_network(pod);
+    for d in [paths.dir.join("ns"), paths.dir.join("etc"), paths.shm()] {
+        fs::create_dir_all(&d).map_err(io_err(&d))?;
+    }
+    fs::set_permissions(&paths.dir, fs::Permissions::from_mode(0o700))
+        .map_err(io_err(&paths.dir))?;
+    write_etc_files(paths, pod, &hostname, host_net)?;
+    let volumes = prepare_volumes(paths, pod)?;
+
+    let mut cmd = Command::new(helper_binary);
+    cmd.arg("shim")
+        .arg("sandbox")
+        .arg(&paths.dir)
+        .arg("--hostname")
+        .arg(&hostname);
+    if host_net {
+        cmd.arg("--host-network");
+    }
+    let out = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(io_err(helper_binary))?;
+    if !out.status.success() {
+        return Err(SandboxError::Helper {
+            message: format!(
+                "{} ({})",
+                String::from_utf8_lossy(&out.stderr).trim(),
+                out.status
+            ),
+        });
+    }
+    let info = SandboxInfo {
+        pod_uid: uid.to_string(),
+        pod_namespace: pod
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into()),
+        pod_name: pod.metadata.name.clone().unwrap_or_default(),
+        host_network: host_net,
+        hostname,
+        created_at: super::now_rfc3339(),
+        volumes,
+    };
+    fsutil::write_json_atomic(&paths.info(), &info).map_err(io_err(&paths.info()))?;
+    Ok(info)
+}
+
+/// Reads a complete sandbox's record, `None` if there is none.
+pub fn load(paths: &SandboxPaths) -> Result<Option<SandboxInfo>, SandboxError> {
+    let p = paths.info();
+    match fs::read(&p) {
+        Ok(data) => serde_json::from_slice(&data)
+            .map(Some)
+            .map_err(|source| SandboxError::Parse { path: p, source }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(SandboxError::Io { path: p, source }),
+    }
+}
+
+/// Every complete sandbox under `pods_dir`.
+pub fn list(pods_dir: &Path) -> Result<Vec<SandboxInfo>, SandboxError> {
+    let mut out = Vec::new();
+    let entries = match fs::read_dir(pods_dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
+        Err(source) => {
+            return Err(SandboxError::Io {
+                path: pods_dir.to_path_buf(),
+                source,
+            })
+        }
+    };
+    for entry in entries.flatten() {
+        let uid = entry.file_name().to_string_lossy().into_owned();
+        let Ok(paths) = SandboxPaths::new(pods_dir, &uid) else {
+            continue;
+        };
+        if let Some(info) = load(&paths)? {
+            out.push(info);
+        }
+    }
+    out.sort_by(|a, b| a.pod_uid.cmp(&b.pod_uid));
+    Ok(out)
+}
+
+/// Tears a sandbox down: unmounts the pinned namespaces, /dev/shm and memory volumes, then
+/// removes the directory. Never recurses into a directory that is still a mount point.
+pub fn remove(pods_dir: &Path, uid: &str) -> Result<(), SandboxError> {
+    let paths = SandboxPaths::new(pods_dir, uid)?;
+    remove_dir(&paths)
+}
+
+fn remove_dir(paths: &SandboxPaths) -> Result<(), SandboxError> {
+    if !paths.dir.exists() {
+        return Ok(());
+    }
+    // Remove the completion marker first: a crash below leaves a partial sandbox, which the
+    // next create or remove finishes tearing down.
+    match fs::remove_file(paths.info()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(source) => {
+            return Err(SandboxError::Io {
+                path: paths.info(),
+                source,
+            })
+        }
+    }
+    for kind in ["net", "ipc", "uts"] {
+        unmount_if_mounted(&paths.ns(kind))?;
+    }
+    unmount_if_mounted(&paths.shm())?;
+    let vols = paths.dir.join("volumes");
+    if let Ok(entries) = fs::read_dir(&vols) {
+        for entry in entries.flatten() {
+            unmount_if_mounted(&entry.path())?;
+        }
+    }
+    remove_tree_no_mounts(&paths.dir)
+}
+
+/// Removes a tree, refusing to descend into mount points (st_dev differs from the root's).
+fn remove_tree_no_mounts(dir: &Path) -> Result<(), SandboxError> {
+    use std::os::unix::fs::MetadataExt;
+    let top = fs::symlink_metadata(dir).map_err(io_err(dir))?;
+    fn walk(p: &Path, dev: u64) -> Result<(), SandboxError> {
+        let md = fs::symlink_metadata(p).map_err(io_err(p))?;
+        if md.is_dir() {
+            if md.dev() != dev {
+                return Err(SandboxError::Io {
+                    path: p.to_path_buf(),
+                    source: io::Error::other("still a mount point, not removing"),
+                });
+            }
+            for entry in fs::read_dir(p).map_err(io_err(p))? {
+                let entry = entry.map_err(io_err(p))?;
+                walk(&entry.path(), dev)?;
+            }
+            fs::remove_dir(p).map_err(io_err(p))
+        } else {
+            fs::remove_file(p).map_err(io_err(p))
+        }
+    }
+    walk(dir, top.dev())
+}
+
+fn write_etc_files(
+    paths: &SandboxPaths,
+    pod: &Pod,
+    hostname: &str,
+    host_net: bool,
+) -> Result<(), SandboxError> {
+    let hosts = if host_net {
+        fs::read("/etc/hosts").unwrap_or_else(|_| b"127.0.0.1\tlocalhost\n".to_vec())
+    } else {
+        let mut s = String::from(
+            "# Kubernetes-managed hosts file (podvisor).\n\
+             127.0.0.1\tlocalhost\n\
+             ::1\tlocalhost ip6-localhost ip6-loopback\n\
+             fe00::0\tip6-localnet\n\
+             fe00::0\tip6-mcastprefix\n\
+             fe00::1\tip6-allnodes\n\
+             fe00::2\tip6-allrouters\n",
+        );
+        // No pod IP yet (loopback-only pod network): the pod's name resolves to loopback.
+        s.push_str(&format!("127.0.0.1\t{hostname}\n"));
+        if let Some(aliases) = pod.spec.as_ref().and_then(|s| s.host_aliases.as_ref()) {
+            for a in aliases {
+                let names = a.hostnames.clone().unwrap_or_default().join(" ");
+                s.push_str(&format!("{}\t{}\n", a.ip, names));
+            }
+        }
+        s.into_bytes()
+    };
+    let hostname_content = if host_net {
+        nix::unistd::gethostname()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| hostname.to_string())
+    } else {
+        hostname.to_string()
+    };
+    let resolv = resolv_conf(pod);
+    for (name, data) in [
+        ("hosts", hosts),
+        ("hostname", format!("{hostname_content}\n").into_bytes()),
+        ("resolv.conf", resolv),
+    ] {
+        let p = paths.etc(name);
+        fs::write(&p, data).map_err(io_err(&p))?;
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).map_err(io_err(&p))?;
+    }
+    Ok(())
+}
+
+/// resolv.conf for the pod: the host's (there is no cluster DNS), with `dnsConfig` applied;
+/// `dnsPolicy: None` uses only `dnsConfig`.
+fn resolv_conf(pod: &Pod) -> Vec<u8> {
+    let spec = pod.spec.as_ref();
+    let policy = spec.and_then(|s| s.dns_policy.as_deref()).unwrap_or("");
+    let mut out = if policy == "None" {
+        String::new()
+    } else {
+        fs::read_to_string("/etc/resolv.conf").unwrap_or_default()
+    };
+    if let Some(cfg) = spec.and_then(|s| s.dns_config.as_ref()) {
+        for ns in cfg.nameservers.iter().flatten() {
+            out.push_str(&format!("nameserver {ns}\n"));
+        }
+        if let Some(search) = &cfg.searches {
+            if !search.is_empty() {
+                out.push_str(&format!("search {}\n", search.join(" ")));
+            }
+        }
+        let opts: Vec<String> = cfg
+            .options
+            .iter()
+            .flatten()
+            .filter_map(|o| {
+                o.name.as_ref().map(|n| match &o.value {
+                    Some(v) => format!("{n}:{v}"),
+                    None => n.clone(),
+                })
+            })
+            .collect();
+        if !opts.is_empty() {
+            out.push_str(&format!("options {}\n", opts.join(" ")));
+        }
+    }
+    out.into_bytes()
+}
+
+fn prepare_volumes(
+    paths: &SandboxPaths,
+    pod: &Pod,
+) -> Result<BTreeMap<String, PathBuf>, SandboxError> {
+    let mut out = BTreeMap::new();
+    let volumes = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.clone())
+        .unwrap_or_default();
+    for (i, v) in volumes.iter().enumerate() {
+        let field = format!("spec.volumes[{i}]");
+        let path = prepare_volume(paths, v, &field)?;
+        out.insert(v.name.clone(), path);
+    }
+    Ok(out)
+}
+
+fn prepare_volume(paths: &SandboxPaths, v: &Volume, field: &str) -> Result<PathBuf, SandboxError> {
+    let verr = |message: String| SandboxError::Volume {
+        field: field.to_string(),
+        message,
+    };
+    if v.name.is_empty() || v.name.contains('/') || v.name == "." || v.name == ".." {
+        return Err(verr(format!("invalid volume name {:?}", v.name)));
+    }
+    if let Some(hp) = &v.host_path {
+        let p = PathBuf::from(&hp.path);
+        if !p.is_absolute() {
+            return Err(verr(format!("hostPath.path {:?} must be absolute", hp.path)));
+        }
+        check_host_path(&p, hp.type_.as_deref().unwrap_or(""))
+            .map_err(|m| verr(format!("hostPath {}: {m}", hp.path)))?;
+        return Ok(p);
+    }
+    if let Some(ed) = &v.empty_dir {
+        let p = paths.volume(&v.name);
+        fs::create_dir_all(&p).map_err(io_err(&p))?;
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o777)).map_err(io_err(&p))?;
+        if ed.medium.as_deref() == Some("Memory") {
+            let mut opts = String::from("mode=1777");
+            if let Some(limit) = &ed.size_limit {
+                let bytes = crate::pod::quantity::parse_bytes(limit)
+                    .map_err(|e| verr(format!("emptyDir.sizeLimit: {e}")))?;
+                opts.push_str(&format!(",size={bytes}"));
+            }
+            mount(
+                Some("tmpfs"),
+                &p,
+                Some("tmpfs"),
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+                Some(opts.as_str()),
+            )
+            .map_err(|source| SandboxError::Sys {
+                what: "mount tmpfs on",
+                path: p.clone(),
+                source,
+            })?;
+        } else if let Some(m) = ed.medium.as_deref().filter(|m| !m.is_empty()) {
+            return Err(verr(format!("emptyDir.medium {m:?} is not supported")));
+        }
+        return Ok(p);
+    }
+    let kind = if v.secret.is_some() {
+        "secret"
+    } else if v.config_map.is_some() {
+        "configMap"
+    } else if v.persistent_volume_claim.is_some() {
+        "persistentVolumeClaim"
+    } else if v.projected.is_some() {
+        "projected"
+    } else if v.downward_api.is_some() {
+        return Err(verr(
+            "downwardAPI volumes are not supported yet (use env valueFrom.fieldRef)".into(),
+        ));
+    } else {
+        return Err(verr(
+            "volume type not supported (podvisor supports hostPath and emptyDir)".into(),
+        ));
+    };
+    Err(verr(format!(
+        "static pods cannot use {kind} volumes (they reference API objects)"
+    )))
+}
+
+fn check_host_path(p: &Path, kind: &str) -> Result<(), String> {
+    let md = fs::metadata(p);
+    let exists = md.is_ok();
+    let ft = md.as_ref().ok().map(|m| m.file_type());
+    match kind {
+        "" => Ok(()),
+        "DirectoryOrCreate" => {
+            if !exists {
+                fs::create_dir_all(p).map_err(|e| format!("cannot create directory: {e}"))?;
+                fs::set_permissions(p, fs::Permissions::from_mode(0o755))
+                    .map_err(|e| e.to_string())?;
+                return Ok(());
+            }
+            match ft {
+                Some(t) if t.is_dir() => Ok(()),
+                _ => Err("exists and is not a directory".into()),
+            }
+        }
+        "Directory" => match ft {
+            Some(t) if t.is_dir() => Ok(()),
+            _ => Err("is not an existing directory (type Directory)".into()),
+        },
+        "FileOrCreate" => {
+            if !exists {
+                fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .map_err(|e| format!("cannot create file: {e}"))?;
+                fs::set_permissions(p, fs::Permissions::from_mode(0o644))
+                    .map_err(|e| e.to_string())?;
+                return Ok(());
+            }
+            match ft {
+                Some(t) if t.is_file() => Ok(()),
+                _ => Err("exists and is not a regular file".into()),
+            }
+        }
+        "File" => match ft {
+            Some(t) if t.is_file() => Ok(()),
+            _ => Err("is not an existing file (type File)".into()),
+        },
+        "Socket" => match ft {
+            Some(t) if t.is_socket() => Ok(()),
+            _ => Err("is not an existing socket (type Socket)".into()),
+        },
+        "CharDevice" => match ft {
+            Some(t) if t.is_char_device() => Ok(()),
+            _ => Err("is not an existing character device (type CharDevice)".into()),
+        },
+        "BlockDevice" => match ft {
+            Some(t) if t.is_block_device() => Ok(()),
+            _ => Err("is not an existing block device (type BlockDevice)".into()),
+        },
+        other => Err(format!("unknown hostPath type {other:?}")),
+    }
+}
+
+/// Runs in the single-threaded helper process (`podvisor shim sandbox`): creates the pod's
+/// namespaces, sets the hostname, brings loopback up, pins the namespaces and mounts /dev/shm.
+pub fn pin_namespaces(
+    pod_dir: &Path,
+    hostname: &str,
+    host_net: bool,
+) -> Result<(), SandboxError> {
+    let paths = SandboxPaths {
+        dir: pod_dir.to_path_buf(),
+    };
+    let mut flags = CloneFlags::CLONE_NEWIPC;
+    if !host_net {
+        flags |= CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWUTS;
+    }
+    unshare(flags).map_err(|source| SandboxError::Sys {
+        what: "unshare namespaces for",
+        path: pod_dir.to_path_buf(),
+        source,
+    })?;
+    let mut kinds = vec!["ipc"];
+    if !host_net {
+        nix::unistd::sethostname(hostname).map_err(|source| SandboxError::Sys {
+            what: "sethostname in",
+            path: pod_dir.to_path_buf(),
+            source,
+        })?;
+        loopback_up().map_err(|source| SandboxError::Io {
+            path: PathBuf::from("lo"),
+            source,
+        })?;
+        kinds.push("net");
+        kinds.push("uts");
+    }
+    for kind in kinds {
+        let target = paths.ns(kind);
+        fs::File::create(&target).map_err(io_err(&target))?;
+        let src = PathBuf::from(format!("/proc/self/ns/{kind}"));
+        mount(
+            Some(src.as_path()),
+            &target,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .map_err(|source| SandboxError::Sys {
+            what: "bind-mount namespace on",
+            path: target.clone(),
+            source,
+        })?;
+    }
+    let shm = paths.shm();
+    mount(
+        Some("shm"),
+        &shm,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        Some("mode=1777,size=65536k"),
+    )
+    .map_err(|source| SandboxError::Sys {
+        what: "mount tmpfs on",
+        path: shm,
+        source,
+    })?;
+    Ok(())
+}
+
+/// `ip link set lo up` in the current network namespace.
+fn loopback_up() -> io::Result<()> {
+    // SAFETY: plain socket(2); the fd is owned and closed below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh socket we own.
+    let sock = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    use std::os::fd::AsRawFd;
+    // SAFETY: ifreq is plain old data; zero is a valid initial value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (i, b) in b"lo".iter().enumerate() {
+        req.ifr_name[i] = *b as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS read and write the ifreq we pass.
+    unsafe {
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(yaml: &str) -> Pod {
+        serde_json::from_value(serde_json::to_value(
+            serde_saphyr::from_str::<serde_json::Value>(yaml).expect("yaml"),
+        )
+        .expect("value"))
+        .expect("pod")
+    }
+
+    #[test]
+    fn hostname_is_pod_name_truncated_and_trimmed() {
+        let long = format!("{}-x", "a".repeat(62));
+        let p = pod(&format!("metadata: {{name: {long}}}\nspec: {{containers: []}}"));
+        assert_eq!(pod_hostname(&p), "a".repeat(62));
+        let p = pod("metadata: {name: web}\nspec: {hostname: custom, containers: []}");
+        assert_eq!(pod_hostname(&p), "custom");
+    }
+
+    #[test]
+    fn uid_alphabet_is_enforced() {
+        assert!(validate_uid("0d1e-aa").is_ok());
+        assert!(validate_uid("../x").is_err());
+        assert!(validate_uid("").is_err());
+    }
+
+    #[test]
+    fn host_path_types_are_checked_and_created() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path().join("newdir");
+        check_host_path(&d, "DirectoryOrCreate").expect("create dir");
+        assert!(d.is_dir());
+        let f = dir.path().join("newfile");
+        check_host_path(&f, "FileOrCreate").expect("create file");
+        assert!(f.is_file());
+        assert!(check_host_path(&f, "Directory").is_err());
+        assert!(check_host_path(&d, "File").is_err());
+        assert!(check_host_path(&dir.path().join("missing"), "Socket").is_err());
+        assert!(check_host_path(&d, "Bogus").is_err());
+    }
+
+    #[test]
+    fn secret_volume_is_refused_naming_the_field() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = pod("metadata: {name: a, uid: u1}\nspec:\n  containers: []\n  volumes:\n  - name: s\n    secret: {secretName: x}\n");
+        let paths = SandboxPaths::new(dir.path(), "u1").expect("paths");
+        let err = prepare_volumes(&paths, &p).expect_err("must fail");
+        let msg = err.to_string();
+        assert!(msg.contains("spec.volumes[0]") && msg.contains("secret"), "{msg}");
+    }
+
+    #[test]
+    fn resolv_conf_applies_dns_config() {
+        let p = pod("metadata: {name: a}\nspec:\n  containers: []\n  dnsPolicy: None\n  dnsConfig:\n    nameservers: [1.2.3.4]\n    searches: [a.local]\n    options: [{name: ndots, value: '2'}]\n");
+        let r = String::from_utf8(resolv_conf(&p)).expect("utf8");
+        assert_eq!(r, "nameserver 1.2.3.4\nsearch a.local\noptions ndots:2\n");
+    }
+}

@@ -1,0 +1,690 @@
+//! shim: the per-container monitor process, podvisor's own binary re-executed as the hidden
+//! subcommand `podvisor shim run <container-dir>` (like containerd-shim or conmon).
+//!
+//! Why a process per container (see docs/design.md): libcontainer creates containers by
+//! cloning the calling process without exec, which is unsafe from the multi-threaded daemon;
+//! and a container, its log stream and its exit status must survive the daemon being killed.
+//! The monitor is single-threaded for its whole life. It:
+//! 1. records its own identity in `state.json` (the daemon holds nothing it needs),
+//! 2. mounts the overlay rootfs, resolves the image user against it,
+//! 3. creates and starts the container through libcontainer, so it is the init's parent,
+//! 4. reports "started" (or the error) on fd 3 to whoever spawned it,
+//! 5. copies the container's stdout/stderr into the CRI log until the init exits (SIGCHLD via
+//!    signalfd: the exit is seen within microseconds, never polled),
+//! 6. writes `exit.json` atomically (exit code, signal, OOM kill from the cgroup, times),
+//! 7. deletes the container (cgroup, state), unmounts the rootfs, writes `cleaned`, exits.
+//!
+//! The monitor holds an exclusive flock on `shim.lock` (fd 4, taken by the spawner before the
+//! exec) for its whole life: a free lock means the monitor is gone. `podvisor shim cleanup`
+//! finishes the job of a monitor that died (SIGKILL): it kills what is left of the container
+//! and records its status as unknown.
+
+use std::fs;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{self, SigSet, SigmaskHow, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+
+use super::procfs::ProcessId;
+use super::rootfs::{self, RootfsPaths};
+use super::spec::UserRequest;
+use super::ExitRecord;
+use crate::cgroups::CgroupRoot;
+use crate::fsutil;
+use crate::logs::{CriLogWriter, LogOptions, Stream};
+
+/// The fd on which a monitor reports the start result.
+pub const READY_FD: i32 = 3;
+/// The fd of the monitor's lock file (already flock'ed by the spawner).
+pub const LOCK_FD: i32 = 4;
+
+/// Errors of the monitor and of reading its files.
+#[derive(Debug, thiserror::Error)]
+pub enum ShimError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("failed to parse {path}: {source}")]
+    Parse {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("rootfs: {0}")]
+    Rootfs(#[from] rootfs::RootfsError),
+    #[error("user: {0}")]
+    User(#[from] super::spec::SpecError),
+    #[error("log: {0}")]
+    Log(#[from] crate::logs::LogError),
+    #[error("libcontainer: {0}")]
+    Container(#[from] libcontainer::error::LibcontainerError),
+    #[error("{what}: {source}")]
+    Sys {
+        what: &'static str,
+        source: nix::Error,
+    },
+    #[error("process: {0}")]
+    Proc(#[from] super::procfs::ProcError),
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> ShimError + '_ {
+    move |source| ShimError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// What the spawner tells the monitor (`shim.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShimConfig {
+    pub id: String,
+    /// Directory that holds libcontainer's state for this container.
+    pub youki_root: PathBuf,
+    /// The image layers directory; `lower_layers` are relative to it, topmost first.
+    pub layers_dir: PathBuf,
+    pub lower_layers: Vec<String>,
+    pub log_path: PathBuf,
+    pub log_max_size: u64,
+    pub log_max_files: u32,
+    pub user: UserRequest,
+    pub cgroup_root: PathBuf,
+    /// The container's cgroup path relative to the cgroup root.
+    pub cgroup_path: String,
+}
+
+/// What the monitor records about itself and the container (`state.json`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ShimState {
+    pub shim: Option<ProcessId>,
+    pub init: Option<ProcessId>,
+    pub started_at: Option<String>,
+}
+
+/// The start report sent on [`READY_FD`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StartReport {
+    Started { pid: i32, started_at: String },
+    Failed { message: String },
+}
+
+/// Files of one container directory.
+#[derive(Debug, Clone)]
+pub struct ContainerPaths {
+    pub dir: PathBuf,
+}
+
+impl ContainerPaths {
+    pub fn new(dir: impl Into<PathBuf>) -> ContainerPaths {
+        ContainerPaths { dir: dir.into() }
+    }
+    pub fn meta(&self) -> PathBuf {
+        self.dir.join("meta.json")
+    }
+    pub fn config(&self) -> PathBuf {
+        self.dir.join("config.json")
+    }
+    pub fn shim_config(&self) -> PathBuf {
+        self.dir.join("shim.json")
+    }
+    pub fn state(&self) -> PathBuf {
+        self.dir.join("state.json")
+    }
+    pub fn exit(&self) -> PathBuf {
+        self.dir.join("exit.json")
+    }
+    pub fn cleaned(&self) -> PathBuf {
+        self.dir.join("cleaned")
+    }
+    pub fn lock(&self) -> PathBuf {
+        self.dir.join("shim.lock")
+    }
+    pub fn shim_log(&self) -> PathBuf {
+        self.dir.join("shim.log")
+    }
+    pub fn rootfs(&self) -> RootfsPaths {
+        RootfsPaths::in_dir(&self.dir)
+    }
+}
+
+pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, ShimError> {
+    let data = fs::read(path).map_err(io_err(path))?;
+    serde_json::from_slice(&data).map_err(|source| ShimError::Parse {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Reads a JSON file that may not exist yet.
+pub fn read_json_opt<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, ShimError> {
+    match fs::read(path) {
+        Ok(data) => serde_json::from_slice(&data)
+            .map(Some)
+            .map_err(|source| ShimError::Parse {
+                path: path.to_path_buf(),
+                source,
+            }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(ShimError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// True if the monitor of this container still holds its lock.
+pub fn monitor_alive(paths: &ContainerPaths) -> bool {
+    let Ok(f) = fs::OpenOptions::new().read(true).open(paths.lock()) else {
+        return false;
+    };
+    // SAFETY: flock on an fd we own; a shared non-blocking try.
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+    r != 0
+}
+
+/// Entry point of `podvisor shim run <dir>`. Returns the process exit code.
+pub fn run(dir: &Path) -> i32 {
+    let paths = ContainerPaths::new(dir);
+    // SAFETY: fd 3 was set up by the spawner as the write end of the ready pipe; we own it.
+    let ready = unsafe { fs::File::from_raw_fd(READY_FD) };
+    match run_inner(&paths, ready) {
+        Ok(()) => 0,
+        Err(e) => {
+            log::error!("container {}: {e}", dir.display());
+            1
+        }
+    }
+}
+
+fn send_report(ready: &mut Option<fs::File>, report: &StartReport) {
+    if let Some(mut f) = ready.take() {
+        if let Ok(mut line) = serde_json::to_vec(report) {
+            line.push(b'\n');
+            // The spawner may be gone (daemon killed): nothing to do about it.
+            let _ = f.write_all(&line);
+        }
+    }
+}
+
+fn run_inner(paths: &ContainerPaths, ready: fs::File) -> Result<(), ShimError> {
+    let mut ready = Some(ready);
+    // A spawner that blocks signals (play, the daemon) passes its mask on through exec; the
+    // container must start with none blocked.
+    let _ = signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
+    let me = ProcessId::current()?;
+    let mut state = ShimState {
+        shim: Some(me),
+        ..Default::default()
+    };
+    fsutil::write_json_atomic(&paths.state(), &state).map_err(io_err(&paths.state()))?;
+    // Rust ignores SIGPIPE at startup; ignored dispositions survive exec, so restore the
+    // default before the container process is cloned from us.
+    // SAFETY: setting a signal disposition to SIG_DFL in a single-threaded process.
+    unsafe {
+        let _ = signal::signal(Signal::SIGPIPE, signal::SigHandler::SigDfl);
+    }
+
+    let cfg: ShimConfig = read_json(&paths.shim_config())?;
+    let started = match create_and_start(paths, &cfg, &mut state) {
+        Ok(started) => started,
+        Err(e) => {
+            let message = e.to_string();
+            send_report(
+                &mut ready,
+                &StartReport::Failed {
+                    message: message.clone(),
+                },
+            );
+            let exit = ExitRecord {
+                exit_code: 128,
+                signal: None,
+                oom_killed: false,
+                started_at: String::new(),
+                finished_at: super::now_rfc3339(),
+                reason: "StartError".into(),
+                message: Some(message),
+            };
+            fsutil::write_json_atomic(&paths.exit(), &exit).map_err(io_err(&paths.exit()))?;
+            cleanup_container(paths, &cfg);
+            fs::write(paths.cleaned(), b"").map_err(io_err(&paths.cleaned()))?;
+            return Err(e);
+        }
+    };
+    send_report(
+        &mut ready,
+        &StartReport::Started {
+            pid: started.init.as_raw(),
+            started_at: started.started_at.clone(),
+        },
+    );
+    // From here on the monitor must not be stopped by signals meant for the daemon or a
+    // terminal (Ctrl-C, hangup); only SIGKILL ends it early.
+    // SAFETY: ignoring signals in a single-threaded process; the container is already exec'd.
+    unsafe {
+        for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGQUIT] {
+            let _ = signal::signal(s, signal::SigHandler::SigIgn);
+        }
+    }
+    let status = supervise(&cfg, started.init, started.stdout, started.stderr)?;
+    let oom = CgroupRoot::new(&cfg.cgroup_root)
+        .oom_kill_count(&cfg.cgroup_path)
+        .map(|n| n > 0)
+        .unwrap_or_else(|e| {
+            log::warn!("container {}: {e}", cfg.id);
+            false
+        });
+    let exit = exit_record(status, oom, started.started_at);
+    fsutil::write_json_atomic(&paths.exit(), &exit).map_err(io_err(&paths.exit()))?;
+    cleanup_container(paths, &cfg);
+    fs::write(paths.cleaned(), b"").map_err(io_err(&paths.cleaned()))?;
+    Ok(())
+}
+
+struct Started {
+    init: Pid,
+    started_at: String,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+}
+
+fn create_and_start(
+    paths: &ContainerPaths,
+    cfg: &ShimConfig,
+    state: &mut ShimState,
+) -> Result<Started, ShimError> {
+    let rootfs = paths.rootfs();
+    rootfs::mount_rootfs(&rootfs, &cfg.layers_dir, &cfg.lower_layers)?;
+    // Resolve the user against the image's /etc/passwd and /etc/group, now that the rootfs
+    // is mounted, and put it into the spec libcontainer will read.
+    let user = super::spec::resolve_user(&rootfs.rootfs, &cfg.user)?;
+    let config_path = paths.config();
+    let mut spec: oci_spec::runtime::Spec = read_json(&config_path)?;
+    if let Some(mut process) = spec.process().clone() {
+        process.set_user(user);
+        spec.set_process(Some(process));
+    }
+    fsutil::write_json_atomic(&config_path, &spec).map_err(io_err(&config_path))?;
+
+    let (out_r, out_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|source| {
+        ShimError::Sys {
+            what: "pipe",
+            source,
+        }
+    })?;
+    let (err_r, err_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|source| {
+        ShimError::Sys {
+            what: "pipe",
+            source,
+        }
+    })?;
+    let devnull = fs::File::open("/dev/null").map_err(io_err(Path::new("/dev/null")))?;
+    let own_oom = fs::read_to_string("/proc/self/oom_score_adj").ok();
+
+    let build = libcontainer::container::builder::ContainerBuilder::new(
+        cfg.id.clone(),
+        libcontainer::syscall::syscall::SyscallType::default(),
+    )
+    .with_root_path(&cfg.youki_root)?
+    .with_stdin(OwnedFd::from(devnull))
+    .with_stdout(out_w)
+    .with_stderr(err_w)
+    .validate_id()?
+    .as_init(&paths.dir)
+    .with_systemd(false)
+    .as_sibling(false)
+    .with_detach(true)
+    .build();
+    // build() writes the container's oom_score_adj into our own; the monitor keeps its own.
+    if let Some(v) = own_oom {
+        let _ = fs::write("/proc/self/oom_score_adj", v.trim());
+    }
+    let mut container = build?;
+    let init = container.pid().ok_or_else(|| ShimError::Sys {
+        what: "libcontainer returned no init pid",
+        source: nix::Error::ESRCH,
+    })?;
+    state.init = Some(ProcessId::of(init.as_raw())?);
+    fsutil::write_json_atomic(&paths.state(), &state).map_err(io_err(&paths.state()))?;
+    container.start()?;
+    let started_at = super::now_rfc3339();
+    state.started_at = Some(started_at.clone());
+    fsutil::write_json_atomic(&paths.state(), &state).map_err(io_err(&paths.state()))?;
+    Ok(Started {
+        init,
+        started_at,
+        stdout: out_r,
+        stderr: err_r,
+    })
+}
+
+/// Copies output into the log until the init exits and both pipes are drained.
+fn supervise(
+    cfg: &ShimConfig,
+    init: Pid,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+) -> Result<WaitStatus, ShimError> {
+    let mut mask = SigSet::empty();
+    mask.add(Signal::SIGCHLD);
+    signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None).map_err(|source| {
+        ShimError::Sys {
+            what: "sigprocmask",
+            source,
+        }
+    })?;
+    let sigfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+        .map_err(|source| ShimError::Sys {
+            what: "signalfd",
+            source,
+        })?;
+    for fd in [&stdout, &stderr] {
+        set_nonblocking(fd)?;
+    }
+    let mut writer = CriLogWriter::open(
+        &cfg.log_path,
+        LogOptions {
+            max_size: cfg.log_max_size,
+            max_files: cfg.log_max_files,
+            ..LogOptions::default()
+        },
+    )?;
+    let mut out = Some(fs::File::from(stdout));
+    let mut err = Some(fs::File::from(stderr));
+    let mut status: Option<WaitStatus> = None;
+    let mut drain_deadline: Option<Instant> = None;
+    let mut buf = vec![0u8; 64 * 1024];
+    // The init may have exited before the signalfd existed: check once up front.
+    status = status.or(try_reap(init)?);
+    loop {
+        if status.is_some() && out.is_none() && err.is_none() {
+            break;
+        }
+        if let Some(deadline) = drain_deadline {
+            if Instant::now() >= deadline {
+                // Pipes held open by something outside the container's pid namespace:
+                // stop copying rather than wait forever.
+                log::warn!("container {}: output still open after exit", cfg.id);
+                break;
+            }
+        }
+        let timeout = match drain_deadline {
+            Some(d) => PollTimeout::try_from(d.saturating_duration_since(Instant::now()))
+                .unwrap_or(PollTimeout::MAX),
+            None => PollTimeout::NONE,
+        };
+        let (out_ev, err_ev, sig_ev) = {
+            let mut fds = Vec::with_capacity(3);
+            fds.push(PollFd::new(sigfd.as_fd(), PollFlags::POLLIN));
+            if let Some(f) = &out {
+                fds.push(PollFd::new(f.as_fd(), PollFlags::POLLIN));
+            }
+            if let Some(f) = &err {
+                fds.push(PollFd::new(f.as_fd(), PollFlags::POLLIN));
+            }
+            match poll(&mut fds, timeout) {
+                Ok(_) => {}
+                Err(nix::Error::EINTR) => continue,
+                Err(source) => {
+                    return Err(ShimError::Sys {
+                        what: "poll",
+                        source,
+                    })
+                }
+            }
+            let ready = |pfd: &PollFd| {
+                pfd.revents()
+                    .map(|r| !r.is_empty())
+                    .unwrap_or(false)
+            };
+            let sig_ev = ready(&fds[0]);
+            let mut i = 1;
+            let out_ev = if out.is_some() {
+                i += 1;
+                ready(&fds[i - 1])
+            } else {
+                false
+            };
+            let err_ev = if err.is_some() { ready(&fds[i]) } else { false };
+            (out_ev, err_ev, sig_ev)
+        };
+        if out_ev {
+            pump(&mut out, Stream::Stdout, &mut writer, &mut buf)?;
+        }
+        if err_ev {
+            pump(&mut err, Stream::Stderr, &mut writer, &mut buf)?;
+        }
+        if sig_ev {
+            while let Ok(Some(_)) = sigfd.read_signal() {}
+            if status.is_none() {
+                status = try_reap(init)?;
+            }
+        }
+        if status.is_some() && drain_deadline.is_none() {
+            drain_deadline = Some(Instant::now() + Duration::from_secs(2));
+        }
+    }
+    writer.sync()?;
+    // Unreachable without a status: the loop only breaks once the init was reaped or after
+    // the drain deadline, which is only armed once a status exists.
+    status.ok_or(ShimError::Sys {
+        what: "container exit status missing",
+        source: nix::Error::ECHILD,
+    })
+}
+
+fn pump(
+    pipe: &mut Option<fs::File>,
+    stream: Stream,
+    writer: &mut CriLogWriter,
+    buf: &mut [u8],
+) -> Result<(), ShimError> {
+    let Some(f) = pipe.as_mut() else {
+        return Ok(());
+    };
+    loop {
+        match f.read(buf) {
+            Ok(0) => {
+                writer.finish(stream, SystemTime::now())?;
+                *pipe = None;
+                return Ok(());
+            }
+            Ok(n) => writer.write(stream, &buf[..n], SystemTime::now())?,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                log::warn!("reading container {stream:?}: {e}");
+                writer.finish(stream, SystemTime::now())?;
+                *pipe = None;
+                return Ok(());
+            }
+        }
+    }
+}
+
+fn try_reap(init: Pid) -> Result<Option<WaitStatus>, ShimError> {
+    match waitpid(init, Some(WaitPidFlag::WNOHANG)) {
+        Ok(WaitStatus::StillAlive) => Ok(None),
+        Ok(s @ (WaitStatus::Exited(..) | WaitStatus::Signaled(..))) => Ok(Some(s)),
+        Ok(_) => Ok(None),
+        Err(source) => Err(ShimError::Sys {
+            what: "waitpid",
+            source,
+        }),
+    }
+}
+
+fn set_nonblocking(fd: &OwnedFd) -> Result<(), ShimError> {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    let flags = fcntl(fd.as_raw_fd(), FcntlArg::F_GETFL).map_err(|source| ShimError::Sys {
+        what: "fcntl",
+        source,
+    })?;
+    fcntl(
+        fd.as_raw_fd(),
+        FcntlArg::F_SETFL(OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK),
+    )
+    .map_err(|source| ShimError::Sys {
+        what: "fcntl",
+        source,
+    })?;
+    Ok(())
+}
+
+/// The kubelet's view of an exit.
+pub fn exit_record(status: WaitStatus, oom: bool, started_at: String) -> ExitRecord {
+    let (exit_code, signal) = match status {
+        WaitStatus::Exited(_, code) => (code, None),
+        WaitStatus::Signaled(_, sig, _) => (128 + sig as i32, Some(sig as i32)),
+        _ => (255, None),
+    };
+    let reason = if oom {
+        "OOMKilled"
+    } else if exit_code == 0 {
+        "Completed"
+    } else {
+        "Error"
+    };
+    ExitRecord {
+        exit_code,
+        signal,
+        oom_killed: oom,
+        started_at,
+        finished_at: super::now_rfc3339(),
+        reason: reason.to_string(),
+        message: None,
+    }
+}
+
+/// Deletes the libcontainer container (killing anything left in its cgroup), unmounts and
+/// removes the rootfs. Best effort: every step is attempted and failures are logged.
+fn cleanup_container(paths: &ContainerPaths, cfg: &ShimConfig) {
+    let state_dir = cfg.youki_root.join(&cfg.id);
+    if state_dir.exists() {
+        match libcontainer::container::Container::load(state_dir.clone()) {
+            Ok(mut c) => {
+                if let Err(e) = c.delete(true) {
+                    log::warn!("container {}: delete: {e}", cfg.id);
+                }
+            }
+            Err(e) => log::warn!("container {}: load {}: {e}", cfg.id, state_dir.display()),
+        }
+    }
+    // The container's cgroup may survive a failed create (libcontainer creates it early).
+    if let Err(e) = CgroupRoot::new(&cfg.cgroup_root).remove(&cfg.cgroup_path) {
+        log::warn!("container {}: {e}", cfg.id);
+    }
+    if let Err(e) = rootfs::remove_rootfs(&paths.rootfs()) {
+        log::warn!("container {}: {e}", cfg.id);
+    }
+    let _ = fs::remove_dir_all(&cfg.youki_root);
+}
+
+/// Entry point of `podvisor shim cleanup <dir>`: finishes the work of a monitor that died.
+/// Kills the container's processes if any survive, records an unknown exit if none was
+/// recorded, and removes the container's cgroup, state and rootfs.
+pub fn cleanup(dir: &Path) -> Result<(), ShimError> {
+    let paths = ContainerPaths::new(dir);
+    if monitor_alive(&paths) {
+        return Err(ShimError::Io {
+            path: paths.lock(),
+            source: io::Error::other("the container's monitor is still running"),
+        });
+    }
+    let cfg: ShimConfig = read_json(&paths.shim_config())?;
+    let state: ShimState = read_json_opt(&paths.state())?.unwrap_or_default();
+    let mut killed = false;
+    if let Some(init) = state.init {
+        if init.is_alive() {
+            killed = init.signal(libc::SIGKILL).unwrap_or(false);
+        }
+    }
+    let oom = CgroupRoot::new(&cfg.cgroup_root)
+        .oom_kill_count(&cfg.cgroup_path)
+        .map(|n| n > 0)
+        .unwrap_or(false);
+    if read_json_opt::<ExitRecord>(&paths.exit())?.is_none() {
+        let exit = ExitRecord {
+            exit_code: if killed || state.started_at.is_some() {
+                137
+            } else {
+                128
+            },
+            signal: None,
+            oom_killed: oom,
+            started_at: state.started_at.clone().unwrap_or_default(),
+            finished_at: super::now_rfc3339(),
+            reason: if oom {
+                "OOMKilled".into()
+            } else {
+                "ContainerStatusUnknown".into()
+            },
+            message: Some(
+                "the container's monitor died; the container was stopped and its exit status is unknown"
+                    .into(),
+            ),
+        };
+        fsutil::write_json_atomic(&paths.exit(), &exit).map_err(io_err(&paths.exit()))?;
+    }
+    cleanup_container(&paths, &cfg);
+    fs::write(paths.cleaned(), b"").map_err(io_err(&paths.cleaned()))?;
+    Ok(())
+}
+
+/// Entry point of `podvisor shim sandbox <pod-dir>`.
+pub fn sandbox(pod_dir: &Path, hostname: &str, host_network: bool) -> i32 {
+    match super::sandbox::pin_namespaces(pod_dir, hostname, host_network) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("{e}");
+            1
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_records_follow_kubelet_reasons() {
+        let p = Pid::from_raw(1);
+        let r = exit_record(WaitStatus::Exited(p, 0), false, "t".into());
+        assert_eq!((r.exit_code, r.reason.as_str()), (0, "Completed"));
+        let r = exit_record(WaitStatus::Exited(p, 3), false, "t".into());
+        assert_eq!((r.exit_code, r.reason.as_str()), (3, "Error"));
+        let r = exit_record(
+            WaitStatus::Signaled(p, Signal::SIGKILL, false),
+            true,
+            "t".into(),
+        );
+        assert_eq!(
+            (r.exit_code, r.signal, r.reason.as_str()),
+            (137, Some(9), "OOMKilled")
+        );
+        let r = exit_record(
+            WaitStatus::Signaled(p, Signal::SIGTERM, false),
+            false,
+            "t".into(),
+        );
+        assert_eq!((r.exit_code, r.reason.as_str()), (143, "Error"));
+    }
+
+    #[test]
+    fn monitor_alive_follows_the_lock() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let paths = ContainerPaths::new(dir.path());
+        assert!(!monitor_alive(&paths), "no lock file");
+        let f = fs::File::create(paths.lock()).expect("create");
+        assert!(!monitor_alive(&paths), "unlocked");
+        // SAFETY: flock on an fd we own.
+        assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
+        assert!(monitor_alive(&paths), "locked");
+        drop(f);
+        assert!(!monitor_alive(&paths), "released");
+    }
+}

@@ -1,0 +1,388 @@
+//! Shared harness of the root integration tests: a private state root, log root and cgroup
+//! parent per test (tests run in parallel), a busybox OCI archive built offline from Debian's
+//! busybox-static, and leak checks (mounts, cgroups, processes) at the end of each test.
+#![allow(dead_code)]
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use podvisor::images::{ImageStore, ImportOptions};
+use podvisor::runtime::linux::{LinuxRuntime, RuntimeConfig};
+use podvisor::runtime::{ExitRecord, RuntimeEvent};
+use sha2::{Digest, Sha256};
+
+pub const BUSYBOX: &str = "docker.io/library/busybox:latest";
+
+pub fn podvisor_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_podvisor"))
+}
+
+pub fn require_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "these tests create real containers and must run as root"
+    );
+    // Monitors orphaned by a killed "daemon" in a test are re-parented to the test process
+    // (not to PID 1, which may not reap here), so nothing is left as a zombie.
+    // SAFETY: prctl with integer arguments.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+}
+
+/// A private environment for one test.
+pub struct TestEnv {
+    pub dir: tempfile::TempDir,
+    pub root: PathBuf,
+    pub logs: PathBuf,
+    pub cgroup_parent: String,
+}
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+impl TestEnv {
+    pub fn new(name: &str) -> TestEnv {
+        require_root();
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("podvisor-{name}-"))
+            .tempdir()
+            .expect("tempdir");
+        let root = dir.path().join("root");
+        let logs = dir.path().join("logs");
+        fs::create_dir_all(&root).expect("root");
+        let cgroup_parent = format!(
+            "podvisor-test-{}-{}-{}",
+            name,
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        TestEnv {
+            dir,
+            root,
+            logs,
+            cgroup_parent,
+        }
+    }
+
+    pub fn config(&self) -> RuntimeConfig {
+        let mut cfg = RuntimeConfig::new(self.root.clone(), self.logs.clone()).expect("config");
+        cfg.shim_binary = podvisor_bin();
+        cfg.cgroup_parent = self.cgroup_parent.clone();
+        cfg.start_timeout = Duration::from_secs(30);
+        cfg
+    }
+
+    pub fn images(&self) -> Arc<ImageStore> {
+        let store = ImageStore::open(&self.root.join("images")).expect("image store");
+        if store.resolve(BUSYBOX).expect("resolve").is_none() {
+            store
+                .import_archive(busybox_archive(), &ImportOptions::default())
+                .expect("import busybox");
+        }
+        Arc::new(store)
+    }
+
+    pub fn runtime(&self) -> (LinuxRuntime, Receiver<RuntimeEvent>) {
+        self.runtime_with(self.config())
+    }
+
+    pub fn runtime_with(&self, cfg: RuntimeConfig) -> (LinuxRuntime, Receiver<RuntimeEvent>) {
+        let (tx, rx) = mpsc::channel();
+        let rt = LinuxRuntime::new(cfg, self.images(), tx).expect("runtime");
+        (rt, rx)
+    }
+
+    /// Asserts that nothing of this environment is left: no mount under the temp dir, no
+    /// cgroup under the test's parent, no process rooted in or running from the temp dir.
+    pub fn assert_clean(&self) {
+        let base = self.dir.path().to_string_lossy().to_string();
+        let mounts: Vec<String> = fs::read_to_string("/proc/self/mountinfo")
+            .expect("mountinfo")
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
+            .filter(|m| m.starts_with(&base))
+            .collect();
+        assert!(mounts.is_empty(), "mounts left behind: {mounts:?}");
+        let mut cgroups = Vec::new();
+        for top in cgroup_dirs(&self.cgroup_parent) {
+            if let Ok(entries) = fs::read_dir(&top) {
+                for e in entries.flatten() {
+                    if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                        cgroups.push(e.path());
+                    }
+                }
+            }
+        }
+        assert!(cgroups.is_empty(), "cgroups left behind: {cgroups:?}");
+        let procs = processes_under(self.dir.path());
+        assert!(procs.is_empty(), "processes left behind: {procs:?}");
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        // Remove the (empty) top-level test cgroups; a failing test may leave more, which
+        // assert_clean reports.
+        for top in cgroup_dirs(&self.cgroup_parent) {
+            let _ = fs::remove_dir(&top);
+        }
+        reap_zombies();
+    }
+}
+
+/// The test's top-level cgroup in every hierarchy.
+pub fn cgroup_dirs(parent: &str) -> Vec<PathBuf> {
+    let root = Path::new("/sys/fs/cgroup");
+    if root.join("cgroup.controllers").exists() {
+        return vec![root.join(parent)];
+    }
+    let mut out = Vec::new();
+    if let Ok(entries) = fs::read_dir(root) {
+        for e in entries.flatten() {
+            if e.file_name() != "unified" {
+                out.push(e.path().join(parent));
+            }
+        }
+    }
+    out
+}
+
+/// Processes whose root, cwd or executable is under `dir`.
+pub fn processes_under(dir: &Path) -> Vec<(i32, String)> {
+    let mut out = Vec::new();
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        for link in ["root", "cwd", "exe"] {
+            if let Ok(target) = fs::read_link(format!("/proc/{pid}/{link}")) {
+                if target.starts_with(dir) {
+                    let cmd = fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                        .unwrap_or_default()
+                        .replace('\0', " ");
+                    out.push((pid, cmd));
+                    break;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Reaps zombie children that are container processes re-parented to the test process
+/// (monitors are reaped by the runtime's exit watcher; other children by their owners).
+pub fn reap_zombies() {
+    let me = std::process::id() as i32;
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return;
+    };
+    for e in entries.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some(close) = stat.rfind(')') else {
+            continue;
+        };
+        let comm = stat
+            .get(stat.find('(').map(|i| i + 1).unwrap_or(0)..close)
+            .unwrap_or("");
+        let mut f = stat[close + 1..].split_whitespace();
+        let state = f.next().unwrap_or("");
+        let ppid: i32 = f.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        if state == "Z" && ppid == me && !matches!(comm, "podvisor" | "umoci" | "skopeo" | "tar")
+        {
+            let _ = nix::sys::wait::waitpid(
+                nix::unistd::Pid::from_raw(pid),
+                Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+            );
+        }
+    }
+}
+
+/// Parses a manifest, validates it and gives it a unique UID.
+pub fn pod(yaml: &str) -> Pod {
+    let mut pod = podvisor::pod::manifest::parse_pod(yaml.as_bytes(), "test.yaml").expect("parse");
+    podvisor::pod::manifest::validate(&pod, "test.yaml").expect("valid");
+    let seed = format!(
+        "{yaml}{}{}{:?}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed),
+        Instant::now()
+    );
+    podvisor::pod::manifest::apply_defaults(&mut pod, &seed, yaml.as_bytes());
+    pod
+}
+
+/// Waits for the exit event of container `id`.
+pub fn wait_exit(rx: &Receiver<RuntimeEvent>, id: &str, timeout: Duration) -> ExitRecord {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(RuntimeEvent::ContainerExited { id: got, exit, .. }) if got == id => return exit,
+            Ok(_) => continue,
+            Err(e) => panic!("no exit event for {id} within {timeout:?}: {e}"),
+        }
+    }
+}
+
+/// Reads whole lines of a CRI log (all rotated files included) as strings.
+pub fn log_lines(path: &Path) -> Vec<String> {
+    podvisor::logs::read_log(
+        path,
+        &podvisor::logs::ReadOptions {
+            tail: None,
+            include_rotated: true,
+        },
+    )
+    .expect("read log")
+    .into_iter()
+    .map(|l| String::from_utf8_lossy(&l.content).into_owned())
+    .collect()
+}
+
+/// A busybox OCI archive (gzip layer), built once per test process from /bin/busybox.
+pub fn busybox_archive() -> &'static Path {
+    static ARCHIVE: OnceLock<PathBuf> = OnceLock::new();
+    ARCHIVE.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("podvisor-test-images-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("image dir");
+        let path = dir.join("busybox-oci.tar");
+        build_busybox_archive(&path);
+        path
+    })
+}
+
+fn sha256_hex(data: &[u8]) -> String {
+    hex::encode(Sha256::digest(data))
+}
+
+fn build_busybox_archive(out: &Path) {
+    // Layer: bin/busybox and its applet links, /etc/passwd and /etc/group, /tmp.
+    let mut layer = tar::Builder::new(Vec::new());
+    let add_dir = |b: &mut tar::Builder<Vec<u8>>, name: &str, mode: u32| {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Directory);
+        h.set_mode(mode);
+        h.set_size(0);
+        h.set_mtime(1_700_000_000);
+        b.append_data(&mut h, name, std::io::empty()).expect("dir");
+    };
+    for (d, m) in [("bin", 0o755), ("etc", 0o755), ("tmp", 0o1777), ("root", 0o700)] {
+        add_dir(&mut layer, d, m);
+    }
+    let busybox = fs::read("/bin/busybox").expect("busybox-static must be installed");
+    let mut h = tar::Header::new_gnu();
+    h.set_mode(0o755);
+    h.set_size(busybox.len() as u64);
+    h.set_mtime(1_700_000_000);
+    layer
+        .append_data(&mut h, "bin/busybox", busybox.as_slice())
+        .expect("busybox");
+    let list = std::process::Command::new("/bin/busybox")
+        .arg("--list")
+        .output()
+        .expect("busybox --list");
+    for applet in String::from_utf8_lossy(&list.stdout).lines() {
+        if applet == "busybox" || applet.is_empty() {
+            continue;
+        }
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Symlink);
+        h.set_mode(0o777);
+        h.set_size(0);
+        h.set_mtime(1_700_000_000);
+        layer
+            .append_link(&mut h, format!("bin/{applet}"), "busybox")
+            .expect("link");
+    }
+    for (name, content) in [
+        (
+            "etc/passwd",
+            "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n",
+        ),
+        ("etc/group", "root:x:0:\nnogroup:x:65534:\n"),
+    ] {
+        let mut h = tar::Header::new_gnu();
+        h.set_mode(0o644);
+        h.set_size(content.len() as u64);
+        h.set_mtime(1_700_000_000);
+        layer
+            .append_data(&mut h, name, content.as_bytes())
+            .expect("file");
+    }
+    let layer_tar = layer.into_inner().expect("layer");
+    let diff_id = format!("sha256:{}", sha256_hex(&layer_tar));
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&layer_tar).expect("gzip");
+    let layer_gz = gz.finish().expect("gzip");
+    let config = serde_json::json!({
+        "architecture": oci_arch(),
+        "os": "linux",
+        "created": "2024-01-01T00:00:00Z",
+        "config": {
+            "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+            "Cmd": ["sh"]
+        },
+        "rootfs": {"type": "layers", "diff_ids": [diff_id]}
+    });
+    let config_bytes = serde_json::to_vec(&config).expect("config");
+    let manifest = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json",
+            "digest": format!("sha256:{}", sha256_hex(&config_bytes)),
+            "size": config_bytes.len()
+        },
+        "layers": [{
+            "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+            "digest": format!("sha256:{}", sha256_hex(&layer_gz)),
+            "size": layer_gz.len()
+        }]
+    });
+    let manifest_bytes = serde_json::to_vec(&manifest).expect("manifest");
+    let index = serde_json::json!({
+        "schemaVersion": 2,
+        "manifests": [{
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": format!("sha256:{}", sha256_hex(&manifest_bytes)),
+            "size": manifest_bytes.len(),
+            "annotations": {"org.opencontainers.image.ref.name": BUSYBOX}
+        }]
+    });
+    let mut archive = tar::Builder::new(fs::File::create(out).expect("archive"));
+    let mut add = |name: &str, data: &[u8]| {
+        let mut h = tar::Header::new_gnu();
+        h.set_mode(0o644);
+        h.set_size(data.len() as u64);
+        archive.append_data(&mut h, name, data).expect("entry");
+    };
+    add("oci-layout", br#"{"imageLayoutVersion":"1.0.0"}"#);
+    add("index.json", &serde_json::to_vec(&index).expect("index"));
+    for blob in [&config_bytes, &manifest_bytes, &layer_gz] {
+        add(&format!("blobs/sha256/{}", sha256_hex(blob)), blob);
+    }
+    archive.finish().expect("finish");
+}
+
+fn oci_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "arm" => "arm",
+        other => other,
+    }
+}
