@@ -60,9 +60,10 @@ pub struct ReadOptions {
 pub enum FollowStart {
     /// Every line still on disk: the rotated files, then the current file.
     Beginning,
-    /// Only lines that start after the follower was created.
+    /// Only lines completed after the follower was created (a line already in progress is
+    /// returned whole once it completes).
     End,
-    /// The last N lines already on disk (rotated files included), then new lines.
+    /// The last N whole lines already on disk (rotated files included), then new lines.
     Tail(usize),
 }
 
@@ -317,7 +318,8 @@ pub struct LogFollower {
 
 impl LogFollower {
     /// Creates a follower of the current log file `path` (which need not exist yet). `End` and
-    /// `Tail` read what is already on disk right away, to know where new lines start.
+    /// `Tail` read everything already on disk right away (at most `max_size * max_files`
+    /// bytes), so that lines in progress are re-joined correctly.
     pub fn new(path: &Path, start: FollowStart) -> Result<LogFollower, LogError> {
         let mut f = LogFollower {
             path: path.to_owned(),
@@ -472,6 +474,8 @@ impl LogFollower {
 /// Reads a container log: whole lines of the current file at `path`, preceded by those of its
 /// rotated files with `include_rotated`, keeping only the last `tail` lines if set (memory
 /// holds at most that many). A line whose `F` record is not written yet is not returned.
+/// Without `include_rotated`, the first line may be only the end of a line begun in the
+/// newest rotated file (as with the kubelet, which reads only the current file).
 pub fn read_log(path: &Path, opts: ReadOptions) -> Result<Vec<LogLine>, LogError> {
     let mut collector = Collector::new(opts.tail);
     if opts.include_rotated {
@@ -826,6 +830,39 @@ mod tests {
         }
         let want: Vec<String> = (0..100).map(|i| nth_line(i % 5)).collect();
         assert_eq!(seen, want);
+    }
+
+    #[test]
+    fn follower_far_behind_skips_pruned_files_without_duplicates() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("0.log");
+        // One rotated file kept; each file holds exactly two records.
+        let mut w = CriLogWriter::open(&p, opts(170, 2, 1000)).expect("open");
+        let line = |i: usize| format!("line {i:04} {}\n", "q".repeat(30));
+        w.write(Stream::Stdout, line(0).as_bytes(), t0())
+            .expect("write");
+        let mut f = LogFollower::new(&p, FollowStart::Beginning).expect("follower");
+        let mut seen = text(&f.poll().expect("poll"));
+        assert_eq!(seen.len(), 1);
+        // 4 files' worth while the follower sleeps: the file after the one it holds open is
+        // pruned before it can be read.
+        for i in 1..8 {
+            w.write(Stream::Stdout, line(i).as_bytes(), t0())
+                .expect("write");
+        }
+        seen.extend(text(&f.poll().expect("poll")));
+        let n: Vec<usize> = seen
+            .iter()
+            .map(|l| l[5..9].parse().expect("number"))
+            .collect();
+        assert_eq!(
+            n,
+            [0, 1, 4, 5, 6, 7],
+            "held file finished, pruned one skipped"
+        );
+        w.write(Stream::Stdout, line(8).as_bytes(), t0())
+            .expect("write");
+        assert_eq!(text(&f.poll().expect("poll")), [line(8).trim_end()]);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -72,6 +73,9 @@ pub struct CriLogWriter {
     rotation_failing: bool,
 }
 
+/// Log files may hold secrets a container prints: owner read-write, group read (as containerd).
+const LOG_FILE_MODE: u32 = 0o640;
+
 fn open_append(path: &Path) -> Result<(File, u64), LogError> {
     let open_err = |source| LogError::Open {
         path: path.to_owned(),
@@ -80,6 +84,7 @@ fn open_append(path: &Path) -> Result<(File, u64), LogError> {
     let file = OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(LOG_FILE_MODE)
         .open(path)
         .map_err(open_err)?;
     let size = file.metadata().map_err(open_err)?.len();
@@ -394,6 +399,9 @@ mod tests {
         w.write(Stream::Stderr, b"oops\n", t0()).expect("write");
         w.finish(Stream::Stdout, t0()).expect("finish");
         w.sync().expect("sync");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(&p).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode & !0o640, 0, "mode {mode:o}");
         let got = fs::read_to_string(&p).expect("read");
         assert_eq!(
             got,
