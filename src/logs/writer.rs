@@ -1,0 +1,655 @@
+//! The CRI log writer used by a container's monitor process: turns arbitrary chunks read from
+//! the container's stdout and stderr pipes into CRI records (one line buffer per stream, long
+//! lines split into `P` records of `max_line` bytes, each line ended by an `F` record), writes
+//! each record with a single append, and rotates by size between records, keeping at most
+//! `max_files` files (kubelet `containerLogMaxSize` / `containerLogMaxFiles`).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use super::rotation::{list_rotated, rotated_path, RotationKey};
+use super::timestamp::format_timestamp;
+use super::{LogError, Stream};
+
+/// Limits of a container log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogOptions {
+    /// Rotate before a record would make the current file larger than this (bytes).
+    pub max_size: u64,
+    /// Files kept, the current one included (so `max_files - 1` rotated files).
+    pub max_files: u32,
+    /// Longest content of one record; longer lines are split into `P` records.
+    pub max_line: usize,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        LogOptions {
+            max_size: 10 * 1024 * 1024,
+            max_files: 5,
+            max_line: 16 * 1024,
+        }
+    }
+}
+
+impl LogOptions {
+    fn validate(&self) -> Result<(), LogError> {
+        let invalid = |field, reason| Err(LogError::InvalidOptions { field, reason });
+        if self.max_size == 0 {
+            return invalid("max_size", "must be at least 1 byte");
+        }
+        if self.max_files == 0 {
+            return invalid("max_files", "must be at least 1 (the current file)");
+        }
+        if self.max_line == 0 {
+            return invalid("max_line", "must be at least 1 byte");
+        }
+        Ok(())
+    }
+}
+
+/// Writes one container's CRI log file, rotating it by size.
+///
+/// Meant for a single-threaded monitor that reads both pipes of a container. On a write error
+/// the record being written and the rest of that chunk are dropped (the pipe must keep being
+/// drained anyway); the writer stays usable. Pending partial lines are flushed as `F` records
+/// by [`CriLogWriter::finish`], and on drop as a last resort.
+#[derive(Debug)]
+pub struct CriLogWriter {
+    path: PathBuf,
+    opts: LogOptions,
+    /// `None` after a failed re-open during rotation; the next record opens the path again.
+    file: Option<File>,
+    /// Bytes in the current file.
+    size: u64,
+    /// Per-stream bytes of a line not yet ended; never longer than `max_line` between calls.
+    pending: [Vec<u8>; 2],
+    /// Scratch buffer holding the record being written.
+    record: Vec<u8>,
+    /// Set while rotation keeps failing, so the failure is logged once, not for every record.
+    rotation_failing: bool,
+}
+
+/// Log files may hold secrets a container prints: owner read-write, group read (as containerd).
+const LOG_FILE_MODE: u32 = 0o640;
+
+fn open_append(path: &Path) -> Result<(File, u64), LogError> {
+    let open_err = |source| LogError::Open {
+        path: path.to_owned(),
+        source,
+    };
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(LOG_FILE_MODE)
+        .open(path)
+        .map_err(open_err)?;
+    let size = file.metadata().map_err(open_err)?.len();
+    Ok((file, size))
+}
+
+impl CriLogWriter {
+    /// Opens (creating parent directories) or appends to the current log file at `path`.
+    pub fn open(path: &Path, opts: LogOptions) -> Result<CriLogWriter, LogError> {
+        opts.validate()?;
+        if path.file_name().is_none() {
+            return Err(LogError::NoFileName {
+                path: path.to_owned(),
+            });
+        }
+        if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs::create_dir_all(dir).map_err(|source| LogError::CreateDir {
+                path: dir.to_owned(),
+                source,
+            })?;
+        }
+        let (file, size) = open_append(path)?;
+        Ok(CriLogWriter {
+            path: path.to_owned(),
+            opts,
+            file: Some(file),
+            size,
+            pending: [Vec::new(), Vec::new()],
+            record: Vec::new(),
+            rotation_failing: false,
+        })
+    }
+
+    /// The current log file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends a chunk read from `stream`'s pipe. Every completed line becomes `F` record(s);
+    /// an unfinished line is kept, and emitted as `P` records once it exceeds `max_line`.
+    pub fn write(&mut self, stream: Stream, data: &[u8], now: SystemTime) -> Result<(), LogError> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let ts = format_timestamp(now);
+        let mut pending = std::mem::take(&mut self.pending[stream.index()]);
+        let result = self.consume(stream, &mut pending, data, &ts, now);
+        self.pending[stream.index()] = pending;
+        result
+    }
+
+    fn consume(
+        &mut self,
+        stream: Stream,
+        pending: &mut Vec<u8>,
+        data: &[u8],
+        ts: &str,
+        now: SystemTime,
+    ) -> Result<(), LogError> {
+        let mut rest = data;
+        while let Some(pos) = rest.iter().position(|&b| b == b'\n') {
+            let result = if pending.is_empty() {
+                self.emit_line(stream, &rest[..pos], ts, now)
+            } else {
+                pending.extend_from_slice(&rest[..pos]);
+                let r = self.emit_line(stream, pending, ts, now);
+                pending.clear();
+                r
+            };
+            result?;
+            rest = &rest[pos + 1..];
+        }
+        pending.extend_from_slice(rest);
+        let max = self.opts.max_line;
+        let mut done = 0;
+        let mut result = Ok(());
+        // Keep up to max_line bytes: if the line ends right after them, they form an F record.
+        while pending.len() - done > max {
+            result = self.emit_record(stream, true, &pending[done..done + max], ts, now);
+            done += max;
+            if result.is_err() {
+                break;
+            }
+        }
+        pending.drain(..done);
+        result
+    }
+
+    /// Writes a complete line (without its newline) as `P`* `F`.
+    fn emit_line(
+        &mut self,
+        stream: Stream,
+        mut line: &[u8],
+        ts: &str,
+        now: SystemTime,
+    ) -> Result<(), LogError> {
+        let max = self.opts.max_line;
+        while line.len() > max {
+            self.emit_record(stream, true, &line[..max], ts, now)?;
+            line = &line[max..];
+        }
+        self.emit_record(stream, false, line, ts, now)
+    }
+
+    fn emit_record(
+        &mut self,
+        stream: Stream,
+        partial: bool,
+        content: &[u8],
+        ts: &str,
+        now: SystemTime,
+    ) -> Result<(), LogError> {
+        let mut record = std::mem::take(&mut self.record);
+        record.clear();
+        record.extend_from_slice(ts.as_bytes());
+        record.push(b' ');
+        record.extend_from_slice(stream.as_str().as_bytes());
+        record.extend_from_slice(if partial { b" P " } else { b" F " });
+        record.extend_from_slice(content);
+        record.push(b'\n');
+        let result = self.append(&record, now);
+        self.record = record;
+        result
+    }
+
+    fn append(&mut self, record: &[u8], now: SystemTime) -> Result<(), LogError> {
+        let len = record.len() as u64;
+        if self.file.is_some()
+            && self.size > 0
+            && self.size.saturating_add(len) > self.opts.max_size
+        {
+            self.rotate(now);
+        }
+        let file = match &mut self.file {
+            Some(f) => f,
+            None => {
+                let (f, size) = open_append(&self.path)?;
+                self.size = size;
+                self.file.insert(f)
+            }
+        };
+        // A regular file opened with O_APPEND: write_all issues one write(2) for the whole
+        // record unless the kernel returns a short count (disk full, signal).
+        match file.write_all(record) {
+            Ok(()) => {
+                self.size += len;
+                Ok(())
+            }
+            Err(source) => {
+                if let Ok(meta) = file.metadata() {
+                    self.size = meta.len();
+                }
+                Err(LogError::Write {
+                    path: self.path.clone(),
+                    source,
+                })
+            }
+        }
+    }
+
+    /// Renames the current file aside, opens a fresh one and prunes old rotated files.
+    /// Failures are logged, not returned: the record is then written to the current file,
+    /// which is better than losing it, and the next record retries the rotation.
+    fn rotate(&mut self, now: SystemTime) {
+        match self.try_rotate(now) {
+            Ok(()) => self.rotation_failing = false,
+            Err(e) => {
+                if !self.rotation_failing {
+                    log::warn!("log rotation failed, writing on to the current file: {e}");
+                }
+                self.rotation_failing = true;
+            }
+        }
+    }
+
+    fn try_rotate(&mut self, now: SystemTime) -> Result<(), LogError> {
+        let mut rotated = list_rotated(&self.path)?;
+        let mut key = RotationKey::next_after(rotated.last().map(|r| &r.key), now);
+        let mut target = rotated_path(&self.path, &key)?;
+        while fs::symlink_metadata(&target).is_ok() {
+            key.counter += 1;
+            target = rotated_path(&self.path, &key)?;
+        }
+        fs::rename(&self.path, &target).map_err(|source| LogError::Rotate {
+            from: self.path.clone(),
+            to: target.clone(),
+            source,
+        })?;
+        // From here the old file is rotated: a failure to open the new one leaves `file`
+        // empty and the next record opens (and reports) it again.
+        self.file = None;
+        self.size = 0;
+        rotated.push(super::rotation::RotatedFile { key, path: target });
+        let keep = (self.opts.max_files - 1) as usize;
+        let excess = rotated.len().saturating_sub(keep);
+        for old in &rotated[..excess] {
+            match fs::remove_file(&old.path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(source) => log::warn!(
+                    "{}",
+                    LogError::RemoveRotated {
+                        path: old.path.clone(),
+                        source
+                    }
+                ),
+            }
+        }
+        let (file, size) = open_append(&self.path)?;
+        self.file = Some(file);
+        self.size = size;
+        Ok(())
+    }
+
+    /// The stream reached end of file: a pending unfinished line becomes a final `F` record.
+    pub fn finish(&mut self, stream: Stream, now: SystemTime) -> Result<(), LogError> {
+        let pending = std::mem::take(&mut self.pending[stream.index()]);
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let ts = format_timestamp(now);
+        // `pending` holds at most max_line bytes, so this is a single F record.
+        let result = self.emit_line(stream, &pending, &ts, now);
+        let mut pending = pending;
+        pending.clear();
+        self.pending[stream.index()] = pending;
+        result
+    }
+
+    /// Flushes the current file's data to disk.
+    pub fn sync(&mut self) -> Result<(), LogError> {
+        match &self.file {
+            Some(f) => f.sync_data().map_err(|source| LogError::Sync {
+                path: self.path.clone(),
+                source,
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for CriLogWriter {
+    fn drop(&mut self) {
+        for stream in [Stream::Stdout, Stream::Stderr] {
+            if let Err(e) = self.finish(stream, SystemTime::now()) {
+                log::warn!("cannot flush the last {stream} line on close: {e}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::logs::reader::parse_record;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    fn t0() -> SystemTime {
+        UNIX_EPOCH + Duration::new(1_704_164_645, 123_456_789)
+    }
+
+    fn opts(max_size: u64, max_files: u32, max_line: usize) -> LogOptions {
+        LogOptions {
+            max_size,
+            max_files,
+            max_line,
+        }
+    }
+
+    fn records(path: &Path) -> Vec<(Stream, bool, Vec<u8>)> {
+        let data = fs::read(path).expect("read log");
+        assert!(data.is_empty() || data.ends_with(b"\n"));
+        data.split_inclusive(|&b| b == b'\n')
+            .map(|l| {
+                let r = parse_record(l).expect("valid record");
+                (r.stream, r.partial, r.content)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn defaults_match_kubelet() {
+        let o = LogOptions::default();
+        assert_eq!(o.max_size, 10 * 1024 * 1024);
+        assert_eq!(o.max_files, 5);
+        assert_eq!(o.max_line, 16 * 1024);
+    }
+
+    #[test]
+    fn rejects_zero_limits() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("0.log");
+        for (o, field) in [
+            (opts(0, 5, 10), "max_size"),
+            (opts(10, 0, 10), "max_files"),
+            (opts(10, 5, 0), "max_line"),
+        ] {
+            match CriLogWriter::open(&p, o) {
+                Err(LogError::InvalidOptions { field: f, .. }) => assert_eq!(f, field),
+                other => panic!("expected invalid {field}, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn writes_exact_record_bytes_and_creates_parents() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("ns_pod_uid").join("c").join("0.log");
+        let mut w = CriLogWriter::open(&p, LogOptions::default()).expect("open");
+        w.write(Stream::Stdout, b"hello\n\nworld", t0())
+            .expect("write");
+        w.write(Stream::Stderr, b"oops\n", t0()).expect("write");
+        w.finish(Stream::Stdout, t0()).expect("finish");
+        w.sync().expect("sync");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(&p).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode & !0o640, 0, "mode {mode:o}");
+        let got = fs::read_to_string(&p).expect("read");
+        assert_eq!(
+            got,
+            "2024-01-02T03:04:05.123456789Z stdout F hello\n\
+             2024-01-02T03:04:05.123456789Z stdout F \n\
+             2024-01-02T03:04:05.123456789Z stderr F oops\n\
+             2024-01-02T03:04:05.123456789Z stdout F world\n"
+        );
+    }
+
+    #[test]
+    fn long_lines_split_into_partials_of_max_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("0.log");
+        let mut w = CriLogWriter::open(&p, opts(1 << 20, 2, 4)).expect("open");
+        w.write(Stream::Stdout, b"abcdefghij\n", t0())
+            .expect("write"); // 4+4+2
+        w.write(Stream::Stdout, b"abcdefgh\n", t0()).expect("write"); // exact multiple: 4+4
+        w.write(Stream::Stdout, b"abcd\n", t0()).expect("write"); // exactly max_line
+        drop(w);
+        let got = records(&p);
+        let want: Vec<(Stream, bool, Vec<u8>)> = [
+            (true, "abcd"),
+            (true, "efgh"),
+            (false, "ij"),
+            (true, "abcd"),
+            (false, "efgh"),
+            (false, "abcd"),
+        ]
+        .into_iter()
+        .map(|(p, c)| (Stream::Stdout, p, c.as_bytes().to_vec()))
+        .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn unfinished_line_is_emitted_as_partials_while_it_grows() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("0.log");
+        let mut w = CriLogWriter::open(&p, opts(1 << 20, 2, 3)).expect("open");
+        w.write(Stream::Stdout, b"ab", t0()).expect("write");
+        assert_eq!(
+            fs::read(&p).expect("read"),
+            b"",
+            "short partial stays buffered"
+        );
+        w.write(Stream::Stdout, b"c", t0()).expect("write");
+        assert_eq!(
+            fs::read(&p).expect("read"),
+            b"",
+            "exactly max_line stays buffered"
+        );
+        w.write(Stream::Stdout, b"d", t0()).expect("write");
+        assert_eq!(records(&p), vec![(Stream::Stdout, true, b"abc".to_vec())]);
+        w.write(Stream::Stdout, b"efghijk", t0()).expect("write");
+        w.finish(Stream::Stdout, t0()).expect("finish");
+        w.finish(Stream::Stdout, t0())
+            .expect("second finish is a no-op");
+        let got: Vec<(bool, String)> = records(&p)
+            .into_iter()
+            .map(|(_, part, c)| (part, String::from_utf8(c).expect("utf8")))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (true, "abc".to_owned()),
+                (true, "def".to_owned()),
+                (true, "ghi".to_owned()),
+                (false, "jk".to_owned())
+            ]
+        );
+    }
+
+    #[test]
+    fn streams_have_separate_line_buffers() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("0.log");
+        let mut w = CriLogWriter::open(&p, LogOptions::default()).expect("open");
+        w.write(Stream::Stdout, b"out-a", t0()).expect("write");
+        w.write(Stream::Stderr, b"err-a", t0()).expect("write");
+        w.write(Stream::Stdout, b"-b\nout2", t0()).expect("write");
+        w.write(Stream::Stderr, b"-b\n", t0()).expect("write");
+        w.write(Stream::Stdout, b"\n", t0()).expect("write");
+        drop(w);
+        assert_eq!(
+            records(&p),
+            vec![
+                (Stream::Stdout, false, b"out-a-b".to_vec()),
+                (Stream::Stderr, false, b"err-a-b".to_vec()),
+                (Stream::Stdout, false, b"out2".to_vec()),
+            ]
+        );
+    }
+
+    #[test]
+    fn invalid_utf8_is_written_as_is() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("0.log");
+        let mut w = CriLogWriter::open(&p, LogOptions::default()).expect("open");
+        w.write(Stream::Stderr, b"\xff\xfe bad \xc3\n", t0())
+            .expect("write");
+        drop(w);
+        assert_eq!(
+            records(&p),
+            vec![(Stream::Stderr, false, b"\xff\xfe bad \xc3".to_vec())]
+        );
+    }
+
+    #[test]
+    fn drop_flushes_pending_lines() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("0.log");
+        let mut w = CriLogWriter::open(&p, LogOptions::default()).expect("open");
+        w.write(Stream::Stderr, b"no newline", t0()).expect("write");
+        drop(w);
+        assert_eq!(
+            records(&p),
+            vec![(Stream::Stderr, false, b"no newline".to_vec())]
+        );
+    }
+
+    #[test]
+    fn reopen_appends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("0.log");
+        for line in [&b"one\n"[..], b"two\n"] {
+            let mut w = CriLogWriter::open(&p, LogOptions::default()).expect("open");
+            w.write(Stream::Stdout, line, t0()).expect("write");
+        }
+        assert_eq!(
+            records(&p),
+            vec![
+                (Stream::Stdout, false, b"one".to_vec()),
+                (Stream::Stdout, false, b"two".to_vec())
+            ]
+        );
+    }
+
+    #[test]
+    fn rotation_keeps_every_line_once_within_limits() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("0.log");
+        let max_size = 64 * 1024;
+        let max_files = 4;
+        let mut w = CriLogWriter::open(&p, opts(max_size, max_files, 100)).expect("open");
+        let mut now = t0();
+        let mut n = 0u64;
+        let mut written = 0usize;
+        // ~3 MB with many rotations in the same second (exercising .1, .2 suffixes).
+        while written < 3 * 1024 * 1024 {
+            let line = format!("line {n:08} {}\n", "x".repeat((n % 250) as usize));
+            w.write(Stream::Stdout, line.as_bytes(), now)
+                .expect("write");
+            written += line.len();
+            n += 1;
+            if n % 1000 == 0 {
+                now += Duration::from_millis(700);
+            }
+        }
+        drop(w);
+        let mut files: Vec<PathBuf> = list_rotated(&p)
+            .expect("list")
+            .into_iter()
+            .map(|r| r.path)
+            .collect();
+        assert_eq!(files.len(), (max_files - 1) as usize);
+        files.push(p.clone());
+        let all_entries = fs::read_dir(dir.path()).expect("readdir").count();
+        assert_eq!(all_entries, max_files as usize, "no stray files");
+        for f in &files {
+            let size = fs::metadata(f).expect("stat").len();
+            assert!(size <= max_size, "{} is {size} bytes", f.display());
+        }
+        // The kept files hold a contiguous, ordered, duplicate-free suffix of the lines,
+        // re-joined from P...F records.
+        let mut joined = Vec::new();
+        let mut cur = String::new();
+        let all: Vec<(bool, String)> = files
+            .iter()
+            .flat_map(|f| records(f))
+            .map(|(_, part, c)| (part, String::from_utf8(c).expect("utf8")))
+            .collect();
+        for (part, c) in all {
+            cur.push_str(&c);
+            if !part {
+                joined.push(std::mem::take(&mut cur));
+            }
+        }
+        assert!(cur.is_empty());
+        // The oldest kept file may start with the last records of a line whose first
+        // records were pruned: that fragment must be the end of the line before.
+        let first: u64 = joined[1][5..13].parse().expect("number");
+        assert!(first > 1, "old files must have been pruned");
+        let before = format!(
+            "line {:08} {}",
+            first - 1,
+            "x".repeat(((first - 1) % 250) as usize)
+        );
+        assert!(before.ends_with(&joined[0]), "fragment {:?}", joined[0]);
+        let joined = &joined[1..];
+        for (i, l) in joined.iter().enumerate() {
+            let k = first + i as u64;
+            assert_eq!(
+                l,
+                &format!("line {k:08} {}", "x".repeat((k % 250) as usize))
+            );
+        }
+        assert_eq!(first + joined.len() as u64, n, "last line present");
+    }
+
+    #[test]
+    fn oversized_record_goes_alone_into_a_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("0.log");
+        let mut w = CriLogWriter::open(&p, opts(50, 3, 1000)).expect("open");
+        w.write(Stream::Stdout, b"a\n", t0()).expect("write");
+        w.write(Stream::Stdout, &[b'y'; 200], t0()).expect("write");
+        w.write(Stream::Stdout, b"\nb\n", t0()).expect("write");
+        drop(w);
+        let rotated = list_rotated(&p).expect("list");
+        assert_eq!(rotated.len(), 2);
+        assert_eq!(
+            records(&rotated[0].path),
+            vec![(Stream::Stdout, false, b"a".to_vec())]
+        );
+        assert_eq!(
+            records(&rotated[1].path),
+            vec![(Stream::Stdout, false, vec![b'y'; 200])]
+        );
+        assert_eq!(records(&p), vec![(Stream::Stdout, false, b"b".to_vec())]);
+        assert_eq!(
+            rotated[1].key.counter, 1,
+            "second rotation in the same second gets .1"
+        );
+    }
+
+    #[test]
+    fn max_files_one_keeps_only_the_current_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("0.log");
+        let mut w = CriLogWriter::open(&p, opts(100, 1, 1000)).expect("open");
+        for i in 0..20 {
+            w.write(Stream::Stdout, format!("line {i}\n").as_bytes(), t0())
+                .expect("write");
+        }
+        drop(w);
+        assert!(list_rotated(&p).expect("list").is_empty());
+        let last = records(&p).pop().expect("a record");
+        assert_eq!(last.2, b"line 19".to_vec());
+    }
+}
