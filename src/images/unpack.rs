@@ -1,0 +1,634 @@
+//! Safe extraction of one layer tar stream into a directory. The `tar` crate only parses
+//! headers and PAX records; every filesystem change is made here with `*at` syscalls relative
+//! to a parent directory opened with openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS) below the
+//! layer root, and final components are never followed. OCI whiteouts become overlayfs
+//! whiteouts (0/0 character devices) and opaque markers become `trusted.overlay.opaque=y`.
+
+use std::ffi::{CStr, CString};
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+
+/// Prefix of OCI whiteout entries.
+const WHITEOUT_PREFIX: &[u8] = b".wh.";
+/// Name of the OCI opaque-directory marker.
+const OPAQUE_MARKER: &[u8] = b".wh..wh..opq";
+/// The xattr overlayfs reads to treat a directory as opaque.
+const OPAQUE_XATTR: &CStr = c"trusted.overlay.opaque";
+/// Xattrs under this prefix steer overlayfs; they are never taken from an archive.
+const OVERLAY_XATTR_PREFIX: &str = "trusted.overlay.";
+
+/// Errors of layer extraction; `entry` is the path as written in the archive.
+#[derive(Debug, thiserror::Error)]
+pub enum UnpackError {
+    #[error("reading layer tar stream: {source}")]
+    Tar {
+        #[source]
+        source: io::Error,
+    },
+    #[error("layer entry {entry:?} has a `..` path component")]
+    DotDot { entry: String },
+    #[error("layer entry {entry:?} has an empty name")]
+    EmptyName { entry: String },
+    #[error("layer entry {entry:?} has unsupported type {kind}")]
+    Unsupported { entry: String, kind: String },
+    #[error("layer entry {entry:?} is truncated: {got} of {want} bytes")]
+    Truncated { entry: String, got: u64, want: u64 },
+    #[error("layer entry {entry:?}: invalid header field {field}: {detail}")]
+    BadHeader {
+        entry: String,
+        field: &'static str,
+        detail: String,
+    },
+    #[error("layer entry {entry:?}: {op}: {source}")]
+    Fs {
+        entry: String,
+        op: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("opening layer root {path}: {source}")]
+    Root {
+        path: std::path::PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Metadata applied to a created entry.
+#[derive(Debug, Clone)]
+struct Meta {
+    uid: u32,
+    gid: u32,
+    mode: u32,
+    mtime: (i64, i64),
+    xattrs: Vec<(CString, Vec<u8>)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    File,
+    Dir,
+    Symlink,
+    Hardlink,
+    Char,
+    Block,
+    Fifo,
+}
+
+/// Extracts the tar stream `reader` into the existing directory `root`. The caller consumes
+/// whatever trails the archive (for hashing) via the returned reader.
+pub fn unpack<R: Read>(reader: R, root: &Path) -> Result<R, UnpackError> {
+    let root_fd = open_root(root)?;
+    let mut archive = tar::Archive::new(reader);
+    let mut dir_times: Vec<(Vec<Vec<u8>>, (i64, i64))> = Vec::new();
+    {
+        let entries = archive
+            .entries()
+            .map_err(|source| UnpackError::Tar { source })?;
+        for entry in entries {
+            let mut entry = entry.map_err(|source| UnpackError::Tar { source })?;
+            if let Some(t) = unpack_entry(&root_fd, &mut entry)? {
+                dir_times.push(t);
+            }
+        }
+    }
+    // Directory mtimes last: creating entries inside a directory changes its mtime.
+    for (comps, mtime) in dir_times {
+        let shown = display(&comps.join(&b'/'));
+        let fs = |op, source| UnpackError::Fs {
+            entry: shown.clone(),
+            op,
+            source,
+        };
+        match comps.split_last() {
+            None => futimens(root_fd.as_raw_fd(), mtime).map_err(|e| fs("set mtime", e))?,
+            Some((name, parent)) => {
+                let p = match open_dir_in_root(&root_fd, parent) {
+                    Ok(p) => p,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(fs("open parent", e)),
+                };
+                let name = cstring(name, &shown)?;
+                utimens_at(p.as_raw_fd(), &name, mtime).map_err(|e| fs("set mtime", e))?;
+            }
+        }
+    }
+    Ok(archive.into_inner())
+}
+
+fn open_root(root: &Path) -> Result<OwnedFd, UnpackError> {
+    File::open(root)
+        .map(OwnedFd::from)
+        .map_err(|source| UnpackError::Root {
+            path: root.to_path_buf(),
+            source,
+        })
+}
+
+fn display(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Splits an archive path into components: leading `/` and `.` components dropped, `..`
+/// rejected (containerd treats names as archive-relative).
+fn components(raw: &[u8], shown: &str) -> Result<Vec<Vec<u8>>, UnpackError> {
+    let mut out = Vec::new();
+    for c in raw.split(|b| *b == b'/') {
+        match c {
+            b"" | b"." => {}
+            b".." => {
+                return Err(UnpackError::DotDot {
+                    entry: shown.to_string(),
+                })
+            }
+            c => out.push(c.to_vec()),
+        }
+    }
+    Ok(out)
+}
+
+fn cstring(b: &[u8], shown: &str) -> Result<CString, UnpackError> {
+    CString::new(b).map_err(|_| UnpackError::BadHeader {
+        entry: shown.to_string(),
+        field: "name",
+        detail: "contains a nul byte".into(),
+    })
+}
+
+type DirTime = (Vec<Vec<u8>>, (i64, i64));
+
+fn unpack_entry<R: Read>(
+    root: &OwnedFd,
+    entry: &mut tar::Entry<'_, R>,
+) -> Result<Option<DirTime>, UnpackError> {
+    let raw_path = entry.path_bytes().into_owned();
+    let shown = display(&raw_path);
+    let bad = |field: &'static str, detail: String| UnpackError::BadHeader {
+        entry: shown.clone(),
+        field,
+        detail,
+    };
+    let kind = match entry.header().entry_type() {
+        tar::EntryType::Regular | tar::EntryType::Continuous => Kind::File,
+        tar::EntryType::Directory => Kind::Dir,
+        tar::EntryType::Symlink => Kind::Symlink,
+        tar::EntryType::Link => Kind::Hardlink,
+        tar::EntryType::Char => Kind::Char,
+        tar::EntryType::Block => Kind::Block,
+        tar::EntryType::Fifo => Kind::Fifo,
+        tar::EntryType::XGlobalHeader => return Ok(None),
+        other => {
+            return Err(UnpackError::Unsupported {
+                entry: shown,
+                kind: format!("{other:?}"),
+            })
+        }
+    };
+    let comps = components(&raw_path, &shown)?;
+    let meta = read_meta(entry, &shown)?;
+    let fs = |op: &'static str| {
+        let shown = shown.clone();
+        move |source| UnpackError::Fs {
+            entry: shown,
+            op,
+            source,
+        }
+    };
+
+    let Some((name, parent)) = comps.split_last() else {
+        // The layer root itself ("./").
+        if kind != Kind::Dir {
+            return Err(UnpackError::EmptyName { entry: shown });
+        }
+        let fd = root.as_raw_fd();
+        fchown(fd, meta.uid, meta.gid).map_err(fs("chown"))?;
+        fchmod(fd, meta.mode).map_err(fs("chmod"))?;
+        for (k, v) in &meta.xattrs {
+            fsetxattr(fd, k, v).map_err(fs("set xattr"))?;
+        }
+        return Ok(Some((comps, meta.mtime)));
+    };
+
+    // Whiteouts.
+    if name.as_slice() == OPAQUE_MARKER {
+        let dir = open_dir_creating(root, parent).map_err(fs("open opaque directory"))?;
+        fsetxattr(dir.as_raw_fd(), OPAQUE_XATTR, b"y").map_err(fs("set opaque xattr"))?;
+        return Ok(None);
+    }
+    if let Some(target) = name.strip_prefix(WHITEOUT_PREFIX) {
+        if target.is_empty() || target == b"." || target == b".." {
+            return Err(bad("name", "invalid whiteout".into()));
+        }
+        let p = open_dir_creating(root, parent).map_err(fs("open parent"))?;
+        let n = cstring(target, &shown)?;
+        remove_existing(p.as_raw_fd(), &n, false).map_err(fs("remove existing"))?;
+        mknod_at(p.as_raw_fd(), &n, libc::S_IFCHR, 0).map_err(fs("create whiteout"))?;
+        chown_at(p.as_raw_fd(), &n, meta.uid, meta.gid).map_err(fs("chown whiteout"))?;
+        return Ok(None);
+    }
+
+    let p = open_dir_creating(root, parent).map_err(fs("open parent"))?;
+    let pfd = p.as_raw_fd();
+    let n = cstring(name, &shown)?;
+    let kept_dir = remove_existing(pfd, &n, kind == Kind::Dir).map_err(fs("remove existing"))?;
+
+    match kind {
+        Kind::Dir => {
+            if !kept_dir {
+                mkdir_at(pfd, &n, 0o700).map_err(fs("mkdir"))?;
+            }
+        }
+        Kind::File => {
+            let fd = open_at(
+                pfd,
+                &n,
+                libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_WRONLY | libc::O_CLOEXEC,
+                0o600,
+            )
+            .map_err(fs("create file"))?;
+            let mut file = File::from(fd);
+            let want = entry.size();
+            let got = io::copy(entry, &mut file).map_err(fs("write file"))?;
+            if got != want {
+                return Err(UnpackError::Truncated {
+                    entry: shown,
+                    got,
+                    want,
+                });
+            }
+        }
+        Kind::Symlink => {
+            let target = entry
+                .link_name_bytes()
+                .ok_or_else(|| bad("linkname", "missing".into()))?
+                .into_owned();
+            let target = cstring(&target, &shown)?;
+            symlink_at(&target, pfd, &n).map_err(fs("create symlink"))?;
+        }
+        Kind::Hardlink => {
+            let target = entry
+                .link_name_bytes()
+                .ok_or_else(|| bad("linkname", "missing".into()))?
+                .into_owned();
+            let tcomps = components(&target, &shown)?;
+            let Some((tname, tparent)) = tcomps.split_last() else {
+                return Err(bad("linkname", "hardlink to the layer root".into()));
+            };
+            let tp = open_dir_in_root(root, tparent).map_err(fs("open hardlink target parent"))?;
+            let tn = cstring(tname, &shown)?;
+            link_at(tp.as_raw_fd(), &tn, pfd, &n).map_err(fs("create hardlink"))?;
+            // A hardlink shares the target's inode and metadata.
+            return Ok(None);
+        }
+        Kind::Char | Kind::Block | Kind::Fifo => {
+            let (fmt, dev) = match kind {
+                Kind::Fifo => (libc::S_IFIFO, 0),
+                _ => {
+                    let major = entry
+                        .header()
+                        .device_major()
+                        .map_err(|e| bad("devmajor", e.to_string()))?
+                        .unwrap_or(0);
+                    let minor = entry
+                        .header()
+                        .device_minor()
+                        .map_err(|e| bad("devminor", e.to_string()))?
+                        .unwrap_or(0);
+                    let fmt = if kind == Kind::Char {
+                        libc::S_IFCHR
+                    } else {
+                        libc::S_IFBLK
+                    };
+                    (fmt, libc::makedev(major, minor))
+                }
+            };
+            mknod_at(pfd, &n, fmt | 0o600, dev).map_err(fs("mknod"))?;
+        }
+    }
+
+    // Ownership first (chown clears setuid/setgid and file capabilities), then mode, then
+    // xattrs, then times.
+    chown_at(pfd, &n, meta.uid, meta.gid).map_err(fs("chown"))?;
+    if kind != Kind::Symlink {
+        chmod_nofollow(pfd, &n, meta.mode).map_err(fs("chmod"))?;
+    }
+    for (k, v) in &meta.xattrs {
+        lsetxattr_at(pfd, &n, k, v).map_err(fs("set xattr"))?;
+    }
+    if kind == Kind::Dir {
+        return Ok(Some((comps, meta.mtime)));
+    }
+    utimens_at(pfd, &n, meta.mtime).map_err(fs("set mtime"))?;
+    Ok(None)
+}
+
+fn read_meta<R: Read>(entry: &mut tar::Entry<'_, R>, shown: &str) -> Result<Meta, UnpackError> {
+    let bad = |field: &'static str, detail: String| UnpackError::BadHeader {
+        entry: shown.to_string(),
+        field,
+        detail,
+    };
+    let h = entry.header();
+    let mut uid = h.uid().map_err(|e| bad("uid", e.to_string()))?;
+    let mut gid = h.gid().map_err(|e| bad("gid", e.to_string()))?;
+    let mode = h.mode().map_err(|e| bad("mode", e.to_string()))? & 0o7777;
+    let mut mtime = (
+        i64::try_from(h.mtime().map_err(|e| bad("mtime", e.to_string()))?)
+            .map_err(|e| bad("mtime", e.to_string()))?,
+        0i64,
+    );
+    let mut xattrs = Vec::new();
+    if let Some(pax) = entry
+        .pax_extensions()
+        .map_err(|source| UnpackError::Tar { source })?
+    {
+        for ext in pax {
+            let ext = ext.map_err(|source| UnpackError::Tar { source })?;
+            let key = ext.key().map_err(|e| bad("pax key", e.to_string()))?;
+            let value = ext.value_bytes();
+            let text = || String::from_utf8_lossy(value).into_owned();
+            match key {
+                "uid" => uid = text().parse().map_err(|_| bad("pax uid", text()))?,
+                "gid" => gid = text().parse().map_err(|_| bad("pax gid", text()))?,
+                "mtime" => {
+                    mtime = parse_pax_time(&text()).ok_or_else(|| bad("pax mtime", text()))?
+                }
+                k => {
+                    if let Some(name) = k.strip_prefix("SCHILY.xattr.") {
+                        if name.starts_with(OVERLAY_XATTR_PREFIX) {
+                            log::warn!("layer entry {shown:?}: ignoring xattr {name}");
+                            continue;
+                        }
+                        let cname = CString::new(name).map_err(|_| bad("xattr", name.into()))?;
+                        xattrs.push((cname, value.to_vec()));
+                    }
+                }
+            }
+        }
+    }
+    Ok(Meta {
+        uid: u32::try_from(uid).map_err(|_| bad("uid", uid.to_string()))?,
+        gid: u32::try_from(gid).map_err(|_| bad("gid", gid.to_string()))?,
+        mode,
+        mtime,
+        xattrs,
+    })
+}
+
+/// Parses a PAX time `secs[.frac]` into (seconds, nanoseconds).
+fn parse_pax_time(s: &str) -> Option<(i64, i64)> {
+    let (secs, frac) = s.split_once('.').unwrap_or((s, ""));
+    let secs: i64 = secs.parse().ok()?;
+    if !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut digits: String = frac.chars().take(9).collect();
+    while digits.len() < 9 {
+        digits.push('0');
+    }
+    let nanos: i64 = digits.parse().ok()?;
+    // A negative time means "secs" is rounded towards zero; keep it simple and exact enough.
+    Some((secs, if secs < 0 { -nanos } else { nanos }))
+}
+
+fn last_os_error() -> io::Error {
+    io::Error::last_os_error()
+}
+
+fn check(rc: libc::c_int) -> io::Result<()> {
+    if rc < 0 {
+        Err(last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// `struct open_how` of openat2(2) (libc's is non-exhaustive).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// Opens `comps` (a directory path below `root`) with openat2, resolving every symlink as if
+/// `root` were `/`. An empty path yields a duplicate of the root fd.
+fn open_dir_in_root(root: &OwnedFd, comps: &[Vec<u8>]) -> io::Result<OwnedFd> {
+    if comps.is_empty() {
+        return root.try_clone();
+    }
+    let path = CString::new(comps.join(&b'/')).map_err(io::Error::other)?;
+    let how = OpenHow {
+        flags: (libc::O_DIRECTORY | libc::O_RDONLY | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS,
+    };
+    loop {
+        // SAFETY: path is a valid C string, `how` a properly sized open_how living across the
+        // call; the returned fd (if any) is owned by nobody else.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                root.as_raw_fd(),
+                path.as_ptr(),
+                &how as *const OpenHow,
+                std::mem::size_of::<OpenHow>(),
+            )
+        };
+        if rc >= 0 {
+            // SAFETY: the kernel returned a fresh fd that we now own.
+            return Ok(unsafe { OwnedFd::from_raw_fd(rc as RawFd) });
+        }
+        let err = last_os_error();
+        // EAGAIN: a concurrent rename raced with RESOLVE_IN_ROOT; retry as the man page says.
+        if err.raw_os_error() != Some(libc::EAGAIN) {
+            return Err(err);
+        }
+    }
+}
+
+/// Like [`open_dir_in_root`], creating missing directories (mode 0755, like containerd).
+fn open_dir_creating(root: &OwnedFd, comps: &[Vec<u8>]) -> io::Result<OwnedFd> {
+    match open_dir_in_root(root, comps) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        other => return other,
+    }
+    let mut dir = root.try_clone()?;
+    for i in 0..comps.len() {
+        match open_dir_in_root(root, &comps[..=i]) {
+            Ok(d) => dir = d,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let name = CString::new(comps[i].clone()).map_err(io::Error::other)?;
+                match mkdir_at(dir.as_raw_fd(), &name, 0o755) {
+                    Ok(()) => {}
+                    // Exists but does not resolve (e.g. a dangling symlink): give up below.
+                    Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
+                    Err(e) => return Err(e),
+                }
+                dir = open_dir_in_root(root, &comps[..=i])?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(dir)
+}
+
+/// Removes whatever is at `dir/name` unless both it and the new entry are directories.
+/// Returns true when an existing directory was kept.
+fn remove_existing(dir: RawFd, name: &CStr, new_is_dir: bool) -> io::Result<bool> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: valid fd, C string and out pointer.
+    let rc = unsafe {
+        libc::fstatat(
+            dir,
+            name.as_ptr(),
+            st.as_mut_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if rc < 0 {
+        let e = last_os_error();
+        return if e.kind() == io::ErrorKind::NotFound {
+            Ok(false)
+        } else {
+            Err(e)
+        };
+    }
+    // SAFETY: fstatat succeeded and filled the struct.
+    let st = unsafe { st.assume_init() };
+    if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+        if new_is_dir {
+            return Ok(true);
+        }
+        // std's remove_dir_all never follows symlinks below the top directory; the top is
+        // reached through our own fd's /proc entry, the final component is a real directory.
+        let path = Path::new("/proc/self/fd")
+            .join(dir.to_string())
+            .join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(name.to_bytes()));
+        std::fs::remove_dir_all(path)?;
+        return Ok(false);
+    }
+    // SAFETY: valid fd and C string.
+    check(unsafe { libc::unlinkat(dir, name.as_ptr(), 0) })?;
+    Ok(false)
+}
+
+fn mkdir_at(dir: RawFd, name: &CStr, mode: u32) -> io::Result<()> {
+    // SAFETY: valid fd and C string.
+    check(unsafe { libc::mkdirat(dir, name.as_ptr(), mode as libc::mode_t) })
+}
+
+fn open_at(dir: RawFd, name: &CStr, flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {
+    // SAFETY: valid fd and C string; the returned fd is fresh and owned here.
+    let fd = unsafe { libc::openat(dir, name.as_ptr(), flags, mode as libc::c_uint) };
+    if fd < 0 {
+        return Err(last_os_error());
+    }
+    // SAFETY: fd was just returned by the kernel.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn symlink_at(target: &CStr, dir: RawFd, name: &CStr) -> io::Result<()> {
+    // SAFETY: valid C strings and fd.
+    check(unsafe { libc::symlinkat(target.as_ptr(), dir, name.as_ptr()) })
+}
+
+fn link_at(odir: RawFd, oname: &CStr, ndir: RawFd, nname: &CStr) -> io::Result<()> {
+    // SAFETY: valid fds and C strings; flags 0 never follows a symlink source.
+    check(unsafe { libc::linkat(odir, oname.as_ptr(), ndir, nname.as_ptr(), 0) })
+}
+
+fn mknod_at(dir: RawFd, name: &CStr, mode: libc::mode_t, dev: libc::dev_t) -> io::Result<()> {
+    // SAFETY: valid fd and C string.
+    check(unsafe { libc::mknodat(dir, name.as_ptr(), mode, dev) })
+}
+
+fn chown_at(dir: RawFd, name: &CStr, uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: valid fd and C string.
+    check(unsafe { libc::fchownat(dir, name.as_ptr(), uid, gid, libc::AT_SYMLINK_NOFOLLOW) })
+}
+
+fn fchown(fd: RawFd, uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: valid fd.
+    check(unsafe { libc::fchown(fd, uid, gid) })
+}
+
+fn fchmod(fd: RawFd, mode: u32) -> io::Result<()> {
+    // SAFETY: valid fd.
+    check(unsafe { libc::fchmod(fd, mode as libc::mode_t) })
+}
+
+/// chmod of `dir/name` without following a final symlink: open it O_PATH|O_NOFOLLOW, make
+/// sure it is not a symlink, and chmod through its /proc/self/fd entry.
+fn chmod_nofollow(dir: RawFd, name: &CStr, mode: u32) -> io::Result<()> {
+    let fd = open_at(
+        dir,
+        name,
+        libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        0,
+    )?;
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: valid fd and out pointer.
+    check(unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) })?;
+    // SAFETY: fstat succeeded.
+    let st = unsafe { st.assume_init() };
+    if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+        return Ok(());
+    }
+    let path =
+        CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).map_err(io::Error::other)?;
+    // SAFETY: valid C string.
+    check(unsafe { libc::chmod(path.as_ptr(), mode as libc::mode_t) })
+}
+
+fn fsetxattr(fd: RawFd, name: &CStr, value: &[u8]) -> io::Result<()> {
+    // SAFETY: valid fd, C string and buffer.
+    check(unsafe { libc::fsetxattr(fd, name.as_ptr(), value.as_ptr().cast(), value.len(), 0) })
+}
+
+/// lsetxattr on `dir/name`, reached through `/proc/self/fd/<dir>/<name>`: the directory fd's
+/// magic link resolves to the real directory and the final component is not followed.
+fn lsetxattr_at(dir: RawFd, name: &CStr, key: &CStr, value: &[u8]) -> io::Result<()> {
+    let mut path = format!("/proc/self/fd/{dir}/").into_bytes();
+    path.extend_from_slice(name.to_bytes());
+    let path = CString::new(path).map_err(io::Error::other)?;
+    // SAFETY: valid C strings and buffer.
+    check(unsafe {
+        libc::lsetxattr(
+            path.as_ptr(),
+            key.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    })
+}
+
+fn timespecs(mtime: (i64, i64)) -> [libc::timespec; 2] {
+    let ts = libc::timespec {
+        tv_sec: mtime.0 as libc::time_t,
+        tv_nsec: mtime.1 as libc::c_long,
+    };
+    [ts, ts]
+}
+
+fn utimens_at(dir: RawFd, name: &CStr, mtime: (i64, i64)) -> io::Result<()> {
+    let ts = timespecs(mtime);
+    // SAFETY: valid fd, C string and a two-element timespec array.
+    check(unsafe { libc::utimensat(dir, name.as_ptr(), ts.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) })
+}
+
+fn futimens(fd: RawFd, mtime: (i64, i64)) -> io::Result<()> {
+    let ts = timespecs(mtime);
+    // SAFETY: valid fd and a two-element timespec array.
+    check(unsafe { libc::futimens(fd, ts.as_ptr()) })
+}
+
+/// Flushes the filesystem holding `dir` (one syncfs instead of an fsync per file).
+pub fn syncfs(dir: &Path) -> io::Result<()> {
+    let f = File::open(dir)?;
+    // SAFETY: valid fd.
+    check(unsafe { libc::syncfs(f.as_raw_fd()) })
+}
