@@ -193,7 +193,7 @@ pub fn read_archive(archive: &Path, spool_dir: &Path) -> Result<ArchiveContents,
         let want = entry.size();
         let file = if want <= MEMORY_LIMIT {
             let mut data = Vec::with_capacity(want as usize);
-            (&mut entry).read_to_end(&mut data).map_err(read_err)?;
+            entry.read_to_end(&mut data).map_err(read_err)?;
             let got = data.len() as u64;
             if got != want {
                 return Err(ArchiveError::Truncated {

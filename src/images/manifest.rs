@@ -153,7 +153,7 @@ impl HostPlatform {
                 // An armv7 host runs v6 and v5 images too, preferring the closest.
                 let w = arm_version(w)?;
                 let h = arm_version(h)?;
-                (h < w).then_some(1 + (w - h))
+                (h < w).then(|| 1 + (w - h))
             }
             _ => None,
         }

@@ -82,7 +82,7 @@ enum Kind {
 pub fn unpack<R: Read>(reader: R, root: &Path) -> Result<R, UnpackError> {
     let root_fd = open_root(root)?;
     let mut archive = tar::Archive::new(reader);
-    let mut dir_times: Vec<(Vec<Vec<u8>>, (i64, i64))> = Vec::new();
+    let mut dir_times: Vec<DirTime> = Vec::new();
     {
         let entries = archive
             .entries()
@@ -331,12 +331,15 @@ fn read_meta<R: Read>(entry: &mut tar::Entry<'_, R>, shown: &str) -> Result<Meta
         detail,
     };
     let h = entry.header();
-    let mut uid = h.uid().map_err(|e| bad("uid", e.to_string()))?;
-    let mut gid = h.gid().map_err(|e| bad("gid", e.to_string()))?;
-    let mode = h.mode().map_err(|e| bad("mode", e.to_string()))? & 0o7777;
+    let old = h.as_old();
+    let mut uid = numeric(h.uid(), &old.uid).map_err(|e| bad("uid", e.to_string()))?;
+    let mut gid = numeric(h.gid(), &old.gid).map_err(|e| bad("gid", e.to_string()))?;
+    let mode = numeric(h.mode().map(u64::from), &old.mode)
+        .map_err(|e| bad("mode", e.to_string()))? as u32
+        & 0o7777;
+    let mtime = numeric(h.mtime(), &old.mtime).map_err(|e| bad("mtime", e.to_string()))?;
     let mut mtime = (
-        i64::try_from(h.mtime().map_err(|e| bad("mtime", e.to_string()))?)
-            .map_err(|e| bad("mtime", e.to_string()))?,
+        i64::try_from(mtime).map_err(|e| bad("mtime", e.to_string()))?,
         0i64,
     );
     let mut xattrs = Vec::new();
@@ -375,6 +378,15 @@ fn read_meta<R: Read>(entry: &mut tar::Entry<'_, R>, shown: &str) -> Result<Meta
         mtime,
         xattrs,
     })
+}
+
+/// A numeric header field; an empty field (only NULs and spaces, as some writers leave
+/// uid/gid) counts as 0.
+fn numeric(parsed: io::Result<u64>, raw: &[u8]) -> io::Result<u64> {
+    match parsed {
+        Err(_) if raw.iter().all(|b| *b == 0 || *b == b' ') => Ok(0),
+        other => other,
+    }
 }
 
 /// Parses a PAX time `secs[.frac]` into (seconds, nanoseconds).
@@ -1076,6 +1088,23 @@ mod tests {
         assert_eq!(fs::read(f.layer().join("f")).expect("f"), b"two");
         assert_eq!(fs::read(f.layer().join("d/child")).expect("child"), b"c");
         assert_eq!(fs::read(f.layer().join("x")).expect("x"), b"now a file");
+    }
+
+    #[test]
+    fn empty_numeric_fields_count_as_zero() {
+        let f = Fixture::new();
+        let mut h = header(tar::EntryType::Regular, "f", 0o600, 1);
+        h.as_old_mut().uid = [0; 8];
+        h.as_old_mut().gid = [b' '; 8];
+        let tar = Tb::new().push(h, b"x").bytes();
+        f.run(&tar).expect("unpack");
+        let m = fs::metadata(f.layer().join("f")).expect("f");
+        assert_eq!((m.uid(), m.gid(), m.mode() & 0o777), (0, 0, 0o600));
+        let mut h = header(tar::EntryType::Regular, "g", 0o600, 1);
+        h.as_old_mut().uid = *b"zz\0\0\0\0\0\0";
+        let tar = Tb::new().push(h, b"x").bytes();
+        let err = f.run(&tar).expect_err("garbage uid");
+        assert!(err.to_string().contains("uid"), "{err}");
     }
 
     #[test]
