@@ -1,4 +1,4 @@
-//! Reading image tarballs: one streaming pass over the archive that spools every large entry
+//! Reading image tarballs (plain, or gzip/zstd compressed as a whole): one streaming pass over the archive that spools every large entry
 //! into the import's temp directory while hashing it and keeps small files in memory, then the
 //! interpretation of the contents as an OCI image layout (`oci-layout`, `index.json`,
 //! `blobs/sha256/*`, with platform selection in nested indexes) or a docker-archive
@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File};
-use std::io::{self, BufReader, Read};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use super::blobs::{spool, BlobError, MAX_JSON_BLOB};
@@ -20,6 +20,8 @@ use super::reference::{Reference, ReferenceError};
 
 /// Entries up to this size are kept in memory; larger ones are spooled to disk.
 const MEMORY_LIMIT: u64 = 1 << 20;
+/// Total bytes kept in memory per archive; past this every entry is spooled.
+const MEMORY_TOTAL_LIMIT: u64 = 64 << 20;
 /// Maximum depth of nested indexes and of symlink chains inside an archive.
 const MAX_HOPS: usize = 8;
 
@@ -168,7 +170,8 @@ pub fn read_archive(archive: &Path, spool_dir: &Path) -> Result<ArchiveContents,
         source,
     };
     let f = File::open(archive).map_err(read_err)?;
-    let mut tar = tar::Archive::new(BufReader::with_capacity(256 << 10, f));
+    let mut tar = tar::Archive::new(layer::decompressed(f).map_err(read_err)?);
+    let mut in_memory = 0u64;
     let mut files = HashMap::new();
     let mut links = HashMap::new();
     for entry in tar.entries().map_err(read_err)? {
@@ -191,7 +194,8 @@ pub fn read_archive(archive: &Path, spool_dir: &Path) -> Result<ArchiveContents,
             continue;
         }
         let want = entry.size();
-        let file = if want <= MEMORY_LIMIT {
+        let file = if want <= MEMORY_LIMIT && in_memory + want <= MEMORY_TOTAL_LIMIT {
+            in_memory += want;
             let mut data = Vec::with_capacity(want as usize);
             entry.read_to_end(&mut data).map_err(read_err)?;
             let got = data.len() as u64;

@@ -86,8 +86,8 @@ pub fn detect_file(path: &Path) -> io::Result<Compression> {
     Ok(Compression::detect(&head[..n]))
 }
 
-/// Opens a blob as an uncompressed tar stream.
-fn decompressed(blob: File) -> io::Result<Box<dyn Read>> {
+/// Opens a blob (or an archive) as an uncompressed stream, detecting gzip/zstd by magic.
+pub fn decompressed(blob: File) -> io::Result<Box<dyn Read>> {
     let mut r = BufReader::with_capacity(256 << 10, blob);
     let kind = Compression::detect(r.fill_buf()?);
     Ok(match kind {

@@ -265,6 +265,20 @@ fn oci_import_uncompressed_gzip_and_zstd_layers() {
 }
 
 #[test]
+fn compressed_archive_is_accepted() {
+    let e = env();
+    let (d, _) = docker_archive(false, &[layer_tar(&[("z", b"z")])], &["gz:1"]);
+    let recs = e
+        .import("d.tar.gz", &compress(&d, Compression::Gzip), &no_opts())
+        .expect("gzip archive");
+    assert_eq!(recs[0].reference, "docker.io/library/gz:1");
+    let recs = e
+        .import("d.tar.zst", &compress(&d, Compression::Zstd), &no_opts())
+        .expect("zstd archive");
+    assert_eq!(recs[0].reference, "docker.io/library/gz:1");
+}
+
+#[test]
 fn oci_tag_only_and_unnamed_images_need_a_reference() {
     let e = env();
     let mut oci = Oci::default();
