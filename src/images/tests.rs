@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
@@ -881,5 +881,4 @@ fn not_an_image_archive() {
         "{err}"
     );
     assert!(err.to_string().contains("h.tar"), "{err}");
-    let _ = Path::new("unused");
 }
