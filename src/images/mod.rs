@@ -15,7 +15,7 @@ mod blobs;
 pub mod digest;
 mod layer;
 mod manifest;
-pub mod records;
+mod records;
 pub mod reference;
 mod store;
 mod unpack;
