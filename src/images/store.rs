@@ -1,0 +1,809 @@
+//! `ImageStore`: the image store under `<root-dir>/images` tying together archive import,
+//! blobs, unpacked layers, records, leases, garbage collection and preloading. Every mutation
+//! holds an exclusive flock on `images/lock` so the CLI and the daemon can run at once.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::fsutil;
+
+use super::archive::{
+    self, ArchiveContents, ArchiveError, ArchiveName, BlobData, Content, PlannedImage,
+};
+use super::blobs::{unique_tmp_name, BlobError, BlobStore, Spooled};
+use super::digest::Digest;
+use super::layer::{LayerError, Layers};
+use super::manifest::{HostPlatform, RawConfig, RawManifest};
+use super::records::{now_rfc3339, ImageRecord, LayerRecord, Leases, RecordError, Records};
+use super::reference::{Reference, ReferenceError};
+
+/// Minimum length of a digest hex prefix accepted by `resolve`.
+pub const MIN_DIGEST_PREFIX: usize = 12;
+/// Name of the preload bookkeeping file inside `images/preload`.
+const PRELOAD_STATE: &str = ".imported.json";
+
+/// Errors of the image store.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error(transparent)]
+    Reference(#[from] ReferenceError),
+    #[error(transparent)]
+    Archive(#[from] ArchiveError),
+    #[error(transparent)]
+    Blob(#[from] BlobError),
+    #[error(transparent)]
+    Layer(#[from] LayerError),
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    #[error("image store i/o on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("locking image store {path}: {source}")]
+    Lock {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("image {digest} in {archive} has no name: pass a reference to name it")]
+    NoName { archive: PathBuf, digest: String },
+    #[error(
+        "image {digest} in {archive} is named only by tag {tag:?}: pass a reference to name it"
+    )]
+    TagOnly {
+        archive: PathBuf,
+        digest: String,
+        tag: String,
+    },
+    #[error("archive {archive} holds {count} images: a single reference cannot name them all")]
+    ReferenceForManyImages { archive: PathBuf, count: usize },
+    #[error("reference {reference} pins digest {expected} but the archive's image is {actual}")]
+    ReferenceDigestMismatch {
+        reference: String,
+        expected: String,
+        actual: String,
+    },
+    #[error("image {query:?} not found")]
+    NotFound { query: String },
+    #[error("{query:?} matches several images: {matches}")]
+    Ambiguous { query: String, matches: String },
+    #[error("image {reference} ({digest}) is in use by {holders}: stop them first")]
+    Leased {
+        reference: String,
+        digest: String,
+        holders: String,
+    },
+    #[error("image record {reference} has a malformed digest")]
+    BadRecord { reference: String },
+    #[error("image config {digest} is invalid: {source}")]
+    Config {
+        digest: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> ImageError + '_ {
+    move |source| ImageError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Options of [`ImageStore::import_archive`].
+#[derive(Debug, Clone, Default)]
+pub struct ImportOptions {
+    /// Names the image (overriding names in the archive). Required when the archive names its
+    /// image only by a tag or not at all. If it has no explicit tag and the archive names the
+    /// image by a tag only, that tag is used. Only valid for archives with one image.
+    pub reference: Option<String>,
+    /// Marks the records pinned (preloaded images).
+    pub pinned: bool,
+}
+
+/// Held exclusive flock on `images/lock`; released on drop (close).
+struct LockGuard {
+    _file: File,
+}
+
+/// The image store under `<root-dir>/images`.
+#[derive(Debug)]
+pub struct ImageStore {
+    dir: PathBuf,
+    blobs: BlobStore,
+    layers: Layers,
+    records: Records,
+    leases: Leases,
+    tmp: PathBuf,
+    host: HostPlatform,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct PreloadEntry {
+    size: u64,
+    mtime_ns: i128,
+    references: Vec<String>,
+}
+
+impl ImageStore {
+    /// Opens (creating) the store at `images_dir` and, unless another process holds the lock,
+    /// removes leftovers of crashed imports and content no record or lease references.
+    pub fn open(images_dir: &Path) -> Result<ImageStore, ImageError> {
+        let dir = images_dir.to_path_buf();
+        let tmp = dir.join("tmp");
+        let store = ImageStore {
+            blobs: BlobStore::open(dir.join("blobs").join("sha256"), tmp.clone())?,
+            layers: Layers::open(dir.join("layers"))?,
+            records: Records::open(dir.join("refs"))?,
+            leases: Leases::open(dir.join("leases"))?,
+            tmp,
+            host: HostPlatform::detect(),
+            dir,
+        };
+        fs::create_dir_all(store.preload_dir()).map_err(io_err(&store.preload_dir()))?;
+        if let Some(_lock) = store.try_lock()? {
+            store.remove_tmp_leftovers()?;
+            store.layers.remove_leftovers()?;
+            store.gc_locked()?;
+        }
+        Ok(store)
+    }
+
+    /// The `images/layers` directory (relative lowerdirs for overlayfs are its entries).
+    pub fn layers_dir(&self) -> PathBuf {
+        self.layers.dir().to_path_buf()
+    }
+
+    /// The `images/preload` directory scanned by [`ImageStore::import_preload`].
+    pub fn preload_dir(&self) -> PathBuf {
+        self.dir.join("preload")
+    }
+
+    fn lock_path(&self) -> PathBuf {
+        self.dir.join("lock")
+    }
+
+    fn open_lock_file(&self) -> Result<File, ImageError> {
+        let path = self.lock_path();
+        OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|source| ImageError::Lock { path, source })
+    }
+
+    fn lock(&self) -> Result<LockGuard, ImageError> {
+        let file = self.open_lock_file()?;
+        loop {
+            // SAFETY: valid fd owned by `file`.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                return Ok(LockGuard { _file: file });
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(ImageError::Lock {
+                    path: self.lock_path(),
+                    source: e,
+                });
+            }
+        }
+    }
+
+    fn try_lock(&self) -> Result<Option<LockGuard>, ImageError> {
+        let file = self.open_lock_file()?;
+        // SAFETY: valid fd owned by `file`.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(Some(LockGuard { _file: file }));
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::WouldBlock {
+            return Ok(None);
+        }
+        Err(ImageError::Lock {
+            path: self.lock_path(),
+            source: e,
+        })
+    }
+
+    fn remove_tmp_leftovers(&self) -> Result<(), ImageError> {
+        for entry in fs::read_dir(&self.tmp).map_err(io_err(&self.tmp))? {
+            let entry = entry.map_err(io_err(&self.tmp))?;
+            let p = entry.path();
+            let ft = entry.file_type().map_err(io_err(&p))?;
+            let r = if ft.is_dir() {
+                fs::remove_dir_all(&p)
+            } else {
+                fs::remove_file(&p)
+            };
+            r.map_err(io_err(&p))?;
+        }
+        Ok(())
+    }
+
+    /// Imports an OCI archive or docker-archive; returns one record per name it was given.
+    pub fn import_archive(
+        &self,
+        archive: &Path,
+        opts: &ImportOptions,
+    ) -> Result<Vec<ImageRecord>, ImageError> {
+        let _lock = self.lock()?;
+        self.import_locked(archive, opts)
+    }
+
+    fn import_locked(
+        &self,
+        archive: &Path,
+        opts: &ImportOptions,
+    ) -> Result<Vec<ImageRecord>, ImageError> {
+        let work = unique_tmp_name(&self.tmp, "import-");
+        fs::create_dir(&work).map_err(io_err(&work))?;
+        let result = self.import_in(archive, opts, &work);
+        if let Err(e) = fs::remove_dir_all(&work) {
+            log::warn!("removing import temp dir {}: {e}", work.display());
+        }
+        if result.is_err() {
+            // Blobs and layers committed before the failure are complete but unreferenced.
+            if let Err(e) = self.gc_locked() {
+                log::warn!(
+                    "cleaning up after failed import of {}: {e}",
+                    archive.display()
+                );
+            }
+        }
+        result
+    }
+
+    fn import_in(
+        &self,
+        archive: &Path,
+        opts: &ImportOptions,
+        work: &Path,
+    ) -> Result<Vec<ImageRecord>, ImageError> {
+        let contents = archive::read_archive(archive, work)?;
+        let plans = contents.plan(&self.host)?;
+        let named = name_images(plans, opts, archive)?;
+
+        // Pairs (blob, diff_id) already verified by earlier imports.
+        let mut verified: HashSet<(String, String)> = HashSet::new();
+        for rec in self.records.all()?.into_iter().flatten() {
+            for l in rec.layers {
+                verified.insert((l.digest, l.diff_id));
+            }
+        }
+
+        let mut new_blobs = HashSet::new();
+        for (plan, _) in &named {
+            for (digest, data) in &plan.blobs {
+                if self.blobs.exists(digest) || new_blobs.contains(digest) {
+                    continue;
+                }
+                self.commit_blob(&contents, digest, data)?;
+                new_blobs.insert(digest.clone());
+            }
+        }
+        self.blobs.sync()?;
+
+        for (plan, _) in &named {
+            for l in &plan.layers {
+                let blob = self.blobs.path(&l.digest);
+                let pair = (l.digest.to_string(), l.diff_id.to_string());
+                if !self.layers.exists(&l.diff_id) {
+                    self.layers.ensure(&blob, &l.digest, &l.diff_id)?;
+                } else if new_blobs.contains(&l.digest) || !verified.contains(&pair) {
+                    self.layers.verify(&blob, &l.digest, &l.diff_id)?;
+                }
+                verified.insert(pair);
+            }
+        }
+
+        let imported_at = now_rfc3339();
+        let mut out = Vec::new();
+        let mut replaced = false;
+        for (plan, refs) in named {
+            for r in refs {
+                let rec = record_for(&plan, &r, &imported_at, opts.pinned);
+                if let Some(old) = self.records.read(&rec.reference).ok().flatten() {
+                    replaced |= old.digest != rec.digest;
+                }
+                self.records.write(&rec)?;
+                out.push(rec);
+            }
+        }
+        if replaced {
+            self.gc_locked()?;
+        }
+        Ok(out)
+    }
+
+    fn commit_blob(
+        &self,
+        contents: &ArchiveContents,
+        digest: &Digest,
+        data: &BlobData,
+    ) -> Result<(), ImageError> {
+        match data {
+            BlobData::Bytes(b) => self.blobs.put_bytes(b, digest)?,
+            BlobData::File(name) => {
+                let f = contents
+                    .get(name)
+                    .ok_or_else(|| ArchiveError::MissingFile {
+                        archive: contents.archive().to_path_buf(),
+                        name: name.clone(),
+                    })?;
+                match &f.content {
+                    Content::Memory(b) => self.blobs.put_bytes(b, digest)?,
+                    Content::Spooled(p) => self.blobs.commit(
+                        Spooled {
+                            path: p.clone(),
+                            digest: f.digest.clone(),
+                            size: f.size,
+                        },
+                        digest,
+                    )?,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Imports every `images/preload/*.tar` with `pinned = true`, skipping archives whose size
+    /// and mtime match the last successful import (recorded in `preload/.imported.json`) while
+    /// their records still exist. A failing archive is logged (error level) and the others are
+    /// still imported. Returns the records created by this call (skipped archives add none).
+    pub fn import_preload(&self) -> Result<Vec<ImageRecord>, ImageError> {
+        let _lock = self.lock()?;
+        let dir = self.preload_dir();
+        let state_path = dir.join(PRELOAD_STATE);
+        let mut state: BTreeMap<String, PreloadEntry> = match fs::read(&state_path) {
+            Ok(d) => serde_json::from_slice(&d).unwrap_or_else(|e| {
+                log::warn!("ignoring invalid {}: {e}", state_path.display());
+                BTreeMap::new()
+            }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => BTreeMap::new(),
+            Err(source) => {
+                return Err(ImageError::Io {
+                    path: state_path,
+                    source,
+                })
+            }
+        };
+        let mut archives = Vec::new();
+        for entry in fs::read_dir(&dir).map_err(io_err(&dir))? {
+            let entry = entry.map_err(io_err(&dir))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let path = entry.path();
+            if name.starts_with('.') || !name.ends_with(".tar") {
+                continue;
+            }
+            match fs::metadata(&path) {
+                Ok(m) if m.is_file() => archives.push((name, path, m)),
+                Ok(_) => {}
+                Err(e) => log::error!("preload archive {}: {e}", path.display()),
+            }
+        }
+        archives.sort_by(|a, b| a.0.cmp(&b.0));
+        let present: HashSet<String> = archives.iter().map(|a| a.0.clone()).collect();
+        state.retain(|k, _| present.contains(k));
+
+        let mut out = Vec::new();
+        for (name, path, meta) in archives {
+            let mtime_ns = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
+            if let Some(prev) = state.get(&name) {
+                let unchanged = prev.size == meta.len() && prev.mtime_ns == mtime_ns;
+                let intact = prev
+                    .references
+                    .iter()
+                    .all(|r| matches!(self.records.read(r), Ok(Some(_))));
+                if unchanged && intact {
+                    log::debug!("preload archive {} unchanged, skipped", path.display());
+                    continue;
+                }
+            }
+            let opts = ImportOptions {
+                reference: None,
+                pinned: true,
+            };
+            match self.import_locked(&path, &opts) {
+                Ok(recs) => {
+                    log::info!(
+                        "preloaded {} image name(s) from {}",
+                        recs.len(),
+                        path.display()
+                    );
+                    state.insert(
+                        name,
+                        PreloadEntry {
+                            size: meta.len(),
+                            mtime_ns,
+                            references: recs.iter().map(|r| r.reference.clone()).collect(),
+                        },
+                    );
+                    out.extend(recs);
+                }
+                Err(e) => {
+                    log::error!("preloading {}: {e}", path.display());
+                    state.remove(&name);
+                }
+            }
+        }
+        fsutil::write_json_atomic(&state_path, &state).map_err(io_err(&state_path))?;
+        Ok(out)
+    }
+
+    /// Whether every blob of `rec` is present.
+    fn is_complete(&self, rec: &ImageRecord) -> bool {
+        let Some(d) = rec.digests() else {
+            return false;
+        };
+        self.blobs.exists(&d.manifest)
+            && self.blobs.exists(&d.config)
+            && d.layers.iter().all(|(b, _)| self.blobs.exists(b))
+    }
+
+    /// All intact images, sorted by reference. Broken or unreadable records are logged and
+    /// left out.
+    pub fn list(&self) -> Result<Vec<ImageRecord>, ImageError> {
+        let mut out = Vec::new();
+        for r in self.records.all()? {
+            match r {
+                Ok(rec) if self.is_complete(&rec) => out.push(rec),
+                Ok(rec) => log::warn!("image {} is missing content, not listed", rec.reference),
+                Err(e) => log::warn!("{e}"),
+            }
+        }
+        out.sort_by(|a, b| a.reference.cmp(&b.reference));
+        Ok(out)
+    }
+
+    /// Finds an image by normalized reference, by `sha256:<hex>` manifest digest, or by a
+    /// unique digest hex prefix of at least 12 characters.
+    pub fn resolve(&self, reference_or_digest: &str) -> Result<Option<ImageRecord>, ImageError> {
+        Ok(self.resolve_inner(reference_or_digest)?.map(|(r, _)| r))
+    }
+
+    /// The record and whether it was found by digest.
+    fn resolve_inner(&self, q: &str) -> Result<Option<(ImageRecord, bool)>, ImageError> {
+        let recs = self.list()?;
+        let hex_part = q.strip_prefix("sha256:");
+        let candidate = hex_part.unwrap_or(q);
+        let is_hex = candidate.len() >= MIN_DIGEST_PREFIX
+            && candidate.len() <= 64
+            && candidate
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if is_hex {
+            let matches: Vec<&ImageRecord> = recs
+                .iter()
+                .filter(|r| {
+                    r.digest
+                        .strip_prefix("sha256:")
+                        .is_some_and(|h| h.starts_with(candidate))
+                })
+                .collect();
+            let distinct: HashSet<&str> = matches.iter().map(|r| r.digest.as_str()).collect();
+            if distinct.len() > 1 {
+                let mut list: Vec<&str> = distinct.into_iter().collect();
+                list.sort();
+                return Err(ImageError::Ambiguous {
+                    query: q.to_string(),
+                    matches: list.join(", "),
+                });
+            }
+            if let Some(r) = matches.first() {
+                return Ok(Some(((*r).clone(), true)));
+            }
+        }
+        if hex_part.is_some() {
+            if is_hex {
+                return Ok(None);
+            }
+            // "sha256:" with a short or malformed hex part.
+            return Err(ReferenceError::InvalidDigest {
+                reference: q.to_string(),
+                digest: q.to_string(),
+            }
+            .into());
+        }
+        let r = Reference::parse(q)?.to_string();
+        Ok(recs
+            .into_iter()
+            .find(|rec| rec.reference == r)
+            .map(|rec| (rec, false)))
+    }
+
+    /// The OCI image config of `rec`.
+    pub fn image_config(
+        &self,
+        rec: &ImageRecord,
+    ) -> Result<oci_spec::image::ImageConfiguration, ImageError> {
+        let d = rec.digests().ok_or_else(|| ImageError::BadRecord {
+            reference: rec.reference.clone(),
+        })?;
+        let data = self.blobs.read_json_blob(&d.config)?;
+        serde_json::from_slice(&data).map_err(|source| ImageError::Config {
+            digest: rec.config_digest.clone(),
+            source,
+        })
+    }
+
+    /// Unpacked layer directories of `rec`, bottom layer first; a missing directory is
+    /// unpacked again from its blob.
+    pub fn layer_dirs(&self, rec: &ImageRecord) -> Result<Vec<PathBuf>, ImageError> {
+        let d = rec.digests().ok_or_else(|| ImageError::BadRecord {
+            reference: rec.reference.clone(),
+        })?;
+        let mut out = Vec::with_capacity(d.layers.len());
+        let mut lock = None;
+        for (blob, diff_id) in &d.layers {
+            if !self.layers.exists(diff_id) {
+                if lock.is_none() {
+                    lock = Some(self.lock()?);
+                }
+                if !self.blobs.exists(blob) {
+                    return Err(BlobError::Missing {
+                        digest: blob.clone(),
+                    }
+                    .into());
+                }
+                self.layers.ensure(&self.blobs.path(blob), blob, diff_id)?;
+            }
+            out.push(self.layers.path(diff_id));
+        }
+        Ok(out)
+    }
+
+    /// Removes an image name and garbage-collects content nothing references any more.
+    /// Refuses when the image is leased and no other name keeps it. A digest matching several
+    /// names is ambiguous: remove the names one by one.
+    pub fn remove(&self, reference_or_digest: &str) -> Result<ImageRecord, ImageError> {
+        let _lock = self.lock()?;
+        let (rec, by_digest) =
+            self.resolve_inner(reference_or_digest)?
+                .ok_or_else(|| ImageError::NotFound {
+                    query: reference_or_digest.to_string(),
+                })?;
+        let same: Vec<ImageRecord> = self
+            .list()?
+            .into_iter()
+            .filter(|r| r.digest == rec.digest)
+            .collect();
+        if by_digest && same.len() > 1 {
+            return Err(ImageError::Ambiguous {
+                query: reference_or_digest.to_string(),
+                matches: same
+                    .iter()
+                    .map(|r| r.reference.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        if same.len() <= 1 {
+            let holders: Vec<String> = self
+                .leases
+                .all()?
+                .into_iter()
+                .filter(|(_, d)| d.to_string() == rec.digest)
+                .map(|(h, _)| h)
+                .collect();
+            if !holders.is_empty() {
+                return Err(ImageError::Leased {
+                    reference: rec.reference.clone(),
+                    digest: rec.digest.clone(),
+                    holders: holders.join(", "),
+                });
+            }
+        }
+        self.records.remove(&rec.reference)?;
+        self.gc_locked()?;
+        Ok(rec)
+    }
+
+    /// Records that `holder` (a container) uses image `image_digest`; rm and GC keep it.
+    pub fn add_lease(&self, holder: &str, image_digest: &str) -> Result<(), ImageError> {
+        let _lock = self.lock()?;
+        let digest = Digest::parse(image_digest).map_err(|_| ReferenceError::InvalidDigest {
+            reference: image_digest.to_string(),
+            digest: image_digest.to_string(),
+        })?;
+        if !self.list()?.iter().any(|r| r.digest == image_digest) {
+            return Err(ImageError::NotFound {
+                query: image_digest.to_string(),
+            });
+        }
+        self.leases.add(holder, &digest)?;
+        Ok(())
+    }
+
+    /// Drops `holder`'s lease (no error if it has none) and collects what it alone kept.
+    pub fn remove_lease(&self, holder: &str) -> Result<(), ImageError> {
+        let _lock = self.lock()?;
+        self.leases.remove(holder)?;
+        self.gc_locked()
+    }
+
+    /// Removes blobs and layer directories referenced by no record and no lease. The caller
+    /// holds the lock.
+    fn gc_locked(&self) -> Result<(), ImageError> {
+        let mut keep_blobs: HashSet<Digest> = HashSet::new();
+        let mut keep_layers: HashSet<Digest> = HashSet::new();
+        let mut manifests: HashSet<Digest> = HashSet::new();
+        for r in self.records.all()? {
+            let rec = match r {
+                Ok(rec) => rec,
+                Err(e) => {
+                    log::warn!("gc: {e}");
+                    continue;
+                }
+            };
+            let Some(d) = rec.digests() else {
+                log::warn!("gc: image record {} has malformed digests", rec.reference);
+                continue;
+            };
+            manifests.insert(d.manifest.clone());
+            keep_blobs.insert(d.manifest);
+            keep_blobs.insert(d.config);
+            for (b, diff) in d.layers {
+                keep_blobs.insert(b);
+                keep_layers.insert(diff);
+            }
+        }
+        for (holder, digest) in self.leases.all()? {
+            if manifests.contains(&digest) {
+                continue;
+            }
+            // The leased image lost its name (re-import of the tag): keep its content from
+            // its manifest and config blobs.
+            if let Err(e) = self.keep_from_manifest(&digest, &mut keep_blobs, &mut keep_layers) {
+                log::warn!("gc: lease {holder} on {digest}: {e}");
+            }
+        }
+        for b in self.blobs.list()? {
+            if !keep_blobs.contains(&b) {
+                self.blobs.remove(&b)?;
+            }
+        }
+        for l in self.layers.list()? {
+            if !keep_layers.contains(&l) {
+                self.layers.remove(&l)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn keep_from_manifest(
+        &self,
+        manifest: &Digest,
+        keep_blobs: &mut HashSet<Digest>,
+        keep_layers: &mut HashSet<Digest>,
+    ) -> Result<(), ImageError> {
+        let bad = |e: serde_json::Error| ImageError::Config {
+            digest: manifest.to_string(),
+            source: e,
+        };
+        let m: RawManifest =
+            serde_json::from_slice(&self.blobs.read_json_blob(manifest)?).map_err(bad)?;
+        keep_blobs.insert(manifest.clone());
+        let parse = |s: &str| {
+            Digest::parse(s).map_err(|_| ImageError::BadRecord {
+                reference: manifest.to_string(),
+            })
+        };
+        let config = parse(&m.config.digest)?;
+        keep_blobs.insert(config.clone());
+        for l in &m.layers {
+            keep_blobs.insert(parse(&l.digest)?);
+        }
+        let c: RawConfig =
+            serde_json::from_slice(&self.blobs.read_json_blob(&config)?).map_err(bad)?;
+        for d in &c.rootfs.diff_ids {
+            keep_layers.insert(parse(d)?);
+        }
+        Ok(())
+    }
+}
+
+fn record_for(plan: &PlannedImage, r: &Reference, imported_at: &str, pinned: bool) -> ImageRecord {
+    let layers: Vec<LayerRecord> = plan
+        .layers
+        .iter()
+        .map(|l| LayerRecord {
+            digest: l.digest.to_string(),
+            diff_id: l.diff_id.to_string(),
+            size: l.size,
+            media_type: l.media_type.clone(),
+        })
+        .collect();
+    ImageRecord {
+        reference: r.to_string(),
+        digest: plan.manifest_digest.to_string(),
+        config_digest: plan.config_digest.to_string(),
+        size: layers.iter().map(|l| l.size).sum::<u64>() + plan.config_size,
+        layers,
+        created: plan.created.clone(),
+        imported_at: imported_at.to_string(),
+        pinned,
+    }
+}
+
+/// Whether the user wrote a tag after the last `/` of the name.
+fn has_explicit_tag(s: &str) -> bool {
+    let name = s.split('@').next().unwrap_or(s);
+    name.rsplit('/')
+        .next()
+        .is_some_and(|last| last.contains(':'))
+}
+
+/// Gives every planned image its references.
+fn name_images(
+    plans: Vec<PlannedImage>,
+    opts: &ImportOptions,
+    archive: &Path,
+) -> Result<Vec<(PlannedImage, Vec<Reference>)>, ImageError> {
+    if let Some(s) = &opts.reference {
+        let mut r = Reference::parse(s)?;
+        let [plan] = <[PlannedImage; 1]>::try_from(plans).map_err(|plans| {
+            ImageError::ReferenceForManyImages {
+                archive: archive.to_path_buf(),
+                count: plans.len(),
+            }
+        })?;
+        if let Some(d) = r.digest() {
+            if d != &plan.manifest_digest {
+                return Err(ImageError::ReferenceDigestMismatch {
+                    reference: r.to_string(),
+                    expected: d.to_string(),
+                    actual: plan.manifest_digest.to_string(),
+                });
+            }
+        } else if !has_explicit_tag(s) {
+            let tags: Vec<&String> = plan
+                .names
+                .iter()
+                .filter_map(|n| match n {
+                    ArchiveName::Tag(t) => Some(t),
+                    ArchiveName::Full(_) => None,
+                })
+                .collect();
+            if let [t] = tags.as_slice() {
+                r = r.with_tag(t)?;
+            }
+        }
+        return Ok(vec![(plan, vec![r])]);
+    }
+    let mut out = Vec::new();
+    for plan in plans {
+        let full: Vec<Reference> = plan
+            .names
+            .iter()
+            .filter_map(|n| match n {
+                ArchiveName::Full(r) => Some(r.clone()),
+                ArchiveName::Tag(_) => None,
+            })
+            .collect();
+        if full.is_empty() {
+            let digest = plan.manifest_digest.to_string();
+            return Err(match plan.names.first() {
+                Some(ArchiveName::Tag(tag)) => ImageError::TagOnly {
+                    archive: archive.to_path_buf(),
+                    digest,
+                    tag: tag.clone(),
+                },
+                _ => ImageError::NoName {
+                    archive: archive.to_path_buf(),
+                    digest,
+                },
+            });
+        }
+        out.push((plan, full));
+    }
+    Ok(out)
+}
