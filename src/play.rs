@@ -319,10 +319,15 @@ fn start_slot(runtime: &LinuxRuntime, pod: &Pod, slot: &mut Slot) -> Result<(), 
             if let ContainerState::Running { pid, .. } = info.state {
                 say(&format!("container {} started (pid {pid})", slot.container.name));
             }
+            let follower = LogFollower::new(&info.meta.log_path, FollowStart::Beginning)
+                .map_err(|e| crate::runtime::RuntimeError::Start {
+                    id: info.meta.id.clone(),
+                    message: format!("cannot follow log: {e}"),
+                })?;
             slot.running = Some(Running {
                 id: info.meta.id.clone(),
                 started: Instant::now(),
-                follower: LogFollower::new(&info.meta.log_path, FollowStart::Beginning),
+                follower,
             });
             slot.restart_at = None;
             Ok(())

@@ -204,5 +204,5 @@ pub trait Runtime: Send + Sync {
 
 /// Current time as RFC 3339 with nanoseconds (UTC).
 pub fn now_rfc3339() -> String {
-    crate::logs::format_timestamp(std::time::SystemTime::now())
+    crate::logs::timestamp::format_timestamp(std::time::SystemTime::now())
 }

@@ -58,10 +58,10 @@ pub enum ShimError {
     #[error("rootfs: {0}")]
     Rootfs(#[from] rootfs::RootfsError),
     #[error("user: {0}")]
-    User(#[from] super::spec::SpecError),
+    User(#[from] super::user::UserError),
     #[error("log: {0}")]
     Log(#[from] crate::logs::LogError),
-    #[error("libcontainer: {0}")]
+    #[error("libcontainer")]
     Container(#[from] libcontainer::error::LibcontainerError),
     #[error("{what}: {source}")]
     Sys {
@@ -187,6 +187,21 @@ pub fn monitor_alive(paths: &ContainerPaths) -> bool {
     r != 0
 }
 
+/// Renders an error with all its sources, `outer: inner: innermost`.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let text = s.to_string();
+        if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cur = s.source();
+    }
+    out
+}
+
 /// Entry point of `podvisor shim run <dir>`. Returns the process exit code.
 pub fn run(dir: &Path) -> i32 {
     let paths = ContainerPaths::new(dir);
@@ -233,7 +248,7 @@ fn run_inner(paths: &ContainerPaths, ready: fs::File) -> Result<(), ShimError> {
     let started = match create_and_start(paths, &cfg, &mut state) {
         Ok(started) => started,
         Err(e) => {
-            let message = e.to_string();
+            let message = error_chain(&e);
             send_report(
                 &mut ready,
                 &StartReport::Failed {

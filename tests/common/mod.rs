@@ -242,7 +242,7 @@ pub fn wait_exit(rx: &Receiver<RuntimeEvent>, id: &str, timeout: Duration) -> Ex
 pub fn log_lines(path: &Path) -> Vec<String> {
     podvisor::logs::read_log(
         path,
-        &podvisor::logs::ReadOptions {
+        podvisor::logs::ReadOptions {
             tail: None,
             include_rotated: true,
         },

@@ -1,0 +1,541 @@
+//! Root integration tests of the runtime core with real containers: busybox built offline,
+//! imported, run through monitors; exit codes, logs and rotation, OOM kills, stop with grace,
+//! shared pod namespaces, monitor and daemon deaths, re-adoption, and no leaks.
+
+mod common;
+
+use std::fs;
+use std::time::{Duration, Instant};
+
+use common::{log_lines, pod, wait_exit, TestEnv};
+use podvisor::runtime::{ContainerKind, ContainerRequest, ContainerState, Runtime};
+
+const T: Duration = Duration::from_secs(30);
+
+fn simple_pod(name: &str, script: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: busybox\n    command: [\"sh\", \"-c\", {script:?}]\n"
+    )
+}
+
+fn start(
+    rt: &impl Runtime,
+    p: &k8s_openapi::api::core::v1::Pod,
+    idx: usize,
+) -> podvisor::runtime::ContainerInfo {
+    let c = &p.spec.as_ref().expect("spec").containers[idx];
+    rt.start_container(&ContainerRequest {
+        pod: p,
+        container: c,
+        kind: ContainerKind::App,
+        restart_count: 0,
+    })
+    .expect("start container")
+}
+
+fn finish(rt: &impl Runtime, env: &TestEnv, p: &k8s_openapi::api::core::v1::Pod) {
+    let uid = p.metadata.uid.clone().expect("uid");
+    for c in rt.list_containers().expect("list") {
+        if c.meta.pod_uid == uid {
+            rt.remove_container(&c.meta.id).expect("remove container");
+        }
+    }
+    rt.remove_pod_sandbox(&uid).expect("remove sandbox");
+    env.assert_clean();
+}
+
+#[test]
+fn container_output_and_exit_code_are_recorded() {
+    let env = TestEnv::new("exit");
+    let (rt, rx) = env.runtime();
+    let p = pod(&simple_pod(
+        "exit",
+        "echo hello out; echo hello err >&2; exit 3",
+    ));
+    rt.run_pod_sandbox(&p).expect("sandbox");
+    let info = start(&rt, &p, 0);
+    assert!(matches!(info.state, ContainerState::Running { .. }));
+    let exit = wait_exit(&rx, &info.meta.id, T);
+    assert_eq!(exit.exit_code, 3);
+    assert_eq!(exit.reason, "Error");
+    let lines = log_lines(&info.meta.log_path);
+    assert!(lines.contains(&"hello out".to_string()), "{lines:?}");
+    assert!(lines.contains(&"hello err".to_string()), "{lines:?}");
+    let raw = fs::read_to_string(&info.meta.log_path).expect("log");
+    assert!(raw.lines().any(|l| l.contains(" stderr F hello err")), "{raw}");
+    assert!(info.meta.log_path.ends_with("main/0.log"));
+    finish(&rt, &env, &p);
+}
+
+#[test]
+fn command_args_env_and_working_dir_follow_kubernetes() {
+    let env = TestEnv::new("spec");
+    let (rt, rx) = env.runtime();
+    let p = pod(
+        "metadata: {name: spec}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: busybox\n    workingDir: /tmp\n    env:\n    - {name: GREETING, value: hi}\n    - {name: MSG, value: \"$(GREETING) there $$(GREETING)\"}\n    - name: POD\n      valueFrom: {fieldRef: {fieldPath: metadata.name}}\n    command: [sh, -c]\n    args: [\"echo $MSG; echo $(POD); pwd; hostname; id -u\"]\n",
+    );
+    rt.run_pod_sandbox(&p).expect("sandbox");
+    let info = start(&rt, &p, 0);
+    let exit = wait_exit(&rx, &info.meta.id, T);
+    assert_eq!(exit.exit_code, 0, "{:?}", log_lines(&info.meta.log_path));
+    let lines = log_lines(&info.meta.log_path);
+    assert_eq!(lines, vec!["hi there $(GREETING)", "spec", "/tmp", "spec", "0"]);
+    finish(&rt, &env, &p);
+}
+
+#[test]
+fn image_user_by_name_is_resolved_in_the_rootfs() {
+    let env = TestEnv::new("user");
+    let (rt, rx) = env.runtime();
+    let p = pod(
+        "metadata: {name: user}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'id -u; id -g']\n    securityContext: {runAsUser: 65534}\n",
+    );
+    rt.run_pod_sandbox(&p).expect("sandbox");
+    let info = start(&rt, &p, 0);
+    let exit = wait_exit(&rx, &info.meta.id, T);
+    assert_eq!(exit.exit_code, 0);
+    assert_eq!(log_lines(&info.meta.log_path), vec!["65534", "65534"]);
+    finish(&rt, &env, &p);
+}
+
+#[test]
+fn bad_command_is_a_start_error_and_leaves_nothing() {
+    let env = TestEnv::new("badcmd");
+    let (rt, _rx) = env.runtime();
+    let p = pod(
+        "metadata: {name: badcmd}\nspec:\n  containers:\n  - name: main\n    image: busybox\n    command: [/no/such/binary]\n",
+    );
+    rt.run_pod_sandbox(&p).expect("sandbox");
+    let c = &p.spec.as_ref().expect("spec").containers[0];
+    let err = rt
+        .start_container(&ContainerRequest {
+            pod: &p,
+            container: c,
+            kind: ContainerKind::App,
+            restart_count: 0,
+        })
+        .expect_err("must fail");
+    assert!(err.to_string().contains("main") || err.to_string().contains("no/such"), "{err}");
+    assert!(rt.list_containers().expect("list").is_empty());
+    finish(&rt, &env, &p);
+}
+
+#[test]
+fn missing_image_is_reported_naming_it() {
+    let env = TestEnv::new("noimage");
+    let (rt, _rx) = env.runtime();
+    let p = pod("metadata: {name: noimg}\nspec:\n  containers:\n  - name: main\n    image: example.com/nothing:1\n");
+    rt.run_pod_sandbox(&p).expect("sandbox");
+    let c = &p.spec.as_ref().expect("spec").containers[0];
+    let err = rt
+        .start_container(&ContainerRequest {
+            pod: &p,
+            container: c,
+            kind: ContainerKind::App,
+            restart_count: 0,
+        })
+        .expect_err("must fail");
+    assert!(err.to_string().contains("example.com/nothing:1"), "{err}");
+    finish(&rt, &env, &p);
+}
+
+#[test]
+fn stop_signal_then_sigkill_after_grace() {
+    let env = TestEnv::new("stop");
+    let (rt, rx) = env.runtime();
+    // One container exits on SIGTERM, the other ignores it and needs SIGKILL.
+    let p = pod(
+        "metadata: {name: stop}\nspec:\n  containers:\n  - name: polite\n    image: busybox\n    command: [sh, -c, 'trap \"exit 0\" TERM; while true; do sleep 0.1; done']\n  - name: stubborn\n    image: busybox\n    command: [sh, -c, 'trap \"\" TERM; while true; do sleep 0.1; done']\n",
+    );
+    rt.run_pod_sandbox(&p).expect("sandbox");
+    let polite = start(&rt, &p, 0);
+    let stubborn = start(&rt, &p, 1);
+    std::thread::sleep(Duration::from_millis(300));
+    rt.signal_container(&polite.meta.id, polite.meta.stop_signal)
+        .expect("term");
+    rt.signal_container(&stubborn.meta.id, stubborn.meta.stop_signal)
+        .expect("term");
+    let e = wait_exit(&rx, &polite.meta.id, T);
+    assert_eq!((e.exit_code, e.reason.as_str()), (0, "Completed"));
+    // The stubborn one is still running after its SIGTERM.
+    std::thread::sleep(Duration::from_millis(500));
+    let running = rt
+        .list_containers()
+        .expect("list")
+        .into_iter()
+        .find(|c| c.meta.id == stubborn.meta.id)
+        .expect("listed");
+    assert!(matches!(running.state, ContainerState::Running { .. }));
+    rt.signal_container(&stubborn.meta.id, libc::SIGKILL)
+        .expect("kill");
+    let e = wait_exit(&rx, &stubborn.meta.id, T);
+    assert_eq!((e.exit_code, e.signal), (137, Some(9)));
+    finish(&rt, &env, &p);
+}
+
+#[test]
+fn oom_kill_is_detected_from_the_cgroup() {
+    let env = TestEnv::new("oom");
+    let (rt, rx) = env.runtime();
+    // A child is OOM-killed while PID 1 (the shell) survives and exits 0: only the cgroup
+    // counter tells.
+    let p = pod(
+        "metadata: {name: oom}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'dd if=/dev/zero of=/dev/null bs=64M count=1; true']\n    resources: {limits: {memory: 32Mi}}\n",
+    );
+    rt.run_pod_sandbox(&p).expect("sandbox");
+    let info = start(&rt, &p, 0);
+    let e = wait_exit(&rx, &info.meta.id, T);
+    assert!(e.oom_killed, "{e:?}");
+    assert_eq!(e.reason, "OOMKilled");
+    finish(&rt, &env, &p);
+}
+
+#[test]
+fn memory_hog_as_pid1_exits_137_oomkilled() {
+    let env = TestEnv::new("oom137");
+    let (rt, rx) = env.runtime();
+    let p = pod(
+        "metadata: {name: oomb}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: busybox\n    command: [dd, if=/dev/zero, of=/dev/null, bs=64M, count=1]\n    resources: {limits: {memory: 32Mi}}\n",
+    );
+    rt.run_pod_sandbox(&p).expect("sandbox");
+    let info = start(&rt, &p, 0);
+    let e = wait_exit(&rx, &info.meta.id, T);
+    assert_eq!((e.exit_code, e.reason.as_str()), (137, "OOMKilled"), "{e:?}");
+    finish(&rt, &env, &p);
+}
+
+#[test]
+fn pod_containers_share_network_ipc_uts_and_loopback_is_up() {
+    let env = TestEnv::new("share");
+    let (rt, rx) = env.runtime();
+    let p = pod(
+        "metadata: {name: share}\nspec:\n  containers:\n  - name: a\n    image: busybox\n    command: [sleep, '1000']\n  - name: b\n    image: busybox\n    command: [sleep, '1000']\n",
+    );
+    rt.run_pod_sandbox(&p).expect("sandbox");
+    let a = start(&rt, &p, 0);
+    let b = start(&rt, &p, 1);
+    let pid = |s: &ContainerState| match s {
+        ContainerState::Running { pid, .. } => *pid,
+        other => panic!("not running: {other:?}"),
+    };
+    let (pa, pb) = (pid(&a.state), pid(&b.state));
+    for ns in ["net", "ipc", "uts"] {
+        let na = fs::read_link(format!("/proc/{pa}/ns/{ns}")).expect("ns a");
+        let nb = fs::read_link(format!("/proc/{pb}/ns/{ns}")).expect("ns b");
+        let host = fs::read_link(format!("/proc/self/ns/{ns}")).expect("ns self");
+        assert_eq!(na, nb, "{ns} shared");
+        assert_ne!(na, host, "{ns} not the host's");
+    }
+    // pid and mount namespaces are per container.
+    for ns in ["pid", "mnt"] {
+        let na = fs::read_link(format!("/proc/{pa}/ns/{ns}")).expect("ns a");
+        let nb = fs::read_link(format!("/proc/{pb}/ns/{ns}")).expect("ns b");
+        assert_ne!(na, nb, "{ns} private");
+    }
+    let flags = fs::read_to_string(format!("/proc/{pa}/root/proc/self/../1/net/dev"))
+        .unwrap_or_default();
+    let _ = flags;
+    let lo_up = std::process::Command::new("nsenter")
+        .args(["-t", &pa.to_string(), "-n", "cat", "/sys/class/net/lo/flags"])
+        .output();
+    if let Ok(out) = lo_up {
+        if out.status.success() {
+            let v = u32::from_str_radix(
+                String::from_utf8_lossy(&out.stdout).trim().trim_start_matches("0x"),
+                16,
+            )
+            .expect("flags");
+            assert_eq!(v & 1, 1, "lo is up");
+        }
+    }
+    for c in [&a, &b] {
+        rt.signal_container(&c.meta.id, libc::SIGKILL).expect("kill");
+        wait_exit(&rx, &c.meta.id, T);
+    }
+    finish(&rt, &env, &p);
+}
+
+#[test]
+fn host_network_pod_uses_the_host_network_namespace() {
+    let env = TestEnv::new("hostnet");
+    let (rt, rx) = env.runtime();
+    let p = pod(
+        "metadata: {name: hostnet}\nspec:\n  hostNetwork: true\n  containers:\n  - name: a\n    image: busybox\n    command: [sleep, '1000']\n",
+    );
+    rt.run_pod_sandbox(&p).expect("sandbox");
+    let a = start(&rt, &p, 0);
+    let ContainerState::Running { pid, .. } = a.state else {
+        panic!("not running")
+    };
+    let na = fs::read_link(format!("/proc/{pid}/ns/net")).expect("ns");
+    let host = fs::read_link("/proc/self/ns/net").expect("ns");
+    assert_eq!(na, host);
+    rt.signal_container(&a.meta.id, libc::SIGKILL).expect("kill");
+    wait_exit(&rx, &a.meta.id, T);
+    finish(&rt, &env, &p);
+}
+
+#[test]
+fn logs_rotate_without_losing_or_duplicating_lines() {
+    let env = TestEnv::new("rotate");
+    let mut cfg = env.config();
+    cfg.log_max_size = 64 * 1024;
+    cfg.log_max_files = 50;
+    let (rt, rx) = env.runtime_with(cfg);
+    let p = pod(&simple_pod(
+        "rotate",
+        "i=0; while [ $i -lt 20000 ]; do echo line-$i; i=$((i+1)); done",
+    ));
+    rt.run_pod_sandbox(&p).expect("sandbox");
+    let info = start(&rt, &p, 0);
+    let e = wait_exit(&rx, &info.meta.id, Duration::from_secs(120));
+    assert_eq!(e.exit_code, 0);
+    let lines = log_lines(&info.meta.log_path);
+    let expected: Vec<String> = (0..20000).map(|i| format!("line-{i}")).collect();
+    assert_eq!(lines.len(), expected.len());
+    assert!(lines == expected, "lines out of order or altered");
+    let dir = info.meta.log_path.parent().expect("dir");
+    let files = fs::read_dir(dir).expect("dir").count();
+    assert!(files > 1, "rotation happened ({files} files)");
+    for f in fs::read_dir(dir).expect("dir").flatten() {
+        assert!(f.metadata().expect("md").len() <= 64 * 1024);
+    }
+    finish(&rt, &env, &p);
+}
+
+#[test]
+fn long_lines_are_split_into_partial_records() {
+    let env = TestEnv::new("longline");
+    let (rt, rx) = env.runtime();
+    let p = pod(&simple_pod(
+        "longline",
+        "head -c 40000 /dev/zero | tr '\\\\0' x; echo; echo done",
+    ));
+    rt.run_pod_sandbox(&p).expect("sandbox");
+    let info = start(&rt, &p, 0);
+    wait_exit(&rx, &info.meta.id, T);
+    let raw = fs::read_to_string(&info.meta.log_path).expect("log");
+    let partial = raw.lines().filter(|l| l.contains(" stdout P ")).count();
+    assert!(partial >= 2, "{partial} partial records");
+    let lines = log_lines(&info.meta.log_path);
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0], "x".repeat(40000));
+    assert_eq!(lines[1], "done");
+    finish(&rt, &env, &p);
+}
+
+#[test]
+fn running_container_is_readopted_by_a_new_runtime_with_the_same_pid() {
+    let env = TestEnv::new("readopt");
+    let p = pod(&simple_pod("readopt", "echo started; sleep 1000"));
+    let (id, pid) = {
+        let (rt, _rx) = env.runtime();
+        rt.run_pod_sandbox(&p).expect("sandbox");
+        let info = start(&rt, &p, 0);
+        let ContainerState::Running { pid, .. } = info.state else {
+            panic!("not running")
+        };
+        (info.meta.id, pid)
+        // The first runtime (the "daemon") goes away here; the monitor stays.
+    };
+    let (rt, rx) = env.runtime();
+    let list = rt.list_containers().expect("list");
+    let c = list.iter().find(|c| c.meta.id == id).expect("found again");
+    assert_eq!(c.state, ContainerState::Running { pid, started_at: match &c.state { ContainerState::Running { started_at, .. } => started_at.clone(), _ => String::new() } });
+    // Its exit reaches the new runtime as an event.
+    rt.signal_container(&id, libc::SIGKILL).expect("kill");
+    let e = wait_exit(&rx, &id, T);
+    assert_eq!(e.exit_code, 137);
+    assert_eq!(log_lines(&c.meta.log_path), vec!["started"]);
+    finish(&rt, &env, &p);
+}
+
+#[test]
+fn sigkilled_play_daemon_leaves_containers_running_and_readoptable() {
+    let env = TestEnv::new("killplay");
+    let manifest = env.dir.path().join("pod.yaml");
+    fs::write(
+        &manifest,
+        "metadata: {name: killplay}\nspec:\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'while true; do echo tick; sleep 0.2; done']\n",
+    )
+    .expect("manifest");
+    let _ = env.images();
+    let mut child = std::process::Command::new(common::podvisor_bin())
+        .arg("--root-dir")
+        .arg(&env.root)
+        .arg("--log-dir")
+        .arg(&env.logs)
+        .arg("--cgroup-parent")
+        .arg(&env.cgroup_parent)
+        .arg("play")
+        .arg(&manifest)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("play");
+    // Wait until the container runs, then SIGKILL the "daemon".
+    let (rt, rx) = env.runtime();
+    let deadline = Instant::now() + T;
+    let info = loop {
+        let list = rt.list_containers().expect("list");
+        if let Some(c) = list
+            .into_iter()
+            .find(|c| matches!(c.state, ContainerState::Running { .. }))
+        {
+            break c;
+        }
+        assert!(Instant::now() < deadline, "container never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    child.kill().expect("SIGKILL play");
+    child.wait().expect("reap play");
+    let before = log_lines(&info.meta.log_path).len();
+    std::thread::sleep(Duration::from_millis(800));
+    let after = log_lines(&info.meta.log_path).len();
+    assert!(after > before, "container kept running and logging ({before} -> {after})");
+    let again = rt.list_containers().expect("list");
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].state, info.state, "same process");
+    rt.signal_container(&info.meta.id, libc::SIGKILL).expect("kill");
+    wait_exit(&rx, &info.meta.id, T);
+    let uid = info.meta.pod_uid.clone();
+    rt.remove_container(&info.meta.id).expect("remove");
+    rt.remove_pod_sandbox(&uid).expect("sandbox");
+    env.assert_clean();
+}
+
+#[test]
+fn sigkilled_monitor_is_cleaned_up_and_reported_unknown() {
+    let env = TestEnv::new("killshim");
+    let (rt, rx) = env.runtime();
+    let p = pod(&simple_pod("killshim", "sleep 1000"));
+    rt.run_pod_sandbox(&p).expect("sandbox");
+    let info = start(&rt, &p, 0);
+    let dir = env.root.join("containers").join(&info.meta.id);
+    let state: serde_json::Value =
+        serde_json::from_slice(&fs::read(dir.join("state.json")).expect("state")).expect("json");
+    let shim_pid = state["shim"]["pid"].as_i64().expect("shim pid") as i32;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(shim_pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill monitor");
+    let e = wait_exit(&rx, &info.meta.id, T);
+    assert_eq!(e.reason, "ContainerStatusUnknown", "{e:?}");
+    assert_eq!(e.exit_code, 137);
+    // The container's process is gone too.
+    let ContainerState::Running { pid, .. } = info.state else {
+        panic!("not running")
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    common::reap_zombies();
+    assert!(
+        fs::read_to_string(format!("/proc/{pid}/stat")).is_err()
+            || !fs::read_link(format!("/proc/{pid}/root"))
+                .map(|r| r.starts_with(env.dir.path()))
+                .unwrap_or(false),
+        "container init survived"
+    );
+    finish(&rt, &env, &p);
+}
+
+#[test]
+fn play_runs_a_pod_prints_prefixed_output_and_cleans_up() {
+    let env = TestEnv::new("play");
+    let _ = env.images();
+    let manifest = env.dir.path().join("pod.yaml");
+    fs::write(
+        &manifest,
+        "metadata: {name: hello}\nspec:\n  restartPolicy: Never\n  initContainers:\n  - name: init\n    image: busybox\n    command: [echo, from-init]\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, 'echo hello from app']\n",
+    )
+    .expect("manifest");
+    let out = std::process::Command::new(common::podvisor_bin())
+        .arg("--root-dir")
+        .arg(&env.root)
+        .arg("--log-dir")
+        .arg(&env.logs)
+        .arg("--cgroup-parent")
+        .arg(&env.cgroup_parent)
+        .arg("play")
+        .arg(&manifest)
+        .output()
+        .expect("play");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("init | from-init"), "{stdout}");
+    assert!(stdout.contains("app | hello from app"), "{stdout}");
+    let init_pos = stdout.find("init | from-init").expect("init");
+    let app_pos = stdout.find("app | hello").expect("app");
+    assert!(init_pos < app_pos, "init ran first");
+    assert!(!env.logs.join("default_hello").exists());
+    assert_eq!(
+        fs::read_dir(env.root.join("containers")).expect("dir").count(),
+        0
+    );
+    assert_eq!(fs::read_dir(env.root.join("pods")).expect("dir").count(), 0);
+    env.assert_clean();
+}
+
+#[test]
+fn play_stops_gracefully_on_sigterm() {
+    let env = TestEnv::new("playterm");
+    let _ = env.images();
+    let manifest = env.dir.path().join("pod.yaml");
+    fs::write(
+        &manifest,
+        "metadata: {name: term}\nspec:\n  terminationGracePeriodSeconds: 5\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, 'trap \"echo bye; exit 0\" TERM; echo up; while true; do sleep 0.1; done']\n",
+    )
+    .expect("manifest");
+    let child = std::process::Command::new(common::podvisor_bin())
+        .arg("--root-dir")
+        .arg(&env.root)
+        .arg("--log-dir")
+        .arg(&env.logs)
+        .arg("--cgroup-parent")
+        .arg(&env.cgroup_parent)
+        .arg("play")
+        .arg(&manifest)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("play");
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    // Wait for the container's first line in the log tree, then SIGTERM play.
+    let deadline = Instant::now() + T;
+    loop {
+        let found = walk_logs(&env.logs).iter().any(|p| {
+            fs::read_to_string(p)
+                .map(|s| s.contains(" up"))
+                .unwrap_or(false)
+        });
+        if found {
+            break;
+        }
+        assert!(Instant::now() < deadline, "container never logged");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("term");
+    let out = child.wait_with_output().expect("wait");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("app | bye"), "{stdout}\n{stderr}");
+    assert!(stderr.contains("exited with code 0"), "{stderr}");
+    env.assert_clean();
+}
+
+fn walk_logs(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk_logs(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
