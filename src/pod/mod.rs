@@ -1,1 +1,3 @@
 //! pod
+pub mod qos;
+pub mod quantity;
