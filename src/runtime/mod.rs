@@ -1,1 +1,2 @@
 //! runtime
+pub mod user;
