@@ -1,2 +1,3 @@
 //! runtime
+pub mod spec;
 pub mod user;
