@@ -33,6 +33,14 @@
 //!   the volume are refused) and missing directories are created; the mount itself later
 //!   re-resolves the path string, so a container racing to swap a directory for a symlink in
 //!   between is not defended against (the kubelet binds through /proc/self/fd for that).
+//! - **oom_score_adj**: lowering it (Guaranteed/critical pods get -997) needs
+//!   CAP_SYS_RESOURCE, and libcontainer's `build()` writes it to the CALLER's own
+//!   /proc/self/oom_score_adj too; on hosts without that capability the create fails with
+//!   EACCES. The spec states the kubelet's value; the runtime decides how to cope.
+//! - **Not modelled**: the kubelet's safe-sysctl allowlist (sysctls are passed as written,
+//!   '/'-separated names converted), setHostnameAsFQDN (no cluster domain: the FQDN is the
+//!   hostname), hostnameOverride, AppArmor (only `Localhost` is refused) and SELinux options
+//!   (ignored), pod-level `spec.resources` (refused), `procMount: Unmasked` (refused).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
@@ -87,6 +95,34 @@ pub struct NodeInfo {
     pub memory_bytes: u64,
     /// `status.hostIP`.
     pub host_ip: String,
+    /// Capabilities podvisor can hand out: its own bounding set (see
+    /// [`current_bounding_capabilities`]). Privileged containers and `add: [ALL]` get exactly
+    /// these (containerd's `WithAllCurrentCapabilities`); defaults outside it are left out and
+    /// an explicit `add` outside it is an error, since the runtime could not grant it.
+    pub bounding_capabilities: Capabilities,
+}
+
+/// Reads the calling process's capability bounding set from `/proc/self/status`.
+pub fn current_bounding_capabilities() -> io::Result<Capabilities> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let hex = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapBnd:"))
+        .ok_or_else(|| io::Error::other("no CapBnd line in /proc/self/status"))?;
+    let mask = u64::from_str_radix(hex.trim(), 16)
+        .map_err(|e| io::Error::other(format!("bad CapBnd {hex:?}: {e}")))?;
+    Ok(capabilities_from_mask(mask))
+}
+
+/// The capabilities whose kernel numbers are set in `mask` (numbers oci-spec does not know
+/// are ignored).
+pub fn capabilities_from_mask(mask: u64) -> Capabilities {
+    ALL_CAPABILITIES
+        .iter()
+        .enumerate()
+        .filter(|(bit, _)| mask & (1u64 << bit) != 0)
+        .map(|(_, c)| *c)
+        .collect()
 }
 
 /// Everything [`build_spec`] reads.
@@ -209,49 +245,50 @@ pub const DEFAULT_CAPABILITIES: [Capability; 14] = [
     Capability::AuditWrite,
 ];
 
-/// Every capability oci-spec 0.10 knows (granted to privileged containers).
+/// Every capability oci-spec 0.10 knows, indexed by its kernel number (CAP_CHOWN = 0 ...
+/// CAP_CHECKPOINT_RESTORE = 40).
 pub const ALL_CAPABILITIES: [Capability; 41] = [
-    Capability::AuditControl,
-    Capability::AuditRead,
-    Capability::AuditWrite,
-    Capability::BlockSuspend,
-    Capability::Bpf,
-    Capability::CheckpointRestore,
     Capability::Chown,
     Capability::DacOverride,
     Capability::DacReadSearch,
     Capability::Fowner,
     Capability::Fsetid,
-    Capability::IpcLock,
-    Capability::IpcOwner,
     Capability::Kill,
-    Capability::Lease,
+    Capability::Setgid,
+    Capability::Setuid,
+    Capability::Setpcap,
     Capability::LinuxImmutable,
-    Capability::MacAdmin,
-    Capability::MacOverride,
-    Capability::Mknod,
-    Capability::NetAdmin,
     Capability::NetBindService,
     Capability::NetBroadcast,
+    Capability::NetAdmin,
     Capability::NetRaw,
-    Capability::Perfmon,
-    Capability::Setgid,
-    Capability::Setfcap,
-    Capability::Setpcap,
-    Capability::Setuid,
+    Capability::IpcLock,
+    Capability::IpcOwner,
+    Capability::SysModule,
+    Capability::SysRawio,
+    Capability::SysChroot,
+    Capability::SysPtrace,
+    Capability::SysPacct,
     Capability::SysAdmin,
     Capability::SysBoot,
-    Capability::SysChroot,
-    Capability::SysModule,
     Capability::SysNice,
-    Capability::SysPacct,
-    Capability::SysPtrace,
-    Capability::SysRawio,
     Capability::SysResource,
     Capability::SysTime,
     Capability::SysTtyConfig,
+    Capability::Mknod,
+    Capability::Lease,
+    Capability::AuditWrite,
+    Capability::AuditControl,
+    Capability::Setfcap,
+    Capability::MacOverride,
+    Capability::MacAdmin,
     Capability::Syslog,
     Capability::WakeAlarm,
+    Capability::BlockSuspend,
+    Capability::AuditRead,
+    Capability::Perfmon,
+    Capability::Bpf,
+    Capability::CheckpointRestore,
 ];
 
 /// Syscalls Docker's default seccomp profile never allows an unprivileged container; the
@@ -518,9 +555,10 @@ fn check_unsupported(ctx: &Ctx<'_>) -> Result<(), SpecError> {
     if flag(c.stdin) {
         return yet(ctx.field("stdin"));
     }
-    if let Some(i) = c.env_from.iter().flatten().position(|_| true) {
+    // Every envFrom source (configMapRef, secretRef) is an API object.
+    if c.env_from.as_ref().is_some_and(|v| !v.is_empty()) {
         return Err(SpecError::ApiObjectReference {
-            field: ctx.field(&format!("envFrom[{i}]")),
+            field: ctx.field("envFrom[0]"),
         });
     }
     if c.volume_devices.as_ref().is_some_and(|v| !v.is_empty()) {
@@ -1355,10 +1393,14 @@ fn parse_capability(name: &str, field: String) -> Result<Capability, SpecError> 
 }
 
 fn capabilities(ctx: &Ctx<'_>, privileged: bool) -> Result<LinuxCapabilities, SpecError> {
+    let host = &ctx.node.bounding_capabilities;
     let mut set: Capabilities = if privileged {
-        ALL_CAPABILITIES.into_iter().collect()
+        host.clone()
     } else {
-        DEFAULT_CAPABILITIES.into_iter().collect()
+        DEFAULT_CAPABILITIES
+            .into_iter()
+            .filter(|c| host.contains(c))
+            .collect()
     };
     let caps = ctx.sc().and_then(|s| s.capabilities.as_ref());
     let add = caps.and_then(|c| c.add.clone()).unwrap_or_default();
@@ -1369,11 +1411,18 @@ fn capabilities(ctx: &Ctx<'_>, privileged: bool) -> Result<LinuxCapabilities, Sp
             .enumerate()
             .map(|(i, n)| {
                 if n.eq_ignore_ascii_case("ALL") {
-                    Ok(None)
-                } else {
-                    let f = ctx.field(&format!("securityContext.capabilities.{kind}[{i}]"));
-                    parse_capability(n, f).map(Some)
+                    return Ok(None);
                 }
+                let f = ctx.field(&format!("securityContext.capabilities.{kind}[{i}]"));
+                let cap = parse_capability(n, f.clone())?;
+                if kind == "add" && !privileged && !host.contains(&cap) {
+                    return Err(invalid(
+                        f,
+                        n,
+                        "podvisor itself does not hold this capability",
+                    ));
+                }
+                Ok(Some(cap))
             })
             .collect()
     };
@@ -1382,7 +1431,7 @@ fn capabilities(ctx: &Ctx<'_>, privileged: bool) -> Result<LinuxCapabilities, Sp
     if !privileged {
         // containerd's order: add ALL, drop ALL, then the individual adds and drops.
         if add.iter().any(Option::is_none) {
-            set.extend(ALL_CAPABILITIES);
+            set.extend(host.iter().copied());
         }
         if drop.iter().any(Option::is_none) {
             set.clear();
@@ -1737,6 +1786,7 @@ mod tests {
             cpu_millis: 2000,
             memory_bytes: 4 << 30,
             host_ip: "192.0.2.10".into(),
+            bounding_capabilities: ALL_CAPABILITIES.into_iter().collect(),
         }
     }
 
@@ -3041,5 +3091,54 @@ mod tests {
             e.to_string(),
             "image config StopSignal: invalid value \"SIGFOO\": unknown signal"
         );
+    }
+
+    #[test]
+    fn capabilities_are_limited_to_podvisors_bounding_set() {
+        // Bit 24 (CAP_SYS_RESOURCE) missing, as on some container hosts.
+        let host = capabilities_from_mask(0x1ff_feff_ffff);
+        assert_eq!(host.len(), 40);
+        assert!(!host.contains(&Capability::SysResource));
+        assert!(host.contains(&Capability::CheckpointRestore));
+        let mut n = node();
+        n.bounding_capabilities = host.clone();
+        let img = image(json!({"Cmd": ["x"]}));
+        let sb = sandbox(false);
+        let run = |c: serde_json::Value, n: &NodeInfo| {
+            let p = pod_with(json!({"securityContext": c}), json!({}));
+            build_spec(&SpecRequest {
+                pod: &p,
+                container: &p.spec.as_ref().expect("spec").containers[0],
+                image: &img,
+                rootfs: Path::new("/r"),
+                sandbox: &sb,
+                cgroups_path: "/x",
+                node: n,
+                critical: false,
+            })
+        };
+        let cs = run(json!({"privileged": true}), &n).expect("privileged");
+        let bounding = process(&cs)
+            .capabilities()
+            .clone()
+            .expect("caps")
+            .bounding()
+            .clone();
+        assert_eq!(bounding, Some(host.clone()));
+        let cs = run(json!({"capabilities": {"add": ["ALL"]}}), &n).expect("all");
+        assert_eq!(caps(&cs).0.len(), 40);
+        let e = run(json!({"capabilities": {"add": ["SYS_RESOURCE"]}}), &n).expect_err("missing");
+        assert_eq!(
+            e.to_string(),
+            "spec.containers[0].securityContext.capabilities.add[0]: invalid value \"SYS_RESOURCE\": podvisor itself does not hold this capability"
+        );
+        // Defaults outside the bounding set are left out.
+        n.bounding_capabilities = capabilities_from_mask(!(1u64 << 27));
+        let cs = run(json!({}), &n).expect("no mknod");
+        assert_eq!(caps(&cs).0.len(), 13);
+        assert!(!caps(&cs).0.contains(&"MKNOD".to_string()));
+        assert!(current_bounding_capabilities()
+            .expect("self")
+            .contains(&Capability::Chown));
     }
 }
