@@ -103,6 +103,9 @@ pub fn detect_node_info() -> NodeInfo {
         cpu_millis: cpus * 1000,
         memory_bytes: memory,
         host_ip: host_ip().unwrap_or_else(|| "127.0.0.1".into()),
+        // Unreadable status is not expected on Linux; assume nothing is missing then.
+        bounding_capabilities: spec::current_bounding_capabilities()
+            .unwrap_or_else(|_| spec::capabilities_from_mask(u64::MAX)),
     }
 }
 
@@ -263,7 +266,9 @@ impl LinuxRuntime {
             sandbox: &mounts,
             cgroups_path: &cgroup_path,
             node: &self.cfg.node,
-            critical: true,
+            // Static pods are critical; the kubelet's -997 is for node-critical ones.
+            critical: pod.spec.as_ref().and_then(|s| s.priority_class_name.as_deref())
+                == Some("system-node-critical"),
         })
         .map_err(|source| RuntimeError::Spec {
             pod: pod_name.clone(),

@@ -21,6 +21,7 @@ pub mod rootfs;
 pub mod sandbox;
 pub mod shim;
 pub mod spec;
+pub mod user;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -300,6 +300,18 @@ fn run_inner(paths: &ContainerPaths, ready: fs::File) -> Result<(), ShimError> {
     Ok(())
 }
 
+/// Whether the effective capability set holds CAP_SYS_RESOURCE (bit 24).
+fn has_cap_sys_resource() -> bool {
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("CapEff:"))
+                .and_then(|l| u64::from_str_radix(l[7..].trim(), 16).ok())
+        })
+        .is_some_and(|mask| mask & (1 << 24) != 0)
+}
+
 struct Started {
     init: Pid,
     started_at: String,
@@ -319,8 +331,22 @@ fn create_and_start(
     let user = super::spec::resolve_user(&rootfs.rootfs, &cfg.user)?;
     let config_path = paths.config();
     let mut spec: oci_spec::runtime::Spec = read_json(&config_path)?;
+    let own_oom = fs::read_to_string("/proc/self/oom_score_adj").ok();
     if let Some(mut process) = spec.process().clone() {
         process.set_user(user);
+        // Lowering oom_score_adj below our own needs CAP_SYS_RESOURCE, which some hosts
+        // (containers, VMs with a reduced bounding set) do not grant even to root; the
+        // container then gets our own value rather than failing to start.
+        let own: Option<i32> = own_oom.as_deref().and_then(|v| v.trim().parse().ok());
+        if let (Some(want), Some(own)) = (process.oom_score_adj(), own) {
+            if want < own && !has_cap_sys_resource() {
+                log::warn!(
+                    "container {}: oom_score_adj {want} needs CAP_SYS_RESOURCE; using {own}",
+                    cfg.id
+                );
+                process.set_oom_score_adj(Some(own));
+            }
+        }
         spec.set_process(Some(process));
     }
     fsutil::write_json_atomic(&config_path, &spec).map_err(io_err(&config_path))?;
@@ -338,7 +364,6 @@ fn create_and_start(
         }
     })?;
     let devnull = fs::File::open("/dev/null").map_err(io_err(Path::new("/dev/null")))?;
-    let own_oom = fs::read_to_string("/proc/self/oom_score_adj").ok();
 
     let build = libcontainer::container::builder::ContainerBuilder::new(
         cfg.id.clone(),
