@@ -101,7 +101,11 @@ impl CgroupRoot {
         let rel = relative.trim_start_matches('/');
         let path = match self.mode() {
             CgroupMode::Unified => self.root.join(rel).join("memory.events"),
-            CgroupMode::Legacy => self.root.join("memory").join(rel).join("memory.oom_control"),
+            CgroupMode::Legacy => self
+                .root
+                .join("memory")
+                .join(rel)
+                .join("memory.oom_control"),
         };
         let text = match fs::read_to_string(&path) {
             Ok(t) => t,

@@ -15,7 +15,11 @@ use podvisor::runtime::linux::RuntimeConfig;
 use podvisor::runtime::shim;
 
 #[derive(Parser)]
-#[command(name = "podvisor", version, about = "Single-node static-pod supervisor (kubelet semantics, no cluster, no CRI)")]
+#[command(
+    name = "podvisor",
+    version,
+    about = "Single-node static-pod supervisor (kubelet semantics, no cluster, no CRI)"
+)]
 struct Cli {
     #[command(flatten)]
     global: Global,

@@ -143,12 +143,12 @@ fn run_pod(
     sigfd: &SignalFd,
 ) -> Result<i32, PlayError> {
     let spec = pod.spec.clone().unwrap_or_default();
-    let policy = spec.restart_policy.clone().unwrap_or_else(|| "Always".into());
-    let grace = Duration::from_secs(
-        spec.termination_grace_period_seconds
-            .unwrap_or(30)
-            .max(0) as u64,
-    );
+    let policy = spec
+        .restart_policy
+        .clone()
+        .unwrap_or_else(|| "Always".into());
+    let grace =
+        Duration::from_secs(spec.termination_grace_period_seconds.unwrap_or(30).max(0) as u64);
     runtime.run_pod_sandbox(pod)?;
     say(&format!("pod {} sandbox ready", pod_name(pod)));
 
@@ -317,12 +317,17 @@ fn start_slot(runtime: &LinuxRuntime, pod: &Pod, slot: &mut Slot) -> Result<(), 
     match runtime.start_container(&req) {
         Ok(info) => {
             if let ContainerState::Running { pid, .. } = info.state {
-                say(&format!("container {} started (pid {pid})", slot.container.name));
+                say(&format!(
+                    "container {} started (pid {pid})",
+                    slot.container.name
+                ));
             }
-            let follower = LogFollower::new(&info.meta.log_path, FollowStart::Beginning)
-                .map_err(|e| crate::runtime::RuntimeError::Start {
-                    id: info.meta.id.clone(),
-                    message: format!("cannot follow log: {e}"),
+            let follower =
+                LogFollower::new(&info.meta.log_path, FollowStart::Beginning).map_err(|e| {
+                    crate::runtime::RuntimeError::Start {
+                        id: info.meta.id.clone(),
+                        message: format!("cannot follow log: {e}"),
+                    }
                 })?;
             slot.running = Some(Running {
                 id: info.meta.id.clone(),

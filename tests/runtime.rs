@@ -62,7 +62,10 @@ fn container_output_and_exit_code_are_recorded() {
     assert!(lines.contains(&"hello out".to_string()), "{lines:?}");
     assert!(lines.contains(&"hello err".to_string()), "{lines:?}");
     let raw = fs::read_to_string(&info.meta.log_path).expect("log");
-    assert!(raw.lines().any(|l| l.contains(" stderr F hello err")), "{raw}");
+    assert!(
+        raw.lines().any(|l| l.contains(" stderr F hello err")),
+        "{raw}"
+    );
     assert!(info.meta.log_path.ends_with("main/0.log"));
     finish(&rt, &env, &p);
 }
@@ -79,7 +82,10 @@ fn command_args_env_and_working_dir_follow_kubernetes() {
     let exit = wait_exit(&rx, &info.meta.id, T);
     assert_eq!(exit.exit_code, 0, "{:?}", log_lines(&info.meta.log_path));
     let lines = log_lines(&info.meta.log_path);
-    assert_eq!(lines, vec!["hi there $(GREETING)", "spec", "/tmp", "spec", "0"]);
+    assert_eq!(
+        lines,
+        vec!["hi there $(GREETING)", "spec", "/tmp", "spec", "0"]
+    );
     finish(&rt, &env, &p);
 }
 
@@ -115,7 +121,10 @@ fn bad_command_is_a_start_error_and_leaves_nothing() {
             restart_count: 0,
         })
         .expect_err("must fail");
-    assert!(err.to_string().contains("main") || err.to_string().contains("no/such"), "{err}");
+    assert!(
+        err.to_string().contains("main") || err.to_string().contains("no/such"),
+        "{err}"
+    );
     assert!(rt.list_containers().expect("list").is_empty());
     finish(&rt, &env, &p);
 }
@@ -200,7 +209,11 @@ fn memory_hog_as_pid1_exits_137_oomkilled() {
     rt.run_pod_sandbox(&p).expect("sandbox");
     let info = start(&rt, &p, 0);
     let e = wait_exit(&rx, &info.meta.id, T);
-    assert_eq!((e.exit_code, e.reason.as_str()), (137, "OOMKilled"), "{e:?}");
+    assert_eq!(
+        (e.exit_code, e.reason.as_str()),
+        (137, "OOMKilled"),
+        "{e:?}"
+    );
     finish(&rt, &env, &p);
 }
 
@@ -232,16 +245,24 @@ fn pod_containers_share_network_ipc_uts_and_loopback_is_up() {
         let nb = fs::read_link(format!("/proc/{pb}/ns/{ns}")).expect("ns b");
         assert_ne!(na, nb, "{ns} private");
     }
-    let flags = fs::read_to_string(format!("/proc/{pa}/root/proc/self/../1/net/dev"))
-        .unwrap_or_default();
+    let flags =
+        fs::read_to_string(format!("/proc/{pa}/root/proc/self/../1/net/dev")).unwrap_or_default();
     let _ = flags;
     let lo_up = std::process::Command::new("nsenter")
-        .args(["-t", &pa.to_string(), "-n", "cat", "/sys/class/net/lo/flags"])
+        .args([
+            "-t",
+            &pa.to_string(),
+            "-n",
+            "cat",
+            "/sys/class/net/lo/flags",
+        ])
         .output();
     if let Ok(out) = lo_up {
         if out.status.success() {
             let v = u32::from_str_radix(
-                String::from_utf8_lossy(&out.stdout).trim().trim_start_matches("0x"),
+                String::from_utf8_lossy(&out.stdout)
+                    .trim()
+                    .trim_start_matches("0x"),
                 16,
             )
             .expect("flags");
@@ -249,7 +270,8 @@ fn pod_containers_share_network_ipc_uts_and_loopback_is_up() {
         }
     }
     for c in [&a, &b] {
-        rt.signal_container(&c.meta.id, libc::SIGKILL).expect("kill");
+        rt.signal_container(&c.meta.id, libc::SIGKILL)
+            .expect("kill");
         wait_exit(&rx, &c.meta.id, T);
     }
     finish(&rt, &env, &p);
@@ -270,7 +292,8 @@ fn host_network_pod_uses_the_host_network_namespace() {
     let na = fs::read_link(format!("/proc/{pid}/ns/net")).expect("ns");
     let host = fs::read_link("/proc/self/ns/net").expect("ns");
     assert_eq!(na, host);
-    rt.signal_container(&a.meta.id, libc::SIGKILL).expect("kill");
+    rt.signal_container(&a.meta.id, libc::SIGKILL)
+        .expect("kill");
     wait_exit(&rx, &a.meta.id, T);
     finish(&rt, &env, &p);
 }
@@ -309,7 +332,7 @@ fn long_lines_are_split_into_partial_records() {
     let (rt, rx) = env.runtime();
     let p = pod(&simple_pod(
         "longline",
-        "head -c 40000 /dev/zero | tr '\\\\0' x; echo; echo done",
+        "yes x | head -c 80000 | tr -d '\\n'; echo; echo done",
     ));
     rt.run_pod_sandbox(&p).expect("sandbox");
     let info = start(&rt, &p, 0);
@@ -319,7 +342,11 @@ fn long_lines_are_split_into_partial_records() {
     assert!(partial >= 2, "{partial} partial records");
     let lines = log_lines(&info.meta.log_path);
     assert_eq!(lines.len(), 2);
-    assert_eq!(lines[0], "x".repeat(40000));
+    assert!(
+        lines[0] == "x".repeat(40000),
+        "first line has {} bytes",
+        lines[0].len()
+    );
     assert_eq!(lines[1], "done");
     finish(&rt, &env, &p);
 }
@@ -341,7 +368,16 @@ fn running_container_is_readopted_by_a_new_runtime_with_the_same_pid() {
     let (rt, rx) = env.runtime();
     let list = rt.list_containers().expect("list");
     let c = list.iter().find(|c| c.meta.id == id).expect("found again");
-    assert_eq!(c.state, ContainerState::Running { pid, started_at: match &c.state { ContainerState::Running { started_at, .. } => started_at.clone(), _ => String::new() } });
+    assert_eq!(
+        c.state,
+        ContainerState::Running {
+            pid,
+            started_at: match &c.state {
+                ContainerState::Running { started_at, .. } => started_at.clone(),
+                _ => String::new(),
+            }
+        }
+    );
     // Its exit reaches the new runtime as an event.
     rt.signal_container(&id, libc::SIGKILL).expect("kill");
     let e = wait_exit(&rx, &id, T);
@@ -392,11 +428,15 @@ fn sigkilled_play_daemon_leaves_containers_running_and_readoptable() {
     let before = log_lines(&info.meta.log_path).len();
     std::thread::sleep(Duration::from_millis(800));
     let after = log_lines(&info.meta.log_path).len();
-    assert!(after > before, "container kept running and logging ({before} -> {after})");
+    assert!(
+        after > before,
+        "container kept running and logging ({before} -> {after})"
+    );
     let again = rt.list_containers().expect("list");
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].state, info.state, "same process");
-    rt.signal_container(&info.meta.id, libc::SIGKILL).expect("kill");
+    rt.signal_container(&info.meta.id, libc::SIGKILL)
+        .expect("kill");
     wait_exit(&rx, &info.meta.id, T);
     let uid = info.meta.pod_uid.clone();
     rt.remove_container(&info.meta.id).expect("remove");
@@ -470,7 +510,9 @@ fn play_runs_a_pod_prints_prefixed_output_and_cleans_up() {
     assert!(init_pos < app_pos, "init ran first");
     assert!(!env.logs.join("default_hello").exists());
     assert_eq!(
-        fs::read_dir(env.root.join("containers")).expect("dir").count(),
+        fs::read_dir(env.root.join("containers"))
+            .expect("dir")
+            .count(),
         0
     );
     assert_eq!(fs::read_dir(env.root.join("pods")).expect("dir").count(), 0);

@@ -100,7 +100,11 @@ pub fn load_pod_file(path: &Path) -> Result<Pod, ManifestError> {
     Ok(pod)
 }
 
-fn invalid(source_name: &str, field: impl Into<String>, message: impl Into<String>) -> ManifestError {
+fn invalid(
+    source_name: &str,
+    field: impl Into<String>,
+    message: impl Into<String>,
+) -> ManifestError {
     ManifestError::Invalid {
         source_name: source_name.into(),
         field: field.into(),
@@ -112,7 +116,8 @@ fn invalid(source_name: &str, field: impl Into<String>, message: impl Into<Strin
 pub fn is_dns1123_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
@@ -151,11 +156,18 @@ pub fn validate(pod: &Pod, source_name: &str) -> Result<(), ManifestError> {
         .as_ref()
         .ok_or_else(|| invalid(source_name, "spec", "required"))?;
     if spec.containers.is_empty() {
-        return Err(invalid(source_name, "spec.containers", "at least one container is required"));
+        return Err(invalid(
+            source_name,
+            "spec.containers",
+            "at least one container is required",
+        ));
     }
     let mut seen = std::collections::BTreeSet::new();
     let lists = [
-        ("spec.initContainers", spec.init_containers.as_deref().unwrap_or(&[])),
+        (
+            "spec.initContainers",
+            spec.init_containers.as_deref().unwrap_or(&[]),
+        ),
         ("spec.containers", &spec.containers[..]),
     ];
     for (list, containers) in lists {
@@ -180,7 +192,11 @@ pub fn validate(pod: &Pod, source_name: &str) -> Result<(), ManifestError> {
             }
         }
     }
-    if spec.ephemeral_containers.as_ref().is_some_and(|e| !e.is_empty()) {
+    if spec
+        .ephemeral_containers
+        .as_ref()
+        .is_some_and(|e| !e.is_empty())
+    {
         return Err(invalid(
             source_name,
             "spec.ephemeralContainers",
@@ -233,23 +249,33 @@ mod tests {
 
     #[test]
     fn syntax_error_names_file_line_and_column() {
-        let bad = "metadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    image: [unclosed\n";
+        let bad =
+            "metadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    image: [unclosed\n";
         let err = parse_pod(bad.as_bytes(), "bad.yaml").expect_err("must fail");
         let msg = err.to_string();
         assert!(msg.starts_with("bad.yaml:"), "{msg}");
-        assert!(msg.split(':').nth(1).is_some_and(|l| l.parse::<u64>().is_ok()), "{msg}");
+        assert!(
+            msg.split(':')
+                .nth(1)
+                .is_some_and(|l| l.parse::<u64>().is_ok()),
+            "{msg}"
+        );
     }
 
     #[test]
     fn type_error_names_location() {
         let bad = "metadata:\n  name: web\nspec:\n  containers: 12\n";
-        let msg = parse_pod(bad.as_bytes(), "t.yaml").expect_err("must fail").to_string();
+        let msg = parse_pod(bad.as_bytes(), "t.yaml")
+            .expect_err("must fail")
+            .to_string();
         assert!(msg.starts_with("t.yaml:4:"), "{msg}");
     }
 
     #[test]
     fn billion_laughs_is_refused_quickly() {
-        let mut y = String::from("a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n");
+        let mut y = String::from(
+            "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n",
+        );
         let mut prev = 'a';
         for c in "bcdefghij".chars() {
             y.push_str(&format!("{c}: &{c} [*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev}]\n"));
@@ -258,7 +284,11 @@ mod tests {
         y.push_str("metadata: {name: x}\nspec: {containers: []}\n");
         let start = std::time::Instant::now();
         let err = parse_pod(y.as_bytes(), "bomb.yaml").expect_err("must fail");
-        assert!(start.elapsed() < std::time::Duration::from_secs(5), "took {:?}", start.elapsed());
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(5),
+            "took {:?}",
+            start.elapsed()
+        );
         assert!(err.to_string().starts_with("bomb.yaml"), "{err}");
     }
 
@@ -280,8 +310,14 @@ mod tests {
 
     #[test]
     fn empty_and_oversized_manifests_are_refused() {
-        assert!(matches!(parse_pod(b"  \n", "e.yaml"), Err(ManifestError::Empty { .. })));
+        assert!(matches!(
+            parse_pod(b"  \n", "e.yaml"),
+            Err(ManifestError::Empty { .. })
+        ));
         let big = vec![b'#'; MAX_MANIFEST_BYTES + 1];
-        assert!(matches!(parse_pod(&big, "b.yaml"), Err(ManifestError::TooLarge { .. })));
+        assert!(matches!(
+            parse_pod(&big, "b.yaml"),
+            Err(ManifestError::TooLarge { .. })
+        ));
     }
 }

@@ -145,13 +145,14 @@ impl LinuxRuntime {
                     source,
                 })?;
         }
-        let watcher = Arc::new(ExitWatcher::new(cfg.clone(), events).map_err(|source| {
-            RuntimeError::Io {
-                what: "create exit watcher for",
-                path: cfg.containers_dir(),
-                source,
-            }
-        })?);
+        let watcher =
+            Arc::new(
+                ExitWatcher::new(cfg.clone(), events).map_err(|source| RuntimeError::Io {
+                    what: "create exit watcher for",
+                    path: cfg.containers_dir(),
+                    source,
+                })?,
+            );
         let w = Arc::clone(&watcher);
         let thread = thread::Builder::new()
             .name("exit-watcher".into())
@@ -201,7 +202,7 @@ impl LinuxRuntime {
             .resolve(&image_ref)
             .map_err(|source| RuntimeError::Image {
                 pod: pod_name.clone(),
-                source,
+                source: Box::new(source),
             })?
             .ok_or_else(|| RuntimeError::ImageNotPresent {
                 pod: pod_name.clone(),
@@ -212,7 +213,7 @@ impl LinuxRuntime {
                 .image_config(&image)
                 .map_err(|source| RuntimeError::Image {
                     pod: pod_name.clone(),
-                    source,
+                    source: Box::new(source),
                 })?;
         let layers_dir = self.images.layers_dir();
         let mut lower: Vec<String> = self
@@ -220,7 +221,7 @@ impl LinuxRuntime {
             .layer_dirs(&image)
             .map_err(|source| RuntimeError::Image {
                 pod: pod_name.clone(),
-                source,
+                source: Box::new(source),
             })?
             .iter()
             .map(|p| {
@@ -232,15 +233,16 @@ impl LinuxRuntime {
             .collect();
         lower.reverse();
 
-        let sb_paths =
-            SandboxPaths::new(&self.cfg.pods_dir(), &uid).map_err(|source| RuntimeError::Sandbox {
+        let sb_paths = SandboxPaths::new(&self.cfg.pods_dir(), &uid).map_err(|source| {
+            RuntimeError::Sandbox {
                 pod: pod_name.clone(),
-                source,
-            })?;
+                source: Box::new(source),
+            }
+        })?;
         let sb = sandbox::load(&sb_paths)
             .map_err(|source| RuntimeError::Sandbox {
                 pod: pod_name.clone(),
-                source,
+                source: Box::new(source),
             })?
             .ok_or_else(|| RuntimeError::Start {
                 id: id.to_string(),
@@ -267,13 +269,16 @@ impl LinuxRuntime {
             cgroups_path: &cgroup_path,
             node: &self.cfg.node,
             // Static pods are critical; the kubelet's -997 is for node-critical ones.
-            critical: pod.spec.as_ref().and_then(|s| s.priority_class_name.as_deref())
+            critical: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.priority_class_name.as_deref())
                 == Some("system-node-critical"),
         })
         .map_err(|source| RuntimeError::Spec {
             pod: pod_name.clone(),
             container: cname.clone(),
-            source,
+            source: Box::new(source),
         })?;
         let log_path = crate::logs::container_log_path(
             &self.cfg.log_dir,
@@ -316,13 +321,19 @@ impl LinuxRuntime {
                 source,
             })
         };
-        write(paths.config(), fsutil::write_json_atomic(&paths.config(), &built.spec))?;
+        write(
+            paths.config(),
+            fsutil::write_json_atomic(&paths.config(), &built.spec),
+        )?;
         write(
             paths.shim_config(),
             fsutil::write_json_atomic(&paths.shim_config(), &shim_cfg),
         )?;
         // meta.json last: its presence marks a container directory as complete.
-        write(paths.meta(), fsutil::write_json_atomic(&paths.meta(), &meta))?;
+        write(
+            paths.meta(),
+            fsutil::write_json_atomic(&paths.meta(), &meta),
+        )?;
         Ok((meta, shim_cfg))
     }
 
@@ -441,17 +452,25 @@ impl LinuxRuntime {
         run_cleanup(&self.cfg.shim_binary, paths)
     }
 
-    fn container_info(&self, paths: &ContainerPaths) -> Result<Option<ContainerInfo>, RuntimeError> {
+    fn container_info(
+        &self,
+        paths: &ContainerPaths,
+    ) -> Result<Option<ContainerInfo>, RuntimeError> {
         let shim_err = |id: &str| {
             let id = id.to_string();
-            move |source| RuntimeError::Shim { id, source }
+            move |source| RuntimeError::Shim {
+                id,
+                source: Box::new(source),
+            }
         };
         let name = paths
             .dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let Some(meta) = shim::read_json_opt::<ContainerMeta>(&paths.meta()).map_err(shim_err(&name))? else {
+        let Some(meta) =
+            shim::read_json_opt::<ContainerMeta>(&paths.meta()).map_err(shim_err(&name))?
+        else {
             // Crashed while being created: nothing was started from it.
             if !shim::monitor_alive(paths) {
                 if let Err(e) = remove_container_dir(&paths.dir) {
@@ -491,7 +510,8 @@ impl LinuxRuntime {
         }
         if self.watcher.is_watched(&meta.id) {
             // The monitor just exited; the watcher reports it as an event.
-            let exit = shim::read_json_opt::<ExitRecord>(&paths.exit()).map_err(shim_err(&meta.id))?;
+            let exit =
+                shim::read_json_opt::<ExitRecord>(&paths.exit()).map_err(shim_err(&meta.id))?;
             if let Some(exit) = exit {
                 return Ok(Some(ContainerInfo {
                     meta,
@@ -572,7 +592,9 @@ fn read_report(fd: &OwnedFd, timeout: Duration) -> Result<StartReport, String> {
     }
     let line = data.split(|b| *b == b'\n').next().unwrap_or_default();
     if line.is_empty() {
-        return Err("monitor exited without reporting (see shim.log in the container directory)".into());
+        return Err(
+            "monitor exited without reporting (see shim.log in the container directory)".into(),
+        );
     }
     serde_json::from_slice(line).map_err(|e| format!("malformed start report: {e}"))
 }
@@ -645,7 +667,7 @@ impl Runtime for LinuxRuntime {
         sandbox::create(&self.cfg.pods_dir(), pod, &self.cfg.shim_binary).map_err(|source| {
             RuntimeError::Sandbox {
                 pod: pod.metadata.name.clone().unwrap_or_default(),
-                source,
+                source: Box::new(source),
             }
         })
     }
@@ -661,7 +683,7 @@ impl Runtime for LinuxRuntime {
         }
         sandbox::remove(&self.cfg.pods_dir(), pod_uid).map_err(|source| RuntimeError::Sandbox {
             pod: pod_uid.to_string(),
-            source,
+            source: Box::new(source),
         })?;
         self.cfg
             .cgroup_root
@@ -672,7 +694,7 @@ impl Runtime for LinuxRuntime {
     fn list_pod_sandboxes(&self) -> Result<Vec<SandboxInfo>, RuntimeError> {
         sandbox::list(&self.cfg.pods_dir()).map_err(|source| RuntimeError::Sandbox {
             pod: String::new(),
-            source,
+            source: Box::new(source),
         })
     }
 
@@ -680,7 +702,7 @@ impl Runtime for LinuxRuntime {
         let uid = req.pod.metadata.uid.clone().unwrap_or_default();
         sandbox::validate_uid(&uid).map_err(|source| RuntimeError::Sandbox {
             pod: req.pod.metadata.name.clone().unwrap_or_default(),
-            source,
+            source: Box::new(source),
         })?;
         let id = new_container_id(&uid, &req.container.name, req.restart_count);
         let paths = self.container_paths(&id)?;
@@ -697,7 +719,7 @@ impl Runtime for LinuxRuntime {
                 .add_lease(&id, &meta.image_digest)
                 .map_err(|source| RuntimeError::Image {
                     pod: meta.pod_name.clone(),
-                    source,
+                    source: Box::new(source),
                 })?;
             Ok(meta)
         });
@@ -720,7 +742,7 @@ impl Runtime for LinuxRuntime {
         let state: ShimState = shim::read_json_opt(&paths.state())
             .map_err(|source| RuntimeError::Shim {
                 id: id.to_string(),
-                source,
+                source: Box::new(source),
             })?
             .unwrap_or_default();
         if let Some(init) = state.init {
@@ -751,7 +773,7 @@ impl Runtime for LinuxRuntime {
             .remove_lease(id)
             .map_err(|source| RuntimeError::Image {
                 pod: String::new(),
-                source,
+                source: Box::new(source),
             })?;
         remove_container_dir(&paths.dir).map_err(|source| RuntimeError::Io {
             what: "remove",
@@ -822,7 +844,12 @@ impl ExitWatcher {
         self.watched.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn watch(&self, meta: &ContainerMeta, dir: PathBuf, pidfd: OwnedFd) -> Result<(), RuntimeError> {
+    fn watch(
+        &self,
+        meta: &ContainerMeta,
+        dir: PathBuf,
+        pidfd: OwnedFd,
+    ) -> Result<(), RuntimeError> {
         let token = self.next.fetch_add(1, Ordering::Relaxed);
         let mut map = self.lock();
         self.epoll

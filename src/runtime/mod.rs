@@ -38,20 +38,20 @@ pub enum RuntimeError {
     Image {
         pod: String,
         #[source]
-        source: crate::images::ImageError,
+        source: Box<crate::images::ImageError>,
     },
     #[error("pod {pod} container {container}: {source}")]
     Spec {
         pod: String,
         container: String,
         #[source]
-        source: spec::SpecError,
+        source: Box<spec::SpecError>,
     },
     #[error("pod {pod}: sandbox: {source}")]
     Sandbox {
         pod: String,
         #[source]
-        source: sandbox::SandboxError,
+        source: Box<sandbox::SandboxError>,
     },
     #[error("container {id}: {message}")]
     Start { id: String, message: String },
@@ -59,7 +59,7 @@ pub enum RuntimeError {
     Shim {
         id: String,
         #[source]
-        source: shim::ShimError,
+        source: Box<shim::ShimError>,
     },
     #[error("container {id} not found")]
     NotFound { id: String },

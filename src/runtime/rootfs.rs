@@ -26,15 +26,9 @@ pub enum RootfsError {
         layers: usize,
     },
     #[error("failed to mount overlay on {target}: {source}")]
-    Mount {
-        target: PathBuf,
-        source: nix::Error,
-    },
+    Mount { target: PathBuf, source: nix::Error },
     #[error("failed to unmount {target}: {source}")]
-    Unmount {
-        target: PathBuf,
-        source: nix::Error,
-    },
+    Unmount { target: PathBuf, source: nix::Error },
     #[error("failed to enter layers directory {path}: {source}")]
     Chdir { path: PathBuf, source: io::Error },
 }

@@ -96,9 +96,7 @@ impl SandboxPaths {
 pub fn validate_uid(uid: &str) -> Result<(), SandboxError> {
     if uid.is_empty()
         || uid.len() > 64
-        || !uid
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-')
+        || !uid.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
     {
         return Err(SandboxError::InvalidUid {
             uid: uid.to_string(),
@@ -428,7 +426,10 @@ fn prepare_volume(paths: &SandboxPaths, v: &Volume, field: &str) -> Result<PathB
     if let Some(hp) = &v.host_path {
         let p = PathBuf::from(&hp.path);
         if !p.is_absolute() {
-            return Err(verr(format!("hostPath.path {:?} must be absolute", hp.path)));
+            return Err(verr(format!(
+                "hostPath.path {:?} must be absolute",
+                hp.path
+            )));
         }
         check_host_path(&p, hp.type_.as_deref().unwrap_or(""))
             .map_err(|m| verr(format!("hostPath {}: {m}", hp.path)))?;
@@ -544,11 +545,7 @@ fn check_host_path(p: &Path, kind: &str) -> Result<(), String> {
 
 /// Runs in the single-threaded helper process (`podvisor shim sandbox`): creates the pod's
 /// namespaces, sets the hostname, brings loopback up, pins the namespaces and mounts /dev/shm.
-pub fn pin_namespaces(
-    pod_dir: &Path,
-    hostname: &str,
-    host_net: bool,
-) -> Result<(), SandboxError> {
+pub fn pin_namespaces(pod_dir: &Path, hostname: &str, host_net: bool) -> Result<(), SandboxError> {
     let paths = SandboxPaths {
         dir: pod_dir.to_path_buf(),
     };
@@ -641,17 +638,19 @@ mod tests {
     use super::*;
 
     fn pod(yaml: &str) -> Pod {
-        serde_json::from_value(serde_json::to_value(
-            serde_saphyr::from_str::<serde_json::Value>(yaml).expect("yaml"),
+        serde_json::from_value(
+            serde_json::to_value(serde_saphyr::from_str::<serde_json::Value>(yaml).expect("yaml"))
+                .expect("value"),
         )
-        .expect("value"))
         .expect("pod")
     }
 
     #[test]
     fn hostname_is_pod_name_truncated_and_trimmed() {
         let long = format!("{}-x", "a".repeat(62));
-        let p = pod(&format!("metadata: {{name: {long}}}\nspec: {{containers: []}}"));
+        let p = pod(&format!(
+            "metadata: {{name: {long}}}\nspec: {{containers: []}}"
+        ));
         assert_eq!(pod_hostname(&p), "a".repeat(62));
         let p = pod("metadata: {name: web}\nspec: {hostname: custom, containers: []}");
         assert_eq!(pod_hostname(&p), "custom");
@@ -686,7 +685,10 @@ mod tests {
         let paths = SandboxPaths::new(dir.path(), "u1").expect("paths");
         let err = prepare_volumes(&paths, &p).expect_err("must fail");
         let msg = err.to_string();
-        assert!(msg.contains("spec.volumes[0]") && msg.contains("secret"), "{msg}");
+        assert!(
+            msg.contains("spec.volumes[0]") && msg.contains("secret"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -281,7 +281,12 @@ fn run_inner(paths: &ContainerPaths, ready: fs::File) -> Result<(), ShimError> {
     // terminal (Ctrl-C, hangup); only SIGKILL ends it early.
     // SAFETY: ignoring signals in a single-threaded process; the container is already exec'd.
     unsafe {
-        for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGQUIT] {
+        for s in [
+            Signal::SIGINT,
+            Signal::SIGTERM,
+            Signal::SIGHUP,
+            Signal::SIGQUIT,
+        ] {
             let _ = signal::signal(s, signal::SigHandler::SigIgn);
         }
     }
@@ -351,18 +356,16 @@ fn create_and_start(
     }
     fsutil::write_json_atomic(&config_path, &spec).map_err(io_err(&config_path))?;
 
-    let (out_r, out_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|source| {
-        ShimError::Sys {
+    let (out_r, out_w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|source| ShimError::Sys {
             what: "pipe",
             source,
-        }
-    })?;
-    let (err_r, err_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|source| {
-        ShimError::Sys {
+        })?;
+    let (err_r, err_w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|source| ShimError::Sys {
             what: "pipe",
             source,
-        }
-    })?;
+        })?;
     let devnull = fs::File::open("/dev/null").map_err(io_err(Path::new("/dev/null")))?;
 
     let build = libcontainer::container::builder::ContainerBuilder::new(
@@ -384,7 +387,7 @@ fn create_and_start(
         let _ = fs::write("/proc/self/oom_score_adj", v.trim());
     }
     let mut container = build?;
-    let init = container.pid().ok_or_else(|| ShimError::Sys {
+    let init = container.pid().ok_or(ShimError::Sys {
         what: "libcontainer returned no init pid",
         source: nix::Error::ESRCH,
     })?;
@@ -476,11 +479,7 @@ fn supervise(
                     })
                 }
             }
-            let ready = |pfd: &PollFd| {
-                pfd.revents()
-                    .map(|r| !r.is_empty())
-                    .unwrap_or(false)
-            };
+            let ready = |pfd: &PollFd| pfd.revents().map(|r| !r.is_empty()).unwrap_or(false);
             let sig_ev = ready(&fds[0]);
             let mut i = 1;
             let out_ev = if out.is_some() {

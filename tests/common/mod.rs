@@ -201,8 +201,7 @@ pub fn reap_zombies() {
         let mut f = stat[close + 1..].split_whitespace();
         let state = f.next().unwrap_or("");
         let ppid: i32 = f.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-        if state == "Z" && ppid == me && !matches!(comm, "podvisor" | "umoci" | "skopeo" | "tar")
-        {
+        if state == "Z" && ppid == me && !matches!(comm, "podvisor" | "umoci" | "skopeo" | "tar") {
             let _ = nix::sys::wait::waitpid(
                 nix::unistd::Pid::from_raw(pid),
                 Some(nix::sys::wait::WaitPidFlag::WNOHANG),
@@ -280,7 +279,12 @@ fn build_busybox_archive(out: &Path) {
         h.set_mtime(1_700_000_000);
         b.append_data(&mut h, name, std::io::empty()).expect("dir");
     };
-    for (d, m) in [("bin", 0o755), ("etc", 0o755), ("tmp", 0o1777), ("root", 0o700)] {
+    for (d, m) in [
+        ("bin", 0o755),
+        ("etc", 0o755),
+        ("tmp", 0o1777),
+        ("root", 0o700),
+    ] {
         add_dir(&mut layer, d, m);
     }
     let busybox = fs::read("/bin/busybox").expect("busybox-static must be installed");
