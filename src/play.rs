@@ -101,6 +101,11 @@ struct Running {
 pub fn play(opts: &PlayOptions) -> Result<i32, PlayError> {
     let pod = manifest::load_pod_file(&opts.manifest)?;
     let images = Arc::new(ImageStore::open(&opts.runtime.root_dir.join("images"))?);
+    // Air-gapped devices ship images in images/preload/*.tar: import them (pinned) first.
+    // A bad archive is logged by the store and does not stop the others.
+    for r in images.import_preload()? {
+        say(&format!("preloaded image {} {}", r.reference, r.digest));
+    }
     // Block the stop signals before any thread exists so they all inherit the mask; they are
     // read from a signalfd in the loop below (monitors reset their mask).
     let mut mask = SigSet::empty();

@@ -1,0 +1,180 @@
+//! Root integration tests of image import with archives made by real tools (umoci, skopeo,
+//! as a user would build them offline) and of the `podvisor image` CLI.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::{log_lines, pod, wait_exit, TestEnv};
+use podvisor::images::{ImageStore, ImportOptions};
+use podvisor::runtime::{ContainerKind, ContainerRequest, Runtime};
+
+fn build_with_umoci(out: &Path) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/images/build-busybox.sh");
+    let st = Command::new("sh")
+        .arg(&script)
+        .arg(out)
+        .output()
+        .expect("run build-busybox.sh");
+    assert!(
+        st.status.success(),
+        "build-busybox.sh failed: {}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+}
+
+fn cli(env: &TestEnv, args: &[&str]) -> std::process::Output {
+    Command::new(common::podvisor_bin())
+        .arg("--root-dir")
+        .arg(&env.root)
+        .args(args)
+        .output()
+        .expect("podvisor")
+}
+
+fn run_echo(env: &TestEnv, image: &str) {
+    let (rt, rx) = env.runtime();
+    let p = pod(&format!(
+        "metadata: {{name: echo}}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: {image}\n    command: [echo, works]\n"
+    ));
+    rt.run_pod_sandbox(&p).expect("sandbox");
+    let c = &p.spec.as_ref().expect("spec").containers[0];
+    let info = rt
+        .start_container(&ContainerRequest {
+            pod: &p,
+            container: c,
+            kind: ContainerKind::App,
+            restart_count: 0,
+        })
+        .expect("start");
+    let e = wait_exit(&rx, &info.meta.id, Duration::from_secs(30));
+    assert_eq!(e.exit_code, 0);
+    assert_eq!(log_lines(&info.meta.log_path), vec!["works"]);
+    rt.remove_container(&info.meta.id).expect("remove");
+    rt.remove_pod_sandbox(p.metadata.uid.as_deref().expect("uid"))
+        .expect("sandbox");
+}
+
+#[test]
+fn umoci_oci_archive_and_skopeo_docker_archive_import_and_run() {
+    let env = TestEnv::new("tools");
+    let oci = env.dir.path().join("busybox-oci.tar");
+    build_with_umoci(&oci);
+    // umoci names the image only by its tag: the CLI asks for a reference.
+    let out = cli(&env, &["image", "import", oci.to_str().expect("utf8")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("reference"), "{err}");
+    let out = cli(
+        &env,
+        &[
+            "image",
+            "import",
+            oci.to_str().expect("utf8"),
+            "--ref",
+            "registry.local/tools/busybox",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let docker = env.dir.path().join("busybox-docker.tar");
+    let st = Command::new("skopeo")
+        .arg("copy")
+        .arg(format!("oci-archive:{}:latest", oci.display()))
+        .arg(format!("docker-archive:{}:busybox:v1", docker.display()))
+        .output()
+        .expect("skopeo");
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let out = cli(&env, &["image", "import", docker.to_str().expect("utf8")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ls = cli(&env, &["image", "ls"]);
+    let text = String::from_utf8_lossy(&ls.stdout);
+    assert!(
+        text.contains("registry.local/tools/busybox:latest"),
+        "{text}"
+    );
+    assert!(text.contains("docker.io/library/busybox:v1"), "{text}");
+    run_echo(&env, "registry.local/tools/busybox");
+    run_echo(&env, "busybox:v1");
+    env.assert_clean();
+}
+
+#[test]
+fn truncated_archive_via_cli_is_refused_and_store_stays_consistent() {
+    let env = TestEnv::new("trunc");
+    let full = fs::read(common::busybox_archive()).expect("archive");
+    let cut = env.dir.path().join("cut.tar");
+    fs::write(&cut, &full[..full.len() * 2 / 3]).expect("write");
+    let out = cli(&env, &["image", "import", cut.to_str().expect("utf8")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cut.tar"), "{err}");
+    let ls = cli(&env, &["image", "ls"]);
+    assert_eq!(
+        String::from_utf8_lossy(&ls.stdout).lines().count(),
+        1,
+        "only the header"
+    );
+    let store = ImageStore::open(&env.root.join("images")).expect("open");
+    assert!(store.list().expect("list").is_empty());
+    // The full archive still imports afterwards.
+    store
+        .import_archive(common::busybox_archive(), &ImportOptions::default())
+        .expect("import");
+    run_echo(&env, "busybox");
+    env.assert_clean();
+}
+
+#[test]
+fn image_in_use_cannot_be_removed_until_its_container_is_gone() {
+    let env = TestEnv::new("inuse");
+    let (rt, rx) = env.runtime();
+    let p = pod(
+        "metadata: {name: inuse}\nspec:\n  containers:\n  - name: main\n    image: busybox\n    command: [sleep, '1000']\n",
+    );
+    rt.run_pod_sandbox(&p).expect("sandbox");
+    let c = &p.spec.as_ref().expect("spec").containers[0];
+    let info = rt
+        .start_container(&ContainerRequest {
+            pod: &p,
+            container: c,
+            kind: ContainerKind::App,
+            restart_count: 0,
+        })
+        .expect("start");
+    let out = cli(&env, &["image", "rm", "busybox"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(err.contains("busybox"), "{err}");
+    rt.signal_container(&info.meta.id, libc::SIGKILL)
+        .expect("kill");
+    wait_exit(&rx, &info.meta.id, Duration::from_secs(30));
+    rt.remove_container(&info.meta.id).expect("remove");
+    rt.remove_pod_sandbox(p.metadata.uid.as_deref().expect("uid"))
+        .expect("sandbox");
+    let out = cli(&env, &["image", "rm", "busybox"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let layers = fs::read_dir(env.root.join("images/layers"))
+        .expect("layers")
+        .count();
+    assert_eq!(layers, 0, "layers garbage-collected");
+    env.assert_clean();
+}
