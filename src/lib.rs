@@ -8,6 +8,7 @@
 //! - [`logs`]: CRI-format container logs: writing with rotation, reading and following.
 //! - [`cgroups`]: cgroup paths, OOM counters and cleanup for v1 and v2 hierarchies.
 //! - [`play`]: `podvisor play`, one pod in the foreground.
+//! - [`status`]: the published view of pods and events (snapshots) for the API and CLI.
 //! - [`fsutil`]: small filesystem helpers (atomic writes).
 
 pub mod cgroups;
@@ -17,3 +18,4 @@ pub mod logs;
 pub mod play;
 pub mod pod;
 pub mod runtime;
+pub mod status;

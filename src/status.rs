@@ -1,0 +1,255 @@
+//! status: what the daemon shows about its pods — the status manager's published view.
+//!
+//! The sync loop owns all pod state. After every iteration that changed something it
+//! publishes an immutable [`Snapshot`] into a [`SnapshotCell`]; the API thread (and anything
+//! else that only reads) clones the `Arc` and never touches the sync loop's state. Pods are
+//! plain `v1 Pod` objects with `status` filled in the kubelet's vocabulary, so `-o json|yaml`
+//! prints what kubectl users expect; podvisor-specific detail (source errors, the reason of a
+//! replacement) travels beside them in [`PodView`].
+
+use std::collections::VecDeque;
+use std::sync::{Arc, RwLock};
+
+use k8s_openapi::api::core::v1::Pod;
+use serde::{Deserialize, Serialize};
+
+/// One pod as the daemon sees it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PodView {
+    /// The pod with defaults applied and `status` filled (phase, conditions, container
+    /// statuses with kubelet reasons, restart counts, timestamps).
+    pub pod: Pod,
+    /// Where the manifest came from: a file path or a URL.
+    pub source: String,
+    /// The last error about this pod's manifest (e.g. the file became invalid and the
+    /// last-known-good version keeps running), if any, with the time it was seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_error: Option<SourceErrorView>,
+    /// Log file of each container's current (or last) instance: container name -> path.
+    #[serde(default)]
+    pub log_paths: std::collections::BTreeMap<String, std::path::PathBuf>,
+    /// Log file of each container's previous instance, for `logs --previous`.
+    #[serde(default)]
+    pub previous_log_paths: std::collections::BTreeMap<String, std::path::PathBuf>,
+}
+
+/// A manifest problem, shown by the CLI.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceErrorView {
+    /// File path or URL.
+    pub source: String,
+    /// The full error message (file:line:column: field: message for files).
+    pub message: String,
+    /// RFC 3339 time the error was first seen.
+    pub since: String,
+}
+
+/// Event severity, as in Kubernetes.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+/// An event, deduplicated like the kubelet's event recorder: the same (pod, container,
+/// reason, message) bumps `count` and `last_timestamp` instead of adding a row.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct EventRecord {
+    #[serde(rename = "type")]
+    pub type_: EventType,
+    /// The kubelet's reason: Pulled, Created, Started, Killing, BackOff, Failed,
+    /// FailedValidation, SourceError, Replaced, ...
+    pub reason: String,
+    pub message: String,
+    /// `namespace/name` of the pod, or empty for node-level events (a source error that
+    /// cannot be tied to a pod).
+    pub pod: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    pub count: u32,
+    pub first_timestamp: String,
+    pub last_timestamp: String,
+}
+
+/// Everything the API serves, as of one moment.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Snapshot {
+    pub node_name: String,
+    /// Pods sorted by namespace/name.
+    pub pods: Vec<PodView>,
+    /// Manifest errors not tied to a running pod (a new file that never parsed, a URL that
+    /// fails, a duplicate name refused).
+    pub source_errors: Vec<SourceErrorView>,
+    /// Most recent events last.
+    pub events: Vec<EventRecord>,
+}
+
+impl Snapshot {
+    /// Finds a pod by `name`, `namespace/name`, or the manifest's name without the node
+    /// suffix (`etcd` for `etcd-node1`), as users type it.
+    pub fn find_pod(&self, query: &str) -> Option<&PodView> {
+        let (ns, name) = match query.split_once('/') {
+            Some((ns, name)) => (Some(ns), name),
+            None => (None, query),
+        };
+        let ns_ok = |v: &PodView| {
+            ns.is_none_or(|ns| v.pod.metadata.namespace.as_deref().unwrap_or("default") == ns)
+        };
+        let pod_name = |v: &PodView| v.pod.metadata.name.clone().unwrap_or_default();
+        self.pods
+            .iter()
+            .find(|v| ns_ok(v) && pod_name(v) == name)
+            .or_else(|| {
+                let suffixed = format!("{name}-{}", self.node_name);
+                self.pods
+                    .iter()
+                    .find(|v| ns_ok(v) && pod_name(v) == suffixed)
+            })
+    }
+}
+
+/// Where the sync loop publishes snapshots and readers pick them up.
+#[derive(Debug, Clone, Default)]
+pub struct SnapshotCell {
+    inner: Arc<RwLock<Arc<Snapshot>>>,
+}
+
+impl SnapshotCell {
+    pub fn new(snapshot: Snapshot) -> SnapshotCell {
+        SnapshotCell {
+            inner: Arc::new(RwLock::new(Arc::new(snapshot))),
+        }
+    }
+
+    /// The current snapshot (cheap: an `Arc` clone).
+    pub fn get(&self) -> Arc<Snapshot> {
+        // A writer never panics while holding the lock (it only swaps an Arc), so a poisoned
+        // lock still holds a complete snapshot.
+        let guard = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(&guard)
+    }
+
+    /// Replaces the snapshot.
+    pub fn publish(&self, snapshot: Snapshot) {
+        let mut guard = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        *guard = Arc::new(snapshot);
+    }
+}
+
+/// The kubelet-style event recorder: deduplicates and keeps the most recent `capacity`.
+#[derive(Debug, Clone)]
+pub struct EventLog {
+    events: VecDeque<EventRecord>,
+    capacity: usize,
+}
+
+impl EventLog {
+    pub fn new(capacity: usize) -> EventLog {
+        EventLog {
+            events: VecDeque::new(),
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// Records an event at time `now` (RFC 3339). Returns true if it is new (not a repeat),
+    /// so callers can log only new events.
+    pub fn record(
+        &mut self,
+        type_: EventType,
+        pod: &str,
+        container: Option<&str>,
+        reason: &str,
+        message: &str,
+        now: &str,
+    ) -> bool {
+        if let Some(pos) = self.events.iter().position(|e| {
+            e.pod == pod
+                && e.container.as_deref() == container
+                && e.reason == reason
+                && e.message == message
+        }) {
+            if let Some(mut e) = self.events.remove(pos) {
+                e.count += 1;
+                e.last_timestamp = now.to_string();
+                self.events.push_back(e);
+            }
+            return false;
+        }
+        self.events.push_back(EventRecord {
+            type_,
+            reason: reason.to_string(),
+            message: message.to_string(),
+            pod: pod.to_string(),
+            container: container.map(str::to_string),
+            count: 1,
+            first_timestamp: now.to_string(),
+            last_timestamp: now.to_string(),
+        });
+        while self.events.len() > self.capacity {
+            self.events.pop_front();
+        }
+        true
+    }
+
+    pub fn to_vec(&self) -> Vec<EventRecord> {
+        self.events.iter().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repeated_events_are_counted_not_duplicated() {
+        let mut log = EventLog::new(10);
+        assert!(log.record(EventType::Warning, "default/a", Some("c"), "BackOff", "m", "t1"));
+        assert!(!log.record(EventType::Warning, "default/a", Some("c"), "BackOff", "m", "t2"));
+        assert!(log.record(EventType::Normal, "default/a", Some("c"), "Started", "m", "t3"));
+        let v = log.to_vec();
+        assert_eq!(v.len(), 2);
+        let backoff = v.iter().find(|e| e.reason == "BackOff").expect("backoff");
+        assert_eq!(backoff.count, 2);
+        assert_eq!(backoff.first_timestamp, "t1");
+        assert_eq!(backoff.last_timestamp, "t2");
+        // The repeated event moved to the end (most recent last).
+        assert_eq!(v.last().map(|e| e.reason.as_str()), Some("BackOff"));
+    }
+
+    #[test]
+    fn event_log_keeps_the_most_recent() {
+        let mut log = EventLog::new(3);
+        for i in 0..5 {
+            log.record(EventType::Normal, "p", None, "R", &format!("m{i}"), "t");
+        }
+        let msgs: Vec<String> = log.to_vec().into_iter().map(|e| e.message).collect();
+        assert_eq!(msgs, vec!["m2", "m3", "m4"]);
+    }
+
+    #[test]
+    fn pods_are_found_by_short_and_qualified_names() {
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("etcd-node1".into());
+        pod.metadata.namespace = Some("kube-system".into());
+        let snap = Snapshot {
+            node_name: "node1".into(),
+            pods: vec![PodView {
+                pod,
+                source: "/etc/kubernetes/manifests/etcd.yaml".into(),
+                source_error: None,
+                log_paths: Default::default(),
+                previous_log_paths: Default::default(),
+            }],
+            ..Default::default()
+        };
+        assert!(snap.find_pod("etcd-node1").is_some());
+        assert!(snap.find_pod("kube-system/etcd-node1").is_some());
+        assert!(snap.find_pod("etcd").is_some());
+        assert!(snap.find_pod("default/etcd").is_none());
+        assert!(snap.find_pod("other").is_none());
+    }
+}
