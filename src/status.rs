@@ -208,14 +208,14 @@ mod tests {
     fn repeated_events_are_counted_not_duplicated() {
         let mut log = EventLog::new(10);
         assert!(log.record(EventType::Warning, "default/a", Some("c"), "BackOff", "m", "t1"));
-        assert!(!log.record(EventType::Warning, "default/a", Some("c"), "BackOff", "m", "t2"));
-        assert!(log.record(EventType::Normal, "default/a", Some("c"), "Started", "m", "t3"));
+        assert!(log.record(EventType::Normal, "default/a", Some("c"), "Started", "m", "t2"));
+        assert!(!log.record(EventType::Warning, "default/a", Some("c"), "BackOff", "m", "t3"));
         let v = log.to_vec();
         assert_eq!(v.len(), 2);
         let backoff = v.iter().find(|e| e.reason == "BackOff").expect("backoff");
         assert_eq!(backoff.count, 2);
         assert_eq!(backoff.first_timestamp, "t1");
-        assert_eq!(backoff.last_timestamp, "t2");
+        assert_eq!(backoff.last_timestamp, "t3");
         // The repeated event moved to the end (most recent last).
         assert_eq!(v.last().map(|e| e.reason.as_str()), Some("BackOff"));
     }
