@@ -13,6 +13,15 @@ use std::sync::{Arc, RwLock};
 use k8s_openapi::api::core::v1::Pod;
 use serde::{Deserialize, Serialize};
 
+/// `namespace/name` of a pod (namespace `default` when unset).
+pub fn full_name(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        pod.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
 /// One pod as the daemon sees it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]

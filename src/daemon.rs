@@ -1,0 +1,189 @@
+//! daemon: `podvisor run`, the supervisor users install. Wires the managers together and owns
+//! no pod state itself.
+//!
+//! Threads: the main thread runs the sync loop (the only owner of pod state); the file source
+//! and URL source threads; the runtime's exit watcher; a pool of workers for slow runtime work;
+//! the API server; a signal thread; and two small forwarders that wrap source and runtime
+//! events into sync-loop events. SIGTERM/SIGINT end the daemon and leave every container
+//! running under its monitor: the next daemon re-adopts them.
+
+use std::sync::mpsc::{self, Sender};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use nix::sys::signal::{SigSet, Signal};
+
+use crate::api;
+use crate::config::{DaemonConfig, RunFlags};
+use crate::images::ImageStore;
+use crate::runtime::linux::{LinuxRuntime, RuntimeConfig};
+use crate::runtime::{Runtime, RuntimeEvent};
+use crate::sources::{self, FileSourceConfig, SourceEvent, UrlSourceConfig};
+use crate::status::SnapshotCell;
+use crate::sync::executor::ThreadPool;
+use crate::sync::{SyncConfig, SyncEvent, SyncLoop, SystemClock};
+
+/// Errors that stop the daemon from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("configuration: {0}")]
+    Config(#[from] crate::config::ConfigError),
+    #[error("image store: {0}")]
+    Images(#[from] crate::images::ImageError),
+    #[error("runtime: {0}")]
+    Runtime(#[from] crate::runtime::RuntimeError),
+    #[error("sources: {0}")]
+    Sources(#[from] crate::sources::SourceError),
+    #[error("api: {0}")]
+    Api(#[from] crate::api::ApiError),
+    #[error("{what}: {source}")]
+    Io {
+        what: &'static str,
+        source: std::io::Error,
+    },
+    #[error("signal setup: {0}")]
+    Signals(nix::Error),
+}
+
+/// Settings that come from the global command line rather than the KubeletConfiguration.
+#[derive(Debug, Clone)]
+pub struct DaemonPaths {
+    pub root_dir: std::path::PathBuf,
+}
+
+fn forward<T: Send + 'static>(
+    name: &str,
+    rx: mpsc::Receiver<T>,
+    tx: Sender<SyncEvent>,
+    wrap: fn(T) -> SyncEvent,
+) -> Result<thread::JoinHandle<()>, DaemonError> {
+    thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            for ev in rx {
+                if tx.send(wrap(ev)).is_err() {
+                    return;
+                }
+            }
+        })
+        .map_err(|source| DaemonError::Io {
+            what: "spawn forwarder",
+            source,
+        })
+}
+
+/// Runs the daemon until SIGTERM/SIGINT.
+pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
+    let cfg: DaemonConfig = crate::config::load(flags, &paths.root_dir)?;
+    if !cfg.unimplemented_fields.is_empty() {
+        log::warn!(
+            "KubeletConfiguration fields podvisor does not implement (ignored): {}",
+            cfg.unimplemented_fields.join(", ")
+        );
+    }
+    // Block the stop signals before any thread exists: every thread inherits the mask and one
+    // thread waits for them. Monitors reset the mask before starting containers.
+    let mut mask = SigSet::empty();
+    for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        mask.add(s);
+    }
+    mask.thread_block().map_err(DaemonError::Signals)?;
+
+    let images = Arc::new(ImageStore::open(&paths.root_dir.join("images"))?);
+    for r in images.import_preload()? {
+        log::info!("preloaded image {} {}", r.reference, r.digest);
+    }
+    let mut rcfg = RuntimeConfig::new(paths.root_dir.clone(), cfg.pod_logs_dir.clone())
+        .map_err(|source| DaemonError::Io {
+            what: "locate the podvisor binary",
+            source,
+        })?;
+    rcfg.cgroup_parent = cfg.cgroup_root.clone();
+    rcfg.log_max_size = cfg.container_log_max_size;
+    rcfg.log_max_files = cfg.container_log_max_files;
+    rcfg.node.name = cfg.node_name.clone();
+    let host_ip = rcfg.node.host_ip.clone();
+
+    let (tx, rx) = mpsc::channel::<SyncEvent>();
+    let (rt_tx, rt_rx) = mpsc::channel::<RuntimeEvent>();
+    let runtime: Arc<dyn Runtime> = Arc::new(LinuxRuntime::new(rcfg, images, rt_tx)?);
+    let _rt_forwarder = forward("runtime-events", rt_rx, tx.clone(), SyncEvent::Runtime)?;
+    let work_tx = tx.clone();
+    let pool = ThreadPool::new(4, Arc::clone(&runtime), move |r| {
+        // The sync loop outlives the pool; a failed send means it is shutting down.
+        let _ = work_tx.send(SyncEvent::Work(r));
+    })
+    .map_err(|source| DaemonError::Io {
+        what: "start workers",
+        source,
+    })?;
+
+    let snapshots = SnapshotCell::default();
+    let sync = SyncLoop::new(
+        SyncConfig {
+            node_name: cfg.node_name.clone(),
+            expect_file_source: cfg.static_pod_path.is_some(),
+            expect_url_source: cfg.static_pod_url.is_some(),
+            sources_ready_timeout: Duration::from_secs(30),
+            store_dir: paths.root_dir.join("static-pods"),
+            host_ip,
+        },
+        runtime,
+        Box::new(pool),
+        Box::new(SystemClock),
+        snapshots.clone(),
+    )?;
+
+    let (src_tx, src_rx) = mpsc::channel::<SourceEvent>();
+    let _src_forwarder = forward("source-events", src_rx, tx.clone(), SyncEvent::Source)?;
+    let mut handles = Vec::new();
+    if let Some(dir) = &cfg.static_pod_path {
+        log::info!("watching {}", dir.display());
+        handles.push(sources::start_file_source(
+            FileSourceConfig {
+                dir: dir.clone(),
+                check_frequency: cfg.file_check_frequency,
+                debounce: Duration::from_millis(30),
+            },
+            src_tx.clone(),
+        )?);
+    }
+    if let Some(url) = &cfg.static_pod_url {
+        log::info!("polling {url}");
+        handles.push(sources::start_url_source(
+            UrlSourceConfig {
+                url: url.clone(),
+                headers: cfg.static_pod_url_header.clone(),
+                check_frequency: cfg.http_check_frequency,
+                timeout: Duration::from_secs(10),
+            },
+            src_tx,
+        )?);
+    }
+    let server = api::serve(&cfg.api_socket, snapshots)?;
+    log::info!(
+        "podvisor running as node {}; API on {}",
+        cfg.node_name,
+        cfg.api_socket.display()
+    );
+
+    let sig_tx = tx.clone();
+    thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            if let Ok(sig) = mask.wait() {
+                log::info!("received {sig}: exiting; containers keep running");
+            }
+            let _ = sig_tx.send(SyncEvent::Shutdown);
+        })
+        .map_err(|source| DaemonError::Io {
+            what: "spawn signal thread",
+            source,
+        })?;
+    drop(tx);
+    sync.run(rx);
+    drop(server);
+    drop(handles);
+    Ok(())
+}

@@ -1,0 +1,88 @@
+//! backoff: the kubelet's crash-loop backoff for one container.
+//!
+//! As in pkg/kubelet (flowcontrol.Backoff used by kuberuntime): the first restart after a
+//! crash is immediate; each further restart waits 10 s, 20 s, 40 s, ... up to 300 s after the
+//! container finished; a container that ran for 10 minutes (twice the maximum) since its last
+//! start resets the backoff.
+
+use std::time::{Duration, Instant};
+
+pub const INITIAL: Duration = Duration::from_secs(10);
+pub const MAX: Duration = Duration::from_secs(300);
+
+/// Backoff state of one container.
+#[derive(Debug, Clone, Default)]
+pub struct CrashLoopBackoff {
+    /// (current delay, time of the last start) once a restart happened.
+    entry: Option<(Duration, Instant)>,
+}
+
+impl CrashLoopBackoff {
+    /// When the container that finished at `finished` may start again.
+    pub fn restart_at(&self, finished: Instant) -> Instant {
+        match self.entry {
+            Some((delay, last_start)) if !expired(finished, last_start) => finished + delay,
+            _ => finished,
+        }
+    }
+
+    /// True if a start at `now` for a container that finished at `finished` is held back.
+    pub fn in_backoff(&self, finished: Instant, now: Instant) -> bool {
+        now < self.restart_at(finished)
+    }
+
+    /// Records a (re)start at `now` after a crash that finished at `finished`.
+    pub fn started(&mut self, finished: Instant, now: Instant) {
+        self.entry = match self.entry {
+            Some((delay, last_start)) if !expired(finished, last_start) => {
+                Some(((delay * 2).min(MAX), now))
+            }
+            _ => Some((INITIAL, now)),
+        };
+    }
+
+    /// The delay the next crash would get (for messages).
+    pub fn current_delay(&self) -> Duration {
+        self.entry.map(|(d, _)| d).unwrap_or(Duration::ZERO)
+    }
+}
+
+fn expired(finished: Instant, last_start: Instant) -> bool {
+    finished.saturating_duration_since(last_start) > MAX * 2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_restart_is_immediate_then_doubles_to_five_minutes() {
+        let t0 = Instant::now();
+        let mut b = CrashLoopBackoff::default();
+        let mut now = t0;
+        let mut delays = Vec::new();
+        for _ in 0..8 {
+            // The container runs 1 s, then crashes.
+            let finished = now + Duration::from_secs(1);
+            let at = b.restart_at(finished);
+            delays.push((at - finished).as_secs());
+            b.started(finished, at);
+            now = at;
+        }
+        assert_eq!(delays, vec![0, 10, 20, 40, 80, 160, 300, 300]);
+    }
+
+    #[test]
+    fn ten_minutes_of_running_resets_the_backoff() {
+        let t0 = Instant::now();
+        let mut b = CrashLoopBackoff::default();
+        b.started(t0, t0);
+        let f1 = t0 + Duration::from_secs(5);
+        assert_eq!(b.restart_at(f1) - f1, Duration::from_secs(10));
+        b.started(f1, f1 + Duration::from_secs(10));
+        // Runs for 11 minutes, then crashes: back to an immediate restart.
+        let f2 = f1 + Duration::from_secs(10 + 660);
+        assert_eq!(b.restart_at(f2), f2);
+        assert!(!b.in_backoff(f2, f2));
+    }
+}

@@ -1,0 +1,195 @@
+//! executor: slow runtime work off the sync loop's thread.
+//!
+//! Creating a sandbox, starting a container (spawning its monitor and waiting for its start
+//! report) and removing a pod's leftovers can take from milliseconds to seconds. The sync loop
+//! turns them into [`Job`]s; a small pool of worker threads runs them against the runtime and
+//! sends each [`JobResult`] back as an event, so one slow pod never delays another.
+
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+use crate::runtime::{
+    ContainerInfo, ContainerKind, ContainerRequest, ContainerState, Runtime, RuntimeError,
+    SandboxInfo,
+};
+
+/// Work for the pool.
+#[derive(Debug, Clone)]
+pub enum Job {
+    CreateSandbox {
+        uid: String,
+        pod: Arc<Pod>,
+    },
+    StartContainer {
+        uid: String,
+        pod: Arc<Pod>,
+        container: Box<Container>,
+        kind: ContainerKind,
+        restart_count: u32,
+    },
+    /// Removes every container record of the pod, then its sandbox (and cgroups).
+    RemovePod { uid: String },
+}
+
+/// Why a start failed, in the kubelet's vocabulary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartFailure {
+    /// ErrImageNeverPull, CreateContainerConfigError, CreateContainerError or
+    /// RunContainerError.
+    pub reason: String,
+    pub message: String,
+}
+
+/// The outcome of a [`Job`].
+#[derive(Debug, Clone)]
+pub enum JobResult {
+    SandboxCreated {
+        uid: String,
+        result: Result<SandboxInfo, String>,
+    },
+    ContainerStarted {
+        uid: String,
+        name: String,
+        restart_count: u32,
+        result: Result<ContainerInfo, StartFailure>,
+    },
+    PodRemoved {
+        uid: String,
+        result: Result<(), String>,
+    },
+}
+
+/// Where the sync loop sends jobs.
+pub trait Executor: Send {
+    fn submit(&self, job: Job);
+}
+
+/// Runs one job to completion (on whatever thread calls it).
+pub fn run_job(runtime: &dyn Runtime, job: Job) -> JobResult {
+    match job {
+        Job::CreateSandbox { uid, pod } => JobResult::SandboxCreated {
+            uid,
+            result: runtime.run_pod_sandbox(&pod).map_err(|e| e.to_string()),
+        },
+        Job::StartContainer {
+            uid,
+            pod,
+            container,
+            kind,
+            restart_count,
+        } => {
+            let req = ContainerRequest {
+                pod: &pod,
+                container: &container,
+                kind,
+                restart_count,
+            };
+            let result = runtime.start_container(&req).map_err(classify);
+            JobResult::ContainerStarted {
+                uid,
+                name: container.name.clone(),
+                restart_count,
+                result,
+            }
+        }
+        Job::RemovePod { uid } => JobResult::PodRemoved {
+            result: remove_pod(runtime, &uid).map_err(|e| e.to_string()),
+            uid,
+        },
+    }
+}
+
+fn classify(e: RuntimeError) -> StartFailure {
+    let reason = match &e {
+        RuntimeError::ImageNotPresent { .. } => "ErrImageNeverPull",
+        RuntimeError::Spec { .. } | RuntimeError::Image { .. } => "CreateContainerConfigError",
+        RuntimeError::Start { .. } => "RunContainerError",
+        _ => "CreateContainerError",
+    };
+    StartFailure {
+        reason: reason.to_string(),
+        message: crate::runtime::shim::error_chain(&e),
+    }
+}
+
+fn remove_pod(runtime: &dyn Runtime, uid: &str) -> Result<(), RuntimeError> {
+    for c in runtime.list_containers()? {
+        if c.meta.pod_uid != uid {
+            continue;
+        }
+        if !matches!(c.state, ContainerState::Exited(_)) {
+            // The sync loop only removes pods whose containers exited; a straggler is killed.
+            runtime.signal_container(&c.meta.id, libc::SIGKILL)?;
+            continue;
+        }
+        runtime.remove_container(&c.meta.id)?;
+    }
+    runtime.remove_pod_sandbox(uid)
+}
+
+/// A fixed pool of worker threads.
+pub struct ThreadPool {
+    tx: Mutex<Option<Sender<Job>>>,
+    workers: Vec<thread::JoinHandle<()>>,
+}
+
+impl ThreadPool {
+    /// Starts `n` workers that run jobs against `runtime` and hand results to `done`.
+    pub fn new(
+        n: usize,
+        runtime: Arc<dyn Runtime>,
+        done: impl Fn(JobResult) + Send + Sync + 'static,
+    ) -> std::io::Result<ThreadPool> {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        let done = Arc::new(done);
+        let mut workers = Vec::new();
+        for i in 0..n.max(1) {
+            let rx: Arc<Mutex<Receiver<Job>>> = Arc::clone(&rx);
+            let runtime = Arc::clone(&runtime);
+            let done = Arc::clone(&done);
+            workers.push(
+                thread::Builder::new()
+                    .name(format!("worker-{i}"))
+                    .spawn(move || loop {
+                        let job = {
+                            // Only one worker waits on the queue at a time; a poisoned lock
+                            // (a worker panicked while waiting) still guards a valid receiver.
+                            let guard = rx.lock().unwrap_or_else(|p| p.into_inner());
+                            guard.recv()
+                        };
+                        match job {
+                            Ok(job) => done(run_job(runtime.as_ref(), job)),
+                            Err(_) => return,
+                        }
+                    })?,
+            );
+        }
+        Ok(ThreadPool {
+            tx: Mutex::new(Some(tx)),
+            workers,
+        })
+    }
+}
+
+impl Executor for ThreadPool {
+    fn submit(&self, job: Job) {
+        let guard = self.tx.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(tx) = guard.as_ref() {
+            // Workers only exit once the sender is dropped, so sending cannot fail before.
+            let _ = tx.send(job);
+        }
+    }
+}
+
+impl Drop for ThreadPool {
+    fn drop(&mut self) {
+        self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}

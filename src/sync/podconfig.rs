@@ -1,0 +1,386 @@
+//! podconfig: merges what the sources say into the desired set of static pods (the kubelet's
+//! pkg/kubelet/config merge), with podvisor's last-known-good rule.
+//!
+//! Each source key (a manifest file path, or the manifest URL) holds the pods it last defined
+//! successfully. A key whose new content is empty, unparseable or invalid, or a URL that fails,
+//! keeps those pods (last-known-good) and carries an error instead; only removing the file, or
+//! the pod from the URL body, removes a pod. Two keys defining the same namespace/name: the
+//! key seen first keeps it, the other is refused with an error naming both.
+//!
+//! At daemon start the pods persisted by the previous run seed their keys as unconfirmed
+//! last-known-good: a source that fails at start keeps them; a file that no longer exists when
+//! the first directory scan completes drops them.
+
+use std::collections::BTreeMap;
+
+use crate::pod::static_pod::{load_manifest, SourceKind, StaticPod};
+use crate::sources::SourceEvent;
+use crate::status::SourceErrorView;
+
+/// What happened, for events and logs (the sync loop records them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigNotice {
+    /// A source's content is bad or unreachable. `pods` are the last-known-good pods that
+    /// keep running. `repeated` is true when the same message was already reported.
+    SourceError {
+        source: String,
+        message: String,
+        pods: Vec<String>,
+        repeated: bool,
+    },
+    /// A source is good again after an error.
+    SourceRecovered { source: String },
+    /// A pod name is defined by two sources; `refused` lost.
+    Duplicate {
+        full_name: String,
+        kept: String,
+        refused: String,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    kind: SourceKind,
+    pods: Vec<StaticPod>,
+    error: Option<SourceErrorView>,
+    /// Order in which keys were first seen: the earlier key wins a duplicate name.
+    seq: u64,
+    /// False for pods seeded from disk until the source confirms the key.
+    confirmed: bool,
+}
+
+/// The merged configuration.
+#[derive(Debug, Clone)]
+pub struct PodConfig {
+    node_name: String,
+    entries: BTreeMap<String, Entry>,
+    next_seq: u64,
+    /// Node-level errors of keys without pods (e.g. the directory is missing).
+    dir_error: Option<SourceErrorView>,
+}
+
+impl PodConfig {
+    pub fn new(node_name: &str) -> PodConfig {
+        PodConfig {
+            node_name: node_name.to_string(),
+            entries: BTreeMap::new(),
+            next_seq: 0,
+            dir_error: None,
+        }
+    }
+
+    fn seq(&mut self) -> u64 {
+        self.next_seq += 1;
+        self.next_seq
+    }
+
+    /// Seeds last-known-good pods persisted by a previous run (unconfirmed).
+    pub fn seed(&mut self, pods: Vec<StaticPod>, kind_of: impl Fn(&StaticPod) -> SourceKind) {
+        for p in pods {
+            let seq = self.seq();
+            let kind = kind_of(&p);
+            let e = self.entries.entry(p.source.clone()).or_insert(Entry {
+                kind,
+                pods: Vec::new(),
+                error: None,
+                seq,
+                confirmed: false,
+            });
+            e.pods.push(p);
+        }
+    }
+
+    /// Applies one source event; returns notices to record.
+    pub fn apply(&mut self, ev: SourceEvent, now: &str) -> Vec<ConfigNotice> {
+        match ev {
+            SourceEvent::FileChanged { path, data } => {
+                let key = path.display().to_string();
+                let parsed = load_manifest(&data, &key, SourceKind::File, &self.node_name, now)
+                    .map_err(|e| e.to_string());
+                self.set(key, SourceKind::File, parsed, now)
+            }
+            SourceEvent::FileRemoved { path } => {
+                self.entries.remove(&path.display().to_string());
+                Vec::new()
+            }
+            SourceEvent::FileError { path, message } => {
+                let key = path.display().to_string();
+                self.set(key, SourceKind::File, Err(message), now)
+            }
+            SourceEvent::DirError { dir, message } => {
+                let source = dir.display().to_string();
+                let repeated = self
+                    .dir_error
+                    .as_ref()
+                    .is_some_and(|e| e.message == message);
+                if !repeated {
+                    self.dir_error = Some(SourceErrorView {
+                        source: source.clone(),
+                        message: message.clone(),
+                        since: now.to_string(),
+                    });
+                }
+                vec![ConfigNotice::SourceError {
+                    source,
+                    message,
+                    pods: Vec::new(),
+                    repeated,
+                }]
+            }
+            SourceEvent::FileScanComplete { .. } => {
+                self.dir_error = None;
+                // Files seeded from disk that the scan did not see were removed meanwhile.
+                self.entries
+                    .retain(|_, e| e.confirmed || e.kind != SourceKind::File);
+                Vec::new()
+            }
+            SourceEvent::UrlChanged { url, data } => {
+                let parsed = load_manifest(&data, &url, SourceKind::Http, &self.node_name, now)
+                    .map_err(|e| e.to_string());
+                self.set(url, SourceKind::Http, parsed, now)
+            }
+            SourceEvent::UrlError { url, message } => {
+                self.set(url, SourceKind::Http, Err(message), now)
+            }
+        }
+    }
+
+    fn set(
+        &mut self,
+        key: String,
+        kind: SourceKind,
+        parsed: Result<Vec<StaticPod>, String>,
+        now: &str,
+    ) -> Vec<ConfigNotice> {
+        let seq = self.seq();
+        let e = self.entries.entry(key.clone()).or_insert(Entry {
+            kind,
+            pods: Vec::new(),
+            error: None,
+            seq,
+            confirmed: true,
+        });
+        e.confirmed = true;
+        match parsed {
+            Ok(pods) => {
+                e.pods = pods;
+                if e.error.take().is_some() {
+                    vec![ConfigNotice::SourceRecovered { source: key }]
+                } else {
+                    Vec::new()
+                }
+            }
+            Err(message) => {
+                let repeated = e.error.as_ref().is_some_and(|x| x.message == message);
+                if !repeated {
+                    e.error = Some(SourceErrorView {
+                        source: key.clone(),
+                        message: message.clone(),
+                        since: now.to_string(),
+                    });
+                }
+                vec![ConfigNotice::SourceError {
+                    source: key,
+                    message,
+                    pods: e.pods.iter().map(|p| p.full_name.clone()).collect(),
+                    repeated,
+                }]
+            }
+        }
+    }
+
+    /// The desired pods by namespace/name, and the duplicate refusals (as notices).
+    pub fn desired(&self) -> (BTreeMap<String, StaticPod>, Vec<ConfigNotice>) {
+        let mut keys: Vec<(&String, &Entry)> = self.entries.iter().collect();
+        keys.sort_by_key(|(_, e)| e.seq);
+        let mut out: BTreeMap<String, StaticPod> = BTreeMap::new();
+        let mut dups = Vec::new();
+        for (key, e) in keys {
+            for p in &e.pods {
+                match out.get(&p.full_name) {
+                    Some(kept) if kept.source != *key => dups.push(ConfigNotice::Duplicate {
+                        full_name: p.full_name.clone(),
+                        kept: kept.source.clone(),
+                        refused: key.clone(),
+                    }),
+                    Some(_) => {}
+                    None => {
+                        out.insert(p.full_name.clone(), p.clone());
+                    }
+                }
+            }
+        }
+        (out, dups)
+    }
+
+    /// The error of the key that defines `full_name`, if any.
+    pub fn error_for(&self, full_name: &str, source: &str) -> Option<SourceErrorView> {
+        self.entries
+            .get(source)
+            .filter(|e| e.pods.iter().any(|p| p.full_name == full_name))
+            .and_then(|e| e.error.clone())
+    }
+
+    /// Errors of keys that define no pod (nothing keeps running on their behalf), plus a
+    /// directory error.
+    pub fn orphan_errors(&self) -> Vec<SourceErrorView> {
+        let mut v: Vec<SourceErrorView> = self
+            .entries
+            .values()
+            .filter(|e| e.pods.is_empty())
+            .filter_map(|e| e.error.clone())
+            .collect();
+        if let Some(d) = &self.dir_error {
+            v.push(d.clone());
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    const NOW: &str = "2026-01-01T00:00:00Z";
+
+    fn manifest(name: &str, image: &str) -> Vec<u8> {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  - name: c\n    image: {image}\n"
+        )
+        .into_bytes()
+    }
+
+    fn changed(path: &str, data: Vec<u8>) -> SourceEvent {
+        SourceEvent::FileChanged {
+            path: PathBuf::from(path),
+            data,
+        }
+    }
+
+    #[test]
+    fn bad_content_keeps_the_last_known_good_pod() {
+        let mut c = PodConfig::new("node1");
+        assert!(c.apply(changed("/m/web.yaml", manifest("web", "busybox")), NOW).is_empty());
+        let (d, _) = c.desired();
+        let uid = d["default/web-node1"].pod.metadata.uid.clone();
+        for bad in [b"".to_vec(), b"kind: [".to_vec(), manifest("Bad_Name", "x")] {
+            let n = c.apply(changed("/m/web.yaml", bad), NOW);
+            assert!(
+                matches!(&n[..], [ConfigNotice::SourceError { pods, .. }] if pods == &vec!["default/web-node1".to_string()]),
+                "{n:?}"
+            );
+            let (d, _) = c.desired();
+            assert_eq!(d["default/web-node1"].pod.metadata.uid, uid);
+            assert!(c.error_for("default/web-node1", "/m/web.yaml").is_some());
+        }
+        // Fixing it clears the error.
+        let n = c.apply(changed("/m/web.yaml", manifest("web", "busybox")), NOW);
+        assert_eq!(
+            n,
+            vec![ConfigNotice::SourceRecovered {
+                source: "/m/web.yaml".into()
+            }]
+        );
+        // Only removing the file removes the pod.
+        c.apply(
+            SourceEvent::FileRemoved {
+                path: PathBuf::from("/m/web.yaml"),
+            },
+            NOW,
+        );
+        assert!(c.desired().0.is_empty());
+    }
+
+    #[test]
+    fn repeated_errors_are_flagged_for_rate_limited_logging() {
+        let mut c = PodConfig::new("n");
+        c.apply(changed("/m/a.yaml", manifest("a", "x")), NOW);
+        let first = c.apply(changed("/m/a.yaml", b"{".to_vec()), NOW);
+        let second = c.apply(changed("/m/a.yaml", b"{".to_vec()), NOW);
+        assert!(matches!(&first[..], [ConfigNotice::SourceError { repeated: false, .. }]));
+        assert!(matches!(&second[..], [ConfigNotice::SourceError { repeated: true, .. }]));
+    }
+
+    #[test]
+    fn duplicate_names_keep_the_first_source() {
+        let mut c = PodConfig::new("n");
+        c.apply(changed("/m/b.yaml", manifest("web", "first")), NOW);
+        c.apply(changed("/m/a.yaml", manifest("web", "second")), NOW);
+        let (d, dups) = c.desired();
+        assert_eq!(d.len(), 1);
+        assert_eq!(d["default/web-n"].source, "/m/b.yaml");
+        assert_eq!(
+            dups,
+            vec![ConfigNotice::Duplicate {
+                full_name: "default/web-n".into(),
+                kept: "/m/b.yaml".into(),
+                refused: "/m/a.yaml".into()
+            }]
+        );
+        // When the first goes away the second takes over.
+        c.apply(
+            SourceEvent::FileRemoved {
+                path: PathBuf::from("/m/b.yaml"),
+            },
+            NOW,
+        );
+        let (d, dups) = c.desired();
+        assert_eq!(d["default/web-n"].source, "/m/a.yaml");
+        assert!(dups.is_empty());
+    }
+
+    #[test]
+    fn url_errors_keep_pods_and_an_empty_body_removes_them() {
+        let mut c = PodConfig::new("n");
+        let url = "http://127.0.0.1:1/pods".to_string();
+        let body = [manifest("a", "x"), b"---\n".to_vec(), manifest("b", "y")].concat();
+        c.apply(
+            SourceEvent::UrlChanged {
+                url: url.clone(),
+                data: body,
+            },
+            NOW,
+        );
+        assert_eq!(c.desired().0.len(), 2);
+        let n = c.apply(
+            SourceEvent::UrlError {
+                url: url.clone(),
+                message: "timed out".into(),
+            },
+            NOW,
+        );
+        assert!(matches!(&n[..], [ConfigNotice::SourceError { pods, .. }] if pods.len() == 2));
+        assert_eq!(c.desired().0.len(), 2);
+        c.apply(
+            SourceEvent::UrlChanged {
+                url,
+                data: Vec::new(),
+            },
+            NOW,
+        );
+        assert!(c.desired().0.is_empty());
+    }
+
+    #[test]
+    fn seeded_pods_survive_a_failing_source_and_go_when_the_file_is_gone() {
+        let mut fresh = PodConfig::new("n");
+        fresh.apply(changed("/m/a.yaml", manifest("a", "x")), NOW);
+        fresh.apply(changed("/m/b.yaml", manifest("b", "x")), NOW);
+        let persisted: Vec<StaticPod> = fresh.desired().0.into_values().collect();
+
+        let mut c = PodConfig::new("n");
+        c.seed(persisted, |_| SourceKind::File);
+        assert_eq!(c.desired().0.len(), 2);
+        // a.yaml is now broken: it keeps its pod; b.yaml is not seen by the scan: removed.
+        c.apply(changed("/m/a.yaml", b"{".to_vec()), NOW);
+        c.apply(
+            SourceEvent::FileScanComplete {
+                dir: PathBuf::from("/m"),
+            },
+            NOW,
+        );
+        let (d, _) = c.desired();
+        assert_eq!(d.keys().cloned().collect::<Vec<_>>(), vec!["default/a-n"]);
+    }
+}

@@ -1,0 +1,273 @@
+//! podstatus: a worker's state as a `v1 PodStatus`, in the kubelet's vocabulary (the status
+//! manager's generatePodStatus): phase, conditions with transition times, container states
+//! with reasons (ContainerCreating, PodInitializing, CrashLoopBackOff, ErrImageNeverPull,
+//! CreateContainerError, Completed, Error, OOMKilled), exit codes, restart counts.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use k8s_openapi::api::core::v1::{
+    ContainerState as K8sState, ContainerStateRunning, ContainerStateTerminated,
+    ContainerStateWaiting, ContainerStatus, PodCondition, PodIP, PodStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::podconfig::PodConfig;
+use super::{PodWorker, SandboxPhase, Slot, SyncConfig};
+use crate::runtime::ContainerKind;
+use crate::status::PodView;
+
+/// Parses an RFC 3339 time into the API type.
+pub fn to_time(s: &str) -> Option<Time> {
+    s.parse::<k8s_openapi::jiff::Timestamp>().ok().map(Time)
+}
+
+fn time_of(t: SystemTime) -> Option<Time> {
+    k8s_openapi::jiff::Timestamp::try_from(t).ok().map(Time)
+}
+
+/// The conditions of a worker right now: (type, status).
+fn conditions_now(w: &PodWorker) -> Vec<(&'static str, bool)> {
+    let sandbox = w.sandbox == SandboxPhase::Ready;
+    let initialized = w
+        .slots
+        .iter()
+        .filter(|s| s.kind == ContainerKind::Init)
+        .all(|s| s.succeeded);
+    let ready = initialized
+        && w
+            .slots
+            .iter()
+            .filter(|s| s.kind == ContainerKind::App)
+            .all(running);
+    vec![
+        ("PodReadyToStartContainers", sandbox),
+        ("Initialized", initialized),
+        ("ContainersReady", ready),
+        ("Ready", ready),
+        ("PodScheduled", true),
+    ]
+}
+
+/// Updates the remembered conditions, stamping a transition time on every change.
+pub fn update_conditions(w: &mut PodWorker, now: &str) {
+    for (t, status) in conditions_now(w) {
+        match w.conditions.get(t) {
+            Some((s, _)) if *s == status => {}
+            _ => {
+                w.conditions.insert(t, (status, now.to_string()));
+            }
+        }
+    }
+}
+
+fn running(s: &Slot) -> bool {
+    s.instance.as_ref().is_some_and(|i| !i.id.is_empty())
+}
+
+/// Will this container run again (never started yet, starting, or waiting for a restart)?
+fn pending(s: &Slot) -> bool {
+    s.instance.is_some() || s.last.is_none() || s.retry_at.is_some()
+}
+
+fn terminated(s: &Slot) -> Option<ContainerStateTerminated> {
+    s.last.as_ref().map(|l| ContainerStateTerminated {
+        container_id: Some(format!("podvisor://{}", l.id)),
+        exit_code: l.exit.exit_code,
+        finished_at: to_time(&l.exit.finished_at),
+        message: l.exit.message.clone(),
+        reason: Some(l.exit.reason.clone()),
+        signal: l.exit.signal,
+        started_at: to_time(&l.exit.started_at),
+    })
+}
+
+fn container_status(s: &Slot, inits_pending: bool) -> ContainerStatus {
+    let is_running = running(s);
+    let state = if let Some(i) = s.instance.as_ref().filter(|i| !i.id.is_empty()) {
+        K8sState {
+            running: Some(ContainerStateRunning {
+                started_at: to_time(&i.started_at),
+            }),
+            ..Default::default()
+        }
+    } else if let Some((reason, message)) = &s.waiting {
+        K8sState {
+            waiting: Some(ContainerStateWaiting {
+                reason: Some(reason.clone()),
+                message: (!message.is_empty()).then(|| message.clone()),
+            }),
+            ..Default::default()
+        }
+    } else if s.last.is_some() && !pending(s) {
+        K8sState {
+            terminated: terminated(s),
+            ..Default::default()
+        }
+    } else if s.last.is_some() && s.kind == ContainerKind::Init && s.succeeded {
+        K8sState {
+            terminated: terminated(s),
+            ..Default::default()
+        }
+    } else {
+        let reason = if s.kind == ContainerKind::App && inits_pending {
+            "PodInitializing"
+        } else {
+            "ContainerCreating"
+        };
+        K8sState {
+            waiting: Some(ContainerStateWaiting {
+                reason: Some(reason.into()),
+                message: None,
+            }),
+            ..Default::default()
+        }
+    };
+    let shows_terminated = state.terminated.is_some();
+    let last_state = if shows_terminated {
+        None
+    } else {
+        terminated(s).map(|t| K8sState {
+            terminated: Some(t),
+            ..Default::default()
+        })
+    };
+    let id = s
+        .instance
+        .as_ref()
+        .map(|i| i.id.clone())
+        .filter(|i| !i.is_empty())
+        .or_else(|| s.last.as_ref().map(|l| l.id.clone()));
+    ContainerStatus {
+        name: s.container.name.clone(),
+        image: s.container.image.clone().unwrap_or_default(),
+        image_id: String::new(),
+        container_id: id.map(|i| format!("podvisor://{i}")),
+        ready: is_running,
+        started: Some(is_running),
+        restart_count: s.instances_started.saturating_sub(1) as i32,
+        state: Some(state),
+        last_state,
+        ..Default::default()
+    }
+}
+
+fn phase(w: &PodWorker) -> &'static str {
+    if w.failed {
+        return "Failed";
+    }
+    let apps: Vec<&Slot> = w
+        .slots
+        .iter()
+        .filter(|s| s.kind == ContainerKind::App)
+        .collect();
+    if apps.iter().any(|s| running(s)) {
+        return "Running";
+    }
+    if !apps.is_empty() && apps.iter().all(|s| s.last.is_some() && !pending(s)) {
+        let ok = apps
+            .iter()
+            .all(|s| s.last.as_ref().is_some_and(|l| l.exit.exit_code == 0));
+        return if ok { "Succeeded" } else { "Failed" };
+    }
+    if apps.iter().any(|s| s.last.is_some()) {
+        // Restarting after a crash.
+        return "Running";
+    }
+    "Pending"
+}
+
+/// The view of one worker.
+pub fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig, _now: SystemTime) -> PodView {
+    let mut pod = (*w.pod).clone();
+    let inits_pending = w
+        .slots
+        .iter()
+        .any(|s| s.kind == ContainerKind::Init && !s.succeeded);
+    let host_network = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.host_network)
+        .unwrap_or(false);
+    let pod_ip = if host_network {
+        cfg.host_ip.clone()
+    } else {
+        "127.0.0.1".to_string()
+    };
+    let conditions = w
+        .conditions
+        .iter()
+        .map(|(t, (status, at))| PodCondition {
+            type_: t.to_string(),
+            status: if *status { "True" } else { "False" }.into(),
+            last_transition_time: to_time(at),
+            ..Default::default()
+        })
+        .collect();
+    let qos = crate::pod::qos::qos_class(&pod).ok().map(|q| format!("{q:?}"));
+    let inits: Vec<ContainerStatus> = w
+        .slots
+        .iter()
+        .filter(|s| s.kind == ContainerKind::Init)
+        .map(|s| container_status(s, inits_pending))
+        .collect();
+    let apps: Vec<ContainerStatus> = w
+        .slots
+        .iter()
+        .filter(|s| s.kind == ContainerKind::App)
+        .map(|s| container_status(s, inits_pending))
+        .collect();
+    let mut message = None;
+    let mut reason = None;
+    if let SandboxPhase::Failed { message: m } = &w.sandbox {
+        reason = Some("FailedCreatePodSandBox".to_string());
+        message = Some(m.clone());
+    }
+    pod.status = Some(PodStatus {
+        phase: Some(phase(w).into()),
+        conditions: Some(conditions),
+        host_ip: Some(cfg.host_ip.clone()),
+        pod_ip: Some(pod_ip.clone()),
+        pod_ips: Some(vec![PodIP { ip: pod_ip }]),
+        start_time: w.start_time.as_deref().and_then(to_time),
+        qos_class: qos,
+        init_container_statuses: (!inits.is_empty()).then_some(inits),
+        container_statuses: Some(apps),
+        reason,
+        message,
+        ..Default::default()
+    });
+    let _ = time_of;
+    let mut log_paths = BTreeMap::new();
+    let mut previous_log_paths = BTreeMap::new();
+    for s in &w.slots {
+        let current = s
+            .instance
+            .as_ref()
+            .filter(|i| !i.id.is_empty())
+            .map(|i| i.log_path.clone());
+        match current {
+            Some(p) => {
+                log_paths.insert(s.container.name.clone(), p);
+                if let Some(prev) = s.last.as_ref().map(|l| l.log_path.clone()).or(s.previous_log.clone()) {
+                    previous_log_paths.insert(s.container.name.clone(), prev);
+                }
+            }
+            None => {
+                if let Some(l) = &s.last {
+                    log_paths.insert(s.container.name.clone(), l.log_path.clone());
+                }
+                if let Some(prev) = &s.previous_log {
+                    previous_log_paths.insert(s.container.name.clone(), prev.clone());
+                }
+            }
+        }
+    }
+    PodView {
+        source_error: config.error_for(&w.spec.full_name, &w.spec.source),
+        source: w.spec.source.clone(),
+        pod,
+        log_paths,
+        previous_log_paths,
+    }
+}

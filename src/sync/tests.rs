@@ -1,0 +1,650 @@
+//! Sync-loop unit tests against a recording fake runtime, an inline executor and a fake clock.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::executor::{run_job, Executor, Job, JobResult};
+use super::{Clock, SyncConfig, SyncEvent, SyncLoop};
+use crate::runtime::{
+    ContainerInfo, ContainerMeta, ContainerRequest, ContainerState, ExitRecord, Runtime,
+    RuntimeError, RuntimeEvent, SandboxInfo,
+};
+use crate::sources::SourceEvent;
+use crate::status::{Snapshot, SnapshotCell};
+
+/// What the fake runtime was asked to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Call {
+    RunSandbox(String),
+    RemoveSandbox(String),
+    Start { pod: String, container: String, restart: u32 },
+    Signal { id: String, signal: i32 },
+    Remove(String),
+}
+
+#[derive(Default)]
+struct FakeState {
+    calls: Vec<Call>,
+    sandboxes: BTreeSet<String>,
+    containers: BTreeMap<String, ContainerInfo>,
+    next: u32,
+    /// Images that "exist"; anything else fails with ImageNotPresent.
+    missing_images: BTreeSet<String>,
+}
+
+#[derive(Clone, Default)]
+struct FakeRuntime {
+    state: Arc<Mutex<FakeState>>,
+}
+
+impl FakeRuntime {
+    fn calls(&self) -> Vec<Call> {
+        self.state.lock().expect("lock").calls.clone()
+    }
+    fn starts(&self) -> Vec<(String, u32)> {
+        self.calls()
+            .into_iter()
+            .filter_map(|c| match c {
+                Call::Start { container, restart, .. } => Some((container, restart)),
+                _ => None,
+            })
+            .collect()
+    }
+    fn running_ids(&self) -> Vec<String> {
+        let st = self.state.lock().expect("lock");
+        st.containers
+            .values()
+            .filter(|c| matches!(c.state, ContainerState::Running { .. }))
+            .map(|c| c.meta.id.clone())
+            .collect()
+    }
+    /// Marks a container exited and returns the event the watcher would send.
+    fn exit(&self, id: &str, code: i32) -> SyncEvent {
+        let mut st = self.state.lock().expect("lock");
+        let c = st.containers.get_mut(id).expect("container");
+        let exit = ExitRecord {
+            exit_code: code,
+            signal: None,
+            oom_killed: false,
+            started_at: "2026-01-01T00:00:00Z".into(),
+            finished_at: "2026-01-01T00:00:01Z".into(),
+            reason: if code == 0 { "Completed" } else { "Error" }.into(),
+            message: None,
+        };
+        c.state = ContainerState::Exited(exit.clone());
+        SyncEvent::Runtime(RuntimeEvent::ContainerExited {
+            id: id.to_string(),
+            pod_uid: c.meta.pod_uid.clone(),
+            exit,
+        })
+    }
+}
+
+impl Runtime for FakeRuntime {
+    fn run_pod_sandbox(&self, pod: &Pod) -> Result<SandboxInfo, RuntimeError> {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let mut st = self.state.lock().expect("lock");
+        st.calls.push(Call::RunSandbox(uid.clone()));
+        st.sandboxes.insert(uid.clone());
+        Ok(SandboxInfo {
+            pod_uid: uid,
+            pod_namespace: String::new(),
+            pod_name: String::new(),
+            host_network: false,
+            hostname: String::new(),
+            created_at: String::new(),
+            volumes: BTreeMap::new(),
+        })
+    }
+    fn remove_pod_sandbox(&self, pod_uid: &str) -> Result<(), RuntimeError> {
+        let mut st = self.state.lock().expect("lock");
+        st.calls.push(Call::RemoveSandbox(pod_uid.to_string()));
+        st.sandboxes.remove(pod_uid);
+        Ok(())
+    }
+    fn list_pod_sandboxes(&self) -> Result<Vec<SandboxInfo>, RuntimeError> {
+        let st = self.state.lock().expect("lock");
+        Ok(st
+            .sandboxes
+            .iter()
+            .map(|u| SandboxInfo {
+                pod_uid: u.clone(),
+                pod_namespace: String::new(),
+                pod_name: String::new(),
+                host_network: false,
+                hostname: String::new(),
+                created_at: String::new(),
+                volumes: BTreeMap::new(),
+            })
+            .collect())
+    }
+    fn start_container(&self, req: &ContainerRequest<'_>) -> Result<ContainerInfo, RuntimeError> {
+        let mut st = self.state.lock().expect("lock");
+        let uid = req.pod.metadata.uid.clone().unwrap_or_default();
+        st.calls.push(Call::Start {
+            pod: uid.clone(),
+            container: req.container.name.clone(),
+            restart: req.restart_count,
+        });
+        let image = req.container.image.clone().unwrap_or_default();
+        if st.missing_images.contains(&image) {
+            return Err(RuntimeError::ImageNotPresent {
+                pod: String::new(),
+                image,
+            });
+        }
+        st.next += 1;
+        let id = format!("c{}", st.next);
+        let info = ContainerInfo {
+            meta: ContainerMeta {
+                id: id.clone(),
+                pod_uid: uid,
+                pod_namespace: "default".into(),
+                pod_name: String::new(),
+                container_name: req.container.name.clone(),
+                kind: req.kind,
+                restart_count: req.restart_count,
+                image,
+                image_digest: String::new(),
+                log_path: PathBuf::from(format!("/logs/{id}.log")),
+                stop_signal: libc::SIGTERM,
+                created_at: format!("{:08}", st.next),
+            },
+            state: ContainerState::Running {
+                pid: 1000 + st.next as i32,
+                started_at: "2026-01-01T00:00:00Z".into(),
+            },
+        };
+        st.containers.insert(id, info.clone());
+        Ok(info)
+    }
+    fn signal_container(&self, id: &str, signal: i32) -> Result<(), RuntimeError> {
+        self.state.lock().expect("lock").calls.push(Call::Signal {
+            id: id.to_string(),
+            signal,
+        });
+        Ok(())
+    }
+    fn remove_container(&self, id: &str) -> Result<(), RuntimeError> {
+        let mut st = self.state.lock().expect("lock");
+        st.calls.push(Call::Remove(id.to_string()));
+        st.containers.remove(id);
+        Ok(())
+    }
+    fn list_containers(&self) -> Result<Vec<ContainerInfo>, RuntimeError> {
+        let st = self.state.lock().expect("lock");
+        let mut v: Vec<ContainerInfo> = st.containers.values().cloned().collect();
+        v.sort_by(|a, b| a.meta.created_at.cmp(&b.meta.created_at));
+        Ok(v)
+    }
+}
+
+/// Runs jobs at once and queues their results for the test to feed back.
+struct InlineExecutor {
+    runtime: FakeRuntime,
+    done: Arc<Mutex<VecDeque<JobResult>>>,
+}
+
+impl Executor for InlineExecutor {
+    fn submit(&self, job: Job) {
+        let r = run_job(&self.runtime, job);
+        self.done.lock().expect("lock").push_back(r);
+    }
+}
+
+#[derive(Clone)]
+struct FakeClock {
+    base: Instant,
+    offset: Arc<Mutex<Duration>>,
+}
+
+impl Clock for FakeClock {
+    fn now(&self) -> Instant {
+        self.base + *self.offset.lock().expect("lock")
+    }
+    fn wall(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600) + *self.offset.lock().expect("lock")
+    }
+}
+
+struct Harness {
+    sync: SyncLoop,
+    rt: FakeRuntime,
+    done: Arc<Mutex<VecDeque<JobResult>>>,
+    clock: FakeClock,
+    snapshots: SnapshotCell,
+    store_dir: PathBuf,
+    _dir: Option<tempfile::TempDir>,
+}
+
+fn harness_with(rt: FakeRuntime, store_dir: PathBuf) -> Harness {
+    let done = Arc::new(Mutex::new(VecDeque::new()));
+    let clock = FakeClock {
+        base: Instant::now(),
+        offset: Arc::new(Mutex::new(Duration::ZERO)),
+    };
+    let snapshots = SnapshotCell::default();
+    let sync = SyncLoop::new(
+        SyncConfig {
+            node_name: "node1".into(),
+            expect_file_source: true,
+            expect_url_source: false,
+            sources_ready_timeout: Duration::from_secs(30),
+            store_dir: store_dir.clone(),
+            host_ip: "10.0.0.1".into(),
+        },
+        Arc::new(rt.clone()),
+        Box::new(InlineExecutor {
+            runtime: rt.clone(),
+            done: Arc::clone(&done),
+        }),
+        Box::new(clock.clone()),
+        snapshots.clone(),
+    )
+    .expect("sync loop");
+    let mut h = Harness {
+        sync,
+        rt,
+        done,
+        clock,
+        snapshots,
+        store_dir,
+        _dir: None,
+    };
+    h.pump();
+    h
+}
+
+fn harness() -> Harness {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut h = harness_with(FakeRuntime::default(), dir.path().join("static-pods"));
+    h._dir = Some(dir);
+    h
+}
+
+impl Harness {
+    /// Feeds queued job results back until none are left.
+    fn pump(&mut self) {
+        loop {
+            let next = self.done.lock().expect("lock").pop_front();
+            match next {
+                Some(r) => self.sync.handle(SyncEvent::Work(r)),
+                None => return,
+            }
+        }
+    }
+    fn send(&mut self, ev: SyncEvent) {
+        self.sync.handle(ev);
+        self.pump();
+    }
+    fn file(&mut self, name: &str, data: &str) {
+        self.send(SyncEvent::Source(SourceEvent::FileChanged {
+            path: PathBuf::from(format!("/m/{name}")),
+            data: data.as_bytes().to_vec(),
+        }));
+    }
+    fn remove_file(&mut self, name: &str) {
+        self.send(SyncEvent::Source(SourceEvent::FileRemoved {
+            path: PathBuf::from(format!("/m/{name}")),
+        }));
+    }
+    fn scan_done(&mut self) {
+        self.send(SyncEvent::Source(SourceEvent::FileScanComplete {
+            dir: PathBuf::from("/m"),
+        }));
+    }
+    fn advance(&mut self, d: Duration) {
+        *self.clock.offset.lock().expect("lock") += d;
+        self.sync.tick();
+        self.pump();
+    }
+    fn snap(&self) -> Arc<Snapshot> {
+        self.snapshots.get()
+    }
+    fn waiting_reason(&self, pod: &str, container: &str) -> Option<String> {
+        let snap = self.snap();
+        let v = snap.find_pod(pod)?;
+        let st = v.pod.status.as_ref()?;
+        st.container_statuses
+            .iter()
+            .flatten()
+            .chain(st.init_container_statuses.iter().flatten())
+            .find(|c| c.name == container)?
+            .state
+            .as_ref()?
+            .waiting
+            .as_ref()?
+            .reason
+            .clone()
+    }
+}
+
+fn pod_yaml(name: &str, image: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  labels: {{app: {name}}}\nspec:\n{extra}  containers:\n  - name: main\n    image: {image}\n"
+    )
+}
+
+#[test]
+fn add_starts_sandbox_then_container() {
+    let mut h = harness();
+    h.file("web.yaml", &pod_yaml("web", "busybox", ""));
+    let calls = h.rt.calls();
+    assert!(matches!(calls[0], Call::RunSandbox(_)), "{calls:?}");
+    assert_eq!(h.rt.starts(), vec![("main".to_string(), 0)]);
+    let snap = h.snap();
+    let v = snap.find_pod("web").expect("pod");
+    assert_eq!(v.pod.metadata.name.as_deref(), Some("web-node1"));
+    let st = v.pod.status.as_ref().expect("status");
+    assert_eq!(st.phase.as_deref(), Some("Running"));
+    let ready = st
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "Ready")
+        .expect("ready");
+    assert_eq!(ready.status, "True");
+}
+
+#[test]
+fn metadata_only_edit_restarts_nothing() {
+    let mut h = harness();
+    h.file("web.yaml", &pod_yaml("web", "busybox", ""));
+    let before = h.rt.calls().len();
+    h.file(
+        "web.yaml",
+        &pod_yaml("web", "busybox", "").replace("app: web", "app: web, tier: front"),
+    );
+    assert_eq!(h.rt.calls().len(), before, "{:?}", h.rt.calls());
+    let snap = h.snap();
+    let labels = snap.find_pod("web").expect("pod").pod.metadata.labels.clone().expect("labels");
+    assert_eq!(labels.get("tier").map(String::as_str), Some("front"));
+}
+
+#[test]
+fn spec_edit_replaces_the_pod_after_the_old_one_stopped() {
+    let mut h = harness();
+    h.scan_done();
+    h.file("web.yaml", &pod_yaml("web", "busybox", ""));
+    let old_id = h.rt.running_ids()[0].clone();
+    h.file("web.yaml", &pod_yaml("web", "busybox:v2", ""));
+    // The old container got its stop signal; the new one waits for it.
+    assert!(h.rt.calls().contains(&Call::Signal {
+        id: old_id.clone(),
+        signal: libc::SIGTERM
+    }));
+    assert_eq!(h.rt.starts().len(), 1);
+    let ev = h.rt.exit(&old_id, 143);
+    h.send(ev);
+    let starts = h.rt.starts();
+    assert_eq!(starts.len(), 2, "{:?}", h.rt.calls());
+    assert!(h.rt.calls().contains(&Call::Remove(old_id)));
+    let snap = h.snap();
+    assert!(snap.events.iter().any(|e| e.reason == "Replaced"));
+}
+
+#[test]
+fn removal_stops_with_grace_then_kills() {
+    let mut h = harness();
+    h.scan_done();
+    h.file(
+        "web.yaml",
+        &pod_yaml("web", "busybox", "  terminationGracePeriodSeconds: 5\n"),
+    );
+    let id = h.rt.running_ids()[0].clone();
+    h.remove_file("web.yaml");
+    assert!(h.rt.calls().contains(&Call::Signal {
+        id: id.clone(),
+        signal: libc::SIGTERM
+    }));
+    h.advance(Duration::from_secs(4));
+    assert!(!h.rt.calls().contains(&Call::Signal {
+        id: id.clone(),
+        signal: libc::SIGKILL
+    }));
+    h.advance(Duration::from_secs(2));
+    assert!(h.rt.calls().contains(&Call::Signal {
+        id: id.clone(),
+        signal: libc::SIGKILL
+    }));
+    let ev = h.rt.exit(&id, 137);
+    h.send(ev);
+    let calls = h.rt.calls();
+    assert!(calls.iter().any(|c| matches!(c, Call::RemoveSandbox(_))), "{calls:?}");
+    assert!(h.snap().pods.is_empty());
+    assert_eq!(std::fs::read_dir(&h.store_dir).expect("store").count(), 0);
+}
+
+#[test]
+fn crash_loop_backoff_steps_and_reset() {
+    let mut h = harness();
+    h.file("crash.yaml", &pod_yaml("crash", "busybox", ""));
+    // Crash 1: immediate restart.
+    let id = h.rt.running_ids()[0].clone();
+    let ev = h.rt.exit(&id, 1);
+    h.send(ev);
+    assert_eq!(h.rt.starts().len(), 2);
+    let mut expected = 2;
+    for delay in [10u64, 20, 40, 80, 160, 300, 300] {
+        h.advance(Duration::from_secs(1));
+        let id = h.rt.running_ids()[0].clone();
+        let ev = h.rt.exit(&id, 1);
+        h.send(ev);
+        assert_eq!(h.waiting_reason("crash", "main").as_deref(), Some("CrashLoopBackOff"));
+        h.advance(Duration::from_secs(delay - 1));
+        assert_eq!(h.rt.starts().len(), expected, "still backing off before {delay}s");
+        h.advance(Duration::from_secs(1));
+        expected += 1;
+        assert_eq!(h.rt.starts().len(), expected, "restarted after {delay}s");
+    }
+    let restart_counts: Vec<u32> = h.rt.starts().iter().map(|(_, r)| *r).collect();
+    assert_eq!(restart_counts, (0..expected as u32).collect::<Vec<_>>());
+    // Ten minutes of clean running reset the backoff: the next crash restarts at once.
+    h.advance(Duration::from_secs(601));
+    let id = h.rt.running_ids()[0].clone();
+    let ev = h.rt.exit(&id, 1);
+    h.send(ev);
+    assert_eq!(h.rt.starts().len(), expected + 1);
+    let snap = h.snap();
+    let st = snap.find_pod("crash").expect("pod").pod.status.clone().expect("status");
+    let cs = &st.container_statuses.expect("cs")[0];
+    assert_eq!(cs.restart_count, expected as i32);
+    assert!(cs.last_state.as_ref().and_then(|s| s.terminated.as_ref()).is_some());
+}
+
+#[test]
+fn restart_policies() {
+    for (policy, code, restarts) in [
+        ("Always", 0, true),
+        ("OnFailure", 0, false),
+        ("OnFailure", 2, true),
+        ("Never", 2, false),
+    ] {
+        let mut h = harness();
+        h.file(
+            "p.yaml",
+            &pod_yaml("p", "busybox", &format!("  restartPolicy: {policy}\n")),
+        );
+        let id = h.rt.running_ids()[0].clone();
+        let ev = h.rt.exit(&id, code);
+        h.send(ev);
+        assert_eq!(h.rt.starts().len() == 2, restarts, "{policy} exit {code}");
+        if !restarts {
+            let snap = h.snap();
+            let phase = snap.find_pod("p").expect("pod").pod.status.clone().expect("st").phase;
+            let want = if code == 0 { "Succeeded" } else { "Failed" };
+            assert_eq!(phase.as_deref(), Some(want), "{policy} exit {code}");
+        }
+    }
+}
+
+#[test]
+fn init_containers_run_in_order_before_apps() {
+    let mut h = harness();
+    h.file(
+        "i.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: i}\nspec:\n  initContainers:\n  - {name: one, image: busybox}\n  - {name: two, image: busybox}\n  containers:\n  - {name: app, image: busybox}\n",
+    );
+    assert_eq!(h.rt.starts(), vec![("one".to_string(), 0)]);
+    assert_eq!(h.waiting_reason("i", "app").as_deref(), Some("PodInitializing"));
+    let id = h.rt.running_ids()[0].clone();
+    let ev = h.rt.exit(&id, 1);
+    h.send(ev);
+    // A failed init container is retried (restartPolicy Always).
+    assert_eq!(h.rt.starts().len(), 2);
+    let id = h.rt.running_ids()[0].clone();
+    let ev = h.rt.exit(&id, 0);
+    h.send(ev);
+    let id = h.rt.running_ids()[0].clone();
+    let ev = h.rt.exit(&id, 0);
+    h.send(ev);
+    let names: Vec<String> = h.rt.starts().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, vec!["one", "one", "two", "app"]);
+}
+
+#[test]
+fn last_known_good_for_every_bad_input() {
+    let mut h = harness();
+    h.scan_done();
+    h.file("web.yaml", &pod_yaml("web", "busybox", ""));
+    let calls = h.rt.calls().len();
+    for bad in [
+        String::new(),
+        "apiVersion: v1\nkind: Pod\nmetadata: [".to_string(),
+        pod_yaml("web", "", ""),
+        pod_yaml("Web_Bad", "busybox", ""),
+    ] {
+        h.file("web.yaml", &bad);
+        assert_eq!(h.rt.calls().len(), calls, "nothing stopped for {bad:?}");
+        let snap = h.snap();
+        let v = snap.find_pod("web").expect("still there");
+        assert!(v.source_error.is_some(), "error shown for {bad:?}");
+        assert!(snap.events.iter().any(|e| e.reason == "SourceError"));
+    }
+    h.send(SyncEvent::Source(SourceEvent::FileError {
+        path: PathBuf::from("/m/web.yaml"),
+        message: "file is over 10 MB".into(),
+    }));
+    assert_eq!(h.rt.calls().len(), calls);
+    h.remove_file("web.yaml");
+    assert!(h.rt.calls().len() > calls, "removing the file stops the pod");
+}
+
+#[test]
+fn url_errors_keep_pods() {
+    let mut h = harness();
+    let url = "http://127.0.0.1:9/pods".to_string();
+    h.send(SyncEvent::Source(SourceEvent::UrlChanged {
+        url: url.clone(),
+        data: pod_yaml("u", "busybox", "").into_bytes(),
+    }));
+    let calls = h.rt.calls().len();
+    h.send(SyncEvent::Source(SourceEvent::UrlError {
+        url,
+        message: "timed out".into(),
+    }));
+    assert_eq!(h.rt.calls().len(), calls);
+    assert!(h.snap().find_pod("u").expect("pod").source_error.is_some());
+}
+
+#[test]
+fn duplicate_names_refuse_the_second_file() {
+    let mut h = harness();
+    h.file("a.yaml", &pod_yaml("web", "busybox", ""));
+    h.file("b.yaml", &pod_yaml("web", "nginx", ""));
+    assert_eq!(h.rt.starts().len(), 1);
+    let snap = h.snap();
+    let e = snap
+        .events
+        .iter()
+        .find(|e| e.reason == "DuplicatePod")
+        .expect("event");
+    assert!(e.message.contains("/m/a.yaml") && e.message.contains("/m/b.yaml"), "{}", e.message);
+}
+
+#[test]
+fn missing_image_is_err_image_never_pull_with_backoff() {
+    let rt = FakeRuntime::default();
+    rt.state.lock().expect("lock").missing_images.insert("ghost".into());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut h = harness_with(rt, dir.path().join("static-pods"));
+    h.file("g.yaml", &pod_yaml("g", "ghost", ""));
+    assert_eq!(h.waiting_reason("g", "main").as_deref(), Some("ErrImageNeverPull"));
+    assert_eq!(h.rt.starts().len(), 1);
+    h.advance(Duration::from_secs(11));
+    assert_eq!(h.rt.starts().len(), 2);
+}
+
+#[test]
+fn restart_reconciles_with_what_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("static-pods");
+    let rt = FakeRuntime::default();
+    // First daemon: two pods run.
+    let mut h1 = harness_with(rt.clone(), store.clone());
+    h1.scan_done();
+    h1.file("keep.yaml", &pod_yaml("keep", "busybox", ""));
+    h1.file("gone.yaml", &pod_yaml("gone", "busybox", ""));
+    let keep_uid = h1
+        .snap()
+        .find_pod("keep")
+        .and_then(|v| v.pod.metadata.uid.clone())
+        .expect("uid");
+    let running_before = rt.running_ids();
+    assert_eq!(running_before.len(), 2);
+    // The daemon dies; containers and the store stay. A second daemon starts: keep.yaml is
+    // still there, gone.yaml was deleted meanwhile.
+    drop(h1);
+    let mut h2 = harness_with(rt.clone(), store);
+    let starts_before = rt.starts().len();
+    h2.file("keep.yaml", &pod_yaml("keep", "busybox", ""));
+    h2.scan_done();
+    assert_eq!(rt.starts().len(), starts_before, "nothing started again: {:?}", rt.calls());
+    let (keep_id, gone_id) = {
+        let st = rt.state.lock().expect("lock");
+        let keep = running_before
+            .iter()
+            .find(|id| st.containers[*id].meta.pod_uid == keep_uid)
+            .cloned()
+            .expect("keep container");
+        let gone = running_before
+            .iter()
+            .find(|id| **id != keep)
+            .cloned()
+            .expect("gone container");
+        (keep, gone)
+    };
+    assert!(rt.calls().contains(&Call::Signal {
+        id: gone_id,
+        signal: libc::SIGTERM
+    }));
+    assert!(!rt
+        .calls()
+        .iter()
+        .any(|c| matches!(c, Call::Signal { id, .. } if *id == keep_id)));
+    // The re-adopted container's exit is handled like any other: restarted.
+    let ev = rt.exit(&keep_id, 1);
+    h2.send(ev);
+    assert_eq!(rt.starts().len(), starts_before + 1);
+}
+
+#[test]
+fn broken_source_at_restart_keeps_the_persisted_pod() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("static-pods");
+    let rt = FakeRuntime::default();
+    let mut h1 = harness_with(rt.clone(), store.clone());
+    h1.scan_done();
+    h1.file("web.yaml", &pod_yaml("web", "busybox", ""));
+    drop(h1);
+    let mut h2 = harness_with(rt.clone(), store);
+    let calls = rt.calls().len();
+    h2.file("web.yaml", "not: [valid");
+    h2.scan_done();
+    assert_eq!(rt.calls().len(), calls, "{:?}", rt.calls());
+    assert!(h2.snap().find_pod("web").is_some());
+}
