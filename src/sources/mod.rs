@@ -16,6 +16,7 @@
 //!   event and an unchanged file never produces one.
 
 mod file;
+mod url;
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -28,6 +29,9 @@ use std::time::Duration;
 pub use file::{
     start_file_source, FileSourceConfig, DEBOUNCE_MAX_WAIT, DEFAULT_DEBOUNCE,
     DEFAULT_FILE_CHECK_FREQUENCY, DIR_RETRY_MAX, DIR_RETRY_MIN,
+};
+pub use url::{
+    start_url_source, UrlSourceConfig, DEFAULT_URL_CHECK_FREQUENCY, DEFAULT_URL_TIMEOUT,
 };
 
 /// Largest manifest accepted from a file or a URL: 10 MiB, the kubelet's `maxConfigLength`.
