@@ -18,4 +18,5 @@ pub mod logs;
 pub mod play;
 pub mod pod;
 pub mod runtime;
+pub mod sources;
 pub mod status;

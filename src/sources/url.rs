@@ -1,0 +1,586 @@
+//! sources::url: the manifest URL source — polls `staticPodURL` with ureq and reports new
+//! bodies and failures.
+//!
+//! Every `check_frequency` (and once at start) it sends a GET with the configured headers
+//! (each value of a multi-valued header as its own header line) and `If-None-Match` carrying
+//! the last ETag. 304 and a 200 with the same bytes (SHA-256) as the last body are silent; a
+//! new 200 body is `UrlChanged`; anything else is `UrlError`, on every failing poll. After an
+//! error the source forgets the last body and ETag, so the next success is reported even if
+//! it is the same body (the receiver can clear its error state). The timeout covers the
+//! whole request including the body; bodies are capped at 10 MiB. Proxies come from the
+//! usual environment variables (`HTTP_PROXY`, `NO_PROXY`...), like the kubelet's Go client;
+//! redirects are followed (up to 10).
+
+use std::collections::BTreeMap;
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use ureq::http::header::{ETAG, IF_NONE_MATCH};
+use ureq::http::{HeaderName, HeaderValue, StatusCode, Uri};
+use ureq::Agent;
+
+use super::{Gate, SourceError, SourceEvent, SourceHandle, MAX_MANIFEST_BYTES};
+
+/// The kubelet's `httpCheckFrequency`.
+pub const DEFAULT_URL_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
+/// The kubelet's HTTP client timeout for the static pod URL.
+pub const DEFAULT_URL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Configuration of [`start_url_source`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UrlSourceConfig {
+    /// An `http://` or `https://` URL.
+    pub url: String,
+    /// Extra request headers (`staticPodURLHeader`); several values are sent as repeated
+    /// headers.
+    pub headers: BTreeMap<String, Vec<String>>,
+    /// Poll period ([`DEFAULT_URL_CHECK_FREQUENCY`]).
+    pub check_frequency: Duration,
+    /// Whole-request timeout, body included ([`DEFAULT_URL_TIMEOUT`]).
+    pub timeout: Duration,
+}
+
+impl UrlSourceConfig {
+    /// A configuration with no headers and the default frequency and timeout.
+    pub fn new(url: impl Into<String>) -> Self {
+        UrlSourceConfig {
+            url: url.into(),
+            headers: BTreeMap::new(),
+            check_frequency: DEFAULT_URL_CHECK_FREQUENCY,
+            timeout: DEFAULT_URL_TIMEOUT,
+        }
+    }
+}
+
+/// Starts polling `cfg.url` on a new thread; the first poll happens at once. Fails only on
+/// an invalid configuration (URL, header, zero durations) or when the thread cannot be
+/// spawned; an unreachable URL is a `UrlError` event.
+pub fn start_url_source(
+    cfg: UrlSourceConfig,
+    tx: Sender<SourceEvent>,
+) -> Result<SourceHandle, SourceError> {
+    for (field, value) in [
+        ("check_frequency", cfg.check_frequency),
+        ("timeout", cfg.timeout),
+    ] {
+        if value.is_zero() {
+            return Err(SourceError::InvalidConfig {
+                field,
+                reason: "must be greater than zero".to_string(),
+            });
+        }
+    }
+    validate_url(&cfg.url)?;
+    let headers = validate_headers(&cfg.headers)?;
+    let agent: Agent = Agent::config_builder()
+        .timeout_global(Some(cfg.timeout))
+        .http_status_as_error(false)
+        .build()
+        .new_agent();
+    let mut poller = Poller {
+        agent: agent.clone(),
+        url: cfg.url,
+        headers,
+        timeout: cfg.timeout,
+        etag: None,
+        last: None,
+    };
+    let gate = Gate::new();
+    let thread_gate = Arc::clone(&gate);
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let check_frequency = cfg.check_frequency;
+    let thread = std::thread::Builder::new()
+        .name("source-url".to_string())
+        .spawn(move || {
+            let _done = done_tx;
+            loop {
+                if let Some(event) = poller.poll() {
+                    if !thread_gate.send(&tx, event) {
+                        return;
+                    }
+                }
+                match stop_rx.recv_timeout(check_frequency) {
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+                }
+            }
+        })
+        .map_err(|source| SourceError::Spawn {
+            what: "url",
+            source,
+        })?;
+    let wake = Box::new(move || {
+        drop(stop_tx);
+        // Aborts a request in flight (the thread then finds the gate closed).
+        agent.shutdown();
+    });
+    Ok(SourceHandle::new(gate, wake, done_rx, thread))
+}
+
+fn validate_url(url: &str) -> Result<(), SourceError> {
+    let invalid = |reason: String| SourceError::InvalidUrl {
+        url: url.to_string(),
+        reason,
+    };
+    let uri: Uri = url.parse().map_err(|e| invalid(format!("{e}")))?;
+    match uri.scheme_str() {
+        Some("http") | Some("https") => {}
+        Some(other) => return Err(invalid(format!("unsupported scheme {other:?}"))),
+        None => return Err(invalid("missing scheme (http:// or https://)".to_string())),
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(invalid("missing host".to_string()));
+    }
+    Ok(())
+}
+
+fn validate_headers(
+    headers: &BTreeMap<String, Vec<String>>,
+) -> Result<Vec<(HeaderName, HeaderValue)>, SourceError> {
+    let mut out = Vec::new();
+    for (name, values) in headers {
+        let invalid = |reason: String| SourceError::InvalidHeader {
+            name: name.clone(),
+            reason,
+        };
+        let header =
+            HeaderName::from_bytes(name.as_bytes()).map_err(|e| invalid(format!("name: {e}")))?;
+        for value in values {
+            let value = HeaderValue::from_str(value).map_err(|e| invalid(format!("value: {e}")))?;
+            out.push((header.clone(), value));
+        }
+    }
+    Ok(out)
+}
+
+/// What one successful request brought.
+enum Fetched {
+    NotModified,
+    Body {
+        data: Vec<u8>,
+        etag: Option<HeaderValue>,
+    },
+}
+
+/// The polling state; one `poll` is one request.
+struct Poller {
+    agent: Agent,
+    url: String,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    timeout: Duration,
+    etag: Option<HeaderValue>,
+    /// SHA-256 of the last body reported.
+    last: Option<[u8; 32]>,
+}
+
+impl Poller {
+    /// Polls once; returns the event to send, if any.
+    fn poll(&mut self) -> Option<SourceEvent> {
+        match self.fetch() {
+            Ok(Fetched::NotModified) => None,
+            Ok(Fetched::Body { data, etag }) => {
+                self.etag = etag;
+                let hash: [u8; 32] = Sha256::digest(&data).into();
+                if self.last == Some(hash) {
+                    return None;
+                }
+                self.last = Some(hash);
+                Some(SourceEvent::UrlChanged {
+                    url: self.url.clone(),
+                    data,
+                })
+            }
+            Err(reason) => {
+                self.etag = None;
+                self.last = None;
+                Some(SourceEvent::UrlError {
+                    url: self.url.clone(),
+                    message: format!("GET {}: {reason}", self.url),
+                })
+            }
+        }
+    }
+
+    fn fetch(&self) -> Result<Fetched, String> {
+        let mut request = self.agent.get(&self.url);
+        for (name, value) in &self.headers {
+            request = request.header(name.clone(), value.clone());
+        }
+        if let Some(etag) = &self.etag {
+            request = request.header(IF_NONE_MATCH, etag.clone());
+        }
+        let mut response = request.call().map_err(|e| self.describe(e))?;
+        match response.status() {
+            StatusCode::NOT_MODIFIED => Ok(Fetched::NotModified),
+            StatusCode::OK => {
+                let etag = response.headers().get(ETAG).cloned();
+                let data = response
+                    .body_mut()
+                    .with_config()
+                    .limit(MAX_MANIFEST_BYTES)
+                    .read_to_vec()
+                    .map_err(|e| self.describe(e))?;
+                Ok(Fetched::Body { data, etag })
+            }
+            status => Err(format!("unexpected status {status}")),
+        }
+    }
+
+    fn describe(&self, err: ureq::Error) -> String {
+        match err {
+            ureq::Error::Timeout(which) => {
+                format!("timed out after {:?} ({which})", self.timeout)
+            }
+            ureq::Error::BodyExceedsLimit(_) => {
+                format!("response body is larger than the {MAX_MANIFEST_BYTES}-byte (10 MiB) limit")
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::mpsc::Receiver;
+    use std::sync::Mutex;
+    use std::thread::JoinHandle;
+    use std::time::Instant;
+
+    const WAIT: Duration = Duration::from_secs(3);
+
+    type Headers = Vec<(String, String)>;
+    type Handler = dyn Fn(usize, &Headers) -> Option<tiny_http::ResponseBox> + Send + 'static;
+
+    /// A tiny_http server on 127.0.0.1 that records each request's headers (lowercased
+    /// names) and answers with `handler(request index, headers)`; `None` never answers.
+    struct TestServer {
+        url: String,
+        requests: Arc<Mutex<Vec<Headers>>>,
+        stop: Arc<AtomicBool>,
+        thread: Option<JoinHandle<()>>,
+    }
+
+    impl TestServer {
+        fn new(handler: Box<Handler>) -> TestServer {
+            let server = tiny_http::Server::http("127.0.0.1:0").expect("bind 127.0.0.1:0");
+            let port = server.server_addr().to_ip().expect("ip listener").port();
+            let requests = Arc::new(Mutex::new(Vec::new()));
+            let stop = Arc::new(AtomicBool::new(false));
+            let (requests2, stop2) = (Arc::clone(&requests), Arc::clone(&stop));
+            let thread = std::thread::spawn(move || {
+                let mut held = Vec::new();
+                while !stop2.load(Ordering::SeqCst) {
+                    let Ok(Some(request)) = server.recv_timeout(Duration::from_millis(10)) else {
+                        continue;
+                    };
+                    let headers: Headers = request
+                        .headers()
+                        .iter()
+                        .map(|h| {
+                            (
+                                h.field.as_str().as_str().to_ascii_lowercase(),
+                                h.value.as_str().to_string(),
+                            )
+                        })
+                        .collect();
+                    let index = {
+                        let mut requests = requests2.lock().expect("lock");
+                        requests.push(headers.clone());
+                        requests.len() - 1
+                    };
+                    match handler(index, &headers) {
+                        Some(response) => {
+                            let _ = request.respond(response);
+                        }
+                        None => held.push(request),
+                    }
+                }
+            });
+            TestServer {
+                url: format!("http://127.0.0.1:{port}/pods"),
+                requests,
+                stop,
+                thread: Some(thread),
+            }
+        }
+
+        fn count(&self) -> usize {
+            self.requests.lock().expect("lock").len()
+        }
+
+        fn request(&self, i: usize) -> Headers {
+            self.requests.lock().expect("lock")[i].clone()
+        }
+
+        fn wait_for_requests(&self, n: usize) {
+            let t = Instant::now();
+            while self.count() < n {
+                assert!(
+                    t.elapsed() < WAIT,
+                    "server saw {} requests, want {n}",
+                    self.count()
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+
+    impl Drop for TestServer {
+        fn drop(&mut self) {
+            self.stop.store(true, Ordering::SeqCst);
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+
+    fn header<'a>(headers: &'a Headers, name: &str) -> Vec<&'a str> {
+        headers
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
+    fn ok(body: &[u8]) -> Option<tiny_http::ResponseBox> {
+        Some(tiny_http::Response::from_data(body.to_vec()).boxed())
+    }
+
+    fn status(code: u16) -> Option<tiny_http::ResponseBox> {
+        Some(
+            tiny_http::Response::from_string("failure")
+                .with_status_code(code)
+                .boxed(),
+        )
+    }
+
+    fn cfg(url: &str, check_frequency: Duration) -> UrlSourceConfig {
+        UrlSourceConfig {
+            check_frequency,
+            ..UrlSourceConfig::new(url)
+        }
+    }
+
+    fn next(rx: &Receiver<SourceEvent>) -> SourceEvent {
+        match rx.recv_timeout(WAIT) {
+            Ok(event) => event,
+            Err(e) => panic!("no source event within {WAIT:?}: {e}"),
+        }
+    }
+
+    fn changed(url: &str, data: &[u8]) -> SourceEvent {
+        SourceEvent::UrlChanged {
+            url: url.to_string(),
+            data: data.to_vec(),
+        }
+    }
+
+    fn expect_error(rx: &Receiver<SourceEvent>, url: &str) -> String {
+        match next(rx) {
+            SourceEvent::UrlError { url: u, message } => {
+                assert_eq!(u, url);
+                assert!(message.contains(url), "{message}");
+                message
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn sources_url_changed_only_when_body_changes() {
+        let version = Arc::new(AtomicUsize::new(0));
+        let v = Arc::clone(&version);
+        let server = TestServer::new(Box::new(move |_, _| {
+            ok(format!("body {}", v.load(Ordering::SeqCst)).as_bytes())
+        }));
+        let (tx, rx) = mpsc::channel();
+        let handle =
+            start_url_source(cfg(&server.url, Duration::from_millis(50)), tx).expect("start");
+        assert_eq!(next(&rx), changed(&server.url, b"body 0"));
+        server.wait_for_requests(4);
+        assert!(rx.try_recv().is_err(), "same body reported again");
+        version.store(1, Ordering::SeqCst);
+        assert_eq!(next(&rx), changed(&server.url, b"body 1"));
+        handle.stop();
+    }
+
+    #[test]
+    fn sources_url_empty_body_is_a_body() {
+        let server = TestServer::new(Box::new(|_, _| ok(b"")));
+        let (tx, rx) = mpsc::channel();
+        let handle =
+            start_url_source(cfg(&server.url, Duration::from_secs(60)), tx).expect("start");
+        assert_eq!(next(&rx), changed(&server.url, b""));
+        handle.stop();
+    }
+
+    #[test]
+    fn sources_url_etag_and_custom_headers() {
+        let server = TestServer::new(Box::new(|_, headers| {
+            if header(headers, "if-none-match") == ["\"v1\""] {
+                Some(tiny_http::Response::empty(304).boxed())
+            } else {
+                Some(
+                    tiny_http::Response::from_data(b"pod".to_vec())
+                        .with_header(
+                            tiny_http::Header::from_bytes("ETag", "\"v1\"").expect("header"),
+                        )
+                        .boxed(),
+                )
+            }
+        }));
+        let mut config = cfg(&server.url, Duration::from_millis(50));
+        config.headers.insert(
+            "X-Token".to_string(),
+            vec!["a".to_string(), "b".to_string()],
+        );
+        config
+            .headers
+            .insert("Authorization".to_string(), vec!["Bearer t".to_string()]);
+        let (tx, rx) = mpsc::channel();
+        let handle = start_url_source(config, tx).expect("start");
+        assert_eq!(next(&rx), changed(&server.url, b"pod"));
+        server.wait_for_requests(3);
+        assert!(rx.try_recv().is_err(), "304 reported");
+        let first = server.request(0);
+        assert_eq!(header(&first, "x-token"), ["a", "b"]);
+        assert_eq!(header(&first, "authorization"), ["Bearer t"]);
+        assert!(header(&first, "if-none-match").is_empty());
+        let second = server.request(1);
+        assert_eq!(header(&second, "if-none-match"), ["\"v1\""]);
+        assert_eq!(header(&second, "x-token"), ["a", "b"]);
+        handle.stop();
+    }
+
+    #[test]
+    fn sources_url_errors_resent_and_recovery_reported() {
+        // 200 "a", then two 500s, then 200 "a" again.
+        let server = TestServer::new(Box::new(|i, _| match i {
+            0 => ok(b"a"),
+            1 | 2 => status(500),
+            _ => ok(b"a"),
+        }));
+        let (tx, rx) = mpsc::channel();
+        let handle =
+            start_url_source(cfg(&server.url, Duration::from_millis(50)), tx).expect("start");
+        assert_eq!(next(&rx), changed(&server.url, b"a"));
+        let message = expect_error(&rx, &server.url);
+        assert!(message.contains("500"), "{message}");
+        expect_error(&rx, &server.url);
+        // Same bytes as before the errors: reported, the receiver may clear its error.
+        assert_eq!(next(&rx), changed(&server.url, b"a"));
+        handle.stop();
+    }
+
+    #[test]
+    fn sources_url_timeout_is_an_error() {
+        let server = TestServer::new(Box::new(|_, _| None));
+        let mut config = cfg(&server.url, Duration::from_secs(60));
+        config.timeout = Duration::from_millis(300);
+        let (tx, rx) = mpsc::channel();
+        let start = Instant::now();
+        let handle = start_url_source(config, tx).expect("start");
+        let message = expect_error(&rx, &server.url);
+        let elapsed = start.elapsed();
+        assert!(message.contains("timed out after 300ms"), "{message}");
+        assert!(elapsed >= Duration::from_millis(300), "{elapsed:?}");
+        assert!(elapsed < Duration::from_millis(1500), "{elapsed:?}");
+        handle.stop();
+    }
+
+    #[test]
+    fn sources_url_stop_aborts_request_in_flight() {
+        let server = TestServer::new(Box::new(|_, _| None));
+        let (tx, rx) = mpsc::channel();
+        let handle =
+            start_url_source(cfg(&server.url, Duration::from_secs(60)), tx).expect("start");
+        server.wait_for_requests(1);
+        let t = Instant::now();
+        handle.stop();
+        let elapsed = t.elapsed();
+        assert!(
+            elapsed < Duration::from_millis(100),
+            "stop took {elapsed:?}"
+        );
+        // The aborted request is not reported, and the thread is gone (sender dropped).
+        assert_eq!(
+            rx.recv_timeout(Duration::from_millis(500)),
+            Err(RecvTimeoutError::Disconnected)
+        );
+    }
+
+    #[test]
+    fn sources_url_body_over_limit_is_an_error() {
+        let size = usize::try_from(MAX_MANIFEST_BYTES).expect("fits") + 1;
+        let server = TestServer::new(Box::new(move |_, _| ok(&vec![b'x'; size])));
+        let (tx, rx) = mpsc::channel();
+        let handle =
+            start_url_source(cfg(&server.url, Duration::from_secs(60)), tx).expect("start");
+        let message = expect_error(&rx, &server.url);
+        assert!(message.contains("10485760-byte"), "{message}");
+        handle.stop();
+    }
+
+    #[test]
+    fn sources_url_connection_refused_is_an_error() {
+        // A port that was just free: bind, note, release.
+        let port = {
+            let server = tiny_http::Server::http("127.0.0.1:0").expect("bind");
+            server.server_addr().to_ip().expect("ip").port()
+        };
+        let url = format!("http://127.0.0.1:{port}/");
+        let (tx, rx) = mpsc::channel();
+        let handle = start_url_source(cfg(&url, Duration::from_secs(60)), tx).expect("start");
+        expect_error(&rx, &url);
+        handle.stop();
+    }
+
+    #[test]
+    fn sources_url_invalid_config() {
+        let (tx, _rx) = mpsc::channel();
+        for url in [
+            "ftp://127.0.0.1/x",
+            "127.0.0.1/pods",
+            "http://",
+            "not a url",
+        ] {
+            assert!(
+                matches!(
+                    start_url_source(UrlSourceConfig::new(url), tx.clone()),
+                    Err(SourceError::InvalidUrl { .. })
+                ),
+                "{url}"
+            );
+        }
+        let mut config = UrlSourceConfig::new("http://127.0.0.1:1/");
+        config
+            .headers
+            .insert("Bad Name".to_string(), vec!["v".to_string()]);
+        assert!(matches!(
+            start_url_source(config.clone(), tx.clone()),
+            Err(SourceError::InvalidHeader { .. })
+        ));
+        config.headers.clear();
+        config
+            .headers
+            .insert("X-Ok".to_string(), vec!["line\nbreak".to_string()]);
+        assert!(matches!(
+            start_url_source(config.clone(), tx.clone()),
+            Err(SourceError::InvalidHeader { .. })
+        ));
+        config.headers.clear();
+        config.timeout = Duration::ZERO;
+        assert!(matches!(
+            start_url_source(config, tx),
+            Err(SourceError::InvalidConfig {
+                field: "timeout",
+                ..
+            })
+        ));
+    }
+}
