@@ -135,6 +135,7 @@ fn start(
         next_scan: Instant::now(),
         retry: DIR_RETRY_MIN,
         alive: true,
+        initial_scan_reported: false,
     };
     let thread = std::thread::Builder::new()
         .name("source-file".to_string())
@@ -200,6 +201,8 @@ struct Worker {
     retry: Duration,
     /// False once the receiver is gone or the source is stopped.
     alive: bool,
+    /// `FileScanComplete` was sent (after the first successful scan).
+    initial_scan_reported: bool,
 }
 
 impl Worker {
@@ -332,6 +335,12 @@ impl Worker {
         let mut out = Vec::new();
         let skip: HashSet<OsString> = self.pending.keys().cloned().collect();
         let result = self.scanner.scan(&skip, &mut out);
+        if result.is_ok() && !self.initial_scan_reported {
+            self.initial_scan_reported = true;
+            out.push(SourceEvent::FileScanComplete {
+                dir: self.scanner.dir.clone(),
+            });
+        }
         self.emit(out);
         let problem = match result {
             Ok(()) => watch_problem,
@@ -611,18 +620,49 @@ mod tests {
         }
     }
 
+    /// The next event, skipping the one-time `FileScanComplete` marker (tested on its own).
     fn next(rx: &Receiver<SourceEvent>) -> SourceEvent {
-        match rx.recv_timeout(WAIT) {
-            Ok(event) => event,
-            Err(e) => panic!("no source event within {WAIT:?}: {e}"),
+        loop {
+            match rx.recv_timeout(WAIT) {
+                Ok(SourceEvent::FileScanComplete { .. }) => continue,
+                Ok(event) => return event,
+                Err(e) => panic!("no source event within {WAIT:?}: {e}"),
+            }
         }
     }
 
-    /// Asserts that nothing arrives for `quiet`.
+    /// Asserts that nothing but the scan marker arrives for `quiet`.
     fn assert_quiet(rx: &Receiver<SourceEvent>, quiet: Duration) {
-        if let Ok(event) = rx.recv_timeout(quiet) {
-            panic!("unexpected event: {event:?}");
+        let deadline = Instant::now() + quiet;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(SourceEvent::FileScanComplete { .. }) => continue,
+                Ok(event) => panic!("unexpected event: {event:?}"),
+                Err(_) => return,
+            }
         }
+    }
+
+    #[test]
+    fn sources_file_scan_complete_follows_the_initial_files_once() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        fs::write(tmp.path().join("a.yaml"), "a").expect("write");
+        let (tx, rx) = mpsc::channel();
+        let handle = start_file_source(cfg(tmp.path(), Duration::from_millis(100)), tx)
+            .expect("start");
+        let first = rx.recv_timeout(WAIT).expect("first");
+        assert!(matches!(first, SourceEvent::FileChanged { .. }), "{first:?}");
+        let second = rx.recv_timeout(WAIT).expect("second");
+        assert_eq!(
+            second,
+            SourceEvent::FileScanComplete {
+                dir: tmp.path().to_path_buf()
+            }
+        );
+        // Later periodic scans do not repeat it.
+        assert!(rx.recv_timeout(Duration::from_millis(350)).is_err());
+        handle.stop();
     }
 
     fn changed(path: &Path, data: &[u8]) -> SourceEvent {
@@ -758,9 +798,12 @@ mod tests {
         // A write every 10 ms, well under the 30 ms debounce, for up to 1 s.
         for i in 0..100u32 {
             fs::write(&path, format!("v{i}")).expect("write");
-            if let Ok(event) = rx.recv_timeout(Duration::from_millis(10)) {
-                got = Some(event);
-                break;
+            match rx.recv_timeout(Duration::from_millis(10)) {
+                Ok(SourceEvent::FileScanComplete { .. }) | Err(_) => {}
+                Ok(event) => {
+                    got = Some(event);
+                    break;
+                }
             }
         }
         let elapsed = start.elapsed();

@@ -62,6 +62,9 @@ pub enum SourceEvent {
     /// `FileRemoved` for every file known before that is no longer there. When only the
     /// watch failed, periodic re-reads go on as usual.
     DirError { dir: PathBuf, message: String },
+    /// The first complete scan of the directory is done: every manifest present was sent.
+    /// A receiver that seeded pods from a previous run can now drop those whose file is gone.
+    FileScanComplete { dir: PathBuf },
     /// The URL answered 200 with a body different from the last one (also the first
     /// successful poll, and the first one after an error). An empty body is a valid body.
     UrlChanged { url: String, data: Vec<u8> },
