@@ -663,10 +663,26 @@ fn node_name_is_lowercased_and_validated() {
             "{bad:?}"
         );
     }
-    // No override (or an empty one): the system hostname, which must itself be usable here.
-    let system = resolve_node_name(None).expect("system hostname");
-    assert_eq!(system, system.to_lowercase());
-    assert_eq!(resolve_node_name(Some("")).expect("empty override"), system);
+    // No override (or an empty one): the system hostname, lowercased, if it is a valid name.
+    let host = nix::unistd::gethostname().expect("gethostname");
+    let host = host.to_string_lossy().trim().to_lowercase();
+    match resolve_node_name(None) {
+        Ok(name) => assert_eq!(name, host),
+        Err(e) => assert!(
+            matches!(
+                e,
+                ConfigError::InvalidNodeName {
+                    origin: "the system hostname",
+                    ..
+                }
+            ),
+            "{e:?}"
+        ),
+    }
+    assert_eq!(
+        resolve_node_name(Some("")).map_err(|e| e.to_string()),
+        resolve_node_name(None).map_err(|e| e.to_string())
+    );
 }
 
 #[test]
