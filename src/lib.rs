@@ -12,6 +12,7 @@
 //! - [`fsutil`]: small filesystem helpers (atomic writes).
 
 pub mod cgroups;
+pub mod config;
 pub mod fsutil;
 pub mod images;
 pub mod logs;

@@ -1,0 +1,792 @@
+//! config: the configuration of `podvisor run`, read like a kubelet's — a KubeletConfiguration
+//! file (`--config`, YAML or JSON) plus kubelet-compatible flags that take precedence over it.
+//!
+//! Phase one ([`raw`]) deserializes every `kubelet.config.k8s.io/v1beta1` field; unknown names
+//! are errors with a line:column. Phase two ([`parse_kubelet_config`]) validates the fields
+//! podvisor implements into [`KubeletConfig`] and lists the known fields it does not implement.
+//! [`load`] merges that with [`RunFlags`] and the defaults into the [`DaemonConfig`] the daemon
+//! runs with. As in the kubelet, a field set to its zero value ("0s", "") counts as unset and
+//! takes the default; `--manifest-url-header` replaces the file's `staticPodURLHeader` and
+//! accumulates over repeated flags.
+
+mod duration;
+pub mod raw;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::builder::TypedValueParser;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use serde::Deserialize;
+use serde_saphyr::{Location, MessageFormatter, Spanned};
+
+use crate::pod::manifest::is_dns1123_subdomain;
+use crate::pod::quantity::parse_bytes;
+
+pub use duration::{parse_go_duration, DurationError};
+use raw::RawKubeletConfiguration;
+
+/// The only accepted `apiVersion`.
+pub const API_VERSION: &str = "kubelet.config.k8s.io/v1beta1";
+/// The only accepted `kind`.
+pub const KIND: &str = "KubeletConfiguration";
+/// Largest config file accepted (the same bound as a manifest).
+pub const MAX_CONFIG_BYTES: usize = 10 * 1024 * 1024;
+
+/// Default `staticPodPath` (kubeadm's value; the kubelet itself has none).
+pub const DEFAULT_STATIC_POD_PATH: &str = "/etc/kubernetes/manifests";
+/// Default `podLogsDir`.
+pub const DEFAULT_POD_LOGS_DIR: &str = "/var/log/pods";
+/// Default `cgroupRoot`: podvisor's cgroup parent.
+pub const DEFAULT_CGROUP_ROOT: &str = "podvisor";
+/// Default `--api-socket`.
+pub const DEFAULT_API_SOCKET: &str = "/run/podvisor/podvisor.sock";
+/// Default `fileCheckFrequency`.
+pub const DEFAULT_FILE_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
+/// Default `httpCheckFrequency`.
+pub const DEFAULT_HTTP_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
+/// Default `syncFrequency`.
+pub const DEFAULT_SYNC_FREQUENCY: Duration = Duration::from_secs(60);
+/// Default `containerLogMaxSize` ("10Mi").
+pub const DEFAULT_CONTAINER_LOG_MAX_SIZE: u64 = 10 * 1024 * 1024;
+/// Default `containerLogMaxFiles`.
+pub const DEFAULT_CONTAINER_LOG_MAX_FILES: u32 = 5;
+
+/// The KubeletConfiguration fields podvisor implements (besides `apiVersion` and `kind`).
+/// Any other field present in a file is reported in `unimplemented_fields`.
+pub const IMPLEMENTED_FIELDS: &[&str] = &[
+    "cgroupRoot",
+    "containerLogMaxFiles",
+    "containerLogMaxSize",
+    "fileCheckFrequency",
+    "httpCheckFrequency",
+    "podLogsDir",
+    "podPidsLimit",
+    "staticPodPath",
+    "staticPodURL",
+    "staticPodURLHeader",
+    "syncFrequency",
+];
+
+/// Longest path a unix socket address can hold (sun_path is 108 bytes with the final NUL).
+const MAX_SOCKET_PATH_BYTES: usize = 107;
+
+/// Errors reading the daemon configuration. Every value error names the field or flag.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("failed to read kubelet config file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{source_name}: {size} bytes is over the {max}-byte config limit")]
+    TooLarge {
+        source_name: String,
+        size: usize,
+        max: usize,
+    },
+    #[error("{source_name}: kubelet config file is empty")]
+    Empty { source_name: String },
+    #[error("{source_name}: kubelet config file is not UTF-8")]
+    NotUtf8 { source_name: String },
+    /// YAML syntax, wrong value type, duplicate key, parser budget exceeded.
+    #[error("{source_name}{location}: {message}")]
+    Syntax {
+        source_name: String,
+        location: String,
+        message: String,
+    },
+    /// A field name that is not part of KubeletConfiguration (or of the nested object).
+    #[error("{source_name}{location}: unknown field {field:?}{hint}")]
+    UnknownField {
+        source_name: String,
+        location: String,
+        field: String,
+        /// ", did you mean \"...\"?" when a known name is close, else empty.
+        hint: String,
+    },
+    /// A field whose value is not acceptable.
+    #[error("{source_name}{location}: {field}: {message}")]
+    Invalid {
+        source_name: String,
+        location: String,
+        field: String,
+        message: String,
+    },
+    /// A command-line flag whose value is not acceptable.
+    #[error("--{flag} {value:?}: {message}")]
+    InvalidFlag {
+        flag: &'static str,
+        value: String,
+        message: String,
+    },
+    #[error("failed to read the system hostname: {source}")]
+    Hostname { source: nix::Error },
+    #[error("node name {name:?} (from {origin}): {message}")]
+    InvalidNodeName {
+        name: String,
+        origin: &'static str,
+        message: String,
+    },
+}
+
+/// Flags of `podvisor run` (clap `Args`, for `#[command(flatten)]`).
+#[derive(clap::Args, Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunFlags {
+    /// KubeletConfiguration file (kubelet.config.k8s.io/v1beta1, YAML or JSON); flags override it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Directory of static Pod manifests [default: /etc/kubernetes/manifests]; "" disables it.
+    #[arg(
+        long = "pod-manifest-path",
+        value_parser = clap::builder::OsStringValueParser::new().map(PathBuf::from)
+    )]
+    pub pod_manifest_path: Option<PathBuf>,
+    /// URL polled for static Pod manifests (a Pod or a PodList); "" disables it.
+    #[arg(long = "manifest-url")]
+    pub manifest_url: Option<String>,
+    /// HTTP headers for --manifest-url, "Key:Value[,Key:Value...]"; repeatable, same-name headers
+    /// accumulate in order; replaces staticPodURLHeader from the config file.
+    #[arg(long = "manifest-url-header", value_name = "KEY:VALUE,...")]
+    pub manifest_url_header: Vec<String>,
+    /// Node name to use instead of the system hostname (lowercased).
+    #[arg(long = "hostname-override")]
+    pub hostname_override: Option<String>,
+    /// Unix socket of podvisor's local API [default: /run/podvisor/podvisor.sock].
+    #[arg(long = "api-socket")]
+    pub api_socket: Option<PathBuf>,
+}
+
+/// The validated content of a KubeletConfiguration file. `None` means the file leaves the
+/// setting unset (absent, null, or the zero value the kubelet treats as unset).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KubeletConfig {
+    /// `staticPodPath`: absolute.
+    pub static_pod_path: Option<PathBuf>,
+    /// `staticPodURL`: an http or https URL.
+    pub static_pod_url: Option<String>,
+    /// `staticPodURLHeader`: valid header names and values.
+    pub static_pod_url_header: Option<BTreeMap<String, Vec<String>>>,
+    /// `fileCheckFrequency`, greater than zero.
+    pub file_check_frequency: Option<Duration>,
+    /// `httpCheckFrequency`, greater than zero.
+    pub http_check_frequency: Option<Duration>,
+    /// `syncFrequency`, greater than zero.
+    pub sync_frequency: Option<Duration>,
+    /// `containerLogMaxSize` in bytes, greater than zero.
+    pub container_log_max_size: Option<u64>,
+    /// `containerLogMaxFiles`, at least 2.
+    pub container_log_max_files: Option<u32>,
+    /// `podLogsDir`: absolute, normalized, ASCII.
+    pub pod_logs_dir: Option<PathBuf>,
+    /// `cgroupRoot`: a cgroup below the root, as written.
+    pub cgroup_root: Option<String>,
+    /// `podPidsLimit` when it is a limit (> 0); -1 and 0 mean unlimited and give `None`.
+    pub pod_pids_limit: Option<i64>,
+    /// Known fields present in the file that podvisor does not implement, sorted.
+    pub unimplemented_fields: Vec<String>,
+}
+
+/// What `podvisor run` runs with: the file, the flags and the defaults merged and validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DaemonConfig {
+    /// `--hostname-override` or the system hostname, trimmed and lowercased; a DNS-1123
+    /// subdomain.
+    pub node_name: String,
+    /// Directory of static Pod manifests; `None` when disabled with `--pod-manifest-path ""`.
+    pub static_pod_path: Option<PathBuf>,
+    /// URL polled for manifests; `None` when not configured.
+    pub static_pod_url: Option<String>,
+    /// Headers sent to `static_pod_url`; values of one name in order.
+    pub static_pod_url_header: BTreeMap<String, Vec<String>>,
+    /// Full re-read period of `static_pod_path` (besides the inotify watch).
+    pub file_check_frequency: Duration,
+    /// Poll period of `static_pod_url`.
+    pub http_check_frequency: Duration,
+    /// Period of the full pod resync.
+    pub sync_frequency: Duration,
+    /// Rotate a container log file above this many bytes.
+    pub container_log_max_size: u64,
+    /// Log files kept per container, the live one included (>= 2).
+    pub container_log_max_files: u32,
+    /// Root of the CRI log tree.
+    pub pod_logs_dir: PathBuf,
+    /// podvisor's cgroup parent, as written (see `cgroups::pod_cgroup`).
+    pub cgroup_root: String,
+    /// PID limit per pod; `None` = unlimited (kubelet `podPidsLimit: -1`).
+    pub pod_pids_limit: Option<i64>,
+    /// Unix socket of the local API.
+    pub api_socket: PathBuf,
+    /// Known KubeletConfiguration fields present in the file that podvisor does not implement,
+    /// sorted and deduplicated, for one warning at start.
+    pub unimplemented_fields: Vec<String>,
+}
+
+/// Reads `--config` (if given), applies the flags over it and the defaults under both.
+/// `root_dir` is the global `--root-dir`; it must be absolute.
+pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigError> {
+    if !root_dir.is_absolute() {
+        return Err(invalid_flag(
+            "root-dir",
+            &root_dir.display().to_string(),
+            "must be an absolute path",
+        ));
+    }
+    let file = match &flags.config {
+        Some(path) => {
+            let data = std::fs::read(path).map_err(|source| ConfigError::Read {
+                path: path.display().to_string(),
+                source,
+            })?;
+            parse_kubelet_config(&data, &path.display().to_string())?
+        }
+        None => KubeletConfig::default(),
+    };
+
+    let static_pod_path = match &flags.pod_manifest_path {
+        Some(p) if p.as_os_str().is_empty() => None,
+        Some(p) => {
+            check_absolute(p)
+                .map_err(|m| invalid_flag("pod-manifest-path", &p.display().to_string(), m))?;
+            Some(p.clone())
+        }
+        None => Some(
+            file.static_pod_path
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_STATIC_POD_PATH)),
+        ),
+    };
+    let static_pod_url = match &flags.manifest_url {
+        Some(u) if u.is_empty() => None,
+        Some(u) => {
+            check_url(u).map_err(|m| invalid_flag("manifest-url", u, m))?;
+            Some(u.clone())
+        }
+        None => file.static_pod_url,
+    };
+    let static_pod_url_header = if flags.manifest_url_header.is_empty() {
+        file.static_pod_url_header.unwrap_or_default()
+    } else {
+        parse_manifest_url_headers(&flags.manifest_url_header)?
+    };
+    let api_socket = match &flags.api_socket {
+        Some(p) => {
+            check_socket_path(p)
+                .map_err(|m| invalid_flag("api-socket", &p.display().to_string(), m))?;
+            p.clone()
+        }
+        None => PathBuf::from(DEFAULT_API_SOCKET),
+    };
+    let node_name = resolve_node_name(flags.hostname_override.as_deref())?;
+
+    Ok(DaemonConfig {
+        node_name,
+        static_pod_path,
+        static_pod_url,
+        static_pod_url_header,
+        file_check_frequency: file
+            .file_check_frequency
+            .unwrap_or(DEFAULT_FILE_CHECK_FREQUENCY),
+        http_check_frequency: file
+            .http_check_frequency
+            .unwrap_or(DEFAULT_HTTP_CHECK_FREQUENCY),
+        sync_frequency: file.sync_frequency.unwrap_or(DEFAULT_SYNC_FREQUENCY),
+        container_log_max_size: file
+            .container_log_max_size
+            .unwrap_or(DEFAULT_CONTAINER_LOG_MAX_SIZE),
+        container_log_max_files: file
+            .container_log_max_files
+            .unwrap_or(DEFAULT_CONTAINER_LOG_MAX_FILES),
+        pod_logs_dir: file
+            .pod_logs_dir
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_POD_LOGS_DIR)),
+        cgroup_root: file
+            .cgroup_root
+            .unwrap_or_else(|| DEFAULT_CGROUP_ROOT.to_string()),
+        pod_pids_limit: file.pod_pids_limit,
+        api_socket,
+        unimplemented_fields: file.unimplemented_fields,
+    })
+}
+
+fn yaml_options() -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    // A kubelet config needs few aliases; these limits stop "billion laughs" expansions early.
+    budget.max_aliases = 1_000;
+    budget.max_anchors = 1_000;
+    budget.max_events = 200_000;
+    let mut opts = serde_saphyr::Options::default();
+    opts.budget = Some(budget);
+    opts.with_snippet = false;
+    opts
+}
+
+/// Just the type fields, read first so that a document of another kind (a Pod given as
+/// `--config`) is reported as such rather than as a list of unknown fields.
+#[derive(Deserialize)]
+struct TypeMeta {
+    #[serde(rename = "apiVersion")]
+    api_version: Option<Spanned<String>>,
+    kind: Option<Spanned<String>>,
+}
+
+/// Parses and validates a KubeletConfiguration document. `source_name` names the file in errors.
+pub fn parse_kubelet_config(data: &[u8], source_name: &str) -> Result<KubeletConfig, ConfigError> {
+    if data.len() > MAX_CONFIG_BYTES {
+        return Err(ConfigError::TooLarge {
+            source_name: source_name.into(),
+            size: data.len(),
+            max: MAX_CONFIG_BYTES,
+        });
+    }
+    let text = std::str::from_utf8(data).map_err(|_| ConfigError::NotUtf8 {
+        source_name: source_name.into(),
+    })?;
+    if text.trim().is_empty() {
+        return Err(ConfigError::Empty {
+            source_name: source_name.into(),
+        });
+    }
+    let meta: TypeMeta = from_yaml(text, source_name)?;
+    check_type_field(
+        meta.api_version.as_ref(),
+        "apiVersion",
+        API_VERSION,
+        source_name,
+    )?;
+    check_type_field(meta.kind.as_ref(), "kind", KIND, source_name)?;
+    let raw: RawKubeletConfiguration = from_yaml(text, source_name)?;
+    validate(&raw, source_name)
+}
+
+fn from_yaml<T: serde::de::DeserializeOwned>(
+    text: &str,
+    source_name: &str,
+) -> Result<T, ConfigError> {
+    serde_saphyr::from_str_with_options::<T>(text, yaml_options()).map_err(|e| {
+        let e = e.without_snippet();
+        match e {
+            serde_saphyr::Error::SerdeUnknownField {
+                field,
+                expected,
+                location,
+            } => ConfigError::UnknownField {
+                source_name: source_name.into(),
+                location: fmt_location(location),
+                field: field.clone(),
+                hint: suggestion(field, expected)
+                    .map(|s| format!(", did you mean {s:?}?"))
+                    .unwrap_or_default(),
+            },
+            other => ConfigError::Syntax {
+                source_name: source_name.into(),
+                location: other
+                    .location()
+                    .map(|l| fmt_location(&l))
+                    .unwrap_or_default(),
+                // The user-facing wording, without the location (already in the prefix).
+                message: serde_saphyr::UserMessageFormatter
+                    .format_message(other)
+                    .into_owned(),
+            },
+        }
+    })
+}
+
+fn fmt_location(l: &Location) -> String {
+    if l.line() == 0 {
+        String::new()
+    } else {
+        format!(":{}:{}", l.line(), l.column())
+    }
+}
+
+/// The known name closest to `field`: same spelling ignoring case, or within a small edit
+/// distance.
+fn suggestion<'a>(field: &str, expected: &[&'a str]) -> Option<&'a str> {
+    let lower = field.to_ascii_lowercase();
+    let mut best: Option<(usize, &'a str)> = None;
+    for &name in expected {
+        let d = edit_distance(&lower, &name.to_ascii_lowercase());
+        if best.is_none_or(|(bd, _)| d < bd) {
+            best = Some((d, name));
+        }
+    }
+    let limit = (field.chars().count() / 4).clamp(1, 3);
+    best.filter(|&(d, _)| d <= limit).map(|(_, name)| name)
+}
+
+/// Levenshtein distance over chars.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = Vec::with_capacity(b.len() + 1);
+        cur.push(i + 1);
+        for (j, &cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != cb);
+            cur.push((prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// A string field that is set to something other than "" (the kubelet's zero value).
+fn non_empty(v: &Option<Spanned<String>>) -> Option<&Spanned<String>> {
+    v.as_ref().filter(|s| !s.value.is_empty())
+}
+
+fn check_type_field(
+    value: Option<&Spanned<String>>,
+    field: &str,
+    expected: &str,
+    source_name: &str,
+) -> Result<(), ConfigError> {
+    match value {
+        Some(v) if v.value == expected => Ok(()),
+        Some(v) => Err(ConfigError::Invalid {
+            source_name: source_name.into(),
+            location: fmt_location(&v.referenced),
+            field: field.into(),
+            message: format!("is {:?}, expected {expected:?}", v.value),
+        }),
+        None => Err(ConfigError::Invalid {
+            source_name: source_name.into(),
+            location: String::new(),
+            field: field.into(),
+            message: format!("is missing, expected {expected:?}"),
+        }),
+    }
+}
+
+/// Phase two: checks the implemented fields and lists the unimplemented ones.
+fn validate(
+    raw: &RawKubeletConfiguration,
+    source_name: &str,
+) -> Result<KubeletConfig, ConfigError> {
+    let err = |field: &str, at: &Location, message: String| ConfigError::Invalid {
+        source_name: source_name.into(),
+        location: fmt_location(at),
+        field: field.into(),
+        message,
+    };
+
+    let static_pod_path = match non_empty(&raw.static_pod_path) {
+        Some(s) => {
+            let p = PathBuf::from(&s.value);
+            check_absolute(&p).map_err(|m| err("staticPodPath", &s.referenced, m.into()))?;
+            Some(p)
+        }
+        None => None,
+    };
+    let static_pod_url = match non_empty(&raw.static_pod_url) {
+        Some(s) => {
+            check_url(&s.value).map_err(|m| err("staticPodURL", &s.referenced, m))?;
+            Some(s.value.clone())
+        }
+        None => None,
+    };
+    let static_pod_url_header = match &raw.static_pod_url_header {
+        Some(h) => {
+            for (name, values) in &h.value {
+                check_header(name, values)
+                    .map_err(|m| err("staticPodURLHeader", &h.referenced, m))?;
+            }
+            Some(h.value.clone())
+        }
+        None => None,
+    };
+    let frequency = |field: &str, v: &Option<Spanned<String>>| -> Result<_, ConfigError> {
+        match non_empty(v) {
+            Some(s) => {
+                let d = parse_go_duration(&s.value)
+                    .map_err(|e| err(field, &s.referenced, e.to_string()))?;
+                // The kubelet's defaulting treats a zero duration as unset (kubeadm writes "0s").
+                Ok((!d.is_zero()).then_some(d))
+            }
+            None => Ok(None),
+        }
+    };
+    let file_check_frequency = frequency("fileCheckFrequency", &raw.file_check_frequency)?;
+    let http_check_frequency = frequency("httpCheckFrequency", &raw.http_check_frequency)?;
+    let sync_frequency = frequency("syncFrequency", &raw.sync_frequency)?;
+
+    let container_log_max_size = match non_empty(&raw.container_log_max_size) {
+        Some(s) => {
+            let bytes = parse_bytes(&Quantity(s.value.clone()))
+                .map_err(|e| err("containerLogMaxSize", &s.referenced, e.to_string()))?;
+            if bytes == 0 {
+                return Err(err(
+                    "containerLogMaxSize",
+                    &s.referenced,
+                    "must be greater than zero".into(),
+                ));
+            }
+            Some(bytes)
+        }
+        None => None,
+    };
+    let container_log_max_files = match &raw.container_log_max_files {
+        Some(n) if n.value < 2 => {
+            return Err(err(
+                "containerLogMaxFiles",
+                &n.referenced,
+                format!("{} must be at least 2", n.value),
+            ))
+        }
+        // The value is at least 2 here, so its absolute value is the value.
+        Some(n) => Some(n.value.unsigned_abs()),
+        None => None,
+    };
+    let pod_logs_dir = match non_empty(&raw.pod_logs_dir) {
+        Some(s) => {
+            check_pod_logs_dir(&s.value).map_err(|m| err("podLogsDir", &s.referenced, m))?;
+            Some(PathBuf::from(&s.value))
+        }
+        None => None,
+    };
+    let cgroup_root = match non_empty(&raw.cgroup_root) {
+        Some(s) => {
+            crate::cgroups::validate_parent(&s.value).map_err(|_| {
+                err(
+                    "cgroupRoot",
+                    &s.referenced,
+                    format!(
+                        "{:?} must name a cgroup below the root, without \".\" or \"..\" \
+                         (podvisor places pods in <cgroupRoot>/pod<uid>)",
+                        s.value
+                    ),
+                )
+            })?;
+            Some(s.value.clone())
+        }
+        None => None,
+    };
+    let pod_pids_limit = match &raw.pod_pids_limit {
+        Some(n) if n.value < -1 => {
+            return Err(err(
+                "podPidsLimit",
+                &n.referenced,
+                format!("{} must be -1 (unlimited) or a positive number", n.value),
+            ))
+        }
+        // Like the kubelet, only a positive value sets a limit.
+        Some(n) if n.value > 0 => Some(n.value),
+        _ => None,
+    };
+
+    let mut unimplemented_fields: Vec<String> = raw
+        .present_fields()
+        .into_iter()
+        .filter(|f| !IMPLEMENTED_FIELDS.contains(f))
+        .map(String::from)
+        .collect();
+    unimplemented_fields.sort_unstable();
+    unimplemented_fields.dedup();
+
+    Ok(KubeletConfig {
+        static_pod_path,
+        static_pod_url,
+        static_pod_url_header,
+        file_check_frequency,
+        http_check_frequency,
+        sync_frequency,
+        container_log_max_size,
+        container_log_max_files,
+        pod_logs_dir,
+        cgroup_root,
+        pod_pids_limit,
+        unimplemented_fields,
+    })
+}
+
+/// Parses `--manifest-url-header` values the way the kubelet's ColonSeparatedMultimapStringString
+/// does: each value is a comma-separated list of `key:value` pairs split at the first colon,
+/// key and value trimmed, empty pairs skipped; values of one key accumulate in order across
+/// pairs and repeated flags. Header names and values are then validated.
+pub fn parse_manifest_url_headers(
+    values: &[String],
+) -> Result<BTreeMap<String, Vec<String>>, ConfigError> {
+    let mut headers: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for value in values {
+        for pair in value.split(',') {
+            if pair.is_empty() {
+                continue;
+            }
+            let Some((key, val)) = pair.split_once(':') else {
+                return Err(invalid_flag(
+                    "manifest-url-header",
+                    value,
+                    format!("malformed pair {pair:?}, expected key:value"),
+                ));
+            };
+            headers
+                .entry(key.trim().to_string())
+                .or_default()
+                .push(val.trim().to_string());
+        }
+    }
+    for (name, vals) in &headers {
+        check_header(name, vals)
+            .map_err(|m| invalid_flag("manifest-url-header", &values.join(" "), m))?;
+    }
+    Ok(headers)
+}
+
+/// `--hostname-override` when non-empty, else the system hostname; trimmed, lowercased and
+/// checked as a DNS-1123 subdomain (the kubelet's GetHostname plus node name validation).
+pub fn resolve_node_name(hostname_override: Option<&str>) -> Result<String, ConfigError> {
+    let (raw, origin) = match hostname_override.filter(|h| !h.is_empty()) {
+        Some(h) => (h.to_string(), "--hostname-override"),
+        None => {
+            let h =
+                nix::unistd::gethostname().map_err(|source| ConfigError::Hostname { source })?;
+            (h.to_string_lossy().into_owned(), "the system hostname")
+        }
+    };
+    let name = raw.trim().to_lowercase();
+    if name.is_empty() {
+        return Err(ConfigError::InvalidNodeName {
+            name: raw,
+            origin,
+            message: "is empty".into(),
+        });
+    }
+    if !is_dns1123_subdomain(&name) {
+        return Err(ConfigError::InvalidNodeName {
+            name,
+            origin,
+            message: "must be a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', \
+                      at most 253 characters, labels starting and ending with a letter or digit"
+                .into(),
+        });
+    }
+    Ok(name)
+}
+
+fn invalid_flag(flag: &'static str, value: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError::InvalidFlag {
+        flag,
+        value: value.into(),
+        message: message.into(),
+    }
+}
+
+fn check_absolute(p: &Path) -> Result<(), &'static str> {
+    if p.is_absolute() {
+        Ok(())
+    } else {
+        Err("must be an absolute path")
+    }
+}
+
+/// The kubelet's podLogsDir rules: absolute, normalized (`filepath.Clean(p) == p`), ASCII.
+fn check_pod_logs_dir(p: &str) -> Result<(), String> {
+    if !p.starts_with('/') {
+        return Err(format!("{p:?} must be an absolute path"));
+    }
+    let clean = p == "/"
+        || (!p.ends_with('/')
+            && p[1..]
+                .split('/')
+                .all(|c| !c.is_empty() && c != "." && c != ".."));
+    if !clean {
+        return Err(format!(
+            "{p:?} must be normalized (no \"//\", \".\", \"..\" or trailing \"/\")"
+        ));
+    }
+    if !p.is_ascii() {
+        return Err(format!("{p:?} must contain ASCII characters only"));
+    }
+    Ok(())
+}
+
+fn check_socket_path(p: &Path) -> Result<(), String> {
+    check_absolute(p)?;
+    let len = p.as_os_str().len();
+    if len > MAX_SOCKET_PATH_BYTES {
+        return Err(format!(
+            "is {len} bytes, a unix socket path holds at most {MAX_SOCKET_PATH_BYTES}"
+        ));
+    }
+    Ok(())
+}
+
+/// An absolute http or https URL with a host (and a valid port if any).
+fn check_url(url: &str) -> Result<(), String> {
+    if let Some(c) = url.chars().find(|c| c.is_control() || c.is_whitespace()) {
+        return Err(format!("must not contain {c:?}"));
+    }
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err("must be an absolute http or https URL (scheme://host/...)".into());
+    };
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        return Err(format!("scheme {scheme:?} is not http or https"));
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    let (host, port) = if let Some(v6) = host_port.strip_prefix('[') {
+        let Some((addr, after)) = v6.split_once(']') else {
+            return Err("has an unterminated IPv6 address".into());
+        };
+        if addr.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(format!("host [{addr}] is not an IPv6 address"));
+        }
+        match after {
+            "" => (addr, None),
+            p => match p.strip_prefix(':') {
+                Some(port) => (addr, Some(port)),
+                None => return Err(format!("unexpected {p:?} after the IPv6 address")),
+            },
+        }
+    } else {
+        match host_port.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (host_port, None),
+        }
+    };
+    if host.is_empty() {
+        return Err("has no host".into());
+    }
+    if !host_port.starts_with('[')
+        && !host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+    {
+        return Err(format!(
+            "host {host:?} has characters not allowed in a host name"
+        ));
+    }
+    if let Some(port) = port {
+        let ok = !port.is_empty()
+            && port.bytes().all(|b| b.is_ascii_digit())
+            && port.parse::<u16>().is_ok_and(|p| p > 0);
+        if !ok {
+            return Err(format!("port {port:?} is not a number from 1 to 65535"));
+        }
+    }
+    Ok(())
+}
+
+/// An HTTP header name is an RFC 9110 token; values must not hold control characters other
+/// than tab (Go's httpguts.ValidHeaderFieldValue).
+fn check_header(name: &str, values: &[String]) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("header name is empty".into());
+    }
+    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    if !name.bytes().all(token) {
+        return Err(format!("header name {name:?} is not a valid HTTP token"));
+    }
+    for value in values {
+        if value.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+            return Err(format!(
+                "header {name:?} value {value:?} contains control characters"
+            ));
+        }
+    }
+    Ok(())
+}
