@@ -1,0 +1,427 @@
+//! static_pod: manifests from a file or URL -> validated static pods with the kubelet's
+//! defaults (pkg/kubelet/config/common.go applyDefaults) and podvisor's content hashes.
+//!
+//! A file holds exactly one Pod; a URL body holds a Pod, a PodList (kind `PodList` or `List`
+//! with `items`) or several YAML documents, each a Pod or a PodList. apiVersion/kind are checked
+//! on the raw document first (k8s-openapi's `Pod` does not keep them), then each pod is
+//! deserialized, defaulted and validated; every problem of a manifest is reported at once, each
+//! with its field path and, from the manifest text, its line:column.
+//!
+//! Identity: `spec_hash` is the sha256 of the manifest as written (canonical JSON, so comments,
+//! formatting, quoting and key order do not count) minus labels, annotations and server-set
+//! metadata; `meta_hash` covers labels and annotations. The UID derives from the source, the
+//! node, the full name and `spec_hash`: editing labels or annotations keeps the UID (nothing
+//! restarts), any other edit gives a new UID (the pod is replaced), like the kubelet's
+//! content-hash UID.
+
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::{Pod, Toleration};
+use sha2::{Digest, Sha256};
+
+use super::manifest::{self, ManifestError, RawNode};
+use super::validation::{self, FieldError, ValidationOptions};
+
+/// Annotation naming the source kind (`file` or `http`).
+pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
+/// Annotation holding when podvisor first read the pod (RFC 3339).
+pub const CONFIG_SEEN_ANNOTATION: &str = "kubernetes.io/config.seen";
+/// Annotation holding the pod's UID (the content hash).
+pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
+
+/// Where a manifest came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceKind {
+    /// A file in the manifest directory: one Pod per file.
+    File,
+    /// A URL body: a Pod, a PodList/List, or several YAML documents.
+    Http,
+}
+
+impl SourceKind {
+    /// The value of the `kubernetes.io/config.source` annotation.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceKind::File => "file",
+            SourceKind::Http => "http",
+        }
+    }
+}
+
+/// A validated pod with the static-pod defaults applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StaticPod {
+    /// Validated, with the static-pod defaults applied.
+    pub pod: Pod,
+    /// The file path or the URL the pod came from.
+    pub source: String,
+    /// `namespace/name` after defaults.
+    pub full_name: String,
+    /// Hex sha256 of the normalized manifest as written, labels and annotations left out.
+    pub spec_hash: String,
+    /// Hex sha256 of the labels and annotations as written.
+    pub meta_hash: String,
+}
+
+impl StaticPod {
+    /// The pod's UID (derived from source, node, full name and `spec_hash`).
+    pub fn uid(&self) -> &str {
+        self.pod.metadata.uid.as_deref().unwrap_or("")
+    }
+}
+
+/// Loads every pod of a manifest from `source` for node `node_name`, or the first error
+/// (holding every problem of the failing pod). `now_rfc3339` becomes the
+/// `kubernetes.io/config.seen` annotation. An empty `node_name` leaves names unsuffixed.
+pub fn load_manifest(
+    data: &[u8],
+    source: &str,
+    kind: SourceKind,
+    node_name: &str,
+    now_rfc3339: &str,
+) -> Result<Vec<StaticPod>, ManifestError> {
+    load(
+        data,
+        source,
+        kind,
+        &Defaults::Static {
+            node_name,
+            now_rfc3339,
+        },
+    )
+}
+
+/// `podvisor validate FILE`: reads one manifest file (10 MB limit; the manifest directory's
+/// name filter is not applied) and loads it as a file source for `node_name`.
+pub fn validate_file(path: &Path, node_name: &str) -> Result<Vec<StaticPod>, ManifestError> {
+    let data = manifest::read_manifest_file(path)?;
+    load_manifest(
+        &data,
+        &path.display().to_string(),
+        SourceKind::File,
+        node_name,
+        &crate::runtime::now_rfc3339(),
+    )
+}
+
+/// `podvisor play`: one Pod from a file, validated like a static pod; the name stays as
+/// written, namespace `default`, and the UID is derived like a static pod's (no node).
+pub(crate) fn load_manifest_for_play(
+    data: &[u8],
+    source: &str,
+) -> Result<StaticPod, ManifestError> {
+    let mut pods = load(data, source, SourceKind::File, &Defaults::Play)?;
+    match pods.pop() {
+        Some(p) if pods.is_empty() => Ok(p),
+        _ => Err(ManifestError::invalid_field(
+            source,
+            FieldError::new("(document)", "a manifest file holds exactly one Pod"),
+        )),
+    }
+}
+
+/// The UID of a static pod: 32 hex characters of sha256 over source, node, full name and
+/// spec hash.
+pub fn pod_uid(source: &str, node_name: &str, full_name: &str, spec_hash: &str) -> String {
+    let mut h = Sha256::new();
+    for part in [source, node_name, full_name, spec_hash] {
+        h.update(part.as_bytes());
+        h.update([0u8]);
+    }
+    hex::encode(&h.finalize()[..16])
+}
+
+enum Defaults<'a> {
+    Static {
+        node_name: &'a str,
+        now_rfc3339: &'a str,
+    },
+    Play,
+}
+
+fn load(
+    data: &[u8],
+    source: &str,
+    kind: SourceKind,
+    defaults: &Defaults<'_>,
+) -> Result<Vec<StaticPod>, ManifestError> {
+    let text = manifest::manifest_text(data, source)?;
+    let docs = manifest::parse_documents(text, source)?;
+    if docs.is_empty() {
+        return Err(ManifestError::Empty {
+            source_name: source.into(),
+        });
+    }
+    if kind == SourceKind::File && docs.len() > 1 {
+        return Err(ManifestError::invalid_field(
+            source,
+            FieldError::new(
+                "(document)",
+                format!(
+                    "a manifest file holds exactly one Pod, found {} YAML documents",
+                    docs.len()
+                ),
+            ),
+        ));
+    }
+    let mut pods = Vec::new();
+    for doc in &docs {
+        let items = pods_of_document(doc, kind).map_err(|errors| ManifestError::Invalid {
+            source_name: source.into(),
+            errors: errors
+                .into_iter()
+                .map(|e| {
+                    let pos = doc.locate(&e.field);
+                    e.at(pos)
+                })
+                .collect(),
+        })?;
+        for (prefix, node) in items {
+            pods.push(build(doc, &prefix, node, source, kind, defaults)?);
+        }
+    }
+    Ok(pods)
+}
+
+/// The pods of one document with their path prefix (`""` or `items[3].`).
+fn pods_of_document(
+    doc: &RawNode,
+    kind: SourceKind,
+) -> Result<Vec<(String, &RawNode)>, Vec<FieldError>> {
+    if !matches!(doc, RawNode::Map(_)) {
+        return Err(vec![FieldError::new(
+            "(document)",
+            format!("expected a Pod (a mapping), found {}", doc.type_name()),
+        )]);
+    }
+    let mut errors = Vec::new();
+    check_api_version(doc, "", true, &mut errors);
+    let doc_kind = doc.get("kind").map(|k| &k.value);
+    let mut pods = Vec::new();
+    match doc_kind {
+        None | Some(RawNode::Null) => errors.push(FieldError::new("kind", "required")),
+        Some(RawNode::String(k)) if k == "Pod" => pods.push((String::new(), doc)),
+        Some(RawNode::String(k)) if (k == "PodList" || k == "List") && kind == SourceKind::Http => {
+            let list = k == "List";
+            match doc.get("items").map(|i| &i.value) {
+                None | Some(RawNode::Null) => {}
+                Some(RawNode::Seq(items)) => {
+                    for (i, item) in items.iter().enumerate() {
+                        let prefix = format!("items[{i}].");
+                        if !matches!(item.value, RawNode::Map(_)) {
+                            errors.push(FieldError::new(
+                                format!("items[{i}]"),
+                                format!(
+                                    "expected a Pod (a mapping), found {}",
+                                    item.value.type_name()
+                                ),
+                            ));
+                            continue;
+                        }
+                        check_api_version(&item.value, &prefix, list, &mut errors);
+                        match item.value.get("kind").map(|k| &k.value) {
+                            None | Some(RawNode::Null) if !list => {}
+                            Some(RawNode::String(k)) if k == "Pod" => {}
+                            None | Some(RawNode::Null) => {
+                                errors.push(FieldError::new(format!("{prefix}kind"), "required"))
+                            }
+                            Some(other) => errors.push(FieldError::new(
+                                format!("{prefix}kind"),
+                                format!(
+                                    "{} is not supported: list items must be Pods",
+                                    describe(other)
+                                ),
+                            )),
+                        }
+                        pods.push((prefix, &item.value));
+                    }
+                }
+                Some(other) => errors.push(FieldError::new(
+                    "items",
+                    format!("expected a list of Pods, found {}", other.type_name()),
+                )),
+            }
+        }
+        Some(RawNode::String(k)) if k == "PodList" || k == "List" => errors.push(FieldError::new(
+            "kind",
+            format!("{k:?} is not supported in a manifest file: a file holds exactly one Pod"),
+        )),
+        Some(other) => errors.push(FieldError::new(
+            "kind",
+            format!(
+                "{} is not supported: expected {}",
+                describe(other),
+                match kind {
+                    SourceKind::File => "Pod",
+                    SourceKind::Http => "Pod, PodList or List",
+                }
+            ),
+        )),
+    }
+    if errors.is_empty() {
+        Ok(pods)
+    } else {
+        Err(errors)
+    }
+}
+
+fn describe(node: &RawNode) -> String {
+    match node {
+        RawNode::String(s) => format!("{s:?}"),
+        other => other.type_name().to_string(),
+    }
+}
+
+fn check_api_version(node: &RawNode, prefix: &str, required: bool, errors: &mut Vec<FieldError>) {
+    let field = format!("{prefix}apiVersion");
+    match node.get("apiVersion").map(|v| &v.value) {
+        None | Some(RawNode::Null) if required => {
+            errors.push(FieldError::new(field, "required (v1)"))
+        }
+        None | Some(RawNode::Null) => {}
+        Some(RawNode::String(v)) if v == "v1" => {}
+        Some(other) => errors.push(FieldError::new(
+            field,
+            format!("{} is not supported: expected v1", describe(other)),
+        )),
+    }
+}
+
+/// Metadata fields that are not part of what the user wrote for the pod to run.
+const UNHASHED_METADATA: &[&str] = &[
+    "labels",
+    "annotations",
+    "resourceVersion",
+    "generation",
+    "managedFields",
+    "creationTimestamp",
+    "uid",
+    "selfLink",
+];
+
+fn sha256_hex(s: &str) -> String {
+    hex::encode(Sha256::digest(s.as_bytes()))
+}
+
+/// `spec_hash` and `meta_hash` of one pod's tree.
+fn hashes(node: &RawNode) -> (String, String) {
+    let mut stripped = node.without_keys(&["apiVersion", "kind"]);
+    if let RawNode::Map(entries) = &mut stripped {
+        for (k, v) in entries.iter_mut() {
+            if k.value == "metadata" {
+                v.value = v.value.without_keys(UNHASHED_METADATA);
+            }
+        }
+    }
+    let meta = node.get("metadata").map(|m| &m.value);
+    let field = |key: &str| {
+        meta.and_then(|m| m.get(key))
+            .map(|v| v.value.canonical_json())
+            .unwrap_or_else(|| "null".into())
+    };
+    let meta_json = format!(
+        "{{\"annotations\":{},\"labels\":{}}}",
+        field("annotations"),
+        field("labels")
+    );
+    (
+        sha256_hex(&stripped.canonical_json()),
+        sha256_hex(&meta_json),
+    )
+}
+
+fn build(
+    doc: &RawNode,
+    prefix: &str,
+    node: &RawNode,
+    source: &str,
+    kind: SourceKind,
+    defaults: &Defaults<'_>,
+) -> Result<StaticPod, ManifestError> {
+    let mut pod: Pod = manifest::from_tree(node).map_err(|e| {
+        ManifestError::invalid_field(
+            source,
+            FieldError {
+                field: format!("{prefix}{}", e.field),
+                ..e
+            },
+        )
+    })?;
+    let (spec_hash, meta_hash) = hashes(node);
+    let written_name = pod.metadata.name.clone().unwrap_or_default();
+    let node_name = match defaults {
+        Defaults::Static { node_name, .. } => *node_name,
+        Defaults::Play => "",
+    };
+    if !written_name.is_empty() && !node_name.is_empty() {
+        pod.metadata.name = Some(format!("{written_name}-{}", node_name.to_lowercase()));
+    }
+    if pod.metadata.namespace.as_deref().unwrap_or("").is_empty() {
+        pod.metadata.namespace = Some("default".into());
+    }
+    let full_name = format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or(""),
+        pod.metadata.name.as_deref().unwrap_or("")
+    );
+    let uid = pod_uid(source, node_name, &full_name, &spec_hash);
+    pod.metadata.uid = Some(uid.clone());
+    if let Defaults::Static { now_rfc3339, .. } = defaults {
+        if let Some(spec) = pod.spec.as_mut() {
+            if !node_name.is_empty() {
+                spec.node_name = Some(node_name.to_string());
+            }
+            if kind == SourceKind::File {
+                add_no_execute_toleration(&mut spec.tolerations);
+            }
+        }
+        let ann = pod
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        ann.insert(CONFIG_SOURCE_ANNOTATION.into(), kind.as_str().into());
+        ann.insert(CONFIG_SEEN_ANNOTATION.into(), (*now_rfc3339).into());
+        ann.insert(CONFIG_HASH_ANNOTATION.into(), uid);
+    }
+    let opts = ValidationOptions {
+        written_name: Some(written_name),
+    };
+    let errors = validation::validate_pod(&pod, &opts);
+    if !errors.is_empty() {
+        return Err(ManifestError::Invalid {
+            source_name: source.into(),
+            errors: errors
+                .into_iter()
+                .map(|e| {
+                    let field = format!("{prefix}{}", e.field);
+                    let pos = doc.locate(&field);
+                    FieldError {
+                        field,
+                        message: e.message,
+                        pos,
+                    }
+                })
+                .collect(),
+        });
+    }
+    Ok(StaticPod {
+        pod,
+        source: source.into(),
+        full_name,
+        spec_hash,
+        meta_hash,
+    })
+}
+
+/// The kubelet's `AddOrUpdateTolerationInPod(pod, {operator: Exists, effect: NoExecute})`.
+fn add_no_execute_toleration(tolerations: &mut Option<Vec<Toleration>>) {
+    let want = Toleration {
+        operator: Some("Exists".into()),
+        effect: Some("NoExecute".into()),
+        ..Default::default()
+    };
+    let list = tolerations.get_or_insert_with(Vec::new);
+    if !list.iter().any(|t| *t == want) {
+        list.push(want);
+    }
+}
