@@ -179,7 +179,24 @@ fn load(
                     .collect(),
             })?;
         for (prefix, node) in items {
-            pods.push(build(doc, &prefix, node, source, kind, defaults)?);
+            let pod = build(doc, &prefix, node, source, kind, defaults)?;
+            // Like the kubelet's filterInvalidPods: one source may not name a pod twice.
+            if pods
+                .iter()
+                .any(|p: &StaticPod| p.full_name == pod.full_name)
+            {
+                let field = format!("{prefix}metadata.name");
+                let pos = doc.locate(&field);
+                return Err(ManifestError::invalid_field(
+                    source,
+                    FieldError::new(
+                        field,
+                        format!("duplicate pod {:?} in this source", pod.full_name),
+                    )
+                    .at(pos),
+                ));
+            }
+            pods.push(pod);
         }
     }
     Ok(pods)
@@ -729,6 +746,25 @@ mod tests {
             msg.ends_with(":6:16: spec.containers[0].name: required"),
             "{msg}"
         );
+        // Like Kubernetes, an unquoted number is not a string.
+        let text = manifest("    env:\n    - name: PORT\n      value: 8080", "");
+        let msg = load_file(&text).expect_err("invalid").to_string();
+        assert!(
+            msg.starts_with("/etc/kubernetes/manifests/web.yaml:11:7: spec.containers[0].env[0].value: invalid type: integer `8080`, expected a string"),
+            "{msg}"
+        );
+        // Quantities may be numbers.
+        let p = one(&manifest(
+            "    resources:\n      limits: {cpu: 1, memory: 1e9}",
+            "",
+        ));
+        let limits = p.pod.spec.expect("spec").containers[0]
+            .resources
+            .clone()
+            .expect("r")
+            .limits
+            .expect("l");
+        assert_eq!(limits["cpu"].0, "1");
     }
 
     #[test]
@@ -983,6 +1019,14 @@ mod tests {
         assert_eq!(
             msg,
             "http://h/p:13:16: items[1].spec.containers[0].ports[0].containerPort: 0 is not a valid port (1-65535)"
+        );
+        let dup = format!("{}---\n{}", manifest("", ""), manifest("", ""));
+        let msg = load_manifest(dup.as_bytes(), "http://h/p", SourceKind::Http, "n1", NOW)
+            .expect_err("duplicate")
+            .to_string();
+        assert_eq!(
+            msg,
+            "http://h/p:13:3: metadata.name: duplicate pod \"default/web-n1\" in this source"
         );
         let empty = load_manifest(
             b"apiVersion: v1\nkind: PodList\nitems: []\n",
