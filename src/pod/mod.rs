@@ -1,9 +1,13 @@
-//! pod: Pod manifests, from bytes to a validated, defaulted `v1 Pod`.
+//! pod: Pod manifests, from bytes to validated, defaulted static pods.
 //!
-//! Two phases: [`manifest`] turns YAML/JSON bytes into the raw k8s-openapi `Pod` (errors carry
-//! file:line:column), then validation and the static-pod defaults the kubelet applies.
-//! [`quantity`] parses resource quantities; [`qos`] computes QoS classes and OOM scores.
+//! Two phases: [`manifest`] turns YAML/JSON bytes into located raw trees and k8s-openapi
+//! `Pod`s (errors carry file:line:column), [`validation`] checks a Pod the way the API server
+//! and kubelet do for static pods, and [`static_pod`] ties them together with the kubelet's
+//! static-pod defaults and content hashes. [`quantity`] parses resource quantities; [`qos`]
+//! computes QoS classes and OOM scores.
 
 pub mod manifest;
 pub mod qos;
 pub mod quantity;
+pub mod static_pod;
+pub mod validation;

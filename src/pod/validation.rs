@@ -1,0 +1,798 @@
+//! validation: the checks the API server (ValidatePodCreate, NodeRestriction and the
+//! ServiceAccount admission for mirror pods) and the kubelet apply to a static Pod, reported as
+//! field errors that name the field path (`spec.containers[1].ports[0].containerPort`).
+//!
+//! Every problem of a pod is collected, not just the first. Locations (line:column) are added
+//! by the caller, which has the manifest text ([`super::static_pod`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements, Volume};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use super::manifest::{is_dns1123_label, is_dns1123_subdomain, TextPos};
+use super::quantity;
+
+/// One problem with one field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// The field path, e.g. `spec.containers[0].image`.
+    pub field: String,
+    pub message: String,
+    /// Where the field (or its closest written ancestor) is in the manifest text.
+    pub pos: Option<TextPos>,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        FieldError {
+            field: field.into(),
+            message: message.into(),
+            pos: None,
+        }
+    }
+
+    /// The same error located at `pos`.
+    pub fn at(mut self, pos: Option<TextPos>) -> Self {
+        self.pos = pos;
+        self
+    }
+}
+
+/// `:line:column: field: message` (the caller prefixes the source name).
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(p) = self.pos {
+            write!(f, ":{}:{}", p.line, p.column)?;
+        }
+        write!(f, ": {}: {}", self.field, self.message)
+    }
+}
+
+/// What the validation is told beyond the pod.
+#[derive(Debug, Clone, Default)]
+pub struct ValidationOptions {
+    /// The name as it was written, when `metadata.name` carries a node suffix: messages then
+    /// say which part is too long.
+    pub written_name: Option<String>,
+}
+
+/// Validates `pod` as a static pod; empty when it is valid.
+pub fn validate_pod(pod: &Pod, opts: &ValidationOptions) -> Vec<FieldError> {
+    let mut v = Errors::default();
+    validate_metadata(pod, opts, &mut v);
+    match &pod.spec {
+        None => v.push("spec", "required"),
+        Some(spec) => validate_spec(spec, &mut v),
+    }
+    v.0
+}
+
+#[derive(Default)]
+struct Errors(Vec<FieldError>);
+
+impl Errors {
+    fn push(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.0.push(FieldError::new(field, message));
+    }
+}
+
+fn validate_metadata(pod: &Pod, opts: &ValidationOptions, v: &mut Errors) {
+    let name = pod.metadata.name.as_deref().unwrap_or("");
+    if name.is_empty() || opts.written_name.as_deref() == Some("") {
+        v.push("metadata.name", "required");
+    } else if name.len() > 253 {
+        let how = match &opts.written_name {
+            Some(w) if w != name => format!(
+                "{name:?} (the name with its node suffix) must be no more than 253 characters"
+            ),
+            _ => format!("{name:?} must be no more than 253 characters"),
+        };
+        v.push("metadata.name", how);
+    } else if !is_dns1123_subdomain(name) {
+        v.push(
+            "metadata.name",
+            format!(
+                "{name:?} is not a valid DNS-1123 subdomain (lowercase letters, digits, '-' and '.', alphanumeric at both ends)"
+            ),
+        );
+    }
+    if let Some(ns) = pod.metadata.namespace.as_deref() {
+        if !ns.is_empty() && !is_dns1123_label(ns) {
+            v.push(
+                "metadata.namespace",
+                format!("{ns:?} is not a valid DNS-1123 label"),
+            );
+        }
+    }
+    for (k, val) in pod.metadata.labels.iter().flatten() {
+        let field = format!("metadata.labels{}", key_segment(k));
+        if let Err(m) = check_qualified_name(k) {
+            v.push(&field, format!("key {k:?}: {m}"));
+        }
+        if !is_label_value(val) {
+            v.push(
+                &field,
+                format!("{val:?} is not a valid label value (at most 63 characters: alphanumerics, '-', '_' or '.', alphanumeric at both ends)"),
+            );
+        }
+    }
+    let mut total = 0;
+    for (k, val) in pod.metadata.annotations.iter().flatten() {
+        total += k.len() + val.len();
+        if let Err(m) = check_qualified_name(k) {
+            v.push(
+                format!("metadata.annotations{}", key_segment(k)),
+                format!("key {k:?}: {m}"),
+            );
+        }
+    }
+    if total > 256 * 1024 {
+        v.push(
+            "metadata.annotations",
+            format!("annotations total {total} bytes, more than the 262144 allowed"),
+        );
+    }
+}
+
+/// `.key`, or `[key]` for keys with '.' or '/' (so the path stays splittable).
+fn key_segment(k: &str) -> String {
+    if k.contains('.') || k.contains('/') || k.is_empty() {
+        format!("[{k}]")
+    } else {
+        format!(".{k}")
+    }
+}
+
+/// A Kubernetes qualified name: `[prefix/]name`, prefix a DNS subdomain, name at most 63
+/// characters of alphanumerics, '-', '_' and '.', alphanumeric at both ends.
+fn check_qualified_name(k: &str) -> Result<(), String> {
+    let (prefix, name) = match k.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, k),
+    };
+    if let Some(p) = prefix {
+        if !is_dns1123_subdomain(p) {
+            return Err(format!("prefix {p:?} is not a valid DNS-1123 subdomain"));
+        }
+    }
+    if name.is_empty() {
+        return Err("name part must not be empty".into());
+    }
+    if name.len() > 63 || !is_label_value(name) {
+        return Err("name part must be at most 63 characters: alphanumerics, '-', '_' or '.', alphanumeric at both ends".into());
+    }
+    Ok(())
+}
+
+fn is_label_value(s: &str) -> bool {
+    s.is_empty()
+        || (s.len() <= 63
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+            && s.as_bytes().first().is_some_and(u8::is_ascii_alphanumeric)
+            && s.as_bytes().last().is_some_and(u8::is_ascii_alphanumeric))
+}
+
+/// IANA_SVC_NAME: at most 15 characters, lowercase alphanumerics and '-', at least one
+/// letter, no '-' at either end and no "--".
+pub fn is_port_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 15
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes().any(|b| b.is_ascii_lowercase())
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+        && !s.contains("--")
+}
+
+/// An environment variable name: `[-._a-zA-Z][-._a-zA-Z0-9]*`.
+pub fn is_env_var_name(s: &str) -> bool {
+    let ok = |b: u8, first: bool| {
+        b.is_ascii_alphabetic() || matches!(b, b'-' | b'.' | b'_') || (!first && b.is_ascii_digit())
+    };
+    let bytes = s.as_bytes();
+    !bytes.is_empty() && ok(bytes[0], true) && bytes[1..].iter().all(|&b| ok(b, false))
+}
+
+const STATIC_REF: &str = "static pods cannot reference API objects";
+
+fn validate_spec(spec: &PodSpec, v: &mut Errors) {
+    if spec.containers.is_empty() {
+        v.push("spec.containers", "at least one container is required");
+    }
+    if let Some(p) = spec.restart_policy.as_deref() {
+        if !matches!(p, "Always" | "OnFailure" | "Never") {
+            v.push(
+                "spec.restartPolicy",
+                format!("{p:?} is not one of Always, OnFailure, Never"),
+            );
+        }
+    }
+    if let Some(g) = spec.termination_grace_period_seconds {
+        if g < 0 {
+            v.push(
+                "spec.terminationGracePeriodSeconds",
+                format!("{g} must be greater than or equal to 0"),
+            );
+        }
+    }
+    if let Some(d) = spec.active_deadline_seconds {
+        if d <= 0 {
+            v.push(
+                "spec.activeDeadlineSeconds",
+                format!("{d} must be greater than 0"),
+            );
+        }
+    }
+    if let Some(p) = spec.dns_policy.as_deref() {
+        if !matches!(
+            p,
+            "ClusterFirst" | "ClusterFirstWithHostNet" | "Default" | "None"
+        ) {
+            v.push(
+                "spec.dnsPolicy",
+                format!("{p:?} is not one of ClusterFirst, ClusterFirstWithHostNet, Default, None"),
+            );
+        }
+    }
+    validate_static_restrictions(spec, v);
+    let volumes = validate_volumes(spec.volumes.as_deref().unwrap_or(&[]), v);
+    if let Some(r) = &spec.resources {
+        validate_resources(r, "spec.resources", v);
+    }
+
+    let host_network = spec.host_network == Some(true);
+    let mut names = BTreeSet::new();
+    let lists = [
+        (
+            "spec.initContainers",
+            spec.init_containers.as_deref().unwrap_or(&[]),
+            true,
+        ),
+        ("spec.containers", &spec.containers[..], false),
+    ];
+    for (list, containers, init) in lists {
+        let mut host_ports = BTreeSet::new();
+        for (i, c) in containers.iter().enumerate() {
+            let field = format!("{list}[{i}]");
+            if !is_dns1123_label(&c.name) {
+                v.push(
+                    format!("{field}.name"),
+                    if c.name.is_empty() {
+                        "required".to_string()
+                    } else {
+                        format!("{:?} is not a valid DNS-1123 label", c.name)
+                    },
+                );
+            } else if !names.insert(c.name.clone()) {
+                v.push(
+                    format!("{field}.name"),
+                    format!("duplicate container name {:?}", c.name),
+                );
+            }
+            validate_container(c, &field, init, host_network, &volumes, &mut host_ports, v);
+        }
+    }
+}
+
+fn validate_static_restrictions(spec: &PodSpec, v: &mut Errors) {
+    for (field, sa) in [
+        ("spec.serviceAccountName", &spec.service_account_name),
+        ("spec.serviceAccount", &spec.service_account),
+    ] {
+        if let Some(sa) = sa.as_deref().filter(|s| !s.is_empty()) {
+            v.push(
+                field,
+                format!("static pods cannot reference service accounts (found {sa:?})"),
+            );
+        }
+    }
+    if spec.automount_service_account_token == Some(true) {
+        v.push(
+            "spec.automountServiceAccountToken",
+            "static pods cannot get service account tokens",
+        );
+    }
+    for (i, _) in spec.image_pull_secrets.iter().flatten().enumerate() {
+        v.push(
+            format!("spec.imagePullSecrets[{i}]"),
+            format!("{STATIC_REF} (secrets)"),
+        );
+    }
+    if spec
+        .ephemeral_containers
+        .as_ref()
+        .is_some_and(|e| !e.is_empty())
+    {
+        v.push(
+            "spec.ephemeralContainers",
+            "static pods cannot have ephemeral containers",
+        );
+    }
+    if spec.resource_claims.as_ref().is_some_and(|e| !e.is_empty()) {
+        v.push(
+            "spec.resourceClaims",
+            format!("{STATIC_REF} (resource claims)"),
+        );
+    }
+}
+
+/// Checks the volumes; returns the declared names.
+fn validate_volumes(volumes: &[Volume], v: &mut Errors) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for (i, vol) in volumes.iter().enumerate() {
+        let field = format!("spec.volumes[{i}]");
+        if !is_dns1123_label(&vol.name) {
+            v.push(
+                format!("{field}.name"),
+                if vol.name.is_empty() {
+                    "required".to_string()
+                } else {
+                    format!("{:?} is not a valid DNS-1123 label", vol.name)
+                },
+            );
+        } else if !names.insert(vol.name.clone()) {
+            v.push(
+                format!("{field}.name"),
+                format!("duplicate volume name {:?}", vol.name),
+            );
+        }
+        let sources = volume_source_names(vol);
+        if sources.len() > 1 {
+            v.push(
+                &field,
+                format!(
+                    "may not specify more than 1 volume type (found {})",
+                    sources.join(", ")
+                ),
+            );
+        }
+        let refused: [(&str, bool, &str); 5] = [
+            ("secret", vol.secret.is_some(), "secrets"),
+            ("configMap", vol.config_map.is_some(), "config maps"),
+            (
+                "persistentVolumeClaim",
+                vol.persistent_volume_claim.is_some(),
+                "persistent volume claims",
+            ),
+            (
+                "ephemeral",
+                vol.ephemeral.is_some(),
+                "persistent volume claims",
+            ),
+            ("csi", vol.csi.is_some(), "CSI drivers"),
+        ];
+        for (key, present, what) in refused {
+            if present {
+                v.push(format!("{field}.{key}"), format!("{STATIC_REF} ({what})"));
+            }
+        }
+        let secret_refs = [
+            ("azureFile", vol.azure_file.is_some()),
+            (
+                "cephfs.secretRef",
+                vol.cephfs.as_ref().is_some_and(|s| s.secret_ref.is_some()),
+            ),
+            (
+                "cinder.secretRef",
+                vol.cinder.as_ref().is_some_and(|s| s.secret_ref.is_some()),
+            ),
+            (
+                "flexVolume.secretRef",
+                vol.flex_volume
+                    .as_ref()
+                    .is_some_and(|s| s.secret_ref.is_some()),
+            ),
+            (
+                "iscsi.secretRef",
+                vol.iscsi.as_ref().is_some_and(|s| s.secret_ref.is_some()),
+            ),
+            (
+                "rbd.secretRef",
+                vol.rbd.as_ref().is_some_and(|s| s.secret_ref.is_some()),
+            ),
+            ("scaleIO.secretRef", vol.scale_io.is_some()),
+            (
+                "storageos.secretRef",
+                vol.storageos
+                    .as_ref()
+                    .is_some_and(|s| s.secret_ref.is_some()),
+            ),
+        ];
+        for (key, present) in secret_refs {
+            if present {
+                v.push(format!("{field}.{key}"), format!("{STATIC_REF} (secrets)"));
+            }
+        }
+        if let Some(p) = &vol.projected {
+            for (j, src) in p.sources.iter().flatten().enumerate() {
+                let sf = format!("{field}.projected.sources[{j}]");
+                let refused = [
+                    (
+                        "serviceAccountToken",
+                        src.service_account_token.is_some(),
+                        "static pods cannot get service account tokens",
+                    ),
+                    (
+                        "secret",
+                        src.secret.is_some(),
+                        "static pods cannot reference API objects (secrets)",
+                    ),
+                    (
+                        "configMap",
+                        src.config_map.is_some(),
+                        "static pods cannot reference API objects (config maps)",
+                    ),
+                    (
+                        "clusterTrustBundle",
+                        src.cluster_trust_bundle.is_some(),
+                        "static pods cannot reference API objects (cluster trust bundles)",
+                    ),
+                    (
+                        "podCertificate",
+                        src.pod_certificate.is_some(),
+                        "static pods cannot get pod certificates",
+                    ),
+                ];
+                for (key, present, msg) in refused {
+                    if present {
+                        v.push(format!("{sf}.{key}"), msg);
+                    }
+                }
+            }
+        }
+    }
+    names
+}
+
+/// The volume source fields set on `vol` (their JSON names).
+fn volume_source_names(vol: &Volume) -> Vec<String> {
+    match serde_json::to_value(vol) {
+        Ok(serde_json::Value::Object(m)) => m
+            .into_iter()
+            .filter(|(k, v)| k != "name" && !v.is_null())
+            .map(|(k, _)| k)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn validate_container(
+    c: &Container,
+    field: &str,
+    init: bool,
+    host_network: bool,
+    volumes: &BTreeSet<String>,
+    host_ports: &mut BTreeSet<(String, i32, String)>,
+    v: &mut Errors,
+) {
+    if c.image.as_deref().unwrap_or("").trim().is_empty() {
+        v.push(format!("{field}.image"), "required");
+    }
+    if let Some(p) = c.image_pull_policy.as_deref() {
+        if !matches!(p, "Always" | "IfNotPresent" | "Never") {
+            v.push(
+                format!("{field}.imagePullPolicy"),
+                format!("{p:?} is not one of Always, IfNotPresent, Never"),
+            );
+        }
+    }
+    if let Some(p) = c.restart_policy.as_deref() {
+        if !init {
+            v.push(
+                format!("{field}.restartPolicy"),
+                "may only be set on init containers (sidecars)",
+            );
+        } else if p != "Always" {
+            v.push(
+                format!("{field}.restartPolicy"),
+                format!("{p:?} is not supported: only Always (a sidecar) is allowed"),
+            );
+        }
+    }
+    validate_ports(c, field, host_network, host_ports, v);
+    validate_env(c, field, v);
+    if let Some(r) = &c.resources {
+        validate_resources(r, &format!("{field}.resources"), v);
+    }
+    let mut paths = BTreeSet::new();
+    for (j, m) in c.volume_mounts.iter().flatten().enumerate() {
+        let mf = format!("{field}.volumeMounts[{j}]");
+        if m.name.is_empty() {
+            v.push(format!("{mf}.name"), "required");
+        } else if !volumes.contains(&m.name) {
+            v.push(
+                format!("{mf}.name"),
+                format!("volume {:?} is not declared in spec.volumes", m.name),
+            );
+        }
+        if m.mount_path.is_empty() {
+            v.push(format!("{mf}.mountPath"), "required");
+        } else if !m.mount_path.starts_with('/') {
+            v.push(
+                format!("{mf}.mountPath"),
+                format!("{:?} must be an absolute path", m.mount_path),
+            );
+        } else if !paths.insert(m.mount_path.trim_end_matches('/').to_string()) {
+            v.push(
+                format!("{mf}.mountPath"),
+                format!(
+                    "{:?} is mounted more than once in this container",
+                    m.mount_path
+                ),
+            );
+        }
+        if let Some(sp) = m.sub_path.as_deref() {
+            if sp.starts_with('/') || sp.split('/').any(|s| s == "..") {
+                v.push(
+                    format!("{mf}.subPath"),
+                    format!("{sp:?} must be a relative path without '..'"),
+                );
+            }
+        }
+    }
+    for (j, d) in c.volume_devices.iter().flatten().enumerate() {
+        v.push(
+            format!("{field}.volumeDevices[{j}]"),
+            format!(
+                "block device {:?} needs a persistentVolumeClaim volume, which static pods cannot use",
+                d.name
+            ),
+        );
+    }
+}
+
+fn validate_ports(
+    c: &Container,
+    field: &str,
+    host_network: bool,
+    host_ports: &mut BTreeSet<(String, i32, String)>,
+    v: &mut Errors,
+) {
+    let mut names = BTreeSet::new();
+    for (j, p) in c.ports.iter().flatten().enumerate() {
+        let pf = format!("{field}.ports[{j}]");
+        if !(1..=65535).contains(&p.container_port) {
+            v.push(
+                format!("{pf}.containerPort"),
+                format!("{} is not a valid port (1-65535)", p.container_port),
+            );
+        }
+        if let Some(hp) = p.host_port {
+            if !(0..=65535).contains(&hp) {
+                v.push(
+                    format!("{pf}.hostPort"),
+                    format!("{hp} is not a valid port (0-65535)"),
+                );
+            } else if host_network && hp != 0 && hp != p.container_port {
+                v.push(
+                    format!("{pf}.hostPort"),
+                    format!(
+                        "{hp} must match containerPort {} when hostNetwork is true",
+                        p.container_port
+                    ),
+                );
+            }
+        }
+        let proto = p.protocol.as_deref().unwrap_or("TCP");
+        if !matches!(proto, "TCP" | "UDP" | "SCTP") {
+            v.push(
+                format!("{pf}.protocol"),
+                format!("{proto:?} is not one of TCP, UDP, SCTP"),
+            );
+        }
+        if let Some(name) = p.name.as_deref() {
+            if !is_port_name(name) {
+                v.push(
+                    format!("{pf}.name"),
+                    format!("{name:?} is not a valid port name (IANA_SVC_NAME: at most 15 lowercase alphanumerics or '-', at least one letter, no '-' at the ends or twice in a row)"),
+                );
+            } else if !names.insert(name.to_string()) {
+                v.push(
+                    format!("{pf}.name"),
+                    format!("duplicate port name {name:?}"),
+                );
+            }
+        }
+        let host_port = if host_network {
+            p.container_port
+        } else {
+            p.host_port.unwrap_or(0)
+        };
+        if host_port > 0 {
+            let key = (
+                p.host_ip.clone().unwrap_or_default(),
+                host_port,
+                proto.to_string(),
+            );
+            if !host_ports.insert(key) {
+                v.push(
+                    format!("{pf}.hostPort"),
+                    format!("host port {host_port}/{proto} is already used by another port"),
+                );
+            }
+        }
+    }
+}
+
+fn validate_env(c: &Container, field: &str, v: &mut Errors) {
+    for (j, e) in c.env.iter().flatten().enumerate() {
+        let ef = format!("{field}.env[{j}]");
+        if e.name.is_empty() {
+            v.push(format!("{ef}.name"), "required");
+        } else if !is_env_var_name(&e.name) {
+            v.push(
+                format!("{ef}.name"),
+                format!(
+                    "{:?} is not a valid environment variable name ([-._a-zA-Z][-._a-zA-Z0-9]*)",
+                    e.name
+                ),
+            );
+        }
+        if let Some(from) = &e.value_from {
+            if e.value.as_deref().is_some_and(|s| !s.is_empty()) {
+                v.push(
+                    format!("{ef}.valueFrom"),
+                    "may not be specified when value is not empty",
+                );
+            }
+            if from.secret_key_ref.is_some() {
+                v.push(
+                    format!("{ef}.valueFrom.secretKeyRef"),
+                    format!("{STATIC_REF} (secrets)"),
+                );
+            }
+            if from.config_map_key_ref.is_some() {
+                v.push(
+                    format!("{ef}.valueFrom.configMapKeyRef"),
+                    format!("{STATIC_REF} (config maps)"),
+                );
+            }
+        }
+    }
+    for (j, e) in c.env_from.iter().flatten().enumerate() {
+        let ef = format!("{field}.envFrom[{j}]");
+        if e.secret_ref.is_some() {
+            v.push(format!("{ef}.secretRef"), format!("{STATIC_REF} (secrets)"));
+        }
+        if e.config_map_ref.is_some() {
+            v.push(
+                format!("{ef}.configMapRef"),
+                format!("{STATIC_REF} (config maps)"),
+            );
+        }
+    }
+}
+
+fn is_known_resource(name: &str) -> bool {
+    match name {
+        "cpu" | "memory" | "ephemeral-storage" => true,
+        _ => name.strip_prefix("hugepages-").is_some_and(|size| {
+            quantity::parse_bytes(&Quantity(size.to_string())).is_ok_and(|b| b > 0)
+        }),
+    }
+}
+
+fn validate_resources(r: &ResourceRequirements, field: &str, v: &mut Errors) {
+    let mut parsed: [BTreeMap<&str, u128>; 2] = [BTreeMap::new(), BTreeMap::new()];
+    for (slot, (kind, map)) in [("requests", &r.requests), ("limits", &r.limits)]
+        .into_iter()
+        .enumerate()
+    {
+        for (name, q) in map.iter().flatten() {
+            let rf = format!("{field}.{kind}{}", bracket(name));
+            if !is_known_resource(name) {
+                v.push(
+                    &rf,
+                    format!("unknown resource {name:?} (podvisor knows cpu, memory, ephemeral-storage and hugepages-<size>)"),
+                );
+                continue;
+            }
+            match quantity::parse_nanos(q) {
+                Ok(n) => {
+                    parsed[slot].insert(name.as_str(), n);
+                }
+                Err(e) => v.push(&rf, e.to_string()),
+            }
+        }
+    }
+    let [requests, limits] = &parsed;
+    for (name, req) in requests {
+        if let Some(lim) = limits.get(name) {
+            if req > lim {
+                let rq = r
+                    .requests
+                    .as_ref()
+                    .and_then(|m| m.get(*name))
+                    .map(|q| q.0.as_str())
+                    .unwrap_or("");
+                let lq = r
+                    .limits
+                    .as_ref()
+                    .and_then(|m| m.get(*name))
+                    .map(|q| q.0.as_str())
+                    .unwrap_or("");
+                v.push(
+                    format!("{field}.requests{}", bracket(name)),
+                    format!("{rq:?} must be less than or equal to the {name} limit of {lq:?}"),
+                );
+            }
+        }
+    }
+    if r.claims.as_ref().is_some_and(|c| !c.is_empty()) {
+        v.push(
+            format!("{field}.claims"),
+            format!("{STATIC_REF} (resource claims)"),
+        );
+    }
+}
+
+fn bracket(name: &str) -> String {
+    format!("[{name}]")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_names_follow_iana_svc_name() {
+        for ok in ["http", "metrics-1", "a", "h2c", "abcdefghijklmno"] {
+            assert!(is_port_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "HTTP",
+            "123",
+            "-http",
+            "http-",
+            "ht--tp",
+            "abcdefghijklmnop",
+            "a_b",
+        ] {
+            assert!(!is_port_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn env_names_follow_the_kubernetes_pattern() {
+        for ok in ["PATH", "_x", "a.b-c", "-x", "X1"] {
+            assert!(is_env_var_name(ok), "{ok}");
+        }
+        for bad in ["", "1X", "A=B", "A B", "é"] {
+            assert!(!is_env_var_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn qualified_names_and_label_values() {
+        assert!(check_qualified_name("app.kubernetes.io/name").is_ok());
+        assert!(check_qualified_name("tier").is_ok());
+        assert!(check_qualified_name("Bad_Prefix/x").is_err());
+        assert!(check_qualified_name("x/").is_err());
+        assert!(check_qualified_name("-x").is_err());
+        assert!(is_label_value(""));
+        assert!(is_label_value("v1.2_3-a"));
+        assert!(!is_label_value("-v"));
+        assert!(!is_label_value(&"a".repeat(64)));
+    }
+
+    #[test]
+    fn resource_names() {
+        for ok in [
+            "cpu",
+            "memory",
+            "ephemeral-storage",
+            "hugepages-2Mi",
+            "hugepages-1Gi",
+        ] {
+            assert!(is_known_resource(ok), "{ok}");
+        }
+        for bad in ["gpu", "nvidia.com/gpu", "hugepages-", "hugepages-x", "CPU"] {
+            assert!(!is_known_resource(bad), "{bad}");
+        }
+    }
+}
