@@ -21,3 +21,4 @@ pub mod pod;
 pub mod runtime;
 pub mod sources;
 pub mod status;
+pub mod sync;

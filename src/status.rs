@@ -216,9 +216,30 @@ mod tests {
     #[test]
     fn repeated_events_are_counted_not_duplicated() {
         let mut log = EventLog::new(10);
-        assert!(log.record(EventType::Warning, "default/a", Some("c"), "BackOff", "m", "t1"));
-        assert!(log.record(EventType::Normal, "default/a", Some("c"), "Started", "m", "t2"));
-        assert!(!log.record(EventType::Warning, "default/a", Some("c"), "BackOff", "m", "t3"));
+        assert!(log.record(
+            EventType::Warning,
+            "default/a",
+            Some("c"),
+            "BackOff",
+            "m",
+            "t1"
+        ));
+        assert!(log.record(
+            EventType::Normal,
+            "default/a",
+            Some("c"),
+            "Started",
+            "m",
+            "t2"
+        ));
+        assert!(!log.record(
+            EventType::Warning,
+            "default/a",
+            Some("c"),
+            "BackOff",
+            "m",
+            "t3"
+        ));
         let v = log.to_vec();
         assert_eq!(v.len(), 2);
         let backoff = v.iter().find(|e| e.reason == "BackOff").expect("backoff");

@@ -649,10 +649,13 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         fs::write(tmp.path().join("a.yaml"), "a").expect("write");
         let (tx, rx) = mpsc::channel();
-        let handle = start_file_source(cfg(tmp.path(), Duration::from_millis(100)), tx)
-            .expect("start");
+        let handle =
+            start_file_source(cfg(tmp.path(), Duration::from_millis(100)), tx).expect("start");
         let first = rx.recv_timeout(WAIT).expect("first");
-        assert!(matches!(first, SourceEvent::FileChanged { .. }), "{first:?}");
+        assert!(
+            matches!(first, SourceEvent::FileChanged { .. }),
+            "{first:?}"
+        );
         let second = rx.recv_timeout(WAIT).expect("second");
         assert_eq!(
             second,

@@ -31,7 +31,9 @@ pub enum Job {
         restart_count: u32,
     },
     /// Removes every container record of the pod, then its sandbox (and cgroups).
-    RemovePod { uid: String },
+    RemovePod {
+        uid: String,
+    },
 }
 
 /// Why a start failed, in the kubelet's vocabulary.

@@ -33,7 +33,9 @@ use self::executor::{Executor, Job, JobResult, StartFailure};
 use self::podconfig::{ConfigNotice, PodConfig};
 use self::store::DesiredStore;
 use crate::pod::static_pod::{SourceKind, StaticPod};
-use crate::runtime::{ContainerInfo, ContainerKind, ContainerState, ExitRecord, Runtime, RuntimeEvent};
+use crate::runtime::{
+    ContainerInfo, ContainerKind, ContainerState, ExitRecord, Runtime, RuntimeEvent,
+};
 use crate::sources::SourceEvent;
 use crate::status::{EventLog, EventType, PodView, Snapshot, SnapshotCell};
 
@@ -281,9 +283,19 @@ impl SyncLoop {
                 >= self.cfg.sources_ready_timeout
     }
 
-    fn event(&mut self, type_: EventType, pod: &str, container: Option<&str>, reason: &str, message: &str) {
+    fn event(
+        &mut self,
+        type_: EventType,
+        pod: &str,
+        container: Option<&str>,
+        reason: &str,
+        message: &str,
+    ) {
         let now = self.now_str();
-        if self.events.record(type_, pod, container, reason, message, &now) {
+        if self
+            .events
+            .record(type_, pod, container, reason, message, &now)
+        {
             let what = match container {
                 Some(c) => format!("{pod} {c}"),
                 None => pod.to_string(),
@@ -364,7 +376,13 @@ impl SyncLoop {
                         continue;
                     }
                     if pods.is_empty() {
-                        self.event(EventType::Warning, "", None, "SourceError", &format!("{source}: {message}"));
+                        self.event(
+                            EventType::Warning,
+                            "",
+                            None,
+                            "SourceError",
+                            &format!("{source}: {message}"),
+                        );
                     }
                     for p in pods {
                         self.event(
@@ -395,13 +413,18 @@ impl SyncLoop {
                 refused,
             } = d
             {
-                if self.reported_dups.insert((full_name.clone(), refused.clone())) {
+                if self
+                    .reported_dups
+                    .insert((full_name.clone(), refused.clone()))
+                {
                     self.event(
                         EventType::Warning,
                         &full_name,
                         None,
                         "DuplicatePod",
-                        &format!("{refused} defines {full_name}, already defined by {kept}: refused"),
+                        &format!(
+                            "{refused} defines {full_name}, already defined by {kept}: refused"
+                        ),
                     );
                 }
             }
@@ -410,10 +433,13 @@ impl SyncLoop {
         // Pods that are no longer desired, or whose spec changed.
         let names: Vec<String> = self.workers.keys().cloned().collect();
         for name in names {
-            let Some(w) = self.workers.get(&name) else { continue };
+            let Some(w) = self.workers.get(&name) else {
+                continue;
+            };
+            let (w_uid, w_meta_hash) = (w.uid.clone(), w.spec.meta_hash.clone());
             match desired.get(&name) {
-                Some(sp) if sp.pod.metadata.uid.as_deref() == Some(w.uid.as_str()) => {
-                    if sp.meta_hash != w.spec.meta_hash {
+                Some(sp) if sp.pod.metadata.uid.as_deref() == Some(w_uid.as_str()) => {
+                    if sp.meta_hash != w_meta_hash {
                         self.update_metadata(&name, sp.clone());
                     }
                 }
@@ -421,16 +447,22 @@ impl SyncLoop {
                     let msg = format!(
                         "manifest spec changed in {}: replacing pod (uid {} -> {})",
                         sp.source,
-                        w.uid,
+                        w_uid,
                         sp.pod.metadata.uid.clone().unwrap_or_default()
                     );
                     self.event(EventType::Normal, &name, None, "Replaced", &msg);
-                    let old_uid = w.uid.clone();
+                    let old_uid = w_uid;
                     self.begin_removal(&name, false);
                     self.start_worker(sp.clone(), Some(old_uid));
                 }
                 None if ready => {
-                    self.event(EventType::Normal, &name, None, "Killing", "manifest removed: stopping pod");
+                    self.event(
+                        EventType::Normal,
+                        &name,
+                        None,
+                        "Killing",
+                        "manifest removed: stopping pod",
+                    );
                     self.begin_removal(&name, true);
                 }
                 None => {}
@@ -498,7 +530,9 @@ impl SyncLoop {
     }
 
     fn update_metadata(&mut self, name: &str, sp: StaticPod) {
-        let Some(w) = self.workers.get_mut(name) else { return };
+        let Some(w) = self.workers.get_mut(name) else {
+            return;
+        };
         let mut pod = (*w.pod).clone();
         pod.metadata.labels = sp.pod.metadata.labels.clone();
         pod.metadata.annotations = sp.pod.metadata.annotations.clone();
@@ -507,7 +541,13 @@ impl SyncLoop {
         if let Err(e) = self.store.save(&w.spec) {
             log::warn!("{name}: {e}");
         }
-        self.event(EventType::Normal, name, None, "MetadataUpdated", "labels/annotations changed: nothing restarted");
+        self.event(
+            EventType::Normal,
+            name,
+            None,
+            "MetadataUpdated",
+            "labels/annotations changed: nothing restarted",
+        );
     }
 
     fn start_worker(&mut self, sp: StaticPod, blocked_by: Option<String>) {
@@ -548,7 +588,11 @@ impl SyncLoop {
             found.sort_by_key(|c| c.meta.restart_count);
             let now = self.clock.now();
             for c in found {
-                let Some(slot) = w.slots.iter_mut().find(|s| s.container.name == c.meta.container_name) else {
+                let Some(slot) = w
+                    .slots
+                    .iter_mut()
+                    .find(|s| s.container.name == c.meta.container_name)
+                else {
                     continue;
                 };
                 if let Some(last) = &slot.last {
@@ -597,7 +641,9 @@ impl SyncLoop {
 
     /// Moves a worker's containers into a removal (stop, then remove).
     fn begin_removal(&mut self, name: &str, whole_pod: bool) {
-        let Some(w) = self.workers.remove(name) else { return };
+        let Some(w) = self.workers.remove(name) else {
+            return;
+        };
         let mut running = BTreeMap::new();
         let mut pending_starts = 0;
         for s in &w.slots {
@@ -611,9 +657,10 @@ impl SyncLoop {
         }
         let view = if whole_pod {
             let mut v = self.view_of(&w);
-            v.pod.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                k8s_openapi::jiff::Timestamp::try_from(self.clock.wall()).unwrap_or_default(),
-            ));
+            v.pod.metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::try_from(self.clock.wall()).unwrap_or_default(),
+                ));
             Some(v)
         } else {
             None
@@ -646,7 +693,9 @@ impl SyncLoop {
 
     fn sync_removal(&mut self, uid: &str) {
         let now = self.clock.now();
-        let Some(r) = self.removals.get_mut(uid) else { return };
+        let Some(r) = self.removals.get_mut(uid) else {
+            return;
+        };
         if !r.running.is_empty() {
             if r.kill_at.is_none() {
                 r.kill_at = Some(now + r.grace);
@@ -676,7 +725,9 @@ impl SyncLoop {
 
     fn sync_worker(&mut self, name: &str) {
         let now = self.clock.now();
-        let Some(w) = self.workers.get_mut(name) else { return };
+        let Some(w) = self.workers.get_mut(name) else {
+            return;
+        };
         if let Some(b) = &w.blocked_by {
             if self.removals.contains_key(b) {
                 return;
@@ -721,7 +772,10 @@ impl SyncLoop {
                         EventType::Warning,
                         Some(s.container.name.clone()),
                         "Failed",
-                        format!("init container exited with {}; restartPolicy Never: the pod failed", last.exit.exit_code),
+                        format!(
+                            "init container exited with {}; restartPolicy Never: the pod failed",
+                            last.exit.exit_code
+                        ),
                     ));
                     break;
                 }
@@ -784,7 +838,13 @@ impl SyncLoop {
                             message: message.clone(),
                         };
                         w.sandbox_retry_at = Some(self.clock.now() + Duration::from_secs(10));
-                        self.event(EventType::Warning, &name, None, "FailedCreatePodSandBox", &message);
+                        self.event(
+                            EventType::Warning,
+                            &name,
+                            None,
+                            "FailedCreatePodSandBox",
+                            &message,
+                        );
                     }
                 }
             }
@@ -830,13 +890,22 @@ impl SyncLoop {
         self.dirty = true;
     }
 
-    fn on_started(&mut self, uid: &str, cname: &str, restart_count: u32, result: Result<ContainerInfo, StartFailure>) {
+    fn on_started(
+        &mut self,
+        uid: &str,
+        cname: &str,
+        restart_count: u32,
+        result: Result<ContainerInfo, StartFailure>,
+    ) {
         let now = self.clock.now();
         if let Some(r) = self.removals.get_mut(uid) {
             r.pending_starts = r.pending_starts.saturating_sub(1);
             if let Ok(info) = result {
                 // Started while its pod was going away: stop it right away.
-                if let Err(e) = self.runtime.signal_container(&info.meta.id, info.meta.stop_signal) {
+                if let Err(e) = self
+                    .runtime
+                    .signal_container(&info.meta.id, info.meta.stop_signal)
+                {
                     log::warn!("pod {uid}: {e}");
                 }
                 r.running.insert(info.meta.id, info.meta.stop_signal);
@@ -851,11 +920,15 @@ impl SyncLoop {
             return;
         };
         let name = name.clone();
-        let Some(slot) = w.slots.iter_mut().find(|s| s.container.name == cname) else { return };
+        let Some(slot) = w.slots.iter_mut().find(|s| s.container.name == cname) else {
+            return;
+        };
         match result {
             Ok(info) => {
-                let finished = slot.last.as_ref().map(|l| l.at).unwrap_or(now);
-                slot.backoff.started(finished, now);
+                // The first start is not a restart: only restarts feed the backoff.
+                if let Some(finished) = slot.last.as_ref().map(|l| l.at) {
+                    slot.backoff.started(finished, now);
+                }
                 let started_at = match &info.state {
                     ContainerState::Running { started_at, .. } => started_at.clone(),
                     _ => rfc3339(self.clock.wall()),
@@ -872,8 +945,20 @@ impl SyncLoop {
                 slot.waiting = None;
                 slot.retry_at = None;
                 let image = slot.container.image.clone().unwrap_or_default();
-                self.event(EventType::Normal, &name, Some(cname), "Created", &format!("Created container {cname} (image {image})"));
-                self.event(EventType::Normal, &name, Some(cname), "Started", &format!("Started container {cname}"));
+                self.event(
+                    EventType::Normal,
+                    &name,
+                    Some(cname),
+                    "Created",
+                    &format!("Created container {cname} (image {image})"),
+                );
+                self.event(
+                    EventType::Normal,
+                    &name,
+                    Some(cname),
+                    "Started",
+                    &format!("Started container {cname}"),
+                );
             }
             Err(f) => {
                 slot.instance = None;
@@ -881,7 +966,13 @@ impl SyncLoop {
                 slot.backoff.started(now, now);
                 slot.retry_at = Some(now + slot.backoff.current_delay());
                 slot.waiting = Some((f.reason.clone(), f.message.clone()));
-                self.event(EventType::Warning, &name, Some(cname), "Failed", &format!("{}: {}", f.reason, f.message));
+                self.event(
+                    EventType::Warning,
+                    &name,
+                    Some(cname),
+                    "Failed",
+                    &format!("{}: {}", f.reason, f.message),
+                );
             }
         }
         self.dirty = true;
@@ -906,7 +997,9 @@ impl SyncLoop {
         else {
             return;
         };
-        let Some(inst) = slot.instance.take() else { return };
+        let Some(inst) = slot.instance.take() else {
+            return;
+        };
         let cname = slot.container.name.clone();
         let code = exit.exit_code;
         let reason = exit.reason.clone();
@@ -937,12 +1030,20 @@ impl SyncLoop {
                         "CrashLoopBackOff".into(),
                         format!("back-off {secs}s restarting failed container={cname} pod={name}"),
                     ));
-                    note = Some((EventType::Warning, "BackOff", format!("Back-off {secs}s restarting failed container")));
+                    note = Some((
+                        EventType::Warning,
+                        "BackOff",
+                        format!("Back-off {secs}s restarting failed container"),
+                    ));
                 }
             }
         }
         self.event(
-            if code == 0 { EventType::Normal } else { EventType::Warning },
+            if code == 0 {
+                EventType::Normal
+            } else {
+                EventType::Warning
+            },
             &name,
             Some(&cname),
             "Exited",
@@ -1013,7 +1114,11 @@ fn start_if_due(uid: &str, pod: &Arc<Pod>, s: &mut Slot, now: Instant) -> Option
     });
     let restart_count = s.instances_started;
     s.instances_started += 1;
-    if s.waiting.as_ref().is_some_and(|(r, _)| r == "CrashLoopBackOff") || s.waiting.is_none() {
+    if s.waiting
+        .as_ref()
+        .is_some_and(|(r, _)| r == "CrashLoopBackOff")
+        || s.waiting.is_none()
+    {
         s.waiting = Some(("ContainerCreating".into(), String::new()));
     }
     Some(Job::StartContainer {

@@ -135,8 +135,13 @@ impl PodConfig {
                 Vec::new()
             }
             SourceEvent::UrlChanged { url, data } => {
-                let parsed = load_manifest(&data, &url, SourceKind::Http, &self.node_name, now)
-                    .map_err(|e| e.to_string());
+                // As with the kubelet, an empty body means "no pods" (not an error).
+                let parsed = if data.iter().all(u8::is_ascii_whitespace) {
+                    Ok(Vec::new())
+                } else {
+                    load_manifest(&data, &url, SourceKind::Http, &self.node_name, now)
+                        .map_err(|e| e.to_string())
+                };
                 self.set(url, SourceKind::Http, parsed, now)
             }
             SourceEvent::UrlError { url, message } => {
@@ -261,7 +266,9 @@ mod tests {
     #[test]
     fn bad_content_keeps_the_last_known_good_pod() {
         let mut c = PodConfig::new("node1");
-        assert!(c.apply(changed("/m/web.yaml", manifest("web", "busybox")), NOW).is_empty());
+        assert!(c
+            .apply(changed("/m/web.yaml", manifest("web", "busybox")), NOW)
+            .is_empty());
         let (d, _) = c.desired();
         let uid = d["default/web-node1"].pod.metadata.uid.clone();
         for bad in [b"".to_vec(), b"kind: [".to_vec(), manifest("Bad_Name", "x")] {
@@ -298,8 +305,17 @@ mod tests {
         c.apply(changed("/m/a.yaml", manifest("a", "x")), NOW);
         let first = c.apply(changed("/m/a.yaml", b"{".to_vec()), NOW);
         let second = c.apply(changed("/m/a.yaml", b"{".to_vec()), NOW);
-        assert!(matches!(&first[..], [ConfigNotice::SourceError { repeated: false, .. }]));
-        assert!(matches!(&second[..], [ConfigNotice::SourceError { repeated: true, .. }]));
+        assert!(matches!(
+            &first[..],
+            [ConfigNotice::SourceError {
+                repeated: false,
+                ..
+            }]
+        ));
+        assert!(matches!(
+            &second[..],
+            [ConfigNotice::SourceError { repeated: true, .. }]
+        ));
     }
 
     #[test]
@@ -334,7 +350,12 @@ mod tests {
     fn url_errors_keep_pods_and_an_empty_body_removes_them() {
         let mut c = PodConfig::new("n");
         let url = "http://127.0.0.1:1/pods".to_string();
-        let body = [manifest("a", "x"), b"---\n".to_vec(), manifest("b", "y")].concat();
+        let body = [
+            manifest("a", "x"),
+            b"---\n".to_vec(),
+            manifest("b", "other"),
+        ]
+        .concat();
         c.apply(
             SourceEvent::UrlChanged {
                 url: url.clone(),
@@ -342,7 +363,7 @@ mod tests {
             },
             NOW,
         );
-        assert_eq!(c.desired().0.len(), 2);
+        assert_eq!(c.desired().0.len(), 2, "{:?}", c.orphan_errors());
         let n = c.apply(
             SourceEvent::UrlError {
                 url: url.clone(),

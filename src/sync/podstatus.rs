@@ -35,8 +35,7 @@ fn conditions_now(w: &PodWorker) -> Vec<(&'static str, bool)> {
         .filter(|s| s.kind == ContainerKind::Init)
         .all(|s| s.succeeded);
     let ready = initialized
-        && w
-            .slots
+        && w.slots
             .iter()
             .filter(|s| s.kind == ContainerKind::App)
             .all(running);
@@ -50,7 +49,7 @@ fn conditions_now(w: &PodWorker) -> Vec<(&'static str, bool)> {
 }
 
 /// Updates the remembered conditions, stamping a transition time on every change.
-pub fn update_conditions(w: &mut PodWorker, now: &str) {
+pub(super) fn update_conditions(w: &mut PodWorker, now: &str) {
     for (t, status) in conditions_now(w) {
         match w.conditions.get(t) {
             Some((s, _)) if *s == status => {}
@@ -178,7 +177,12 @@ fn phase(w: &PodWorker) -> &'static str {
 }
 
 /// The view of one worker.
-pub fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig, _now: SystemTime) -> PodView {
+pub(super) fn view(
+    w: &PodWorker,
+    config: &PodConfig,
+    cfg: &SyncConfig,
+    _now: SystemTime,
+) -> PodView {
     let mut pod = (*w.pod).clone();
     let inits_pending = w
         .slots
@@ -204,7 +208,9 @@ pub fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig, _now: SystemTim
             ..Default::default()
         })
         .collect();
-    let qos = crate::pod::qos::qos_class(&pod).ok().map(|q| format!("{q:?}"));
+    let qos = crate::pod::qos::qos_class(&pod)
+        .ok()
+        .map(|q| format!("{q:?}"));
     let inits: Vec<ContainerStatus> = w
         .slots
         .iter()
@@ -249,7 +255,12 @@ pub fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig, _now: SystemTim
         match current {
             Some(p) => {
                 log_paths.insert(s.container.name.clone(), p);
-                if let Some(prev) = s.last.as_ref().map(|l| l.log_path.clone()).or(s.previous_log.clone()) {
+                if let Some(prev) = s
+                    .last
+                    .as_ref()
+                    .map(|l| l.log_path.clone())
+                    .or(s.previous_log.clone())
+                {
                     previous_log_paths.insert(s.container.name.clone(), prev);
                 }
             }

@@ -21,8 +21,15 @@ use crate::status::{Snapshot, SnapshotCell};
 enum Call {
     RunSandbox(String),
     RemoveSandbox(String),
-    Start { pod: String, container: String, restart: u32 },
-    Signal { id: String, signal: i32 },
+    Start {
+        pod: String,
+        container: String,
+        restart: u32,
+    },
+    Signal {
+        id: String,
+        signal: i32,
+    },
     Remove(String),
 }
 
@@ -49,7 +56,9 @@ impl FakeRuntime {
         self.calls()
             .into_iter()
             .filter_map(|c| match c {
-                Call::Start { container, restart, .. } => Some((container, restart)),
+                Call::Start {
+                    container, restart, ..
+                } => Some((container, restart)),
                 _ => None,
             })
             .collect()
@@ -207,7 +216,9 @@ impl Clock for FakeClock {
         self.base + *self.offset.lock().expect("lock")
     }
     fn wall(&self) -> SystemTime {
-        SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600) + *self.offset.lock().expect("lock")
+        SystemTime::UNIX_EPOCH
+            + Duration::from_secs(1_767_225_600)
+            + *self.offset.lock().expect("lock")
     }
 }
 
@@ -361,7 +372,14 @@ fn metadata_only_edit_restarts_nothing() {
     );
     assert_eq!(h.rt.calls().len(), before, "{:?}", h.rt.calls());
     let snap = h.snap();
-    let labels = snap.find_pod("web").expect("pod").pod.metadata.labels.clone().expect("labels");
+    let labels = snap
+        .find_pod("web")
+        .expect("pod")
+        .pod
+        .metadata
+        .labels
+        .clone()
+        .expect("labels");
     assert_eq!(labels.get("tier").map(String::as_str), Some("front"));
 }
 
@@ -414,7 +432,10 @@ fn removal_stops_with_grace_then_kills() {
     let ev = h.rt.exit(&id, 137);
     h.send(ev);
     let calls = h.rt.calls();
-    assert!(calls.iter().any(|c| matches!(c, Call::RemoveSandbox(_))), "{calls:?}");
+    assert!(
+        calls.iter().any(|c| matches!(c, Call::RemoveSandbox(_))),
+        "{calls:?}"
+    );
     assert!(h.snap().pods.is_empty());
     assert_eq!(std::fs::read_dir(&h.store_dir).expect("store").count(), 0);
 }
@@ -434,9 +455,16 @@ fn crash_loop_backoff_steps_and_reset() {
         let id = h.rt.running_ids()[0].clone();
         let ev = h.rt.exit(&id, 1);
         h.send(ev);
-        assert_eq!(h.waiting_reason("crash", "main").as_deref(), Some("CrashLoopBackOff"));
+        assert_eq!(
+            h.waiting_reason("crash", "main").as_deref(),
+            Some("CrashLoopBackOff")
+        );
         h.advance(Duration::from_secs(delay - 1));
-        assert_eq!(h.rt.starts().len(), expected, "still backing off before {delay}s");
+        assert_eq!(
+            h.rt.starts().len(),
+            expected,
+            "still backing off before {delay}s"
+        );
         h.advance(Duration::from_secs(1));
         expected += 1;
         assert_eq!(h.rt.starts().len(), expected, "restarted after {delay}s");
@@ -450,10 +478,20 @@ fn crash_loop_backoff_steps_and_reset() {
     h.send(ev);
     assert_eq!(h.rt.starts().len(), expected + 1);
     let snap = h.snap();
-    let st = snap.find_pod("crash").expect("pod").pod.status.clone().expect("status");
+    let st = snap
+        .find_pod("crash")
+        .expect("pod")
+        .pod
+        .status
+        .clone()
+        .expect("status");
     let cs = &st.container_statuses.expect("cs")[0];
     assert_eq!(cs.restart_count, expected as i32);
-    assert!(cs.last_state.as_ref().and_then(|s| s.terminated.as_ref()).is_some());
+    assert!(cs
+        .last_state
+        .as_ref()
+        .and_then(|s| s.terminated.as_ref())
+        .is_some());
 }
 
 #[test]
@@ -475,7 +513,14 @@ fn restart_policies() {
         assert_eq!(h.rt.starts().len() == 2, restarts, "{policy} exit {code}");
         if !restarts {
             let snap = h.snap();
-            let phase = snap.find_pod("p").expect("pod").pod.status.clone().expect("st").phase;
+            let phase = snap
+                .find_pod("p")
+                .expect("pod")
+                .pod
+                .status
+                .clone()
+                .expect("st")
+                .phase;
             let want = if code == 0 { "Succeeded" } else { "Failed" };
             assert_eq!(phase.as_deref(), Some(want), "{policy} exit {code}");
         }
@@ -490,7 +535,10 @@ fn init_containers_run_in_order_before_apps() {
         "apiVersion: v1\nkind: Pod\nmetadata: {name: i}\nspec:\n  initContainers:\n  - {name: one, image: busybox}\n  - {name: two, image: busybox}\n  containers:\n  - {name: app, image: busybox}\n",
     );
     assert_eq!(h.rt.starts(), vec![("one".to_string(), 0)]);
-    assert_eq!(h.waiting_reason("i", "app").as_deref(), Some("PodInitializing"));
+    assert_eq!(
+        h.waiting_reason("i", "app").as_deref(),
+        Some("PodInitializing")
+    );
     let id = h.rt.running_ids()[0].clone();
     let ev = h.rt.exit(&id, 1);
     h.send(ev);
@@ -531,7 +579,10 @@ fn last_known_good_for_every_bad_input() {
     }));
     assert_eq!(h.rt.calls().len(), calls);
     h.remove_file("web.yaml");
-    assert!(h.rt.calls().len() > calls, "removing the file stops the pod");
+    assert!(
+        h.rt.calls().len() > calls,
+        "removing the file stops the pod"
+    );
 }
 
 #[test]
@@ -563,17 +614,28 @@ fn duplicate_names_refuse_the_second_file() {
         .iter()
         .find(|e| e.reason == "DuplicatePod")
         .expect("event");
-    assert!(e.message.contains("/m/a.yaml") && e.message.contains("/m/b.yaml"), "{}", e.message);
+    assert!(
+        e.message.contains("/m/a.yaml") && e.message.contains("/m/b.yaml"),
+        "{}",
+        e.message
+    );
 }
 
 #[test]
 fn missing_image_is_err_image_never_pull_with_backoff() {
     let rt = FakeRuntime::default();
-    rt.state.lock().expect("lock").missing_images.insert("ghost".into());
+    rt.state
+        .lock()
+        .expect("lock")
+        .missing_images
+        .insert("ghost".into());
     let dir = tempfile::tempdir().expect("tempdir");
     let mut h = harness_with(rt, dir.path().join("static-pods"));
     h.file("g.yaml", &pod_yaml("g", "ghost", ""));
-    assert_eq!(h.waiting_reason("g", "main").as_deref(), Some("ErrImageNeverPull"));
+    assert_eq!(
+        h.waiting_reason("g", "main").as_deref(),
+        Some("ErrImageNeverPull")
+    );
     assert_eq!(h.rt.starts().len(), 1);
     h.advance(Duration::from_secs(11));
     assert_eq!(h.rt.starts().len(), 2);
@@ -603,7 +665,12 @@ fn restart_reconciles_with_what_runs() {
     let starts_before = rt.starts().len();
     h2.file("keep.yaml", &pod_yaml("keep", "busybox", ""));
     h2.scan_done();
-    assert_eq!(rt.starts().len(), starts_before, "nothing started again: {:?}", rt.calls());
+    assert_eq!(
+        rt.starts().len(),
+        starts_before,
+        "nothing started again: {:?}",
+        rt.calls()
+    );
     let (keep_id, gone_id) = {
         let st = rt.state.lock().expect("lock");
         let keep = running_before
