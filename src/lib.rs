@@ -11,7 +11,9 @@
 //! - [`status`]: the published view of pods and events (snapshots) for the API and CLI.
 //! - [`fsutil`]: small filesystem helpers (atomic writes).
 
+pub mod api;
 pub mod cgroups;
+pub mod cli;
 pub mod fsutil;
 pub mod images;
 pub mod logs;
