@@ -321,3 +321,95 @@ fn stale_socket_replaced_live_one_refused() {
     );
     assert_eq!(fs::read(&s.socket).expect("file kept"), b"precious");
 }
+
+#[test]
+fn cli_commands_over_the_socket() {
+    use crate::cli::{self, LogsOptions, OutputFormat};
+    use crate::status::{EventRecord, EventType, SourceErrorView};
+
+    let s = setup();
+    let mut snap = s.cell.get().as_ref().clone();
+    snap.source_errors.push(SourceErrorView {
+        source: "/etc/podvisor/manifests/new.yaml".into(),
+        message: "new.yaml:1:1: not a Pod".into(),
+        since: "2024-01-02T03:04:05Z".into(),
+    });
+    snap.events.push(EventRecord {
+        type_: EventType::Warning,
+        reason: "BackOff".into(),
+        message: "Back-off restarting failed container etcd".into(),
+        pod: "kube-system/etcd-n1".into(),
+        container: Some("etcd".into()),
+        count: 4,
+        first_timestamp: "2024-01-02T03:00:00Z".into(),
+        last_timestamp: "2024-01-02T03:04:00Z".into(),
+    });
+    s.cell.publish(snap);
+    let server = serve(&s.socket, s.cell.clone()).expect("serve");
+    let text = |r: Vec<u8>| String::from_utf8(r).expect("utf8");
+
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    cli::get_pods(&s.socket, None, OutputFormat::Table, &mut out, &mut err).expect("pods");
+    let (out, err) = (text(out), text(err));
+    assert!(
+        out.starts_with("NAME      READY   STATUS    RESTARTS   AGE\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\nweb-n1    0/1     Running   0          <unknown>\n"),
+        "{out}"
+    );
+    assert_eq!(
+        err,
+        "warning: /etc/podvisor/manifests/new.yaml: new.yaml:1:1: not a Pod\n"
+    );
+
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    cli::get_pods(
+        &s.socket,
+        Some("etcd"),
+        OutputFormat::Yaml,
+        &mut out,
+        &mut err,
+    )
+    .expect("pod yaml");
+    let out = text(out);
+    assert!(out.contains("kind: Pod"), "{out}");
+    assert!(out.contains("name: etcd-n1"), "{out}");
+
+    let mut out = Vec::new();
+    cli::describe_pod(&s.socket, "etcd", &mut out).expect("describe");
+    let out = text(out);
+    assert!(out.starts_with("Name:"), "{out}");
+    assert!(out.contains("Namespace:    kube-system\n"), "{out}");
+    assert!(out.contains("BackOff  "), "{out}");
+    assert!(out.contains("(x4 over "), "{out}");
+
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    cli::get_events(&s.socket, Some("kube-system/etcd-n1"), &mut out, &mut err).expect("events");
+    let out = text(out);
+    assert!(out.contains("pod/etcd-n1"), "{out}");
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    cli::get_events(&s.socket, Some("web"), &mut out, &mut err).expect("no events");
+    assert!(out.is_empty());
+    assert_eq!(text(err), "No events found\n");
+
+    let mut out = Vec::new();
+    let opts = LogsOptions {
+        pod: "web".into(),
+        tail: Some(1),
+        ..Default::default()
+    };
+    cli::logs(&s.socket, &opts, &mut out).expect("logs");
+    assert_eq!(text(out), "second\n");
+    let opts = LogsOptions {
+        pod: "etcd".into(),
+        ..Default::default()
+    };
+    let err = cli::logs(&s.socket, &opts, &mut Vec::new()).expect_err("two containers");
+    assert!(
+        err.to_string().contains("choose one of: [etcd backup]"),
+        "{err}"
+    );
+    drop(server);
+}

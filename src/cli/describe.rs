@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use k8s_openapi::api::core::v1::{Container, ContainerState, ContainerStatus};
+use k8s_openapi::api::core::v1::{Container, ContainerState, ContainerStatus, Toleration, Volume};
 use k8s_openapi::jiff::Timestamp;
 
 use super::table::kubectl_describe;
@@ -105,9 +105,17 @@ pub fn render_describe(view: &PodView, events: &[EventRecord], now: Timestamp) -
             let _ = writeln!(w, "  {}\t{}\t{when}", c.type_, c.status);
         }
     }
+    volumes(&mut w, spec.and_then(|s| s.volumes.as_ref()));
     if let Some(q) = status.and_then(|s| s.qos_class.as_deref()) {
         let _ = writeln!(w, "QoS Class:\t{q}");
     }
+    multiline(
+        &mut w,
+        "Node-Selectors",
+        spec.and_then(|s| s.node_selector.as_ref()),
+        |k, v| format!("{k}={v}"),
+    );
+    tolerations(&mut w, spec.and_then(|s| s.tolerations.as_ref()));
     if let Some(e) = &view.source_error {
         let _ = writeln!(w, "Source Error:\t{}", e.message);
         let _ = writeln!(
@@ -217,6 +225,75 @@ fn container(w: &mut String, c: &Container, status: Option<&ContainerStatus>) {
     }
 }
 
+/// kubectl's `describeVolumes` for the volume kinds a static pod may use.
+fn volumes(w: &mut String, volumes: Option<&Vec<Volume>>) {
+    let Some(volumes) = volumes.filter(|v| !v.is_empty()) else {
+        w.push_str("Volumes:\t<none>\n");
+        return;
+    };
+    w.push_str("Volumes:\n");
+    for v in volumes {
+        let _ = writeln!(w, "  {}:", v.name);
+        if let Some(h) = &v.host_path {
+            w.push_str("    Type:\tHostPath (bare host directory volume)\n");
+            let _ = writeln!(w, "    Path:\t{}", h.path);
+            let _ = writeln!(w, "    HostPathType:\t{}", h.type_.as_deref().unwrap_or(""));
+        } else if let Some(e) = &v.empty_dir {
+            w.push_str(
+                "    Type:\tEmptyDir (a temporary directory that shares a pod's lifetime)\n",
+            );
+            let _ = writeln!(w, "    Medium:\t{}", e.medium.as_deref().unwrap_or(""));
+            let limit = e.size_limit.as_ref().map_or("<unset>", |q| q.0.as_str());
+            let _ = writeln!(w, "    SizeLimit:\t{limit}");
+        } else if let Some(d) = &v.downward_api {
+            w.push_str(
+                "    Type:\tDownwardAPI (a volume populated by information about the pod)\n",
+            );
+            w.push_str("    Items:\n");
+            for item in d.items.iter().flatten() {
+                let source = match (&item.field_ref, &item.resource_field_ref) {
+                    (Some(f), _) => f.field_path.clone(),
+                    (None, Some(r)) => r.resource.clone(),
+                    (None, None) => String::new(),
+                };
+                let _ = writeln!(w, "      {source} -> {}", item.path);
+            }
+        } else {
+            w.push_str("    Type:\t<unknown>\n");
+        }
+    }
+}
+
+/// kubectl's `printTolerationsMultiline`: `key=value:Effect op=Exists for 300s`.
+fn tolerations(w: &mut String, tolerations: Option<&Vec<Toleration>>) {
+    w.push_str("Tolerations:\t");
+    let Some(list) = tolerations.filter(|t| !t.is_empty()) else {
+        w.push_str("<none>\n");
+        return;
+    };
+    for (i, t) in list.iter().enumerate() {
+        if i > 0 {
+            w.push('\t');
+        }
+        let mut s = t.key.clone().unwrap_or_default();
+        if let Some(v) = t.value.as_deref().filter(|v| !v.is_empty()) {
+            s.push('=');
+            s.push_str(v);
+        }
+        if let Some(e) = t.effect.as_deref().filter(|e| !e.is_empty()) {
+            s.push(':');
+            s.push_str(e);
+        }
+        if t.operator.as_deref() == Some("Exists") {
+            s.push_str(" op=Exists");
+        }
+        if let Some(secs) = t.toleration_seconds {
+            s.push_str(&format!(" for {secs}s"));
+        }
+        let _ = writeln!(w, "{s}");
+    }
+}
+
 fn or_none(s: &str) -> &str {
     if s.is_empty() {
         "<none>"
@@ -297,8 +374,8 @@ mod tests {
     use super::*;
     use crate::status::SourceErrorView;
     use k8s_openapi::api::core::v1::{
-        ContainerPort, ContainerStateRunning, ContainerStateTerminated, Pod, PodCondition, PodSpec,
-        PodStatus, ResourceRequirements,
+        ContainerPort, ContainerStateRunning, ContainerStateTerminated, HostPathVolumeSource, Pod,
+        PodCondition, PodSpec, PodStatus, ResourceRequirements,
     };
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -321,6 +398,19 @@ mod tests {
         )]));
         pod.spec = Some(PodSpec {
             node_name: Some("node1".into()),
+            volumes: Some(vec![Volume {
+                name: "data".into(),
+                host_path: Some(HostPathVolumeSource {
+                    path: "/srv/data".into(),
+                    type_: Some("Directory".into()),
+                }),
+                ..Default::default()
+            }]),
+            tolerations: Some(vec![Toleration {
+                operator: Some("Exists".into()),
+                effect: Some("NoExecute".into()),
+                ..Default::default()
+            }]),
             init_containers: Some(vec![Container {
                 name: "init".into(),
                 image: Some("busybox".into()),
@@ -481,11 +571,18 @@ mod tests {
             "    Limits:",
             "      memory:  64Mi",
             "Conditions:",
-            "  Type         Status  LastTransitionTime",
-            "  Ready        True    Tue, 02 Jan 2024 03:01:00 +0000",
-            "QoS Class:     Burstable",
-            "Source Error:  web.yaml:3:1: spec: unknown field",
-            "               since 60s ago; the pod keeps running from the last valid manifest",
+            "  Type   Status  LastTransitionTime",
+            "  Ready  True    Tue, 02 Jan 2024 03:01:00 +0000",
+            "Volumes:",
+            "  data:",
+            "    Type:          HostPath (bare host directory volume)",
+            "    Path:          /srv/data",
+            "    HostPathType:  Directory",
+            "QoS Class:         Burstable",
+            "Node-Selectors:    <none>",
+            "Tolerations:       :NoExecute op=Exists",
+            "Source Error:      web.yaml:3:1: spec: unknown field",
+            "                   since 60s ago; the pod keeps running from the last valid manifest",
             "Events:",
             "  Type     Reason   Age              From      Message",
             "  ----     ------   ----             ----      -------",
@@ -496,8 +593,8 @@ mod tests {
             assert!(lines.contains(&line), "missing {line:?} in:\n{out}");
         }
         // Go's tabwriter semantics, as kubectl shows them: "Limits:" (no tab) ends the block,
-        // so the resource lines get their own narrow alignment; the conditions table shares
-        // its block with the "QoS Class:" lines below it.
+        // so the resource lines get their own narrow alignment; "QoS Class:" shares its block
+        // with the volume details above it.
         // Sections come in kubectl's order.
         let pos = |s: &str| out.find(s).unwrap_or_else(|| panic!("{s} missing"));
         assert!(pos("Init Containers:") < pos("Containers:\n  app"));
@@ -511,6 +608,7 @@ mod tests {
         v.pod.status = None;
         v.source_error = None;
         v.pod.metadata.labels = None;
+        v.pod.spec.as_mut().expect("spec").volumes = None;
         let c = &mut v.pod.spec.as_mut().expect("spec").containers[0];
         c.ports = None;
         c.resources = None;
@@ -518,12 +616,14 @@ mod tests {
         let out = render_describe(&v, &[], now);
         assert!(out.contains("Labels:       <none>\n"), "{out}");
         assert!(out.contains("Node:         node1\n"), "{out}");
-        assert!(out.contains("    Port:       <none>\n"), "{out}");
+        assert!(out.contains("    Port:        <none>\n"), "{out}");
         // Like kubectl, "Events:\t<none>" aligns with the block of tabbed lines above it.
-        assert!(
-            out.ends_with("    Host Port:  <none>\nEvents:         <none>\n"),
-            "{out}"
-        );
+        let tail = "    Host Port:   <none>\n\
+                    Volumes:         <none>\n\
+                    Node-Selectors:  <none>\n\
+                    Tolerations:     :NoExecute op=Exists\n\
+                    Events:          <none>\n";
+        assert!(out.ends_with(tail), "{out}");
         assert!(!out.contains("State:"), "{out}");
         assert!(!out.contains("Source Error"), "{out}");
     }
