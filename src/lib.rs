@@ -11,8 +11,11 @@
 //! - [`status`]: the published view of pods and events (snapshots) for the API and CLI.
 //! - [`fsutil`]: small filesystem helpers (atomic writes).
 
+pub mod api;
 pub mod cgroups;
+pub mod cli;
 pub mod config;
+pub mod daemon;
 pub mod fsutil;
 pub mod images;
 pub mod logs;
