@@ -50,6 +50,10 @@ pub enum DaemonError {
 #[derive(Debug, Clone)]
 pub struct DaemonPaths {
     pub root_dir: std::path::PathBuf,
+    /// `--log-dir`: overrides podLogsDir.
+    pub log_dir: Option<std::path::PathBuf>,
+    /// `--cgroup-parent`: overrides cgroupRoot.
+    pub cgroup_parent: Option<String>,
 }
 
 fn forward<T: Send + 'static>(
@@ -94,12 +98,19 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
     for r in images.import_preload()? {
         log::info!("preloaded image {} {}", r.reference, r.digest);
     }
-    let mut rcfg = RuntimeConfig::new(paths.root_dir.clone(), cfg.pod_logs_dir.clone())
-        .map_err(|source| DaemonError::Io {
+    let log_dir = paths
+        .log_dir
+        .clone()
+        .unwrap_or_else(|| cfg.pod_logs_dir.clone());
+    let mut rcfg =
+        RuntimeConfig::new(paths.root_dir.clone(), log_dir).map_err(|source| DaemonError::Io {
             what: "locate the podvisor binary",
             source,
         })?;
-    rcfg.cgroup_parent = cfg.cgroup_root.clone();
+    rcfg.cgroup_parent = paths
+        .cgroup_parent
+        .clone()
+        .unwrap_or_else(|| cfg.cgroup_root.clone());
     rcfg.log_max_size = cfg.container_log_max_size;
     rcfg.log_max_files = cfg.container_log_max_files;
     rcfg.node.name = cfg.node_name.clone();
@@ -112,7 +123,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
     let work_tx = tx.clone();
     let pool = ThreadPool::new(4, Arc::clone(&runtime), move |r| {
         // The sync loop outlives the pool; a failed send means it is shutting down.
-        let _ = work_tx.send(SyncEvent::Work(r));
+        let _ = work_tx.send(SyncEvent::Work(Box::new(r)));
     })
     .map_err(|source| DaemonError::Io {
         what: "start workers",

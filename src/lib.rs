@@ -8,6 +8,11 @@
 //! - [`logs`]: CRI-format container logs: writing with rotation, reading and following.
 //! - [`cgroups`]: cgroup paths, OOM counters and cleanup for v1 and v2 hierarchies.
 //! - [`play`]: `podvisor play`, one pod in the foreground.
+//! - [`config`]: the daemon's KubeletConfiguration file and kubelet-compatible flags.
+//! - [`sources`]: the manifest directory and URL sources (I/O only).
+//! - [`sync`]: the sync loop, the one owner of pod state; pod config merge, backoff, status.
+//! - [`api`], [`cli`]: the local API on a unix socket and the CLI views over it.
+//! - [`daemon`]: `podvisor run`, wiring the managers together.
 //! - [`status`]: the published view of pods and events (snapshots) for the API and CLI.
 //! - [`fsutil`]: small filesystem helpers (atomic writes).
 

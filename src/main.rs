@@ -1,7 +1,8 @@
 //! The `podvisor` binary: command-line parsing and the error edge (anyhow lives only here).
 //!
-//! User commands: `play`, `image import|ls|rm`. Hidden commands re-executed by podvisor
-//! itself: `shim run` (the per-container monitor), `shim cleanup`, `shim sandbox`.
+//! User commands: `run` (the daemon), `pods`, `describe`, `logs`, `events`, `validate`,
+//! `play`, `image import|ls|rm`. Hidden commands re-executed by podvisor itself: `shim run`
+//! (the per-container monitor), `shim cleanup`, `shim sandbox`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,6 +10,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
+use podvisor::cli::{self as views, LogsOptions, OutputFormat};
+use podvisor::config::{RunFlags, DEFAULT_API_SOCKET};
 use podvisor::images::{ImageStore, ImportOptions};
 use podvisor::play::{play, PlayOptions};
 use podvisor::runtime::linux::RuntimeConfig;
@@ -32,16 +35,78 @@ struct Global {
     /// Directory for podvisor's state: images, pod sandboxes, containers.
     #[arg(long, global = true, default_value = "/var/lib/podvisor")]
     root_dir: PathBuf,
-    /// Root of the container log tree (CRI format, like /var/log/pods of the kubelet).
-    #[arg(long, global = true, default_value = "/var/log/pods")]
-    log_dir: PathBuf,
-    /// Top-level cgroup under which pods are placed.
-    #[arg(long, global = true, default_value = "podvisor")]
-    cgroup_parent: String,
+    /// Root of the container log tree (CRI format, like /var/log/pods of the kubelet);
+    /// overrides podLogsDir of the configuration file. Default /var/log/pods.
+    #[arg(long, global = true)]
+    log_dir: Option<PathBuf>,
+    /// Top-level cgroup under which pods are placed; overrides cgroupRoot. Default podvisor.
+    #[arg(long, global = true)]
+    cgroup_parent: Option<String>,
+}
+
+#[derive(Args, Clone)]
+struct ClientArgs {
+    /// The daemon's API socket.
+    #[arg(long, default_value = DEFAULT_API_SOCKET)]
+    api_socket: PathBuf,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the supervisor daemon: keep every static pod of the manifest directory and URL
+    /// running (kubelet-compatible flags and KubeletConfiguration file).
+    Run {
+        #[command(flatten)]
+        flags: RunFlags,
+    },
+    /// List pods (like `kubectl get pods`).
+    Pods {
+        /// One pod: name, namespace/name, or the manifest name without the node suffix.
+        name: Option<String>,
+        /// Output format: wide, json or yaml.
+        #[arg(short = 'o', long = "output", default_value = "")]
+        output: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Show a pod in detail: conditions, container states, source errors, events.
+    Describe {
+        pod: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Print a container's log.
+    Logs {
+        pod: String,
+        /// The container (needed when the pod has several).
+        #[arg(short = 'c', long)]
+        container: Option<String>,
+        /// Follow the log.
+        #[arg(short = 'f', long)]
+        follow: bool,
+        /// The previous instance of the container.
+        #[arg(short = 'p', long)]
+        previous: bool,
+        /// Only the last N lines.
+        #[arg(long)]
+        tail: Option<usize>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// List events (deduplicated, with counts).
+    Events {
+        pod: Option<String>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Check manifests offline with the daemon's parser and validation.
+    Validate {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Node name used for the static-pod name suffix (default: this host's name).
+        #[arg(long = "hostname-override")]
+        hostname_override: Option<String>,
+    },
     /// Run one Pod manifest in the foreground; Ctrl-C stops it gracefully.
     Play {
         /// The Pod manifest (YAML or JSON).
@@ -144,15 +209,79 @@ fn main() -> ExitCode {
 }
 
 fn runtime_config(g: &Global) -> anyhow::Result<RuntimeConfig> {
-    let mut cfg = RuntimeConfig::new(g.root_dir.clone(), g.log_dir.clone())
+    let log_dir = g
+        .log_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(podvisor::config::DEFAULT_POD_LOGS_DIR));
+    let mut cfg = RuntimeConfig::new(g.root_dir.clone(), log_dir)
         .context("cannot locate the podvisor binary")?;
-    cfg.cgroup_parent = g.cgroup_parent.clone();
+    if let Some(p) = &g.cgroup_parent {
+        cfg.cgroup_parent = p.clone();
+    }
     Ok(cfg)
 }
 
 fn run(cli: Cli) -> anyhow::Result<i32> {
     let g = cli.global;
+    // Client commands write to these; the daemon never takes them (a held stdio lock would
+    // block every other thread's logging).
+    let out = || std::io::stdout().lock();
+    let err = || std::io::stderr().lock();
     match cli.command {
+        Command::Run { flags } => {
+            let paths = podvisor::daemon::DaemonPaths {
+                root_dir: g.root_dir.clone(),
+                log_dir: g.log_dir.clone(),
+                cgroup_parent: g.cgroup_parent.clone(),
+            };
+            podvisor::daemon::run(&paths, &flags)?;
+            Ok(0)
+        }
+        Command::Pods {
+            name,
+            output,
+            client,
+        } => {
+            let format: OutputFormat = output.parse()?;
+            views::get_pods(
+                &client.api_socket,
+                name.as_deref(),
+                format,
+                &mut out(),
+                &mut err(),
+            )?;
+            Ok(0)
+        }
+        Command::Describe { pod, client } => {
+            views::describe_pod(&client.api_socket, &pod, &mut out())?;
+            Ok(0)
+        }
+        Command::Logs {
+            pod,
+            container,
+            follow,
+            previous,
+            tail,
+            client,
+        } => {
+            let opts = LogsOptions {
+                pod,
+                container,
+                previous,
+                tail,
+                follow,
+            };
+            views::logs(&client.api_socket, &opts, &mut out())?;
+            Ok(0)
+        }
+        Command::Events { pod, client } => {
+            views::get_events(&client.api_socket, pod.as_deref(), &mut out(), &mut err())?;
+            Ok(0)
+        }
+        Command::Validate {
+            files,
+            hostname_override,
+        } => validate(&files, hostname_override.as_deref()),
         Command::Play { file, keep_logs } => {
             let opts = PlayOptions {
                 manifest: file,
@@ -169,6 +298,26 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         // Handled in main before logging is set up.
         Command::Shim { .. } => Ok(2),
     }
+}
+
+/// `podvisor validate`: every file is checked; exit 1 if any is invalid.
+fn validate(files: &[PathBuf], hostname_override: Option<&str>) -> anyhow::Result<i32> {
+    let node = podvisor::config::resolve_node_name(hostname_override)?;
+    let mut bad = 0;
+    for f in files {
+        match podvisor::pod::static_pod::validate_file(f, &node) {
+            Ok(pods) => {
+                for p in pods {
+                    println!("{}: ok: pod {} (uid {})", f.display(), p.full_name, p.uid());
+                }
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                bad += 1;
+            }
+        }
+    }
+    Ok(if bad > 0 { 1 } else { 0 })
 }
 
 fn human_size(n: u64) -> String {

@@ -56,7 +56,7 @@ pub enum JobResult {
         uid: String,
         name: String,
         restart_count: u32,
-        result: Result<ContainerInfo, StartFailure>,
+        result: Result<Box<ContainerInfo>, StartFailure>,
     },
     PodRemoved {
         uid: String,
@@ -89,7 +89,10 @@ pub fn run_job(runtime: &dyn Runtime, job: Job) -> JobResult {
                 kind,
                 restart_count,
             };
-            let result = runtime.start_container(&req).map_err(classify);
+            let result = runtime
+                .start_container(&req)
+                .map(Box::new)
+                .map_err(classify);
             JobResult::ContainerStarted {
                 uid,
                 name: container.name.clone(),

@@ -44,7 +44,7 @@ use crate::status::{EventLog, EventType, PodView, Snapshot, SnapshotCell};
 pub enum SyncEvent {
     Source(SourceEvent),
     Runtime(RuntimeEvent),
-    Work(JobResult),
+    Work(Box<JobResult>),
     /// Stop the loop (the daemon is exiting; containers keep running).
     Shutdown,
 }
@@ -315,7 +315,7 @@ impl SyncLoop {
             SyncEvent::Runtime(RuntimeEvent::ContainerExited { id, pod_uid, exit }) => {
                 self.on_exit(&id, &pod_uid, exit)
             }
-            SyncEvent::Work(r) => self.on_work(r),
+            SyncEvent::Work(r) => self.on_work(*r),
             SyncEvent::Shutdown => {}
         }
         self.reconcile();
@@ -438,11 +438,13 @@ impl SyncLoop {
             };
             let (w_uid, w_meta_hash) = (w.uid.clone(), w.spec.meta_hash.clone());
             match desired.get(&name) {
-                Some(sp) if sp.pod.metadata.uid.as_deref() == Some(w_uid.as_str()) => {
-                    if sp.meta_hash != w_meta_hash {
-                        self.update_metadata(&name, sp.clone());
-                    }
+                Some(sp)
+                    if sp.pod.metadata.uid.as_deref() == Some(w_uid.as_str())
+                        && sp.meta_hash != w_meta_hash =>
+                {
+                    self.update_metadata(&name, sp.clone());
                 }
+                Some(sp) if sp.pod.metadata.uid.as_deref() == Some(w_uid.as_str()) => {}
                 Some(sp) => {
                     let msg = format!(
                         "manifest spec changed in {}: replacing pod (uid {} -> {})",
@@ -895,7 +897,7 @@ impl SyncLoop {
         uid: &str,
         cname: &str,
         restart_count: u32,
-        result: Result<ContainerInfo, StartFailure>,
+        result: Result<Box<ContainerInfo>, StartFailure>,
     ) {
         let now = self.clock.now();
         if let Some(r) = self.removals.get_mut(uid) {

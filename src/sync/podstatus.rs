@@ -98,12 +98,7 @@ fn container_status(s: &Slot, inits_pending: bool) -> ContainerStatus {
             }),
             ..Default::default()
         }
-    } else if s.last.is_some() && !pending(s) {
-        K8sState {
-            terminated: terminated(s),
-            ..Default::default()
-        }
-    } else if s.last.is_some() && s.kind == ContainerKind::Init && s.succeeded {
+    } else if s.last.is_some() && (!pending(s) || (s.kind == ContainerKind::Init && s.succeeded)) {
         K8sState {
             terminated: terminated(s),
             ..Default::default()

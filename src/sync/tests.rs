@@ -283,7 +283,7 @@ impl Harness {
         loop {
             let next = self.done.lock().expect("lock").pop_front();
             match next {
-                Some(r) => self.sync.handle(SyncEvent::Work(r)),
+                Some(r) => self.sync.handle(SyncEvent::Work(Box::new(r))),
                 None => return,
             }
         }

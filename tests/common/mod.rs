@@ -120,20 +120,52 @@ impl TestEnv {
             }
         }
         assert!(cgroups.is_empty(), "cgroups left behind: {cgroups:?}");
-        let procs = processes_under(self.dir.path());
+        let mut procs = processes_under(self.dir.path());
+        procs.extend(processes_in_cgroup(&self.cgroup_parent));
         assert!(procs.is_empty(), "processes left behind: {procs:?}");
     }
 }
 
 impl Drop for TestEnv {
     fn drop(&mut self) {
-        // Remove the (empty) top-level test cgroups; a failing test may leave more, which
-        // assert_clean reports.
+        // A test that failed half-way may leave containers, mounts and cgroups: kill what runs
+        // from the temp dir, unmount everything under it (deepest first) and remove the test's
+        // cgroups, so a failure never leaks into the machine or other tests.
+        let mut stray = processes_under(self.dir.path());
+        stray.extend(processes_in_cgroup(&self.cgroup_parent));
+        for (pid, _) in stray {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let base = self.dir.path().to_string_lossy().to_string();
+        let mut mounts: Vec<String> = fs::read_to_string("/proc/self/mountinfo")
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
+            .filter(|m| m.starts_with(&base))
+            .collect();
+        mounts.sort();
+        for m in mounts.iter().rev() {
+            let _ = nix::mount::umount2(m.as_str(), nix::mount::MntFlags::MNT_DETACH);
+        }
         for top in cgroup_dirs(&self.cgroup_parent) {
-            let _ = fs::remove_dir(&top);
+            remove_cgroup_tree(&top);
         }
         reap_zombies();
     }
+}
+
+fn remove_cgroup_tree(dir: &Path) {
+    if let Ok(entries) = fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                remove_cgroup_tree(&e.path());
+            }
+        }
+    }
+    let _ = fs::remove_dir(dir);
 }
 
 /// The test's top-level cgroup in every hierarchy.
@@ -147,6 +179,32 @@ pub fn cgroup_dirs(parent: &str) -> Vec<PathBuf> {
         for e in entries.flatten() {
             if e.file_name() != "unified" {
                 out.push(e.path().join(parent));
+            }
+        }
+    }
+    out
+}
+
+/// Processes in a cgroup below `parent` (containers live in `/<parent>/pod<uid>/<id>`; a
+/// process in another mount namespace shows its own root as `/`, so this is how containers
+/// are found).
+pub fn processes_in_cgroup(parent: &str) -> Vec<(i32, String)> {
+    let needle = format!("/{parent}/");
+    let mut out = Vec::new();
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cg = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+        if cg.contains(&needle) {
+            let cmd = fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                .unwrap_or_default()
+                .replace('\0', " ");
+            if !cmd.is_empty() {
+                out.push((pid, cmd));
             }
         }
     }
@@ -178,9 +236,14 @@ pub fn processes_under(dir: &Path) -> Vec<(i32, String)> {
     out
 }
 
-/// Reaps zombie children that are container processes re-parented to the test process
-/// (monitors are reaped by the runtime's exit watcher; other children by their owners).
+/// Reaps zombie monitors (`podvisor-shim`) re-parented to the test process after the
+/// "daemon" that spawned them was killed; every other child is reaped by its owner.
 pub fn reap_zombies() {
+    reap_zombies_named(&["podvisor-shim"]);
+}
+
+/// Reaps zombie children of the test process whose command name is in `names`.
+pub fn reap_zombies_named(names: &[&str]) {
     let me = std::process::id() as i32;
     let Ok(entries) = fs::read_dir("/proc") else {
         return;
@@ -201,7 +264,7 @@ pub fn reap_zombies() {
         let mut f = stat[close + 1..].split_whitespace();
         let state = f.next().unwrap_or("");
         let ppid: i32 = f.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-        if state == "Z" && ppid == me && !matches!(comm, "podvisor" | "umoci" | "skopeo" | "tar") {
+        if state == "Z" && ppid == me && names.contains(&comm) {
             let _ = nix::sys::wait::waitpid(
                 nix::unistd::Pid::from_raw(pid),
                 Some(nix::sys::wait::WaitPidFlag::WNOHANG),
@@ -253,13 +316,21 @@ pub fn log_lines(path: &Path) -> Vec<String> {
 }
 
 /// A busybox OCI archive (gzip layer), built once per test process from /bin/busybox.
+/// The archive is a cache shared by test processes: built into a temporary name and renamed,
+/// keyed by the busybox binary's hash, so it is built once per machine and never half-read.
 pub fn busybox_archive() -> &'static Path {
     static ARCHIVE: OnceLock<PathBuf> = OnceLock::new();
     ARCHIVE.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("podvisor-test-images-{}", std::process::id()));
+        let busybox = fs::read("/bin/busybox").expect("busybox-static must be installed");
+        let key = &sha256_hex(&busybox)[..16];
+        let dir = std::env::temp_dir().join("podvisor-test-cache");
         fs::create_dir_all(&dir).expect("image dir");
-        let path = dir.join("busybox-oci.tar");
-        build_busybox_archive(&path);
+        let path = dir.join(format!("busybox-oci-{key}.tar"));
+        if !path.exists() {
+            let tmp = dir.join(format!(".busybox-oci-{key}.{}.tmp", std::process::id()));
+            build_busybox_archive(&tmp);
+            fs::rename(&tmp, &path).expect("rename archive");
+        }
         path
     })
 }

@@ -1,0 +1,368 @@
+//! Root integration tests of `podvisor run` with real containers: manifests written, edited,
+//! broken and deleted; the daemon killed and restarted (also during churn); the local API and
+//! CLI; nothing left behind.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::TestEnv;
+use podvisor::status::PodView;
+
+const T: Duration = Duration::from_secs(30);
+
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+}
+
+impl Daemon {
+    fn start(env: &TestEnv, manifests: &Path) -> Daemon {
+        let socket = env.dir.path().join("api.sock");
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(env.dir.path().join("daemon.log"))
+            .expect("log");
+        let child = Command::new(common::podvisor_bin())
+            .arg("--root-dir")
+            .arg(&env.root)
+            .arg("--log-dir")
+            .arg(&env.logs)
+            .arg("--cgroup-parent")
+            .arg(&env.cgroup_parent)
+            .arg("run")
+            .arg("--pod-manifest-path")
+            .arg(manifests)
+            .arg("--api-socket")
+            .arg(&socket)
+            .arg("--hostname-override")
+            .arg("testnode")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("start daemon");
+        let d = Daemon { child, socket };
+        wait_for("API up", T, || d.pods().is_some());
+        d
+    }
+
+    fn pods(&self) -> Option<Vec<PodView>> {
+        podvisor::api::client::get_json::<Vec<PodView>>(&self.socket, "/pods").ok()
+    }
+
+    fn pod(&self, name: &str) -> Option<PodView> {
+        self.pods()?
+            .into_iter()
+            .find(|v| v.pod.metadata.name.as_deref() == Some(&format!("{name}-testnode")))
+    }
+
+    fn kill9(mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("reap");
+    }
+
+    fn stop(mut self) {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .expect("SIGTERM");
+        let st = self.child.wait().expect("wait");
+        assert!(st.success(), "daemon exit: {st}");
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// (containerID, running) of the first container of a pod view.
+fn container(v: &PodView, name: &str) -> Option<(String, bool)> {
+    let st = v.pod.status.as_ref()?;
+    let cs = st
+        .container_statuses
+        .iter()
+        .flatten()
+        .find(|c| c.name == name)?;
+    Some((
+        cs.container_id.clone().unwrap_or_default(),
+        cs.state.as_ref().is_some_and(|s| s.running.is_some()),
+    ))
+}
+
+fn running_id(d: &Daemon, pod: &str) -> Option<String> {
+    let v = d.pod(pod)?;
+    match container(&v, "main")? {
+        (id, true) if !id.is_empty() => Some(id),
+        _ => None,
+    }
+}
+
+fn manifest(name: &str, msg: &str, extra_label: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  labels:\n    app: {name}\n{extra_label}spec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'trap \"exit 0\" TERM; echo {msg}; while true; do sleep 0.2; done']\n"
+    )
+}
+
+/// Init pid of a container from its monitor's state file.
+fn init_pid(env: &TestEnv, container_id: &str) -> i32 {
+    let id = container_id.trim_start_matches("podvisor://");
+    let state: serde_json::Value = serde_json::from_slice(
+        &fs::read(env.root.join("containers").join(id).join("state.json")).expect("state"),
+    )
+    .expect("json");
+    state["init"]["pid"].as_i64().expect("pid") as i32
+}
+
+fn cli(env: &TestEnv, d: &Daemon, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(common::podvisor_bin())
+        .arg("--root-dir")
+        .arg(&env.root)
+        .args(args)
+        .arg("--api-socket")
+        .arg(&d.socket)
+        .output()
+        .expect("cli");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn manifest_written_edited_broken_and_deleted() {
+    let env = TestEnv::new("lifecycle");
+    let _ = env.images();
+    let dir = env.dir.path().join("manifests");
+    fs::create_dir_all(&dir).expect("mkdir");
+    let d = Daemon::start(&env, &dir);
+    let file = dir.join("web.yaml");
+
+    fs::write(&file, manifest("web", "v1", "")).expect("write");
+    wait_for("web running", T, || running_id(&d, "web").is_some());
+    let first = running_id(&d, "web").expect("id");
+    let (ok, out, _) = cli(&env, &d, &["pods"]);
+    assert!(
+        ok && out.contains("web-testnode") && out.contains("Running"),
+        "{out}"
+    );
+
+    // Label-only edit: nothing restarts, the label shows up.
+    fs::write(&file, manifest("web", "v1", "    tier: front\n")).expect("write");
+    wait_for("label applied", T, || {
+        d.pod("web")
+            .and_then(|v| v.pod.metadata.labels)
+            .is_some_and(|l| l.get("tier").is_some_and(|t| t == "front"))
+    });
+    assert_eq!(running_id(&d, "web"), Some(first.clone()));
+
+    // Spec edit: replaced by a new container (new uid), the old one is gone.
+    fs::write(&file, manifest("web", "v2", "    tier: front\n")).expect("write");
+    wait_for("replacement running", T, || {
+        running_id(&d, "web").is_some_and(|id| id != first)
+    });
+    let second = running_id(&d, "web").expect("id");
+    wait_for("old container removed", T, || {
+        !env.root
+            .join("containers")
+            .join(first.trim_start_matches("podvisor://"))
+            .exists()
+    });
+
+    // Broken manifest: still running, error visible through the API and the CLI.
+    fs::write(
+        &file,
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers: [\n",
+    )
+    .expect("write");
+    wait_for("source error shown", T, || {
+        d.pod("web").is_some_and(|v| v.source_error.is_some())
+    });
+    assert_eq!(running_id(&d, "web"), Some(second.clone()));
+    let (_, out, err) = cli(&env, &d, &["pods"]);
+    assert!(format!("{out}{err}").contains("web.yaml"), "{out}{err}");
+    let (ok, out, _) = cli(&env, &d, &["describe", "web"]);
+    assert!(ok && out.contains("SourceError"), "{out}");
+
+    // Fixed again, then deleted: stopped and cleaned.
+    fs::write(&file, manifest("web", "v2", "    tier: front\n")).expect("write");
+    wait_for("error cleared", T, || {
+        d.pod("web").is_some_and(|v| v.source_error.is_none())
+    });
+    assert_eq!(running_id(&d, "web"), Some(second));
+    let (ok, out, _) = cli(&env, &d, &["logs", "web"]);
+    assert!(ok && out.contains("v2"), "{out}");
+    fs::remove_file(&file).expect("rm");
+    wait_for("pod gone", T, || d.pods().is_some_and(|p| p.is_empty()));
+    wait_for("containers removed", T, || {
+        fs::read_dir(env.root.join("containers"))
+            .map(|e| e.count() == 0)
+            .unwrap_or(false)
+    });
+    d.stop();
+    env.assert_clean();
+}
+
+#[test]
+fn daemon_sigkill_and_restart_readopts_running_containers() {
+    let env = TestEnv::new("readopt-daemon");
+    let _ = env.images();
+    let dir = env.dir.path().join("manifests");
+    fs::create_dir_all(&dir).expect("mkdir");
+    fs::write(dir.join("a.yaml"), manifest("a", "hi", "")).expect("write");
+    let d = Daemon::start(&env, &dir);
+    wait_for("a running", T, || running_id(&d, "a").is_some());
+    let id = running_id(&d, "a").expect("id");
+    let pid = init_pid(&env, &id);
+    d.kill9();
+    // While the daemon is down, the manifest of b appears.
+    fs::write(dir.join("b.yaml"), manifest("b", "hi", "")).expect("write");
+    let d = Daemon::start(&env, &dir);
+    wait_for("b running", T, || running_id(&d, "b").is_some());
+    assert_eq!(running_id(&d, "a"), Some(id.clone()), "same container");
+    assert_eq!(init_pid(&env, &id), pid, "same process");
+    assert!(Path::new(&format!("/proc/{pid}")).exists());
+    for f in ["a.yaml", "b.yaml"] {
+        fs::remove_file(dir.join(f)).expect("rm");
+    }
+    wait_for("all gone", T, || d.pods().is_some_and(|p| p.is_empty()));
+    wait_for("containers removed", T, || {
+        fs::read_dir(env.root.join("containers"))
+            .map(|e| e.count() == 0)
+            .unwrap_or(false)
+    });
+    d.stop();
+    env.assert_clean();
+}
+
+#[test]
+fn sigkill_daemon_ten_times_during_churn_loses_and_duplicates_nothing() {
+    let env = TestEnv::new("churn");
+    let _ = env.images();
+    let dir = env.dir.path().join("manifests");
+    fs::create_dir_all(&dir).expect("mkdir");
+    let names = ["p0", "p1", "p2", "p3"];
+    let mut d = Daemon::start(&env, &dir);
+    for round in 0..10u32 {
+        // Churn: add, edit, remove manifests, then kill the daemon mid-flight.
+        let add = names[(round as usize) % names.len()];
+        let edit = names[(round as usize + 1) % names.len()];
+        let del = names[(round as usize + 2) % names.len()];
+        fs::write(dir.join(format!("{add}.yaml")), manifest(add, "a", "")).expect("write");
+        if dir.join(format!("{edit}.yaml")).exists() {
+            fs::write(
+                dir.join(format!("{edit}.yaml")),
+                manifest(edit, &format!("r{round}"), ""),
+            )
+            .expect("write");
+        }
+        if round % 3 == 2 {
+            let _ = fs::remove_file(dir.join(format!("{del}.yaml")));
+        }
+        std::thread::sleep(Duration::from_millis(60 + 45 * u64::from(round % 5)));
+        d.kill9();
+        d = Daemon::start(&env, &dir);
+    }
+    // Settle: every manifest present runs exactly one container; nothing else runs.
+    let present: Vec<String> = names
+        .iter()
+        .filter(|n| dir.join(format!("{n}.yaml")).exists())
+        .map(|n| n.to_string())
+        .collect();
+    assert!(!present.is_empty());
+    wait_for("present pods running", Duration::from_secs(60), || {
+        present.iter().all(|n| running_id(&d, n).is_some())
+            && d.pods().is_some_and(|p| p.len() == present.len())
+    });
+    let live_dirs = || -> Vec<(PathBuf, Vec<String>)> {
+        fs::read_dir(env.root.join("containers"))
+            .expect("dir")
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| !p.join("cleaned").exists())
+            .map(|p| {
+                let files = fs::read_dir(&p)
+                    .map(|r| {
+                        r.flatten()
+                            .map(|e| e.file_name().to_string_lossy().into_owned())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (p, files)
+            })
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while live_dirs().len() != present.len() {
+        assert!(
+            Instant::now() < deadline,
+            "one live monitor per pod: present {present:?}, live {:?}, pods {:?}",
+            live_dirs(),
+            d.pods().map(|p| p
+                .into_iter()
+                .map(|v| v.pod.metadata.name)
+                .collect::<Vec<_>>())
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let procs = common::processes_in_cgroup(&env.cgroup_parent);
+    let sleepers = procs.iter().filter(|(_, c)| c.starts_with("sh -c")).count();
+    assert_eq!(sleepers, present.len(), "{procs:?}");
+    for n in &present {
+        fs::remove_file(dir.join(format!("{n}.yaml"))).expect("rm");
+    }
+    wait_for("all gone", Duration::from_secs(60), || {
+        d.pods().is_some_and(|p| p.is_empty())
+            && fs::read_dir(env.root.join("containers"))
+                .map(|e| e.count() == 0)
+                .unwrap_or(false)
+    });
+    d.stop();
+    env.assert_clean();
+}
+
+#[test]
+fn validate_reports_file_line_and_field() {
+    let env = TestEnv::new("validate");
+    let good = env.dir.path().join("good.yaml");
+    let bad = env.dir.path().join("bad.yaml");
+    fs::write(&good, manifest("good", "x", "")).expect("write");
+    fs::write(
+        &bad,
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bad\nspec:\n  containers:\n  - name: main\n    image: busybox\n    ports:\n    - containerPort: 70000\n",
+    )
+    .expect("write");
+    let out = Command::new(common::podvisor_bin())
+        .args(["validate"])
+        .arg(&good)
+        .arg(&bad)
+        .output()
+        .expect("validate");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains(&format!("{}:10:", bad.display())), "{text}");
+    assert!(text.contains("containerPort"), "{text}");
+    assert!(text.contains("good"), "{text}");
+}
