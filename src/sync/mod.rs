@@ -154,6 +154,8 @@ struct PodWorker {
     /// The uid of a previous generation still being removed: nothing starts before it is gone.
     blocked_by: Option<String>,
     start_time: Option<String>,
+    /// When this pod generation was first seen (metadata.creationTimestamp).
+    created: String,
     conditions: BTreeMap<&'static str, (bool, String)>,
     /// The pod can no longer make progress (init failed under restartPolicy Never...).
     failed: bool,
@@ -188,7 +190,8 @@ pub struct SyncLoop {
     removals: BTreeMap<String, Removal>,
     /// Containers found on disk at start, by pod uid, not yet claimed by a worker.
     adopted: BTreeMap<String, Vec<ContainerInfo>>,
-    sandboxes_on_disk: BTreeSet<String>,
+    /// Sandboxes found on disk at start: pod uid -> creation time.
+    sandboxes_on_disk: BTreeMap<String, String>,
     events: EventLog,
     snapshots: SnapshotCell,
     file_ready: bool,
@@ -246,7 +249,7 @@ impl SyncLoop {
         let sandboxes_on_disk = runtime
             .list_pod_sandboxes()?
             .into_iter()
-            .map(|s| s.pod_uid)
+            .map(|s| (s.pod_uid, s.created_at))
             .collect();
         let started = clock.now();
         let mut s = SyncLoop {
@@ -490,7 +493,7 @@ impl SyncLoop {
             let orphan_uids: Vec<String> = self
                 .adopted
                 .keys()
-                .chain(self.sandboxes_on_disk.iter())
+                .chain(self.sandboxes_on_disk.keys())
                 .filter(|u| !self.removals.contains_key(*u))
                 .cloned()
                 .collect::<BTreeSet<_>>()
@@ -578,13 +581,15 @@ impl SyncLoop {
             slots,
             blocked_by,
             start_time: None,
+            created: self.now_str(),
             conditions: BTreeMap::new(),
             failed: false,
         };
         // Re-adopt what a previous run left: the sandbox and the containers of this uid.
-        if self.sandboxes_on_disk.remove(&uid) {
+        if let Some(created) = self.sandboxes_on_disk.remove(&uid) {
             w.sandbox = SandboxPhase::Ready;
-            w.start_time = Some(self.now_str());
+            w.start_time = Some(created.clone());
+            w.created = created;
         }
         if let Some(mut found) = self.adopted.remove(&uid) {
             found.sort_by_key(|c| c.meta.restart_count);

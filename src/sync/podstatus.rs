@@ -179,6 +179,7 @@ pub(super) fn view(
     _now: SystemTime,
 ) -> PodView {
     let mut pod = (*w.pod).clone();
+    pod.metadata.creation_timestamp = to_time(&w.created);
     let inits_pending = w
         .slots
         .iter()
