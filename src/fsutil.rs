@@ -8,7 +8,25 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// Writes `data` to `path` atomically: readers see either the old content or the new one.
+/// The data and the rename are made durable (fsync of the file and of the directory).
 pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
+    write_atomic_with(path, data, true)
+}
+
+/// Like [`write_atomic`] but without the fsyncs: atomic against crashes of the process, not
+/// against power loss. For state that is worthless after a reboot anyway (a container's
+/// runtime files: no container survives a power cut) on the latency-sensitive start path.
+pub fn write_atomic_volatile(path: &Path, data: &[u8]) -> io::Result<()> {
+    write_atomic_with(path, data, false)
+}
+
+/// Serializes `value` as pretty JSON and writes it with [`write_atomic_volatile`].
+pub fn write_json_atomic_volatile<T: serde::Serialize>(path: &Path, value: &T) -> io::Result<()> {
+    let data = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
+    write_atomic_volatile(path, &data)
+}
+
+fn write_atomic_with(path: &Path, data: &[u8], durable: bool) -> io::Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let name = path
         .file_name()
@@ -26,13 +44,18 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
             .mode(0o600)
             .open(&tmp)?;
         f.write_all(data)?;
-        f.sync_all()?;
+        if durable {
+            f.sync_all()?;
+        }
     }
     if let Err(e) = fs::rename(&tmp, path) {
         let _ = fs::remove_file(&tmp);
         return Err(e);
     }
-    File::open(dir)?.sync_all()
+    if durable {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(())
 }
 
 /// Serializes `value` as pretty JSON and writes it atomically.

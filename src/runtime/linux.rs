@@ -323,16 +323,18 @@ impl LinuxRuntime {
         };
         write(
             paths.config(),
-            fsutil::write_json_atomic(&paths.config(), &built.spec),
+            fsutil::write_json_atomic_volatile(&paths.config(), &built.spec),
         )?;
         write(
             paths.shim_config(),
-            fsutil::write_json_atomic(&paths.shim_config(), &shim_cfg),
+            fsutil::write_json_atomic_volatile(&paths.shim_config(), &shim_cfg),
         )?;
+        // Runtime files need no fsync: no container survives a power cut, and a torn file after
+        // one is treated like an interrupted creation (the directory is removed).
         // meta.json last: its presence marks a container directory as complete.
         write(
             paths.meta(),
-            fsutil::write_json_atomic(&paths.meta(), &meta),
+            fsutil::write_json_atomic_volatile(&paths.meta(), &meta),
         )?;
         Ok((meta, shim_cfg))
     }
@@ -468,9 +470,19 @@ impl LinuxRuntime {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let Some(meta) =
-            shim::read_json_opt::<ContainerMeta>(&paths.meta()).map_err(shim_err(&name))?
-        else {
+        // A torn meta.json (power cut right after creation) counts as an interrupted creation.
+        let meta = match shim::read_json_opt::<ContainerMeta>(&paths.meta()) {
+            Ok(m) => m,
+            Err(e) if !shim::monitor_alive(paths) => {
+                log::warn!(
+                    "{}: {e}: removing the incomplete container",
+                    paths.dir.display()
+                );
+                None
+            }
+            Err(e) => return Err(shim_err(&name)(e)),
+        };
+        let Some(meta) = meta else {
             // Crashed while being created: nothing was started from it.
             if !shim::monitor_alive(paths) {
                 if let Err(e) = remove_container_dir(&paths.dir) {

@@ -241,7 +241,7 @@ fn run_inner(paths: &ContainerPaths, ready: fs::File) -> Result<(), ShimError> {
         shim: Some(me),
         ..Default::default()
     };
-    fsutil::write_json_atomic(&paths.state(), &state).map_err(io_err(&paths.state()))?;
+    fsutil::write_json_atomic_volatile(&paths.state(), &state).map_err(io_err(&paths.state()))?;
     // Rust ignores SIGPIPE at startup; ignored dispositions survive exec, so restore the
     // default before the container process is cloned from us.
     // SAFETY: setting a signal disposition to SIG_DFL in a single-threaded process.
@@ -359,7 +359,7 @@ fn create_and_start(
         }
         spec.set_process(Some(process));
     }
-    fsutil::write_json_atomic(&config_path, &spec).map_err(io_err(&config_path))?;
+    fsutil::write_json_atomic_volatile(&config_path, &spec).map_err(io_err(&config_path))?;
 
     let (out_r, out_w) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|source| ShimError::Sys {
@@ -397,11 +397,11 @@ fn create_and_start(
         source: nix::Error::ESRCH,
     })?;
     state.init = Some(ProcessId::of(init.as_raw())?);
-    fsutil::write_json_atomic(&paths.state(), &state).map_err(io_err(&paths.state()))?;
+    fsutil::write_json_atomic_volatile(&paths.state(), &state).map_err(io_err(&paths.state()))?;
     container.start()?;
     let started_at = super::now_rfc3339();
     state.started_at = Some(started_at.clone());
-    fsutil::write_json_atomic(&paths.state(), &state).map_err(io_err(&paths.state()))?;
+    fsutil::write_json_atomic_volatile(&paths.state(), &state).map_err(io_err(&paths.state()))?;
     Ok(Started {
         init,
         started_at,
