@@ -27,13 +27,8 @@ impl Daemon {
             .append(true)
             .open(env.dir.path().join("daemon.log"))
             .expect("log");
-        let child = Command::new(common::podvisor_bin())
-            .arg("--root-dir")
-            .arg(&env.root)
-            .arg("--log-dir")
-            .arg(&env.logs)
-            .arg("--cgroup-parent")
-            .arg(&env.cgroup_parent)
+        let child = env
+            .podvisor()
             .arg("run")
             .arg("--pod-manifest-path")
             .arg(manifests)

@@ -396,13 +396,8 @@ fn sigkilled_play_daemon_leaves_containers_running_and_readoptable() {
     )
     .expect("manifest");
     let _ = env.images();
-    let mut child = std::process::Command::new(common::podvisor_bin())
-        .arg("--root-dir")
-        .arg(&env.root)
-        .arg("--log-dir")
-        .arg(&env.logs)
-        .arg("--cgroup-parent")
-        .arg(&env.cgroup_parent)
+    let mut child = env
+        .podvisor()
         .arg("play")
         .arg(&manifest)
         .stdout(std::process::Stdio::null())
@@ -493,13 +488,8 @@ fn play_runs_a_pod_prints_prefixed_output_and_cleans_up() {
         "metadata: {name: hello}\nspec:\n  restartPolicy: Never\n  initContainers:\n  - name: init\n    image: busybox\n    command: [echo, from-init]\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, 'echo hello from app']\n",
     )
     .expect("manifest");
-    let out = std::process::Command::new(common::podvisor_bin())
-        .arg("--root-dir")
-        .arg(&env.root)
-        .arg("--log-dir")
-        .arg(&env.logs)
-        .arg("--cgroup-parent")
-        .arg(&env.cgroup_parent)
+    let out = env
+        .podvisor()
         .arg("play")
         .arg(&manifest)
         .output()
@@ -533,13 +523,8 @@ fn play_stops_gracefully_on_sigterm() {
         "metadata: {name: term}\nspec:\n  terminationGracePeriodSeconds: 5\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, 'trap \"echo bye; exit 0\" TERM; echo up; while true; do sleep 0.1; done']\n",
     )
     .expect("manifest");
-    let child = std::process::Command::new(common::podvisor_bin())
-        .arg("--root-dir")
-        .arg(&env.root)
-        .arg("--log-dir")
-        .arg(&env.logs)
-        .arg("--cgroup-parent")
-        .arg(&env.cgroup_parent)
+    let child = env
+        .podvisor()
         .arg("play")
         .arg(&manifest)
         .stdout(std::process::Stdio::piped())
