@@ -21,6 +21,10 @@ struct Daemon {
 
 impl Daemon {
     fn start(env: &TestEnv, manifests: &Path) -> Daemon {
+        Daemon::start_with(env, manifests, &[])
+    }
+
+    fn start_with(env: &TestEnv, manifests: &Path, extra: &[&str]) -> Daemon {
         let socket = env.dir.path().join("api.sock");
         let log = fs::OpenOptions::new()
             .create(true)
@@ -36,6 +40,7 @@ impl Daemon {
             .arg(&socket)
             .arg("--hostname-override")
             .arg("testnode")
+            .args(extra)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
@@ -360,4 +365,123 @@ fn validate_reports_file_line_and_field() {
     assert!(text.contains(&format!("{}:10:", bad.display())), "{text}");
     assert!(text.contains("containerPort"), "{text}");
     assert!(text.contains("good"), "{text}");
+}
+
+/// A manifest URL served from 127.0.0.1 whose answer the test controls.
+struct UrlServer {
+    url: String,
+    body: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+    server: std::sync::Arc<tiny_http::Server>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl UrlServer {
+    fn start() -> UrlServer {
+        let server = std::sync::Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind"));
+        let port = server.server_addr().to_ip().expect("ip").port();
+        let body: std::sync::Arc<std::sync::Mutex<Option<String>>> = Default::default();
+        let (srv, b) = (server.clone(), body.clone());
+        let thread = std::thread::spawn(move || {
+            for req in srv.incoming_requests() {
+                let current = b.lock().expect("lock").clone();
+                let resp = match current {
+                    Some(text) => tiny_http::Response::from_string(text).boxed(),
+                    None => tiny_http::Response::from_string("down")
+                        .with_status_code(500)
+                        .boxed(),
+                };
+                let _ = req.respond(resp);
+            }
+        });
+        UrlServer {
+            url: format!("http://127.0.0.1:{port}/pods"),
+            body,
+            server,
+            thread: Some(thread),
+        }
+    }
+
+    fn set(&self, body: Option<String>) {
+        *self.body.lock().expect("lock") = body;
+    }
+}
+
+impl Drop for UrlServer {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[test]
+fn url_source_runs_a_pod_list_and_keeps_it_through_url_errors() {
+    let env = TestEnv::new("url");
+    let _ = env.images();
+    let dir = env.dir.path().join("manifests");
+    fs::create_dir_all(&dir).expect("mkdir");
+    let srv = UrlServer::start();
+    let list = format!(
+        "apiVersion: v1\nkind: PodList\nitems:\n{}{}",
+        indent_item(&manifest("u1", "one", "")),
+        indent_item(&manifest("u2", "two", ""))
+    );
+    srv.set(Some(list));
+    // A KubeletConfiguration that polls the URL every second.
+    let cfg = env.dir.path().join("kubelet.yaml");
+    fs::write(
+        &cfg,
+        format!(
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodURL: {}\nhttpCheckFrequency: 1s\n",
+            srv.url
+        ),
+    )
+    .expect("config");
+    let cfg_arg = cfg.to_string_lossy().to_string();
+    let d = Daemon::start_with(&env, &dir, &["--config", &cfg_arg]);
+    wait_for("both URL pods running", T, || {
+        running_id(&d, "u1").is_some() && running_id(&d, "u2").is_some()
+    });
+    let (id1, id2) = (running_id(&d, "u1"), running_id(&d, "u2"));
+    assert_eq!(
+        d.pod("u1")
+            .and_then(|v| v.pod.metadata.annotations)
+            .and_then(|a| a.get("kubernetes.io/config.source").cloned())
+            .as_deref(),
+        Some("http")
+    );
+    // The URL fails: the pods keep running and the error is shown.
+    srv.set(None);
+    wait_for("URL error shown", T, || {
+        d.pod("u1").is_some_and(|v| v.source_error.is_some())
+    });
+    assert_eq!(
+        (running_id(&d, "u1"), running_id(&d, "u2")),
+        (id1, id2.clone())
+    );
+    // The body drops u1: only u1 is stopped.
+    srv.set(Some(manifest("u2", "two", "")));
+    wait_for("u1 gone", T, || d.pod("u1").is_none());
+    assert_eq!(running_id(&d, "u2"), id2);
+    srv.set(Some(String::new()));
+    wait_for("all gone", T, || {
+        d.pods().is_some_and(|p| p.is_empty())
+            && fs::read_dir(env.root.join("containers"))
+                .map(|e| e.count() == 0)
+                .unwrap_or(false)
+    });
+    d.stop();
+    env.assert_clean();
+}
+
+/// A Pod manifest as an item of a YAML list.
+fn indent_item(manifest: &str) -> String {
+    let mut out = String::new();
+    for (i, line) in manifest.lines().enumerate() {
+        out.push_str(if i == 0 { "- " } else { "  " });
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
 }
