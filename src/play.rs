@@ -92,6 +92,7 @@ struct Slot {
 
 struct Running {
     id: String,
+    stop_signal: i32,
     started: Instant,
     follower: LogFollower,
 }
@@ -336,6 +337,7 @@ fn start_slot(runtime: &LinuxRuntime, pod: &Pod, slot: &mut Slot) -> Result<(), 
                 })?;
             slot.running = Some(Running {
                 id: info.meta.id.clone(),
+                stop_signal: info.meta.stop_signal,
                 started: Instant::now(),
                 follower,
             });
@@ -363,21 +365,12 @@ fn start_slot(runtime: &LinuxRuntime, pod: &Pod, slot: &mut Slot) -> Result<(), 
 fn signal_all(runtime: &LinuxRuntime, slots: &[Slot], force: Option<i32>) {
     for s in slots {
         if let Some(r) = &s.running {
-            let sig = force.unwrap_or_else(|| stop_signal_of(runtime, &r.id));
+            let sig = force.unwrap_or(r.stop_signal);
             if let Err(e) = runtime.signal_container(&r.id, sig) {
                 say(&format!("container {}: {e}", s.container.name));
             }
         }
     }
-}
-
-fn stop_signal_of(runtime: &LinuxRuntime, id: &str) -> i32 {
-    runtime
-        .list_containers()
-        .ok()
-        .and_then(|l| l.into_iter().find(|c| c.meta.id == id))
-        .map(|c| c.meta.stop_signal)
-        .unwrap_or(libc::SIGTERM)
 }
 
 fn print_lines(name: &str, follower: &mut LogFollower) {

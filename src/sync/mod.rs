@@ -95,6 +95,8 @@ struct Instance {
     /// Empty while the start job is in flight.
     id: String,
     started_at: String,
+    /// The image's STOPSIGNAL (SIGTERM by default), as the monitor recorded it.
+    stop_signal: i32,
     log_path: PathBuf,
 }
 
@@ -625,6 +627,7 @@ impl SyncLoop {
                         slot.instance = Some(Instance {
                             id: c.meta.id.clone(),
                             started_at,
+                            stop_signal: c.meta.stop_signal,
                             log_path: c.meta.log_path.clone(),
                         });
                     }
@@ -632,6 +635,7 @@ impl SyncLoop {
                         slot.instance = Some(Instance {
                             id: c.meta.id.clone(),
                             started_at: String::new(),
+                            stop_signal: c.meta.stop_signal,
                             log_path: c.meta.log_path.clone(),
                         });
                     }
@@ -658,7 +662,7 @@ impl SyncLoop {
                 if i.id.is_empty() {
                     pending_starts += 1;
                 } else {
-                    running.insert(i.id.clone(), self.stop_signal_of(&i.id));
+                    running.insert(i.id.clone(), i.stop_signal);
                 }
             }
         }
@@ -686,16 +690,6 @@ impl SyncLoop {
             },
         );
         self.dirty = true;
-    }
-
-    fn stop_signal_of(&self, id: &str) -> i32 {
-        // The monitor recorded the image's STOPSIGNAL; SIGTERM if it cannot be read.
-        self.runtime
-            .list_containers()
-            .ok()
-            .and_then(|l| l.into_iter().find(|c| c.meta.id == id))
-            .map(|c| c.meta.stop_signal)
-            .unwrap_or(libc::SIGTERM)
     }
 
     fn sync_removal(&mut self, uid: &str) {
@@ -946,6 +940,7 @@ impl SyncLoop {
                 slot.instance = Some(Instance {
                     id: info.meta.id.clone(),
                     started_at,
+                    stop_signal: info.meta.stop_signal,
                     log_path: info.meta.log_path.clone(),
                 });
                 slot.restart_count = restart_count;
@@ -1117,6 +1112,7 @@ fn start_if_due(uid: &str, pod: &Arc<Pod>, s: &mut Slot, now: Instant) -> Option
     s.instance = Some(Instance {
         id: String::new(),
         started_at: String::new(),
+        stop_signal: libc::SIGTERM,
         log_path: PathBuf::new(),
     });
     let restart_count = s.instances_started;
