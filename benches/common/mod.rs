@@ -5,7 +5,6 @@
 #![allow(dead_code)]
 
 use std::fs;
-use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver};
