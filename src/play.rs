@@ -26,6 +26,7 @@ use crate::runtime::linux::{LinuxRuntime, RuntimeConfig};
 use crate::runtime::{
     ContainerKind, ContainerRequest, ContainerState, ExitRecord, Runtime, RuntimeEvent,
 };
+use crate::sync::backoff::should_restart;
 
 /// Errors of `podvisor play`.
 #[derive(Debug, thiserror::Error)]
@@ -67,15 +68,6 @@ impl Backoff {
         let d = self.next.unwrap_or(BACKOFF_START);
         self.next = Some((d * 2).min(BACKOFF_MAX));
         d
-    }
-}
-
-/// Whether a container that exited with `code` is restarted under `policy`.
-pub fn should_restart(policy: &str, code: i32) -> bool {
-    match policy {
-        "Never" => false,
-        "OnFailure" => code != 0,
-        _ => true,
     }
 }
 
@@ -241,7 +233,8 @@ fn run_pod(
                 if let Err(e) = runtime.remove_container(&id) {
                     say(&format!("container {}: {e}", slot.container.name));
                 }
-                let restart = stopping.is_none() && should_restart_slot(slot, &policy, &exit);
+                let restart =
+                    stopping.is_none() && should_restart(slot.kind, &policy, exit.exit_code);
                 if restart {
                     let delay = slot.backoff.next_delay(run.started.elapsed());
                     slot.restarts += 1;
@@ -289,15 +282,6 @@ fn run_pod(
             .filter_map(|s| s.last_exit.as_ref())
             .any(|e| e.exit_code != 0);
     Ok(if failed { 1 } else { 0 })
-}
-
-fn should_restart_slot(slot: &Slot, policy: &str, exit: &ExitRecord) -> bool {
-    match slot.kind {
-        // A failed init container is retried unless the pod never restarts; a successful one
-        // is done.
-        ContainerKind::Init => exit.exit_code != 0 && policy != "Never",
-        ContainerKind::App => should_restart(policy, exit.exit_code),
-    }
 }
 
 fn new_slot(container: Container, kind: ContainerKind) -> Slot {
@@ -451,14 +435,5 @@ mod tests {
         assert_eq!(got, vec![10, 20, 40, 80, 160, 300, 300]);
         assert_eq!(b.next_delay(Duration::from_secs(600)).as_secs(), 10);
         assert_eq!(b.next_delay(short).as_secs(), 20);
-    }
-
-    #[test]
-    fn restart_policy_table() {
-        assert!(should_restart("Always", 0));
-        assert!(should_restart("Always", 1));
-        assert!(!should_restart("OnFailure", 0));
-        assert!(should_restart("OnFailure", 2));
-        assert!(!should_restart("Never", 1));
     }
 }

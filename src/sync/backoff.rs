@@ -1,4 +1,5 @@
-//! backoff: the kubelet's crash-loop backoff for one container.
+//! backoff: whether a container that ended is started again (restartPolicy) and when (the
+//! kubelet's crash-loop backoff). Shared by the sync loop and `podvisor play`.
 //!
 //! As in pkg/kubelet (flowcontrol.Backoff used by kuberuntime): the first restart after a
 //! crash is immediate; each further restart waits 10 s, 20 s, 40 s, ... up to 300 s after the
@@ -7,8 +8,23 @@
 
 use std::time::{Duration, Instant};
 
+use crate::runtime::ContainerKind;
+
 pub const INITIAL: Duration = Duration::from_secs(10);
 pub const MAX: Duration = Duration::from_secs(300);
+
+/// Whether a container of `kind` that exited with `exit_code` is started again under the
+/// pod's `restartPolicy`. A successful init container is done; a failed one is retried unless
+/// the pod never restarts; app containers follow the policy table.
+pub fn should_restart(kind: ContainerKind, policy: &str, exit_code: i32) -> bool {
+    match (kind, policy) {
+        (ContainerKind::Init, _) if exit_code == 0 => false,
+        (_, "Never") => false,
+        (ContainerKind::Init, _) => true,
+        (ContainerKind::App, "OnFailure") => exit_code != 0,
+        (ContainerKind::App, _) => true,
+    }
+}
 
 /// Backoff state of one container.
 #[derive(Debug, Clone, Default)]
@@ -54,6 +70,19 @@ fn expired(finished: Instant, last_start: Instant) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn restart_policy_table() {
+        use ContainerKind::{App, Init};
+        assert!(should_restart(App, "Always", 0));
+        assert!(should_restart(App, "Always", 1));
+        assert!(!should_restart(App, "OnFailure", 0));
+        assert!(should_restart(App, "OnFailure", 2));
+        assert!(!should_restart(App, "Never", 1));
+        assert!(!should_restart(Init, "Always", 0));
+        assert!(should_restart(Init, "OnFailure", 1));
+        assert!(!should_restart(Init, "Never", 1));
+    }
 
     #[test]
     fn first_restart_is_immediate_then_doubles_to_five_minutes() {

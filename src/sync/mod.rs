@@ -791,14 +791,10 @@ impl SyncLoop {
                 if s.instance.is_some() {
                     continue;
                 }
-                let restart = match &s.last {
-                    None => true,
-                    Some(last) => match policy.as_str() {
-                        "Never" => false,
-                        "OnFailure" => last.exit.exit_code != 0,
-                        _ => true,
-                    },
-                };
+                let restart = s
+                    .last
+                    .as_ref()
+                    .is_none_or(|l| backoff::should_restart(s.kind, &policy, l.exit.exit_code));
                 if !restart {
                     s.waiting = None;
                     continue;
@@ -1016,14 +1012,7 @@ impl SyncLoop {
         if slot.kind == ContainerKind::Init && code == 0 {
             slot.succeeded = true;
         } else {
-            let restart = match (slot.kind, policy.as_str()) {
-                (ContainerKind::Init, "Never") => false,
-                (ContainerKind::Init, _) => true,
-                (_, "Never") => false,
-                (_, "OnFailure") => code != 0,
-                _ => true,
-            };
-            if restart {
+            if backoff::should_restart(slot.kind, &policy, code) {
                 let at = slot.backoff.restart_at(now);
                 slot.retry_at = Some(at);
                 if at > now {
