@@ -415,14 +415,14 @@ impl LinuxRuntime {
                 state: ContainerState::Running { pid, started_at },
             }),
             Ok(StartReport::Failed { message }) => {
-                self.discard_failed(&id, paths, shim_pid);
+                self.discard_failed(&id, paths);
                 Err(RuntimeError::Start { id, message })
             }
             Err(message) => {
                 if let Ok(p) = ProcessId::of(shim_pid) {
                     let _ = p.signal(libc::SIGKILL);
                 }
-                self.discard_failed(&id, paths, shim_pid);
+                self.discard_failed(&id, paths);
                 Err(RuntimeError::Start { id, message })
             }
         }
@@ -430,13 +430,12 @@ impl LinuxRuntime {
 
     /// A start failed: stop watching the monitor, let it finish its cleanup (or finish it),
     /// and remove the container's directory.
-    fn discard_failed(&self, id: &str, paths: &ContainerPaths, shim_pid: i32) {
+    fn discard_failed(&self, id: &str, paths: &ContainerPaths) {
         if let Some(fd) = self.watcher.forget(id) {
             let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
             let _ = poll(&mut fds, PollTimeout::from(10_000u16));
             procfs::reap_pidfd(&fd);
         }
-        let _ = shim_pid;
         if !paths.cleaned().exists() {
             if let Err(e) = self.run_cleanup(paths) {
                 log::warn!("container {id}: {e}");

@@ -55,7 +55,6 @@ pub enum JobResult {
     ContainerStarted {
         uid: String,
         name: String,
-        restart_count: u32,
         result: Result<Box<ContainerInfo>, StartFailure>,
     },
     PodRemoved {
@@ -96,7 +95,6 @@ pub fn run_job(runtime: &dyn Runtime, job: Job) -> JobResult {
             JobResult::ContainerStarted {
                 uid,
                 name: container.name.clone(),
-                restart_count,
                 result,
             }
         }

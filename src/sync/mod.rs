@@ -104,8 +104,8 @@ struct Instance {
 struct Slot {
     container: Container,
     kind: ContainerKind,
-    /// Restart count of the current instance (or of the next one when none runs).
-    restart_count: u32,
+    /// Instances started so far; the next one gets this as its restart count (log file name)
+    /// and the status shows one less.
     instances_started: u32,
     instance: Option<Instance>,
     last: Option<Finished>,
@@ -123,7 +123,6 @@ impl Slot {
         Slot {
             container,
             kind,
-            restart_count: 0,
             instances_started: 0,
             instance: None,
             last: None,
@@ -607,7 +606,6 @@ impl SyncLoop {
                 if let Some(last) = &slot.last {
                     slot.previous_log = Some(last.log_path.clone());
                 }
-                slot.restart_count = c.meta.restart_count;
                 slot.instances_started = c.meta.restart_count + 1;
                 match c.state {
                     ContainerState::Exited(exit) => {
@@ -621,7 +619,6 @@ impl SyncLoop {
                             log_path: c.meta.log_path.clone(),
                         });
                         slot.instance = None;
-                        slot.restart_count = c.meta.restart_count + 1;
                     }
                     ContainerState::Running { started_at, .. } => {
                         slot.instance = Some(Instance {
@@ -848,9 +845,8 @@ impl SyncLoop {
             JobResult::ContainerStarted {
                 uid,
                 name: cname,
-                restart_count,
                 result,
-            } => self.on_started(&uid, &cname, restart_count, result),
+            } => self.on_started(&uid, &cname, result),
             JobResult::PodRemoved { uid, result } => match result {
                 Ok(()) => {
                     if let Some(r) = self.removals.remove(&uid) {
@@ -891,7 +887,6 @@ impl SyncLoop {
         &mut self,
         uid: &str,
         cname: &str,
-        restart_count: u32,
         result: Result<Box<ContainerInfo>, StartFailure>,
     ) {
         let now = self.clock.now();
@@ -939,7 +934,6 @@ impl SyncLoop {
                     stop_signal: info.meta.stop_signal,
                     log_path: info.meta.log_path.clone(),
                 });
-                slot.restart_count = restart_count;
                 slot.waiting = None;
                 slot.retry_at = None;
                 let image = slot.container.image.clone().unwrap_or_default();
@@ -1007,7 +1001,6 @@ impl SyncLoop {
             at: now,
             log_path: inst.log_path,
         });
-        slot.restart_count += 1;
         let mut note = None;
         if slot.kind == ContainerKind::Init && code == 0 {
             slot.succeeded = true;
@@ -1046,7 +1039,7 @@ impl SyncLoop {
     }
 
     fn view_of(&self, w: &PodWorker) -> PodView {
-        podstatus::view(w, &self.config, &self.cfg, self.clock.wall())
+        podstatus::view(w, &self.config, &self.cfg)
     }
 
     fn publish(&mut self) {

@@ -4,7 +4,6 @@
 //! CreateContainerError, Completed, Error, OOMKilled), exit codes, restart counts.
 
 use std::collections::BTreeMap;
-use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::{
     ContainerState as K8sState, ContainerStateRunning, ContainerStateTerminated,
@@ -20,10 +19,6 @@ use crate::status::PodView;
 /// Parses an RFC 3339 time into the API type.
 pub fn to_time(s: &str) -> Option<Time> {
     s.parse::<k8s_openapi::jiff::Timestamp>().ok().map(Time)
-}
-
-fn time_of(t: SystemTime) -> Option<Time> {
-    k8s_openapi::jiff::Timestamp::try_from(t).ok().map(Time)
 }
 
 /// The conditions of a worker right now: (type, status).
@@ -172,12 +167,7 @@ fn phase(w: &PodWorker) -> &'static str {
 }
 
 /// The view of one worker.
-pub(super) fn view(
-    w: &PodWorker,
-    config: &PodConfig,
-    cfg: &SyncConfig,
-    _now: SystemTime,
-) -> PodView {
+pub(super) fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig) -> PodView {
     let mut pod = (*w.pod).clone();
     pod.metadata.creation_timestamp = to_time(&w.created);
     let inits_pending = w
@@ -239,7 +229,6 @@ pub(super) fn view(
         message,
         ..Default::default()
     });
-    let _ = time_of;
     let mut log_paths = BTreeMap::new();
     let mut previous_log_paths = BTreeMap::new();
     for s in &w.slots {
