@@ -33,6 +33,23 @@ fn start(
     .expect("start container")
 }
 
+/// Creates the pod's sandbox, starts its first container and waits (up to `timeout`) for
+/// it to exit.
+fn run_to_exit(
+    rt: &impl Runtime,
+    rx: &std::sync::mpsc::Receiver<podvisor::runtime::RuntimeEvent>,
+    p: &k8s_openapi::api::core::v1::Pod,
+    timeout: Duration,
+) -> (
+    podvisor::runtime::ContainerInfo,
+    podvisor::runtime::ExitRecord,
+) {
+    rt.run_pod_sandbox(p).expect("sandbox");
+    let info = start(rt, p, 0);
+    let exit = wait_exit(rx, &info.meta.id, timeout);
+    (info, exit)
+}
+
 fn finish(rt: &impl Runtime, env: &TestEnv, p: &k8s_openapi::api::core::v1::Pod) {
     let uid = p.metadata.uid.clone().expect("uid");
     for c in rt.list_containers().expect("list") {
@@ -77,9 +94,7 @@ fn command_args_env_and_working_dir_follow_kubernetes() {
     let p = pod(
         "metadata: {name: spec}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: busybox\n    workingDir: /tmp\n    env:\n    - {name: GREETING, value: hi}\n    - {name: MSG, value: \"$(GREETING) there $$(GREETING)\"}\n    - name: POD\n      valueFrom: {fieldRef: {fieldPath: metadata.name}}\n    command: [sh, -c]\n    args: [\"echo $MSG; echo $(POD); pwd; hostname; id -u\"]\n",
     );
-    rt.run_pod_sandbox(&p).expect("sandbox");
-    let info = start(&rt, &p, 0);
-    let exit = wait_exit(&rx, &info.meta.id, T);
+    let (info, exit) = run_to_exit(&rt, &rx, &p, T);
     assert_eq!(exit.exit_code, 0, "{:?}", log_lines(&info.meta.log_path));
     let lines = log_lines(&info.meta.log_path);
     assert_eq!(
@@ -96,9 +111,7 @@ fn image_user_by_name_is_resolved_in_the_rootfs() {
     let p = pod(
         "metadata: {name: user}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'id -u; id -g']\n    securityContext: {runAsUser: 65534}\n",
     );
-    rt.run_pod_sandbox(&p).expect("sandbox");
-    let info = start(&rt, &p, 0);
-    let exit = wait_exit(&rx, &info.meta.id, T);
+    let (info, exit) = run_to_exit(&rt, &rx, &p, T);
     assert_eq!(exit.exit_code, 0);
     assert_eq!(log_lines(&info.meta.log_path), vec!["65534", "65534"]);
     finish(&rt, &env, &p);
@@ -191,9 +204,7 @@ fn oom_kill_is_detected_from_the_cgroup() {
     let p = pod(
         "metadata: {name: oom}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'dd if=/dev/zero of=/dev/null bs=64M count=1; true']\n    resources: {limits: {memory: 32Mi}}\n",
     );
-    rt.run_pod_sandbox(&p).expect("sandbox");
-    let info = start(&rt, &p, 0);
-    let e = wait_exit(&rx, &info.meta.id, T);
+    let (_, e) = run_to_exit(&rt, &rx, &p, T);
     assert!(e.oom_killed, "{e:?}");
     assert_eq!(e.reason, "OOMKilled");
     finish(&rt, &env, &p);
@@ -206,9 +217,7 @@ fn memory_hog_as_pid1_exits_137_oomkilled() {
     let p = pod(
         "metadata: {name: oomb}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: busybox\n    command: [dd, if=/dev/zero, of=/dev/null, bs=64M, count=1]\n    resources: {limits: {memory: 32Mi}}\n",
     );
-    rt.run_pod_sandbox(&p).expect("sandbox");
-    let info = start(&rt, &p, 0);
-    let e = wait_exit(&rx, &info.meta.id, T);
+    let (_, e) = run_to_exit(&rt, &rx, &p, T);
     assert_eq!(
         (e.exit_code, e.reason.as_str()),
         (137, "OOMKilled"),
@@ -309,9 +318,7 @@ fn logs_rotate_without_losing_or_duplicating_lines() {
         "rotate",
         "i=0; while [ $i -lt 20000 ]; do echo line-$i; i=$((i+1)); done",
     ));
-    rt.run_pod_sandbox(&p).expect("sandbox");
-    let info = start(&rt, &p, 0);
-    let e = wait_exit(&rx, &info.meta.id, Duration::from_secs(120));
+    let (info, e) = run_to_exit(&rt, &rx, &p, Duration::from_secs(120));
     assert_eq!(e.exit_code, 0);
     let lines = log_lines(&info.meta.log_path);
     let expected: Vec<String> = (0..20000).map(|i| format!("line-{i}")).collect();
@@ -334,9 +341,7 @@ fn long_lines_are_split_into_partial_records() {
         "longline",
         "yes x | head -c 80000 | tr -d '\\n'; echo; echo done",
     ));
-    rt.run_pod_sandbox(&p).expect("sandbox");
-    let info = start(&rt, &p, 0);
-    wait_exit(&rx, &info.meta.id, T);
+    let (info, _) = run_to_exit(&rt, &rx, &p, T);
     let raw = fs::read_to_string(&info.meta.log_path).expect("log");
     let partial = raw.lines().filter(|l| l.contains(" stdout P ")).count();
     assert!(partial >= 2, "{partial} partial records");
