@@ -367,6 +367,12 @@ fn running_container_is_readopted_by_a_new_runtime_with_the_same_pid() {
         let ContainerState::Running { pid, .. } = info.state else {
             panic!("not running")
         };
+        // Let the container print its line before it is killed further down.
+        let deadline = Instant::now() + T;
+        while log_lines_if_any(&info.meta.log_path).is_empty() {
+            assert!(Instant::now() < deadline, "container never logged");
+            std::thread::sleep(Duration::from_millis(10));
+        }
         (info.meta.id, pid)
         // The first runtime (the "daemon") goes away here; the monitor stays.
     };
@@ -574,4 +580,13 @@ fn walk_logs(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+/// The log's lines, or none while the file does not exist yet.
+fn log_lines_if_any(path: &std::path::Path) -> Vec<String> {
+    if path.exists() {
+        log_lines(path)
+    } else {
+        Vec::new()
+    }
 }
