@@ -3,7 +3,8 @@
 //!
 //! Init containers run to completion in order, then the app containers; each container's
 //! output is followed from its CRI log and printed prefixed with its name; restartPolicy and
-//! the kubelet's crash-loop backoff (10 s doubling to 300 s, reset after 10 min of running)
+//! a crash-loop backoff (10 s doubling to 300 s, reset after 10 min of running; unlike the daemon,
+//! which follows the kubelet, even the first restart waits)
 //! apply. SIGINT/SIGTERM stops the pod gracefully: the stop signal, then SIGKILL after
 //! terminationGracePeriodSeconds (a second Ctrl-C kills at once). On the way out every
 //! container, the sandbox and (unless `--keep-logs`) the pod's logs are removed.
@@ -53,7 +54,7 @@ const BACKOFF_START: Duration = Duration::from_secs(10);
 const BACKOFF_MAX: Duration = Duration::from_secs(300);
 const BACKOFF_RESET: Duration = Duration::from_secs(600);
 
-/// The kubelet's crash-loop backoff for one container.
+/// play's crash-loop backoff for one container (the daemon uses sync::backoff).
 #[derive(Debug, Clone, Default)]
 pub struct Backoff {
     next: Option<Duration>,
