@@ -7,12 +7,14 @@
 //! - `layers/<diffid-hex>/`: unpacked layer roots (`.tmp-*` while being unpacked).
 //! - `refs/<sha256 of reference>`: one JSON [`ImageRecord`] per image name.
 //! - `leases/<holder>`: the manifest digest a container holds.
+//! - `used/<manifest hex>`: mtime = the last time a container took a lease on the image (GC).
 //! - `preload/*.tar`: archives imported pinned by [`ImageStore::import_preload`].
 //! - `tmp/`: import work areas; `lock`: the flock serializing mutations.
 
 mod archive;
 mod blobs;
 pub mod digest;
+mod gc;
 mod layer;
 mod manifest;
 mod records;
@@ -26,6 +28,9 @@ mod tests;
 pub use archive::ArchiveError;
 pub use blobs::BlobError;
 pub use digest::Digest;
+pub use gc::{
+    FsStats, FsUsage, GcReport, ImageGcPolicy, ImageUsage, PinnedImages, RemovedImage, Statvfs,
+};
 pub use layer::LayerError;
 pub use records::{ImageRecord, LayerRecord, RecordError};
 pub use reference::{Reference, ReferenceError};

@@ -110,18 +110,18 @@ pub struct ImportOptions {
 }
 
 /// Held exclusive flock on `images/lock`; released on drop (close).
-struct LockGuard {
+pub(super) struct LockGuard {
     _file: File,
 }
 
 /// The image store under `<root-dir>/images`.
 #[derive(Debug)]
 pub struct ImageStore {
-    dir: PathBuf,
+    pub(super) dir: PathBuf,
     blobs: BlobStore,
     layers: Layers,
-    records: Records,
-    leases: Leases,
+    pub(super) records: Records,
+    pub(super) leases: Leases,
     tmp: PathBuf,
     host: HostPlatform,
 }
@@ -181,7 +181,7 @@ impl ImageStore {
             .map_err(|source| ImageError::Lock { path, source })
     }
 
-    fn lock(&self) -> Result<LockGuard, ImageError> {
+    pub(super) fn lock(&self) -> Result<LockGuard, ImageError> {
         let file = self.open_lock_file()?;
         loop {
             // SAFETY: valid fd owned by `file`.
@@ -620,6 +620,7 @@ impl ImageStore {
             });
         }
         self.leases.add(holder, &digest)?;
+        self.mark_used(&digest);
         Ok(())
     }
 
@@ -632,7 +633,7 @@ impl ImageStore {
 
     /// Removes blobs and layer directories referenced by no record and no lease. The caller
     /// holds the lock.
-    fn gc_locked(&self) -> Result<(), ImageError> {
+    pub(super) fn gc_locked(&self) -> Result<(), ImageError> {
         let mut keep_blobs: HashSet<Digest> = HashSet::new();
         let mut keep_layers: HashSet<Digest> = HashSet::new();
         let mut manifests: HashSet<Digest> = HashSet::new();
@@ -676,6 +677,7 @@ impl ImageStore {
                 self.layers.remove(&l)?;
             }
         }
+        self.prune_used_marks(&manifests.iter().map(Digest::to_string).collect());
         Ok(())
     }
 
