@@ -10,18 +10,18 @@
 use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use nix::sys::signal::{SigSet, Signal};
 
 use crate::api;
 use crate::config::{DaemonConfig, RunFlags};
-use crate::images::ImageStore;
+use crate::images::{ImageGcPolicy, ImageStore, PinnedImages, Statvfs};
 use crate::runtime::linux::{LinuxRuntime, RuntimeConfig};
 use crate::runtime::{Runtime, RuntimeEvent};
 use crate::sources::{self, FileSourceConfig, SourceEvent, UrlSourceConfig};
 use crate::status::SnapshotCell;
-use crate::sync::executor::ThreadPool;
+use crate::sync::executor::{ImageService, PulledImage, ThreadPool};
 use crate::sync::{SyncConfig, SyncEvent, SyncLoop, SystemClock};
 
 /// Errors that stop the daemon from starting.
@@ -77,6 +77,63 @@ fn forward<T: Send + 'static>(
         })
 }
 
+/// The image store and registries as the sync loop's workers see them.
+struct StoreImageService {
+    store: Arc<ImageStore>,
+}
+
+impl ImageService for StoreImageService {
+    fn is_present(&self, image: &str) -> Result<bool, String> {
+        self.store
+            .resolve(image)
+            .map(|r| r.is_some())
+            .map_err(|e| e.to_string())
+    }
+
+    fn pull(&self, image: &str) -> Result<PulledImage, String> {
+        Err(format!("pulling {image}: no registry client yet"))
+    }
+}
+
+/// How often image GC checks the image filesystem (the kubelet's ImageGCPeriod).
+const IMAGE_GC_PERIOD: Duration = Duration::from_secs(300);
+
+/// Starts the image GC thread: every [`IMAGE_GC_PERIOD`] it collects unused, unpinned images
+/// when the image filesystem is above the high threshold. Images of every pod in the published
+/// snapshot (running, pending or being removed) are pinned.
+fn spawn_image_gc(
+    store: Arc<ImageStore>,
+    policy: ImageGcPolicy,
+    snapshots: SnapshotCell,
+) -> Result<thread::JoinHandle<()>, DaemonError> {
+    thread::Builder::new()
+        .name("image-gc".into())
+        .spawn(move || {
+            let mut last_shortfall = None;
+            loop {
+                thread::sleep(IMAGE_GC_PERIOD);
+                let snap = snapshots.get();
+                let pinned = PinnedImages::from_pods(snap.pods.iter().map(|v| &v.pod));
+                match store.garbage_collect(&policy, &pinned, &Statvfs, SystemTime::now()) {
+                    Ok(report) => {
+                        // Said once per change, not every period (flash storage).
+                        if report.shortfall != last_shortfall {
+                            if let Some(s) = &report.shortfall {
+                                log::warn!("image GC: {s}");
+                            }
+                            last_shortfall = report.shortfall;
+                        }
+                    }
+                    Err(e) => log::warn!("image GC: {e}"),
+                }
+            }
+        })
+        .map_err(|source| DaemonError::Io {
+            what: "spawn image GC",
+            source,
+        })
+}
+
 /// Runs the daemon until SIGTERM/SIGINT.
 pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
     let cfg: DaemonConfig = crate::config::load(flags, &paths.root_dir)?;
@@ -118,10 +175,13 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
 
     let (tx, rx) = mpsc::channel::<SyncEvent>();
     let (rt_tx, rt_rx) = mpsc::channel::<RuntimeEvent>();
-    let runtime: Arc<dyn Runtime> = Arc::new(LinuxRuntime::new(rcfg, images, rt_tx)?);
+    let runtime: Arc<dyn Runtime> = Arc::new(LinuxRuntime::new(rcfg, Arc::clone(&images), rt_tx)?);
     let _rt_forwarder = forward("runtime-events", rt_rx, tx.clone(), SyncEvent::Runtime)?;
     let work_tx = tx.clone();
-    let pool = ThreadPool::new(4, Arc::clone(&runtime), move |r| {
+    let image_service: Arc<dyn ImageService> = Arc::new(StoreImageService {
+        store: Arc::clone(&images),
+    });
+    let pool = ThreadPool::new(4, Arc::clone(&runtime), image_service, move |r| {
         // The sync loop outlives the pool; a failed send means it is shutting down.
         let _ = work_tx.send(SyncEvent::Work(Box::new(r)));
     })
@@ -172,6 +232,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
             src_tx,
         )?);
     }
+    spawn_image_gc(Arc::clone(&images), cfg.image_gc, snapshots.clone())?;
     let server = api::serve(&cfg.api_socket, snapshots)?;
     log::info!(
         "podvisor running as node {}; API on {}",

@@ -12,7 +12,7 @@ use clap::{Args, Parser, Subcommand};
 
 use podvisor::cli::{self as views, LogsOptions, OutputFormat};
 use podvisor::config::{RunFlags, DEFAULT_API_SOCKET};
-use podvisor::images::{ImageStore, ImportOptions};
+use podvisor::images::{ImageStore, ImportOptions, PinnedImages};
 use podvisor::play::{play, PlayOptions};
 use podvisor::runtime::linux::RuntimeConfig;
 use podvisor::runtime::shim;
@@ -150,6 +150,13 @@ enum ImageCommand {
     Rm {
         #[arg(required = true)]
         images: Vec<String>,
+    },
+    /// Remove every image no container uses and nothing pins (preloaded images and images of
+    /// the pods podvisor runs are pinned).
+    Prune {
+        /// Only list what would be removed.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
@@ -292,7 +299,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Image { command } => {
             let store = ImageStore::open(&g.root_dir.join("images"))?;
-            image_command(&store, command)?;
+            image_command(&store, &g.root_dir, command)?;
             Ok(0)
         }
         // Handled in main before logging is set up.
@@ -335,7 +342,17 @@ fn human_size(n: u64) -> String {
     }
 }
 
-fn image_command(store: &ImageStore, command: ImageCommand) -> anyhow::Result<()> {
+/// Images pinned by the pods the daemon runs (its persisted desired pods under `root_dir`).
+fn manifest_pins(root_dir: &std::path::Path) -> PinnedImages {
+    let pods = podvisor::sync::store::DesiredStore::new(root_dir.join("static-pods")).load_all();
+    PinnedImages::from_pods(pods.iter().map(|p| &p.pod))
+}
+
+fn image_command(
+    store: &ImageStore,
+    root_dir: &std::path::Path,
+    command: ImageCommand,
+) -> anyhow::Result<()> {
     match command {
         ImageCommand::Import {
             file,
@@ -354,6 +371,12 @@ fn image_command(store: &ImageStore, command: ImageCommand) -> anyhow::Result<()
             }
         }
         ImageCommand::Ls { no_trunc } => {
+            let pins = manifest_pins(root_dir);
+            let pinned_by: std::collections::BTreeMap<String, &str> = store
+                .image_usage(&pins)?
+                .into_iter()
+                .filter_map(|u| u.pinned.map(|why| (u.digest, why)))
+                .collect();
             let mut list = store.list()?;
             list.sort_by(|a, b| a.reference.cmp(&b.reference));
             println!(
@@ -372,7 +395,11 @@ fn image_command(store: &ImageStore, command: ImageCommand) -> anyhow::Result<()
                     digest,
                     human_size(r.size),
                     r.created.clone().unwrap_or_else(|| "-".into()),
-                    if r.pinned { "yes" } else { "no" }
+                    match (r.pinned, pinned_by.get(&r.digest)) {
+                        (true, _) => "preloaded",
+                        (false, Some(_)) => "manifest",
+                        (false, None) => "no",
+                    }
                 );
             }
         }
@@ -390,6 +417,21 @@ fn image_command(store: &ImageStore, command: ImageCommand) -> anyhow::Result<()
             if failed {
                 anyhow::bail!("some images were not removed");
             }
+        }
+        ImageCommand::Prune { dry_run } => {
+            let removed = store.prune(&manifest_pins(root_dir), dry_run)?;
+            let verb = if dry_run { "would remove" } else { "removed" };
+            let mut total = 0;
+            for r in &removed {
+                total += r.size;
+                println!(
+                    "{verb} {} {} ({})",
+                    r.references.join(", "),
+                    r.digest,
+                    human_size(r.size)
+                );
+            }
+            println!("{verb} {} image(s), {}", removed.len(), human_size(total));
         }
     }
     Ok(())

@@ -191,7 +191,7 @@ pub struct GcReport {
 
 fn parse_time(s: &str) -> Option<SystemTime> {
     let ts: k8s_openapi::jiff::Timestamp = s.parse().ok()?;
-    SystemTime::try_from(ts).ok()
+    Some(SystemTime::from(ts))
 }
 
 fn digest_hex(digest: &str) -> Option<&str> {
