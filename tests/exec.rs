@@ -434,6 +434,7 @@ fn podvisor_exec_passes_exit_codes_stdin_and_a_terminal() {
     // -it on a terminal: a pty inside the container, its size, SIGWINCH, exit code.
     let pty = nix::pty::openpty(None, None).expect("openpty");
     set_winsize(&pty.master, 33, 101);
+    let cooked = nix::sys::termios::tcgetattr(&pty.master).expect("termios");
     let slave = pty.slave;
     let mut child = {
         let mut c = exec_cmd(
@@ -446,7 +447,7 @@ fn podvisor_exec_passes_exit_codes_stdin_and_a_terminal() {
                 "--",
                 "sh",
                 "-c",
-                "tty; stty size; read x; stty size; exit 4",
+                "tty; stty size; while read x; do stty size; done; exit 4",
             ],
         );
         c.stdin(Stdio::from(slave.try_clone().expect("dup")))
@@ -473,10 +474,30 @@ fn podvisor_exec_passes_exit_codes_stdin_and_a_terminal() {
     let mut seen = String::new();
     read_until(&mut master, &mut seen, "33 101", T);
     assert!(seen.contains("/dev/pts/"), "{seen:?}");
+    let during = nix::sys::termios::tcgetattr(&pty.master).expect("termios");
+    assert!(
+        !during.local_flags.intersects(
+            nix::sys::termios::LocalFlags::ECHO | nix::sys::termios::LocalFlags::ICANON
+        ),
+        "local terminal in raw mode"
+    );
+    // The new size reaches the command through the CLI's SIGWINCH; ask until it shows.
     set_winsize(&pty.master, 40, 120);
-    std::thread::sleep(Duration::from_millis(300));
-    master.write_all(b"go\r").expect("write");
-    read_until(&mut master, &mut seen, "40 120", T);
+    let deadline = Instant::now() + T;
+    while !seen.contains("40 120") {
+        assert!(Instant::now() < deadline, "no resize seen: {seen:?}");
+        master.write_all(b"x\r").expect("write");
+        let mut buf = [0u8; 4096];
+        std::thread::sleep(Duration::from_millis(100));
+        while let Ok(n) = master.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    }
+    // End of input (^D at the start of a line) ends the loop.
+    master.write_all(b"\x04").expect("write");
     let t0 = Instant::now();
     let status = loop {
         if let Some(s) = child.try_wait().expect("wait") {
@@ -488,6 +509,10 @@ fn podvisor_exec_passes_exit_codes_stdin_and_a_terminal() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert_eq!(status.code(), Some(4), "{seen:?}");
+    // The terminal went raw for the session and is restored afterwards.
+    let after = nix::sys::termios::tcgetattr(&pty.master).expect("termios");
+    assert_eq!(after.local_flags, cooked.local_flags);
+    assert_eq!(after.input_flags, cooked.input_flags);
 
     fs::remove_file(manifests.join("web.yaml")).expect("rm");
     wait_for("containers removed", T, || {

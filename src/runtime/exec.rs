@@ -11,8 +11,10 @@
 //! daemon or the CLI.
 //!
 //! libcontainer's tenant builder rebuilds the spec's `linux` section from namespaces and the
-//! cgroup path only, which drops the container's seccomp profile. [`SeccompExecutor`] installs
-//! it again right before the exec; when the process may neither use CAP_SYS_ADMIN nor already
+//! cgroup path only, which drops the container's seccomp profile. [`TenantExecutor`] installs
+//! it again right before the exec (and, with a terminal, sets the pty's window size there:
+//! libcontainer ignores `process.consoleSize`, and a command that reads its size once at start
+//! must not see 0x0); when the process may neither use CAP_SYS_ADMIN nor already
 //! has no_new_privs, it sets no_new_privs first (the kernel's condition for installing a filter),
 //! so a seccomp-confined container never gets an unconfined exec.
 //!
@@ -196,8 +198,9 @@ enum TenantIo {
         stdout: OwnedFd,
         stderr: OwnedFd,
     },
-    /// Path of a listening unix socket that receives the pty master.
-    Console(PathBuf),
+    /// Path of a listening unix socket that receives the pty master, and the window size
+    /// (rows, columns) the pty starts with.
+    Console(PathBuf, Option<(u16, u16)>),
 }
 
 /// Checks that the container's init is the process its monitor started and still runs.
@@ -237,7 +240,11 @@ fn spawn_tenant(dir: &Path, cmd: &[String], tio: TenantIo) -> Result<Pid, ExecEr
     let cfg: ShimConfig = shim::read_json(&paths.shim_config())?;
     check_running(&paths, &cfg.id)?;
     let spec: Spec = shim::read_json(&paths.config())?;
-    let terminal = matches!(tio, TenantIo::Console(_));
+    let terminal = matches!(tio, TenantIo::Console(..));
+    let winsize = match &tio {
+        TenantIo::Console(_, size) => *size,
+        TenantIo::Fds { .. } => None,
+    };
     let process = tenant_process(&spec, cmd, terminal).ok_or_else(|| ExecError::NoProcess {
         path: paths.config(),
     })?;
@@ -273,7 +280,7 @@ fn spawn_tenant(dir: &Path, cmd: &[String], tio: TenantIo) -> Result<Pid, ExecEr
             libcontainer::syscall::syscall::SyscallType::default(),
         )
         .with_root_path(&cfg.youki_root)?
-        .with_executor(SeccompExecutor { seccomp });
+        .with_executor(TenantExecutor { seccomp, winsize });
         match tio {
             TenantIo::Fds {
                 stdin,
@@ -282,7 +289,7 @@ fn spawn_tenant(dir: &Path, cmd: &[String], tio: TenantIo) -> Result<Pid, ExecEr
             } => {
                 b = b.with_stdin(stdin).with_stdout(stdout).with_stderr(stderr);
             }
-            TenantIo::Console(ref path) => b = b.with_console_socket(Some(path)),
+            TenantIo::Console(ref path, _) => b = b.with_console_socket(Some(path)),
         }
         b.validate_id()?
             .as_tenant()
@@ -339,14 +346,29 @@ fn kill_tree_of_children(me: i32) {
 }
 
 /// The default executor, with the container's seccomp profile installed first (see the module
-/// documentation: the tenant builder drops it).
+/// documentation: the tenant builder drops it) and the terminal's window size set.
 #[derive(Clone)]
-struct SeccompExecutor {
+struct TenantExecutor {
     seccomp: Option<LinuxSeccomp>,
+    /// (rows, columns) for the pty on the standard fds, when the command has a terminal.
+    winsize: Option<(u16, u16)>,
 }
 
-impl Executor for SeccompExecutor {
+impl Executor for TenantExecutor {
     fn exec(&self, spec: &Spec) -> Result<(), ExecutorError> {
+        if let Some((rows, cols)) = self.winsize {
+            let ws = libc::winsize {
+                ws_row: rows,
+                ws_col: cols,
+                ws_xpixel: 0,
+                ws_ypixel: 0,
+            };
+            // SAFETY: TIOCSWINSZ reads a winsize we own; fd 0 is the pty slave here. A failure
+            // only leaves the size unset, which the copy loop corrects right after.
+            unsafe {
+                libc::ioctl(0, libc::TIOCSWINSZ, &ws);
+            }
+        }
         if let Some(profile) = &self.seccomp {
             install_seccomp(profile).map_err(ExecutorError::Other)?;
         }
@@ -742,16 +764,26 @@ impl Drop for RawMode {
     }
 }
 
-/// Copies the window size of our terminal (stdin, else stdout) onto the pty.
-fn sync_window_size(master: &OwnedFd) {
+/// The window size of our terminal (stdin, else stdout), if we have one.
+fn local_window_size() -> Option<libc::winsize> {
     for fd in [0, 1] {
-        // SAFETY: TIOCGWINSZ fills a winsize we own; TIOCSWINSZ reads it.
+        // SAFETY: TIOCGWINSZ fills a zeroed winsize we own.
         unsafe {
             let mut ws: libc::winsize = std::mem::zeroed();
             if libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) == 0 && ws.ws_row > 0 {
-                libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &ws);
-                return;
+                return Some(ws);
             }
+        }
+    }
+    None
+}
+
+/// Copies the window size of our terminal onto the pty.
+fn sync_window_size(master: &OwnedFd) {
+    if let Some(ws) = local_window_size() {
+        // SAFETY: TIOCSWINSZ reads a winsize we own from a valid pty master.
+        unsafe {
+            libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &ws);
         }
     }
 }
@@ -810,7 +842,8 @@ fn interactive_tty(dir: &Path, cmd: &[String], stdin: bool) -> Result<i32, ExecE
     let bound = UnixListener::bind(&name);
     let _ = std::env::set_current_dir("/");
     let listener = bound.map_err(io_err(&sock_path))?;
-    let spawned = spawn_tenant(dir, cmd, TenantIo::Console(sock_path.clone()));
+    let size = local_window_size().map(|ws| (ws.ws_row, ws.ws_col));
+    let spawned = spawn_tenant(dir, cmd, TenantIo::Console(sock_path.clone(), size));
     let master = spawned.and_then(|pid| match receive_master(&listener) {
         Ok(m) => Ok((pid, m)),
         Err(e) => {
@@ -988,22 +1021,17 @@ pub fn exec_capture(
         })?;
     let deadline = Instant::now() + timeout + HELPER_GRACE;
     let outputs = read_helper(&mut child, deadline);
-    let finished = match &outputs {
-        Ok(_) => true,
-        Err(_) => {
-            // Ask first, so the helper kills the command it runs; then make sure.
-            let _ = signal::kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
-            std::thread::sleep(Duration::from_millis(200));
-            let _ = child.kill();
-            false
-        }
-    };
+    if outputs.is_err() {
+        // Ask first, so that the helper kills the command it runs; then make sure.
+        let _ = signal::kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+        std::thread::sleep(Duration::from_millis(200));
+        let _ = child.kill();
+    }
     let status = child.wait().map_err(|source| ExecError::Spawn {
         binary: binary.to_path_buf(),
         source,
     })?;
     let (stdout, stderr) = outputs?;
-    debug_assert!(finished);
     match serde_json::from_slice::<CaptureReport>(&stdout) {
         Ok(CaptureReport::Finished {
             exit_code,
