@@ -192,7 +192,9 @@ fn exec_sync_runs_in_the_container_with_its_identity() {
         (o.exit_code, o.stdout.len(), text(&o.stderr)),
         (0, 16 * 1024, "done\n".into())
     );
-    // A missing command is an error, not an exit code.
+    // An empty or missing command is an error, not an exit code.
+    let e = rt.exec_sync(&id, &[], T).expect_err("empty command");
+    assert!(e.to_string().ends_with("no command given"), "{e}");
     let e = rt
         .exec_sync(&id, &sv(&["no-such-command"]), T)
         .expect_err("missing command");

@@ -70,6 +70,8 @@ const HELPER_STDERR_CAP: usize = 8 * 1024;
 pub enum ExecError {
     #[error("container {id} is not running")]
     NotRunning { id: String },
+    #[error("no command given")]
+    EmptyCommand,
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: io::Error },
     #[error("{what}: {source}")]
@@ -151,7 +153,13 @@ pub fn shim_exec(opts: &ExecOptions) -> i32 {
     let _ = signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
     // SAFETY: setting signal dispositions to SIG_DFL in a single-threaded process.
     unsafe {
-        for s in [Signal::SIGPIPE, Signal::SIGINT, Signal::SIGTERM] {
+        for s in [
+            Signal::SIGPIPE,
+            Signal::SIGINT,
+            Signal::SIGTERM,
+            Signal::SIGHUP,
+            Signal::SIGQUIT,
+        ] {
             let _ = signal::signal(s, signal::SigHandler::SigDfl);
         }
     }
@@ -1000,6 +1008,9 @@ pub fn exec_capture(
     timeout: Duration,
 ) -> Result<ExecOutput, ExecError> {
     use std::os::unix::process::CommandExt;
+    if cmd.is_empty() {
+        return Err(ExecError::EmptyCommand);
+    }
     let mut child = Command::new(binary)
         .arg("shim")
         .arg("exec")
