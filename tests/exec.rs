@@ -199,6 +199,21 @@ fn exec_sync_runs_in_the_container_with_its_identity() {
         .exec_sync(&id, &sv(&["no-such-command"]), T)
         .expect_err("missing command");
     assert!(e.to_string().contains("no-such-command"), "{e}");
+    // Concurrent execs (as concurrent probes would run them) each get their own output.
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..6)
+            .map(|i| {
+                let run = &run;
+                s.spawn(move || (i, run(&["sh", "-c", &format!("echo {i}; exit {i}")])))
+            })
+            .collect();
+        for h in handles {
+            let (i, o) = h.join().expect("join");
+            assert_eq!((o.exit_code, text(&o.stdout)), (i, format!("{i}\n")));
+        }
+    });
+    eprintln!("6 concurrent execs took {:?}", t0.elapsed());
     // Nothing of the execs is left in libcontainer's state directory.
     assert_eq!(state_entries(&env, &id), before);
 
