@@ -919,6 +919,9 @@ fn copy_tty(pid: Pid, master: &OwnedFd, mut stdin: bool) -> Result<i32, ExecErro
     let mut status = try_reap(pid)?;
     let mut master_open = true;
     let mut drain_until: Option<Instant> = None;
+    // Input read but not yet taken by the pty: stdin is only read again once it is empty, so
+    // a command that does not read never makes this loop stop copying its output.
+    let mut pending: Vec<u8> = Vec::new();
     loop {
         if status.is_some() && !master_open {
             break;
@@ -929,11 +932,16 @@ fn copy_tty(pid: Pid, master: &OwnedFd, mut stdin: bool) -> Result<i32, ExecErro
         // SAFETY: fd 0 stays open for the whole life of this process.
         let fd0 = unsafe { BorrowedFd::borrow_raw(0) };
         let mut fds = vec![PollFd::new(sigfd.as_fd(), PollFlags::POLLIN)];
+        let master_flags = if pending.is_empty() {
+            PollFlags::POLLIN
+        } else {
+            PollFlags::POLLIN | PollFlags::POLLOUT
+        };
         let master_idx = master_open.then(|| {
-            fds.push(PollFd::new(master.as_fd(), PollFlags::POLLIN));
+            fds.push(PollFd::new(master.as_fd(), master_flags));
             fds.len() - 1
         });
-        let stdin_idx = (stdin && status.is_none()).then(|| {
+        let stdin_idx = (stdin && pending.is_empty() && status.is_none()).then(|| {
             fds.push(PollFd::new(fd0, PollFlags::POLLIN));
             fds.len() - 1
         });
@@ -949,6 +957,14 @@ fn copy_tty(pid: Pid, master: &OwnedFd, mut stdin: bool) -> Result<i32, ExecErro
         let sig_ev = poll_ready(&fds[0]);
         let master_ev = master_idx.is_some_and(|i| poll_ready(&fds[i]));
         let stdin_ev = stdin_idx.is_some_and(|i| poll_ready(&fds[i]));
+        if master_ev && !pending.is_empty() {
+            // SAFETY: write from a valid buffer to the pty master, non-blocking.
+            let n =
+                unsafe { libc::write(master.as_raw_fd(), pending.as_ptr().cast(), pending.len()) };
+            if n > 0 {
+                pending.drain(..n as usize);
+            }
+        }
         if master_ev {
             match read_fd(master.as_raw_fd(), &mut buf) {
                 // EIO: every slave fd is closed (the command and its children are gone).
@@ -966,12 +982,10 @@ fn copy_tty(pid: Pid, master: &OwnedFd, mut stdin: bool) -> Result<i32, ExecErro
             match read_fd(0, &mut buf) {
                 Ok(0) | Err(_) => {
                     // End of input: the terminal's end-of-file character, as a terminal would.
-                    let _ = write_all_fd(master.as_raw_fd(), &[4]);
+                    pending.push(4);
                     stdin = false;
                 }
-                Ok(n) => {
-                    let _ = write_all_fd(master.as_raw_fd(), &buf[..n]);
-                }
+                Ok(n) => pending.extend_from_slice(&buf[..n]),
             }
         }
         if sig_ev {
