@@ -95,6 +95,7 @@ enum Command {
     },
     /// Run a command in a running container; its exit code becomes podvisor's.
     Exec {
+        /// The pod: name, namespace/name, or the manifest name without the node suffix.
         pod: String,
         /// The container (default: the pod's first app container).
         #[arg(short = 'c', long)]
