@@ -1,8 +1,8 @@
 //! The `podvisor` binary: command-line parsing and the error edge (anyhow lives only here).
 //!
-//! User commands: `run` (the daemon), `pods`, `describe`, `logs`, `events`, `validate`,
-//! `play`, `image import|ls|rm`. Hidden commands re-executed by podvisor itself: `shim run`
-//! (the per-container monitor), `shim cleanup`, `shim sandbox`.
+//! User commands: `run` (the daemon), `pods`, `describe`, `logs`, `exec`, `events`,
+//! `validate`, `play`, `image import|ls|rm`. Hidden commands re-executed by podvisor itself:
+//! `shim run` (the per-container monitor), `shim cleanup`, `shim sandbox`, `shim exec`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,7 +15,7 @@ use podvisor::config::{RunFlags, DEFAULT_API_SOCKET};
 use podvisor::images::{ImageStore, ImportOptions, PinnedImages};
 use podvisor::play::{play, PlayOptions};
 use podvisor::runtime::linux::RuntimeConfig;
-use podvisor::runtime::shim;
+use podvisor::runtime::{exec, shim};
 
 #[derive(Parser)]
 #[command(
@@ -93,6 +93,25 @@ enum Command {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Run a command in a running container; its exit code becomes podvisor's.
+    Exec {
+        /// The pod: name, namespace/name, or the manifest name without the node suffix.
+        pod: String,
+        /// The container (default: the pod's first app container).
+        #[arg(short = 'c', long)]
+        container: Option<String>,
+        /// Pass stdin to the command.
+        #[arg(short = 'i', long)]
+        stdin: bool,
+        /// Allocate a pseudo-terminal in the container (this terminal goes to raw mode).
+        #[arg(short = 't', long)]
+        tty: bool,
+        /// The command and its arguments, after `--`.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
     /// List events (deduplicated, with counts).
     Events {
         pod: Option<String>,
@@ -166,6 +185,19 @@ enum ShimCommand {
     Run { dir: PathBuf },
     /// Finish the cleanup of a container whose monitor died.
     Cleanup { dir: PathBuf },
+    /// Run a command in a running container (capture mode with --timeout-ms).
+    Exec {
+        dir: PathBuf,
+        /// Capture output, report JSON on stdout, kill the command after this many ms.
+        #[arg(long, conflicts_with_all = ["tty", "stdin"])]
+        timeout_ms: Option<u64>,
+        #[arg(long)]
+        tty: bool,
+        #[arg(long)]
+        stdin: bool,
+        #[arg(last = true, required = true)]
+        cmd: Vec<String>,
+    },
     /// Create and pin a pod's namespaces.
     Sandbox {
         dir: PathBuf,
@@ -202,6 +234,25 @@ fn main() -> ExitCode {
                 hostname,
                 host_network,
             } => shim::sandbox(dir, hostname, *host_network),
+            ShimCommand::Exec {
+                dir,
+                timeout_ms,
+                tty,
+                stdin,
+                cmd,
+            } => exec::shim_exec(&exec::ExecOptions {
+                dir: dir.clone(),
+                cmd: cmd.clone(),
+                mode: match timeout_ms {
+                    Some(ms) => exec::ExecMode::Capture {
+                        timeout: std::time::Duration::from_millis(*ms),
+                    },
+                    None => exec::ExecMode::Interactive {
+                        tty: *tty,
+                        stdin: *stdin,
+                    },
+                },
+            }),
         };
         return ExitCode::from(code.clamp(0, 255) as u8);
     }
@@ -280,6 +331,29 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             };
             views::logs(&client.api_socket, &opts, &mut out())?;
             Ok(0)
+        }
+        Command::Exec {
+            pod,
+            container,
+            stdin,
+            tty,
+            command,
+            client,
+        } => {
+            let req = views::exec::ExecRequest {
+                pod,
+                container,
+                stdin,
+                tty,
+                command,
+            };
+            let binary = std::env::current_exe().context("cannot locate the podvisor binary")?;
+            Ok(views::exec::exec(
+                &client.api_socket,
+                &g.root_dir,
+                &binary,
+                &req,
+            )?)
         }
         Command::Events { pod, client } => {
             views::get_events(&client.api_socket, pod.as_deref(), &mut out(), &mut err())?;

@@ -190,6 +190,14 @@ impl Runtime for FakeRuntime {
         v.sort_by(|a, b| a.meta.created_at.cmp(&b.meta.created_at));
         Ok(v)
     }
+    fn exec_sync(
+        &self,
+        id: &str,
+        _cmd: &[String],
+        _timeout: std::time::Duration,
+    ) -> Result<crate::runtime::ExecOutput, RuntimeError> {
+        Err(RuntimeError::NotFound { id: id.to_string() })
+    }
 }
 
 /// Runs jobs at once and queues their results for the test to feed back.
