@@ -590,3 +590,21 @@ fn log_lines_if_any(path: &std::path::Path) -> Vec<String> {
         Vec::new()
     }
 }
+
+#[test]
+fn runtime_default_seccomp_applies_with_privilege_escalation_allowed() {
+    // allowPrivilegeEscalation defaults to true: no no_new_privs, so libcontainer must load
+    // the filter while the init still has CAP_SYS_ADMIN.
+    let env = TestEnv::new("seccomp");
+    let (rt, rx) = env.runtime();
+    let p = pod(
+        "metadata: {name: seccomp}\nspec:\n  restartPolicy: Never\n  securityContext: {seccompProfile: {type: RuntimeDefault}}\n  containers:\n  - name: main\n    image: busybox:1.35\n    command: [sh, -c, 'grep -E \"^(Seccomp|NoNewPrivs):\" /proc/self/status']\n",
+    );
+    let (info, exit) = run_to_exit(&rt, &rx, &p, T);
+    let lines = log_lines(&info.meta.log_path);
+    assert_eq!(exit.exit_code, 0, "{exit:?} {lines:?}");
+    let text = lines.join("\n");
+    assert!(text.contains("Seccomp:\t2"), "{text}");
+    assert!(text.contains("NoNewPrivs:\t0"), "{text}");
+    finish(&rt, &env, &p);
+}
