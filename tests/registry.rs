@@ -460,12 +460,13 @@ fn connection_reset_mid_layer_resumes_with_range() {
 
 #[test]
 fn truncated_and_corrupt_blobs_are_rejected() {
-    // Every response for the big layer is cut: the pull gives up naming the digest.
+    // The big layer never gets past 100 KiB (resumed requests are cut at once): the pull
+    // gives up naming the digest.
     let img = test_image(&host_arch(), 256 << 10, 13);
     let hex = hex_of(&img, 1);
     let (_reg, _proxy, f, cfg) = faulty(&img, move |s, _| {
         if s.url.ends_with(&hex) {
-            return Fault::CutAfter(100 << 10);
+            return Fault::CutAfter(if s.range.is_some() { 0 } else { 100 << 10 });
         }
         Fault::Pass
     });
@@ -487,9 +488,12 @@ fn truncated_and_corrupt_blobs_are_rejected() {
     assert!(matches!(&err, ImageError::Pull(PullError::DigestMismatch { .. })), "{err}");
     assert_names(&err, &[REF, &big_layer_digest(&img2)]);
     assert_nothing_listed(&g);
+    // The corrupt download is discarded (others, cancelled or complete, are kept to resume).
+    let bad = hex_of(&img2, 1);
     let leftovers: Vec<_> = fs::read_dir(g.dir.join("images/tmp/pulls"))
         .expect("pulls")
-        .map(|e| e.expect("entry").file_name())
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&bad))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }

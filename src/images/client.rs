@@ -21,7 +21,6 @@ use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig};
 use ureq::{Agent, Body};
 
 use super::digest::Digest;
-use super::manifest::{MT_DOCKER_LIST, MT_OCI_INDEX, MT_OCI_MANIFEST};
 use super::pull::{PullError, What};
 use super::registry::{
     base64_encode, Credentials, Endpoint, RegistryConfig, Scheme, SYSTEM_CA_BUNDLE,
@@ -533,7 +532,13 @@ impl<'a> Client<'a> {
             let doc_mt = serde_json::from_slice::<MediaTypeOnly>(&body)
                 .ok()
                 .and_then(|m| m.media_type);
-            let media_type = doc_mt.or(content_type.filter(|ct| is_manifest_type(ct)));
+            // A generic content type says nothing; a specific one names the document type.
+            let media_type = doc_mt.or(content_type.filter(|ct| {
+                !matches!(
+                    ct.as_str(),
+                    "" | "application/json" | "text/plain" | "application/octet-stream"
+                )
+            }));
             return Ok(FetchedManifest {
                 bytes: body,
                 digest,
@@ -799,13 +804,6 @@ fn basic(c: &Credentials) -> String {
     format!(
         "Basic {}",
         base64_encode(format!("{}:{}", c.username, c.password).as_bytes())
-    )
-}
-
-fn is_manifest_type(mt: &str) -> bool {
-    matches!(
-        mt,
-        MT_OCI_INDEX | MT_OCI_MANIFEST | MT_DOCKER_LIST | MT_DOCKER_MANIFEST
     )
 }
 

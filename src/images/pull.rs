@@ -28,6 +28,8 @@ use super::store::{ImageError, ImageStore};
 pub const PULL_CONCURRENCY: usize = 3;
 /// Index hops followed (an index pointing at an index ...).
 const MAX_INDEX_HOPS: usize = 4;
+/// Age after which an abandoned download in `tmp/pulls` is removed.
+const STALE_DOWNLOAD: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 const MT_DOCKER_CONFIG: &str = "application/vnd.docker.container.image.v1+json";
 
 /// What a request was for, in error messages.
@@ -297,6 +299,7 @@ impl ImageStore {
             path: dir.clone(),
             source,
         })?;
+        remove_stale_downloads(&dir);
         let mut todo: Vec<&PlannedLayer> = Vec::new();
         for l in &res.layers {
             if self.has_blob(&l.digest) || todo.iter().any(|t| t.digest == l.digest) {
@@ -375,6 +378,27 @@ impl ImageStore {
             return Err(e);
         }
         Ok(files)
+    }
+}
+
+/// Downloads untouched for a day belong to pulls nobody retried: removed.
+fn remove_stale_downloads(dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let stale = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > STALE_DOWNLOAD);
+        if stale {
+            match std::fs::remove_file(e.path()) {
+                Ok(()) => log::info!("removed stale download {}", e.path().display()),
+                Err(err) => log::warn!("removing stale download {}: {err}", e.path().display()),
+            }
+        }
     }
 }
 
