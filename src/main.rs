@@ -364,10 +364,7 @@ impl PullView {
                 registry,
                 layers,
             } => {
-                self.sizes = layers
-                    .iter()
-                    .map(|(d, s)| (d.to_string(), *s))
-                    .collect();
+                self.sizes = layers.iter().map(|(d, s)| (d.to_string(), *s)).collect();
                 if !tty {
                     let total: u64 = layers.iter().map(|(_, s)| s).sum();
                     println!(
@@ -385,7 +382,11 @@ impl PullView {
                 self.done.insert(digest.to_string(), size);
                 self.finished += 1;
                 if !tty {
-                    let what = if *cached { "already present" } else { "downloaded" };
+                    let what = if *cached {
+                        "already present"
+                    } else {
+                        "downloaded"
+                    };
                     println!("layer {digest} {what} ({})", human_size(size));
                 }
             }

@@ -82,11 +82,14 @@ fn pull(
     f: &Fixture,
     reference: &str,
     cfg: &RegistryConfig,
-) -> (Result<podvisor::images::ImageRecord, ImageError>, Vec<PullProgress>) {
+) -> (
+    Result<podvisor::images::ImageRecord, ImageError>,
+    Vec<PullProgress>,
+) {
     let mut events = Vec::new();
-    let r = f
-        .store
-        .pull_with(reference, cfg, fast_retry(), &mut |p| events.push(p.clone()));
+    let r = f.store.pull_with(reference, cfg, fast_retry(), &mut |p| {
+        events.push(p.clone())
+    });
     (r, events)
 }
 
@@ -98,7 +101,10 @@ fn assert_names(err: &dyn std::fmt::Display, parts: &[&str]) {
 }
 
 fn assert_nothing_listed(f: &Fixture) {
-    assert!(f.store.list().expect("list").is_empty(), "a broken image is listed");
+    assert!(
+        f.store.list().expect("list").is_empty(),
+        "a broken image is listed"
+    );
 }
 
 #[test]
@@ -114,7 +120,10 @@ fn pull_matches_import_byte_for_byte() {
     assert_eq!(rec.reference, reference);
     assert_eq!(rec.digest, img.digest());
     assert_eq!(rec.layers.len(), 3);
-    assert!(matches!(events.first(), Some(PullProgress::Resolved { .. })));
+    assert!(matches!(
+        events.first(),
+        Some(PullProgress::Resolved { .. })
+    ));
     let done = events
         .iter()
         .filter(|e| matches!(e, PullProgress::LayerDone { cached: false, .. }))
@@ -197,7 +206,12 @@ fn multi_platform_index_picks_this_machine() {
     let err = err.expect_err("no platform");
     assert_names(
         &err,
-        &["registry.test/lib/foreign:1", "linux/s390x", "linux/ppc64le", "sha256:"],
+        &[
+            "registry.test/lib/foreign:1",
+            "linux/s390x",
+            "linux/ppc64le",
+            "sha256:",
+        ],
     );
     assert_eq!(f.store.list().expect("list").len(), 1);
 }
@@ -214,7 +228,10 @@ fn basic_auth_from_htpasswd_registry() {
     let anon = cfg_for(&f.dir, "registry.test", &reg.addr, false);
     let err = pull(&f, reference, &anon).0.expect_err("anonymous");
     assert!(
-        matches!(&err, ImageError::Pull(PullError::Unauthorized { status: 401, .. })),
+        matches!(
+            &err,
+            ImageError::Pull(PullError::Unauthorized { status: 401, .. })
+        ),
         "{err}"
     );
     assert_names(&err, &[reference, &reg.addr]);
@@ -222,7 +239,9 @@ fn basic_auth_from_htpasswd_registry() {
 
     // Credentials from registries.yaml configs.
     let with_yaml = cfg_for(&f.dir, "registry.test", &reg.addr, true);
-    pull(&f, reference, &with_yaml).0.expect("pull with registries.yaml auth");
+    pull(&f, reference, &with_yaml)
+        .0
+        .expect("pull with registries.yaml auth");
 
     // Credentials from a docker config.json (`auth`, base64).
     let g = fixture();
@@ -230,7 +249,10 @@ fn basic_auth_from_htpasswd_registry() {
     let auth = podvisor::images::registry::base64_encode(format!("{USER}:{PASSWORD}").as_bytes());
     fs::write(
         &docker,
-        format!(r#"{{"auths": {{"http://{}": {{"auth": "{auth}"}}}}}}"#, reg.addr),
+        format!(
+            r#"{{"auths": {{"http://{}": {{"auth": "{auth}"}}}}}}"#,
+            reg.addr
+        ),
     )
     .expect("config.json");
     let y = registries_yaml(&g.dir, "registry.test", &reg.addr, false);
@@ -238,6 +260,9 @@ fn basic_auth_from_htpasswd_registry() {
     let rec = pull(&g, reference, &cfg).0.expect("pull with config.json");
     assert_eq!(rec.digest, img.digest());
 }
+
+/// URL and Authorization header of one token request.
+type TokenRequest = (String, Option<String>);
 
 #[test]
 fn bearer_token_flow_with_recorded_challenge() {
@@ -249,7 +274,7 @@ fn bearer_token_flow_with_recorded_challenge() {
     // Token endpoint: checks Basic credentials, scope and service; records each request.
     let token_server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("token bind"));
     let token_addr = token_server.server_addr().to_ip().expect("ip").to_string();
-    let token_requests: Arc<Mutex<Vec<(String, Option<String>)>>> = Arc::default();
+    let token_requests: Arc<Mutex<Vec<TokenRequest>>> = Arc::default();
     let (ts, tr) = (token_server.clone(), token_requests.clone());
     let token_thread = std::thread::spawn(move || {
         for req in ts.incoming_requests() {
@@ -258,7 +283,9 @@ fn bearer_token_flow_with_recorded_challenge() {
                 .iter()
                 .find(|h| h.field.equiv("Authorization"))
                 .map(|h| h.value.as_str().to_string());
-            tr.lock().expect("lock").push((req.url().to_string(), auth.clone()));
+            tr.lock()
+                .expect("lock")
+                .push((req.url().to_string(), auth.clone()));
             let want = format!(
                 "Basic {}",
                 podvisor::images::registry::base64_encode(format!("{USER}:{PASSWORD}").as_bytes())
@@ -299,8 +326,11 @@ fn bearer_token_flow_with_recorded_challenge() {
                 let r = tiny_http::Response::from_string("unauthorized")
                     .with_status_code(401)
                     .with_header(
-                        tiny_http::Header::from_bytes(&b"WWW-Authenticate"[..], challenge.as_bytes())
-                            .expect("header"),
+                        tiny_http::Header::from_bytes(
+                            &b"WWW-Authenticate"[..],
+                            challenge.as_bytes(),
+                        )
+                        .expect("header"),
                     );
                 let _ = req.respond(r);
                 continue;
@@ -320,12 +350,16 @@ fn bearer_token_flow_with_recorded_challenge() {
             let body = resp.body_mut().read_to_vec().expect("body");
             let r = tiny_http::Response::from_data(body)
                 .with_status_code(status)
-                .with_header(tiny_http::Header::from_bytes(&b"Content-Type"[..], ct.as_bytes()).expect("ct"));
+                .with_header(
+                    tiny_http::Header::from_bytes(&b"Content-Type"[..], ct.as_bytes()).expect("ct"),
+                );
             let _ = req.respond(r);
         }
     });
     let cfg = cfg_for(&f.dir, "registry.test", &addr, true);
-    let rec = pull(&f, "registry.test/tok/app:v1", &cfg).0.expect("bearer pull");
+    let rec = pull(&f, "registry.test/tok/app:v1", &cfg)
+        .0
+        .expect("bearer pull");
     assert_eq!(rec.digest, img.digest());
     // One token for the whole pull (cached per scope).
     let reqs = token_requests.lock().expect("lock").clone();
@@ -342,7 +376,9 @@ fn bearer_token_flow_with_recorded_challenge() {
     let none = g.dir.join("none.json");
     fs::write(&none, "{}").expect("none");
     let bad = RegistryConfig::load(Some(&y), Some(&none)).expect("cfg");
-    let err = pull(&g, "registry.test/tok/app:v1", &bad).0.expect_err("bad creds");
+    let err = pull(&g, "registry.test/tok/app:v1", &bad)
+        .0
+        .expect_err("bad creds");
     assert_names(&err, &["registry.test/tok/app:v1", &realm, "401"]);
     assert_nothing_listed(&g);
 
@@ -387,7 +423,10 @@ fn retry_after_429_then_success() {
     });
     let t = Instant::now();
     let rec = pull(&f, REF, &cfg).0.expect("pull after 429");
-    assert!(t.elapsed() >= Duration::from_millis(900), "Retry-After ignored");
+    assert!(
+        t.elapsed() >= Duration::from_millis(900),
+        "Retry-After ignored"
+    );
     assert_eq!(rec.digest, img.digest());
     let manifests = proxy
         .seen()
@@ -410,7 +449,14 @@ fn server_errors_and_not_found_fail_naming_reference_and_digest() {
     let digest = big_layer_digest(&img);
     let err = pull(&f, REF, &cfg).0.expect_err("500");
     assert!(
-        matches!(&err, ImageError::Pull(PullError::Status { status: 500, attempts: 3, .. })),
+        matches!(
+            &err,
+            ImageError::Pull(PullError::Status {
+                status: 500,
+                attempts: 3,
+                ..
+            })
+        ),
         "{err}"
     );
     assert_names(&err, &[REF, &digest, "500"]);
@@ -421,8 +467,14 @@ fn server_errors_and_not_found_fail_naming_reference_and_digest() {
     let err = pull(&f, "registry.test/f/app:missing", &cfg)
         .0
         .expect_err("404");
-    assert!(matches!(&err, ImageError::Pull(PullError::NotFound { .. })), "{err}");
-    assert_names(&err, &["registry.test/f/app:missing", "missing", "not found"]);
+    assert!(
+        matches!(&err, ImageError::Pull(PullError::NotFound { .. })),
+        "{err}"
+    );
+    assert_names(
+        &err,
+        &["registry.test/f/app:missing", "missing", "not found"],
+    );
     assert_eq!(proxy.seen().len() - before, 1, "404 was retried");
 }
 
@@ -455,7 +507,10 @@ fn connection_reset_mid_layer_resumes_with_range() {
         .expect("range start");
     assert!(from > 0 && from <= 700 << 10, "resumed at {from}");
     let dirs = f.store.layer_dirs(&rec).expect("dirs");
-    assert_eq!(fs::read(dirs[1].join("data/noise.bin")).expect("noise"), noise(big, 12));
+    assert_eq!(
+        fs::read(dirs[1].join("data/noise.bin")).expect("noise"),
+        noise(big, 12)
+    );
 }
 
 #[test]
@@ -471,7 +526,10 @@ fn truncated_and_corrupt_blobs_are_rejected() {
         Fault::Pass
     });
     let err = pull(&f, REF, &cfg).0.expect_err("truncated");
-    assert!(matches!(&err, ImageError::Pull(PullError::Truncated { .. })), "{err}");
+    assert!(
+        matches!(&err, ImageError::Pull(PullError::Truncated { .. })),
+        "{err}"
+    );
     assert_names(&err, &[REF, &big_layer_digest(&img)]);
     assert_nothing_listed(&f);
 
@@ -485,7 +543,10 @@ fn truncated_and_corrupt_blobs_are_rejected() {
         Fault::Pass
     });
     let err = pull(&g, REF, &cfg2).0.expect_err("corrupt");
-    assert!(matches!(&err, ImageError::Pull(PullError::DigestMismatch { .. })), "{err}");
+    assert!(
+        matches!(&err, ImageError::Pull(PullError::DigestMismatch { .. })),
+        "{err}"
+    );
     assert_names(&err, &[REF, &big_layer_digest(&img2)]);
     assert_nothing_listed(&g);
     // The corrupt download is discarded (others, cancelled or complete, are kept to resume).
@@ -514,7 +575,10 @@ fn unknown_manifest_media_type_is_named() {
     });
     let err = pull(&f, REF, &cfg).0.expect_err("unknown type");
     assert!(
-        matches!(&err, ImageError::Pull(PullError::UnsupportedMediaType { .. })),
+        matches!(
+            &err,
+            ImageError::Pull(PullError::UnsupportedMediaType { .. })
+        ),
         "{err}"
     );
     assert_names(&err, &[REF, &digest, "manifest.v1+prettyjws"]);
@@ -542,7 +606,12 @@ fn disk_full_during_pull_leaves_store_consistent() {
         .expect("pulls")
         .map(|e| e.expect("entry").file_name())
         .collect();
-    assert!(partials.iter().all(|n| !n.to_string_lossy().ends_with(".partial")), "{partials:?}");
+    assert!(
+        partials
+            .iter()
+            .all(|n| !n.to_string_lossy().ends_with(".partial")),
+        "{partials:?}"
+    );
     drop(store);
 }
 
@@ -585,9 +654,7 @@ fn sigkill_mid_pull_then_pull_again_completes() {
     .stderr(std::process::Stdio::null())
     .spawn()
     .expect("spawn pull");
-    let partial = f
-        .dir
-        .join(format!("images/tmp/pulls/{slow_hex}.partial"));
+    let partial = f.dir.join(format!("images/tmp/pulls/{slow_hex}.partial"));
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let len = fs::metadata(&partial).map(|m| m.len()).unwrap_or(0);
@@ -606,7 +673,10 @@ fn sigkill_mid_pull_then_pull_again_completes() {
         "a half-pulled image is listed: {}",
         String::from_utf8_lossy(&ls.stdout)
     );
-    assert!(partial.exists(), "the partial download must survive `image ls`");
+    assert!(
+        partial.exists(),
+        "the partial download must survive `image ls`"
+    );
 
     let out = cli(&[
         "image",
@@ -620,11 +690,24 @@ fn sigkill_mid_pull_then_pull_again_completes() {
     .output()
     .expect("pull again");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout} {}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains(&format!("pulled {REF} {}", img.digest())), "{stdout}");
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(&format!("pulled {REF} {}", img.digest())),
+        "{stdout}"
+    );
     // Not a tty: plain lines per layer.
-    assert!(stdout.contains("resolved registry.test/f/app:v1"), "{stdout}");
-    assert!(stdout.contains(&format!("layer sha256:{slow_hex} downloaded")), "{stdout}");
+    assert!(
+        stdout.contains("resolved registry.test/f/app:v1"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("layer sha256:{slow_hex} downloaded")),
+        "{stdout}"
+    );
     assert!(
         proxy
             .seen()

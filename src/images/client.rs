@@ -193,12 +193,11 @@ impl<'a> Client<'a> {
             return Ok(a.clone());
         }
         let tls = self.cfg.tls(host);
-        let roots =
-            load_roots(tls.ca_file.as_deref()).map_err(|detail| PullError::Tls {
-                reference: self.reference.clone(),
-                host: host.to_string(),
-                detail,
-            })?;
+        let roots = load_roots(tls.ca_file.as_deref()).map_err(|detail| PullError::Tls {
+            reference: self.reference.clone(),
+            host: host.to_string(),
+            detail,
+        })?;
         let agent: Agent = Agent::config_builder()
             .http_status_as_error(false)
             .timeout_connect(Some(Duration::from_secs(20)))
@@ -744,12 +743,7 @@ impl<'a> Client<'a> {
         let mut attempt = 0u32;
         loop {
             let mut resp = self.get(ep, repo, &format!("blobs/{digest}"), &[], &what)?;
-            match resp
-                .body_mut()
-                .with_config()
-                .limit(size + 1)
-                .read_to_vec()
-            {
+            match resp.body_mut().with_config().limit(size + 1).read_to_vec() {
                 Ok(b) if b.len() as u64 == size => {
                     let actual = Digest::of(&b);
                     if &actual != digest {

@@ -170,7 +170,11 @@ pub enum PullProgress {
         layers: Vec<(Digest, u64)>,
     },
     /// Bytes of a layer present so far (resumed downloads start above zero).
-    Layer { digest: Digest, done: u64, total: u64 },
+    Layer {
+        digest: Digest,
+        done: u64,
+        total: u64,
+    },
     /// A layer is complete; `cached` when it was already in the store.
     LayerDone { digest: Digest, cached: bool },
     /// All blobs are here; layers are being unpacked and the record written.
@@ -496,7 +500,12 @@ fn select_platform(
     }
     let best = descs
         .iter()
-        .filter_map(|d| d.platform.as_ref().and_then(|p| host.rank(p)).map(|r| (r, d)))
+        .filter_map(|d| {
+            d.platform
+                .as_ref()
+                .and_then(|p| host.rank(p))
+                .map(|r| (r, d))
+        })
         .min_by_key(|(r, _)| *r);
     match best {
         Some((_, d)) => Ok(d.clone()),

@@ -304,7 +304,9 @@ impl RegistryConfig {
         }
         let docker = match docker_config {
             Some(p) => Some(p.to_path_buf()),
-            None => default_docker_config_paths().into_iter().find(|p| p.is_file()),
+            None => default_docker_config_paths()
+                .into_iter()
+                .find(|p| p.is_file()),
         };
         if let Some(path) = docker {
             let text = fs::read_to_string(&path).map_err(|source| RegistryConfigError::Read {
@@ -351,7 +353,7 @@ impl RegistryConfig {
             // Longest prefix first so the most specific rewrite wins.
             mirror
                 .rewrites
-                .sort_by(|a, b| b.prefix.len().cmp(&a.prefix.len()));
+                .sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
             self.mirrors.insert(normalize_registry(&registry), mirror);
         }
         for (host, c) in raw.configs {
@@ -603,7 +605,8 @@ configs:
         assert_eq!(q[0].endpoint.host, "all.example");
         assert_eq!(q[1].endpoint.host, "quay.io");
         assert_eq!(
-            cfg.credentials("127.0.0.1:5000").map(|c| c.username.as_str()),
+            cfg.credentials("127.0.0.1:5000")
+                .map(|c| c.username.as_str()),
             Some("u")
         );
         assert!(cfg.tls("127.0.0.1:5000").insecure_skip_verify);
@@ -641,14 +644,21 @@ configs:
         cfg.apply_docker_config(Path::new("c.json"), &json)
             .expect("parse");
         let hub = cfg.credentials("registry-1.docker.io").expect("hub");
-        assert_eq!((hub.username.as_str(), hub.password.as_str()), ("hub", "secret"));
         assert_eq!(
-            cfg.credentials("reg.example:5000").map(|c| c.password.as_str()),
+            (hub.username.as_str(), hub.password.as_str()),
+            ("hub", "secret")
+        );
+        assert_eq!(
+            cfg.credentials("reg.example:5000")
+                .map(|c| c.password.as_str()),
             Some("b")
         );
         assert!(cfg.credentials("empty.example").is_none());
         let err = cfg
-            .apply_docker_config(Path::new("c.json"), r#"{"auths": {"x": {"auth": "bm9jb2xvbg=="}}}"#)
+            .apply_docker_config(
+                Path::new("c.json"),
+                r#"{"auths": {"x": {"auth": "bm9jb2xvbg=="}}}"#,
+            )
             .expect_err("no colon");
         assert!(err.to_string().contains("\"x\""), "{err}");
     }

@@ -364,7 +364,10 @@ impl Read for FaultyBody {
         let mut want = buf.len().min(16 << 10);
         if let Some(c) = self.cut {
             if self.sent >= c {
-                return Err(io::Error::new(io::ErrorKind::ConnectionReset, "injected cut"));
+                return Err(io::Error::new(
+                    io::ErrorKind::ConnectionReset,
+                    "injected cut",
+                ));
             }
             want = want.min(c - self.sent);
         }
@@ -388,7 +391,10 @@ impl Read for FaultyBody {
 }
 
 impl FaultProxy {
-    pub fn start(upstream: &str, rule: impl Fn(&Seen, usize) -> Fault + Send + Sync + 'static) -> FaultProxy {
+    pub fn start(
+        upstream: &str,
+        rule: impl Fn(&Seen, usize) -> Fault + Send + Sync + 'static,
+    ) -> FaultProxy {
         let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("proxy bind"));
         let addr = server.server_addr().to_ip().expect("ip addr").to_string();
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::new(Mutex::new(Vec::new()));
@@ -440,7 +446,9 @@ impl FaultProxy {
 }
 
 fn serve(req: tiny_http::Request, s: Seen, fault: Fault, agent: &ureq::Agent, upstream: &str) {
-    let header = |k: &str, v: &str| tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()).expect("header");
+    let header = |k: &str, v: &str| {
+        tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()).expect("header")
+    };
     match fault {
         Fault::Status(code, retry_after) => {
             let mut r = tiny_http::Response::from_string("injected").with_status_code(code);
@@ -485,8 +493,12 @@ fn serve(req: tiny_http::Request, s: Seen, fault: Fault, agent: &ureq::Agent, up
         let v = v.to_str().unwrap_or("");
         match k.as_str() {
             "content-length" => len = v.parse::<usize>().ok(),
-            "content-type" | "content-range" | "docker-content-digest" | "www-authenticate"
-            | "location" | "accept-ranges" => headers.push(header(k.as_str(), v)),
+            "content-type"
+            | "content-range"
+            | "docker-content-digest"
+            | "www-authenticate"
+            | "location"
+            | "accept-ranges" => headers.push(header(k.as_str(), v)),
             _ => {}
         }
     }
