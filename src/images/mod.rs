@@ -34,7 +34,7 @@ pub use archive::ArchiveError;
 pub use blobs::BlobError;
 pub use client::RetryPolicy;
 pub use digest::Digest;
-pub use layer::LayerError;
+pub use layer::{unpack_layer_file, LayerError};
 pub use pull::{PullError, PullProgress, What, PULL_CONCURRENCY};
 pub use records::{ImageRecord, LayerRecord, RecordError};
 pub use reference::{Reference, ReferenceError};
