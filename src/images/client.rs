@@ -35,6 +35,10 @@ const ACCEPT_MANIFESTS: &str = "application/vnd.oci.image.index.v1+json, \
      application/vnd.docker.distribution.manifest.list.v2+json, \
      application/vnd.docker.distribution.manifest.v2+json";
 
+/// Time allowed for a blob body: this plus the remaining bytes at [`MIN_RATE`] bytes/s.
+const BODY_TIMEOUT_BASE: Duration = Duration::from_secs(60);
+const MIN_RATE: u64 = 16 << 10;
+
 /// Retry policy inside one pull.
 #[derive(Debug, Clone, Copy)]
 pub struct RetryPolicy {
@@ -244,6 +248,7 @@ impl<'a> Client<'a> {
         repo: &str,
         path: &str,
         headers: &[(&str, String)],
+        body_timeout: Option<Duration>,
         what: &What,
     ) -> Result<Response<Body>, PullError> {
         let url = format!("{}{}/{repo}/{path}", ep.origin(), ep.base);
@@ -266,6 +271,9 @@ impl<'a> Client<'a> {
                 .cloned();
             if let Some(a) = &cached {
                 req = req.header("Authorization", a.as_str());
+            }
+            if body_timeout.is_some() {
+                req = req.config().timeout_recv_body(body_timeout).build();
             }
             let resp = match req.call() {
                 Ok(r) => r,
@@ -478,6 +486,7 @@ impl<'a> Client<'a> {
                 repo,
                 &format!("manifests/{tag_or_digest}"),
                 &[("Accept", ACCEPT_MANIFESTS.to_string())],
+                Some(BODY_TIMEOUT_BASE),
                 &what,
             )?;
             let content_type = resp
@@ -612,7 +621,16 @@ impl<'a> Client<'a> {
             if have > 0 {
                 headers.push(("Range", format!("bytes={have}-")));
             }
-            let resp = self.get(ep, repo, &format!("blobs/{digest}"), &headers, &what)?;
+            // A stalled connection ends (and is resumed) instead of hanging the pull.
+            let body_timeout = BODY_TIMEOUT_BASE + Duration::from_secs((size - have) / MIN_RATE);
+            let resp = self.get(
+                ep,
+                repo,
+                &format!("blobs/{digest}"),
+                &headers,
+                Some(body_timeout),
+                &what,
+            )?;
             match resp.status().as_u16() {
                 206 => {
                     let start = resp
@@ -742,7 +760,14 @@ impl<'a> Client<'a> {
         }
         let mut attempt = 0u32;
         loop {
-            let mut resp = self.get(ep, repo, &format!("blobs/{digest}"), &[], &what)?;
+            let mut resp = self.get(
+                ep,
+                repo,
+                &format!("blobs/{digest}"),
+                &[],
+                Some(BODY_TIMEOUT_BASE),
+                &what,
+            )?;
             match resp.body_mut().with_config().limit(size + 1).read_to_vec() {
                 Ok(b) if b.len() as u64 == size => {
                     let actual = Digest::of(&b);
