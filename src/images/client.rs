@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -576,19 +577,27 @@ impl<'a> Client<'a> {
             path: path.to_path_buf(),
             source,
         };
-        let mut file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&partial)
-            .map_err(|e| write_err(&partial, e))?;
-        flock(&file).map_err(|e| write_err(&partial, e))?;
-        if done.is_file() {
-            let _ = fs::remove_file(&partial);
-            progress(size);
-            return Ok(done);
-        }
+        // Open and lock the partial file; if another download renamed it meanwhile, the
+        // lock is on a file no longer at that path: open again.
+        let mut file = loop {
+            let file = OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .read(true)
+                .write(true)
+                .open(&partial)
+                .map_err(|e| write_err(&partial, e))?;
+            flock(&file).map_err(|e| write_err(&partial, e))?;
+            if done.is_file() {
+                progress(size);
+                return Ok(done);
+            }
+            let ours = file.metadata().map_err(|e| write_err(&partial, e))?.ino();
+            match fs::metadata(&partial) {
+                Ok(m) if m.ino() == ours => break file,
+                _ => continue,
+            }
+        };
         // Hash what an interrupted download left.
         let mut hasher = Sha256::new();
         let mut have = 0u64;
