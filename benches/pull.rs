@@ -19,7 +19,9 @@
 //!    docker://127.0.0.1:PORT/bench/img:v1 oci:DIR:v1` (downloads and verifies the blobs into
 //!    an OCI layout, no unpacking) vs `podvisor --root-dir DIR image pull` (the release binary:
 //!    downloads and verifies the blobs, unpacks every layer with an fsync of the result, writes
-//!    the record). Both are processes spawned by the bench and timed to exit.
+//!    the record). Both are processes spawned by the bench and timed to exit. The same pull
+//!    is also run in-process with `ImageStore::pull` and split at its `Committing` progress
+//!    event: download + verify (the part skopeo does) and unpack + syncfs + record.
 //! 2. **Unpack.** The big layer, uncompressed and gzip: `podvisor::images::unpack_layer_file`
 //!    (decompress, hash the tar stream, create the files; no fsync) into an empty directory vs
 //!    `tar -xf` / `tar -xzf` of the same blob into an empty directory, on the same file
@@ -175,6 +177,31 @@ fn main() -> Result<()> {
         Ok(d)
     })?;
 
+    // The same pull in-process, split at the Committing event: download + verify (what
+    // skopeo does) vs unpack + fsync + record.
+    let cfg = podvisor::images::RegistryConfig::load(Some(&yaml), Some(&no_creds))?;
+    let mut downloads = Vec::new();
+    let mut commits = Vec::new();
+    for i in 0..=runs {
+        let root = w.join(format!("inproc-{i}"));
+        let store = podvisor::images::ImageStore::open(&root)?;
+        let t = Instant::now();
+        let mut committing = None;
+        store.pull("bench.test/bench/img:v1", &cfg, &mut |p| {
+            if matches!(p, podvisor::images::PullProgress::Committing) {
+                committing = Some(t.elapsed());
+            }
+        })?;
+        let total = t.elapsed();
+        let dl = committing.context("no Committing event")?;
+        if i > 0 {
+            downloads.push(dl.as_secs_f64() * 1000.0);
+            commits.push((total - dl).as_secs_f64() * 1000.0);
+        }
+        drop(store);
+        fs::remove_dir_all(&root)?;
+    }
+
     // 2. Unpack.
     let blob_digest = |b: &[u8]| Digest::parse(&format!("sha256:{}", image::sha256_hex(b)));
     let plain_digest = blob_digest(&plain_bytes)?;
@@ -214,6 +241,7 @@ fn main() -> Result<()> {
 
     let (mut skopeo, mut pulls) = (skopeo, pulls);
     let (s, p) = (median(&mut skopeo), median(&mut pulls));
+    let (dl, cm) = (median(&mut downloads), median(&mut commits));
     let (op, tp) = (median(&mut ours_plain), median(&mut tar_plain));
     let (og, tg) = (median(&mut ours_gz), median(&mut tar_gz));
     println!();
@@ -224,6 +252,11 @@ fn main() -> Result<()> {
         "| podvisor image pull (download, verify, unpack, record) | {p:.1} ms | {:.2}x skopeo's time (target <= 1) |",
         p / s
     );
+    println!(
+        "| of which download + verify (in-process, to the Committing event) | {dl:.1} ms | {:.2}x skopeo's time |",
+        dl / s
+    );
+    println!("| of which unpack + syncfs + record (in-process) | {cm:.1} ms | — |");
     println!("| tar -xf of the uncompressed layer | {tp:.1} ms | — |");
     println!(
         "| podvisor unpack of the uncompressed layer | {op:.1} ms | {:.2}x tar's speed (target >= 0.9) |",
