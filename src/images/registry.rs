@@ -289,7 +289,8 @@ pub fn default_docker_config_paths() -> Vec<PathBuf> {
 
 impl RegistryConfig {
     /// Loads `registries_yaml` (none: no mirrors, default endpoints) and `docker_config` (none:
-    /// the first of [`default_docker_config_paths`] that exists).
+    /// the first of [`default_docker_config_paths`] that reads and parses; an unreadable or
+    /// invalid default file is logged and skipped, an explicit one is an error).
     pub fn load(
         registries_yaml: Option<&Path>,
         docker_config: Option<&Path>,
@@ -302,19 +303,39 @@ impl RegistryConfig {
             })?;
             cfg.apply_registries(path, &text)?;
         }
-        let docker = match docker_config {
-            Some(p) => Some(p.to_path_buf()),
-            None => default_docker_config_paths()
-                .into_iter()
-                .find(|p| p.is_file()),
-        };
-        if let Some(path) = docker {
-            let text = fs::read_to_string(&path).map_err(|source| RegistryConfigError::Read {
-                path: path.clone(),
-                source,
-            })?;
-            cfg.apply_docker_config(&path, &text)?;
-            cfg.docker_config = Some(path);
+        match docker_config {
+            Some(path) => {
+                let text =
+                    fs::read_to_string(path).map_err(|source| RegistryConfigError::Read {
+                        path: path.to_path_buf(),
+                        source,
+                    })?;
+                cfg.apply_docker_config(path, &text)?;
+                cfg.docker_config = Some(path.to_path_buf());
+            }
+            // Like the kubelet's keyring: the first default location that reads and parses;
+            // a bad file there is logged and skipped.
+            None => {
+                for path in default_docker_config_paths() {
+                    let text = match fs::read_to_string(&path) {
+                        Ok(t) => t,
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                        Err(e) => {
+                            log::warn!("skipping docker config {}: {e}", path.display());
+                            continue;
+                        }
+                    };
+                    let mut with = cfg.clone();
+                    match with.apply_docker_config(&path, &text) {
+                        Ok(()) => {
+                            with.docker_config = Some(path);
+                            cfg = with;
+                            break;
+                        }
+                        Err(e) => log::warn!("skipping {e}"),
+                    }
+                }
+            }
         }
         Ok(cfg)
     }
