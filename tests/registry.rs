@@ -718,3 +718,63 @@ fn sigkill_mid_pull_then_pull_again_completes() {
     let ls = cli(&["image", "ls"]).output().expect("ls");
     assert!(String::from_utf8_lossy(&ls.stdout).contains("registry.test/f/app:v1"));
 }
+
+#[test]
+fn concurrent_pulls_of_one_image_share_downloads() {
+    let reg = Registry::start(false);
+    let img = test_image(&host_arch(), 1 << 20, 18);
+    push(&reg, &img, "f/app:v1");
+    let f = fixture();
+    let cfg = cfg_for(&f.dir, "registry.test", &reg.addr, false);
+    let dir = f.dir.join("images");
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..3)
+            .map(|_| {
+                s.spawn(|| {
+                    let store = ImageStore::open(&dir).expect("store");
+                    store.pull_with(REF, &cfg, fast_retry(), &mut |_| {})
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("thread"))
+            .collect()
+    });
+    for r in results {
+        assert_eq!(r.expect("concurrent pull").digest, img.digest());
+    }
+    let list = f.store.list().expect("list");
+    assert_eq!(list.len(), 1);
+    let dirs = f.store.layer_dirs(&list[0]).expect("dirs");
+    assert_eq!(
+        fs::read(dirs[1].join("data/noise.bin")).expect("noise"),
+        noise(1 << 20, 18)
+    );
+}
+
+#[test]
+fn plain_http_only_when_configured() {
+    let reg = Registry::start(false);
+    let img = test_image(&host_arch(), 10, 19);
+    push(&reg, &img, "f/app:v1");
+    let f = fixture();
+    // No registries.yaml: the registry is spoken to over https, which this one is not.
+    let none = f.dir.join("none.json");
+    fs::write(&none, "{}").expect("none");
+    let cfg = RegistryConfig::load(None, Some(&none)).expect("cfg");
+    let reference = format!("{}/f/app:v1", reg.addr);
+    let err = pull(&f, &reference, &cfg)
+        .0
+        .expect_err("https to an http registry");
+    assert!(
+        matches!(&err, ImageError::Pull(PullError::Transport { .. })),
+        "{err}"
+    );
+    assert_names(&err, &[&reference, &format!("https://{}", reg.addr)]);
+    assert_nothing_listed(&f);
+    // With an http:// endpoint for it, the same reference pulls.
+    let cfg = cfg_for(&f.dir, &reg.addr, &reg.addr, false);
+    let rec = pull(&f, &reference, &cfg).0.expect("http endpoint");
+    assert_eq!(rec.digest, img.digest());
+}
