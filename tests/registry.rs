@@ -778,3 +778,43 @@ fn plain_http_only_when_configured() {
     let rec = pull(&f, &reference, &cfg).0.expect("http endpoint");
     assert_eq!(rec.digest, img.digest());
 }
+
+#[test]
+fn docker_schema2_manifest_list() {
+    let reg = Registry::start(false);
+    let gz_only = |arch: &str, seed: u64| {
+        image(
+            arch,
+            vec![
+                layer(&[("etc/a", noise(1000, seed))], Comp::Gzip),
+                layer(&[("etc/b", noise(2000, seed + 1))], Comp::Gzip),
+            ],
+        )
+    };
+    let layout = tempfile::tempdir().expect("layout");
+    write_layout(
+        layout.path(),
+        "d",
+        &[gz_only("amd64", 20), gz_only("arm64", 22)],
+    );
+    // skopeo converts the index to a Docker manifest list of schema-2 manifests.
+    reg.push_with(layout.path(), "d", "d/app:v1", true, &["--format", "v2s2"]);
+    let f = fixture();
+    let cfg = cfg_for(&f.dir, "registry.test", &reg.addr, false);
+    let rec = pull(&f, "registry.test/d/app:v1", &cfg)
+        .0
+        .expect("pull v2s2");
+    assert_eq!(rec.layers.len(), 2);
+    for l in &rec.layers {
+        assert_eq!(
+            l.media_type,
+            "application/vnd.docker.image.rootfs.diff.tar.gzip"
+        );
+    }
+    let dirs = f.store.layer_dirs(&rec).expect("dirs");
+    let seed = if host_arch() == "arm64" { 22 } else { 20 };
+    assert_eq!(
+        fs::read(dirs[0].join("etc/a")).expect("a"),
+        noise(1000, seed)
+    );
+}

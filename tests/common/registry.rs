@@ -108,10 +108,16 @@ impl Registry {
     /// Pushes `layout:tag` to `repo:tag` on this registry with skopeo (`all`: every image of
     /// an index).
     pub fn push(&self, layout: &Path, tag: &str, repo_tag: &str, all: bool) {
+        self.push_with(layout, tag, repo_tag, all, &["--preserve-digests"]);
+    }
+
+    /// [`Registry::push`] with other skopeo flags (e.g. `--format v2s2` to convert to Docker
+    /// schema 2 manifests and manifest lists; digests then change).
+    pub fn push_with(&self, layout: &Path, tag: &str, repo_tag: &str, all: bool, flags: &[&str]) {
         let mut c = Command::new("skopeo");
         c.arg("copy")
             .arg("--quiet")
-            .arg("--preserve-digests")
+            .args(flags)
             .arg("--dest-tls-verify=false");
         if all {
             c.arg("--all");
