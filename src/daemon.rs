@@ -7,6 +7,7 @@
 //! events into sync-loop events. SIGTERM/SIGINT end the daemon and leave every container
 //! running under its monitor: the next daemon re-adopts them.
 
+use std::path::PathBuf;
 use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 use std::thread;
@@ -16,7 +17,7 @@ use nix::sys::signal::{SigSet, Signal};
 
 use crate::api;
 use crate::config::{DaemonConfig, RunFlags};
-use crate::images::{ImageGcPolicy, ImageStore, PinnedImages, Statvfs};
+use crate::images::{ImageGcPolicy, ImageStore, PinnedImages, RegistryConfig, Statvfs};
 use crate::runtime::linux::{LinuxRuntime, RuntimeConfig};
 use crate::runtime::{Runtime, RuntimeEvent};
 use crate::sources::{self, FileSourceConfig, SourceEvent, UrlSourceConfig};
@@ -31,6 +32,8 @@ pub enum DaemonError {
     Config(#[from] crate::config::ConfigError),
     #[error("image store: {0}")]
     Images(#[from] crate::images::ImageError),
+    #[error("registry configuration: {0}")]
+    Registries(#[from] crate::images::RegistryConfigError),
     #[error("runtime: {0}")]
     Runtime(#[from] crate::runtime::RuntimeError),
     #[error("sources: {0}")]
@@ -77,9 +80,25 @@ fn forward<T: Send + 'static>(
         })
 }
 
-/// The image store and registries as the sync loop's workers see them.
+/// Default `--registry-config` when that file exists.
+const DEFAULT_REGISTRY_CONFIG: &str = "/etc/podvisor/registries.yaml";
+
+/// The image store and registries as the sync loop's workers see them. The registry files
+/// are read again for every pull, so rotated credentials and new mirrors apply without a
+/// restart (as the kubelet reads its credential files lazily).
 struct StoreImageService {
     store: Arc<ImageStore>,
+    registry_config: Option<PathBuf>,
+    docker_config: Option<PathBuf>,
+}
+
+impl StoreImageService {
+    fn registries(&self) -> Result<RegistryConfig, crate::images::RegistryConfigError> {
+        RegistryConfig::load(
+            self.registry_config.as_deref(),
+            self.docker_config.as_deref(),
+        )
+    }
 }
 
 impl ImageService for StoreImageService {
@@ -91,7 +110,15 @@ impl ImageService for StoreImageService {
     }
 
     fn pull(&self, image: &str) -> Result<PulledImage, String> {
-        Err(format!("pulling {image}: no registry client yet"))
+        let cfg = self.registries().map_err(|e| e.to_string())?;
+        let rec = self
+            .store
+            .pull(image, &cfg, &mut |_| {})
+            .map_err(|e| e.to_string())?;
+        Ok(PulledImage {
+            digest: rec.digest,
+            size: rec.size,
+        })
     }
 }
 
@@ -178,9 +205,18 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
     let runtime: Arc<dyn Runtime> = Arc::new(LinuxRuntime::new(rcfg, Arc::clone(&images), rt_tx)?);
     let _rt_forwarder = forward("runtime-events", rt_rx, tx.clone(), SyncEvent::Runtime)?;
     let work_tx = tx.clone();
-    let image_service: Arc<dyn ImageService> = Arc::new(StoreImageService {
-        store: Arc::clone(&images),
+    let registry_config = cfg.registry_config.clone().or_else(|| {
+        let p = PathBuf::from(DEFAULT_REGISTRY_CONFIG);
+        p.exists().then_some(p)
     });
+    let image_service = StoreImageService {
+        store: Arc::clone(&images),
+        registry_config,
+        docker_config: cfg.docker_config.clone(),
+    };
+    // Refuse to start on a broken registry file rather than fail every pull later.
+    image_service.registries()?;
+    let image_service: Arc<dyn ImageService> = Arc::new(image_service);
     let pool = ThreadPool::new(4, Arc::clone(&runtime), image_service, move |r| {
         // The sync loop outlives the pool; a failed send means it is shutting down.
         let _ = work_tx.send(SyncEvent::Work(Box::new(r)));

@@ -1,8 +1,9 @@
 //! The `podvisor` binary: command-line parsing and the error edge (anyhow lives only here).
 //!
 //! User commands: `run` (the daemon), `pods`, `describe`, `logs`, `exec`, `events`,
-//! `validate`, `play`, `image import|ls|rm`. Hidden commands re-executed by podvisor itself:
-//! `shim run` (the per-container monitor), `shim cleanup`, `shim sandbox`, `shim exec`.
+//! `validate`, `play`, `image import|pull|ls|rm|prune`. Hidden commands re-executed by
+//! podvisor itself: `shim run` (the per-container monitor), `shim cleanup`, `shim sandbox`,
+//! `shim exec`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,7 +13,7 @@ use clap::{Args, Parser, Subcommand};
 
 use podvisor::cli::{self as views, LogsOptions, OutputFormat};
 use podvisor::config::{RunFlags, DEFAULT_API_SOCKET};
-use podvisor::images::{ImageStore, ImportOptions, PinnedImages};
+use podvisor::images::{ImageStore, ImportOptions, PinnedImages, PullProgress, RegistryConfig};
 use podvisor::play::{play, PlayOptions};
 use podvisor::runtime::linux::RuntimeConfig;
 use podvisor::runtime::{exec, shim};
@@ -158,6 +159,16 @@ enum ImageCommand {
         /// Protect the image from garbage collection.
         #[arg(long)]
         pin: bool,
+    },
+    /// Pull an image from its registry (or a configured mirror) for this machine's platform.
+    Pull {
+        reference: String,
+        /// k3s-style registries.yaml: mirrors, endpoint rewrites, per-host auth and TLS.
+        #[arg(long)]
+        registry_config: Option<PathBuf>,
+        /// Docker config.json with `auths` (default: the kubelet's search paths).
+        #[arg(long)]
+        docker_config: Option<PathBuf>,
     },
     /// List images: reference, digest, size, created.
     Ls {
@@ -416,6 +427,78 @@ fn human_size(n: u64) -> String {
     }
 }
 
+/// Pull progress: one updating total line on a terminal, a line per layer otherwise.
+#[derive(Default)]
+struct PullView {
+    sizes: std::collections::HashMap<String, u64>,
+    done: std::collections::HashMap<String, u64>,
+    finished: usize,
+    shown: bool,
+}
+
+impl PullView {
+    fn show(&mut self, p: &PullProgress, tty: bool) {
+        use std::io::Write;
+        match p {
+            PullProgress::Resolved {
+                reference,
+                digest,
+                registry,
+                layers,
+            } => {
+                self.sizes = layers.iter().map(|(d, s)| (d.to_string(), *s)).collect();
+                if !tty {
+                    let total: u64 = layers.iter().map(|(_, s)| s).sum();
+                    println!(
+                        "resolved {reference} {digest} on {registry}: {} layers, {}",
+                        layers.len(),
+                        human_size(total)
+                    );
+                }
+            }
+            PullProgress::Layer { digest, done, .. } => {
+                self.done.insert(digest.to_string(), *done);
+            }
+            PullProgress::LayerDone { digest, cached } => {
+                let size = self.sizes.get(&digest.to_string()).copied().unwrap_or(0);
+                self.done.insert(digest.to_string(), size);
+                self.finished += 1;
+                if !tty {
+                    let what = if *cached {
+                        "already present"
+                    } else {
+                        "downloaded"
+                    };
+                    println!("layer {digest} {what} ({})", human_size(size));
+                }
+            }
+            PullProgress::Committing => {
+                if !tty {
+                    println!("unpacking layers");
+                }
+            }
+        }
+        if tty {
+            let total: u64 = self.sizes.values().sum();
+            let done: u64 = self.done.values().sum();
+            let phase = if matches!(p, PullProgress::Committing) {
+                "unpacking"
+            } else {
+                "downloading"
+            };
+            print!(
+                "\r\x1b[K{phase}: {}/{} layers, {} / {}",
+                self.finished,
+                self.sizes.len(),
+                human_size(done),
+                human_size(total)
+            );
+            let _ = std::io::stdout().flush();
+            self.shown = true;
+        }
+    }
+}
+
 /// Images pinned by the pods the daemon runs (its persisted desired pods under `root_dir`).
 fn manifest_pins(root_dir: &std::path::Path) -> PinnedImages {
     let pods = podvisor::sync::store::DesiredStore::new(root_dir.join("static-pods")).load_all();
@@ -443,6 +526,21 @@ fn image_command(
             for r in records {
                 println!("imported {} {}", r.reference, r.digest);
             }
+        }
+        ImageCommand::Pull {
+            reference,
+            registry_config,
+            docker_config,
+        } => {
+            let cfg = RegistryConfig::load(registry_config.as_deref(), docker_config.as_deref())?;
+            let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
+            let mut view = PullView::default();
+            let rec = store.pull(&reference, &cfg, &mut |p| view.show(p, tty));
+            if tty && view.shown {
+                println!();
+            }
+            let rec = rec?;
+            println!("pulled {} {}", rec.reference, rec.digest);
         }
         ImageCommand::Ls { no_trunc } => {
             let pins = manifest_pins(root_dir);

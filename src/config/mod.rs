@@ -161,6 +161,14 @@ pub struct RunFlags {
     /// Unix socket of podvisor's local API [default: /run/podvisor/podvisor.sock].
     #[arg(long = "api-socket")]
     pub api_socket: Option<PathBuf>,
+    /// Registry mirrors, rewrites, auth and TLS in the k3s `registries.yaml` shape
+    /// [default: /etc/podvisor/registries.yaml when it exists].
+    #[arg(long = "registry-config", value_name = "FILE")]
+    pub registry_config: Option<PathBuf>,
+    /// Docker `config.json` with registry credentials [default: the kubelet's search order:
+    /// /var/lib/kubelet/config.json, $HOME/.docker/config.json].
+    #[arg(long = "docker-config", value_name = "FILE")]
+    pub docker_config: Option<PathBuf>,
 }
 
 /// The validated content of a KubeletConfiguration file. `None` means the file leaves the
@@ -231,6 +239,10 @@ pub struct DaemonConfig {
     pub image_gc: crate::images::ImageGcPolicy,
     /// Unix socket of the local API.
     pub api_socket: PathBuf,
+    /// `--registry-config`, as given.
+    pub registry_config: Option<PathBuf>,
+    /// `--docker-config`, as given.
+    pub docker_config: Option<PathBuf>,
     /// Known KubeletConfiguration fields present in the file that podvisor does not implement,
     /// sorted and deduplicated, for one warning at start.
     pub unimplemented_fields: Vec<String>,
@@ -330,6 +342,8 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
             }
         },
         api_socket,
+        registry_config: flags.registry_config.clone(),
+        docker_config: flags.docker_config.clone(),
         unimplemented_fields: file.unimplemented_fields,
     })
 }

@@ -469,6 +469,8 @@ fn defaults_without_config_file() {
                 minimum_age: Duration::from_secs(120),
             },
             api_socket: PathBuf::from("/run/podvisor/podvisor.sock"),
+            registry_config: None,
+            docker_config: None,
             unimplemented_fields: vec![],
         }
     );

@@ -16,6 +16,7 @@ use podvisor::runtime::linux::{LinuxRuntime, RuntimeConfig};
 use podvisor::runtime::{ExitRecord, RuntimeEvent};
 
 pub mod image;
+pub mod registry;
 
 pub use image::BUSYBOX;
 
