@@ -599,3 +599,55 @@ fn cli_offline(env: &TestEnv, args: &[&str]) -> (bool, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+#[test]
+fn daemon_pulls_a_missing_image_from_a_registry_mirror() {
+    let env = TestEnv::new("pullpod");
+    let reg = common::registry::Registry::start(false);
+    let out = Command::new("skopeo")
+        .args(["copy", "--quiet", "--dest-tls-verify=false"])
+        .arg(format!(
+            "oci-archive:{}",
+            common::busybox_archive().display()
+        ))
+        .arg(format!("docker://{}/edge/busybox:1", reg.addr))
+        .output()
+        .expect("skopeo");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The manifest names a registry that only exists as a mirror entry.
+    let yaml = common::registry::registries_yaml(env.dir.path(), "registry.test", &reg.addr, false);
+    let creds = env.dir.path().join("config.json");
+    fs::write(&creds, "{}").expect("docker config");
+    let dir = env.dir.path().join("manifests");
+    fs::create_dir_all(&dir).expect("mkdir");
+    let d = Daemon::start_with(
+        &env,
+        &dir,
+        &[
+            "--registry-config",
+            &yaml.display().to_string(),
+            "--docker-config",
+            &creds.display().to_string(),
+        ],
+    );
+    let m = manifest("pulled", "from-registry", "")
+        .replace("image: busybox:1.35", "image: registry.test/edge/busybox:1");
+    fs::write(dir.join("pulled.yaml"), m).expect("write");
+    wait_for("pulled running", T, || running_id(&d, "pulled").is_some());
+    let (ok, out, _) = cli(&env, &d, &["describe", "pulled"]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("Pulling") && out.contains("Successfully pulled image"),
+        "{out}"
+    );
+    let (ok, out, _) = cli(&env, &d, &["logs", "pulled"]);
+    assert!(ok && out.contains("from-registry"), "{out}");
+    fs::remove_file(dir.join("pulled.yaml")).expect("rm");
+    wait_for("pod gone", T, || d.pods().is_some_and(|p| p.is_empty()));
+    d.stop();
+    env.assert_clean();
+}
