@@ -78,6 +78,11 @@ pub enum RuntimeError {
     },
     #[error("cgroup: {0}")]
     Cgroup(#[from] crate::cgroups::CgroupError),
+    #[error("pod {pod}: resources: {source}")]
+    PodResources {
+        pod: String,
+        source: crate::cgroups::resources::ResourceError,
+    },
 }
 
 /// Which list of the pod a container comes from.

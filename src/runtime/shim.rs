@@ -398,6 +398,7 @@ fn create_and_start(
     })?;
     state.init = Some(ProcessId::of(init.as_raw())?);
     fsutil::write_json_atomic_volatile(&paths.state(), &state).map_err(io_err(&paths.state()))?;
+    no_swap(cfg)?;
     container.start()?;
     let started_at = super::now_rfc3339();
     state.started_at = Some(started_at.clone());
@@ -408,6 +409,22 @@ fn create_and_start(
         stdout: out_r,
         stderr: err_r,
     })
+}
+
+/// The kubelet's NoSwap behaviour on cgroup v2: `memory.swap.max=0` for every container
+/// (libcontainer leaves it at `max`). Written between create and start, so the process never
+/// runs with swap. Skipped when the host has no swap accounting (no such file) and on v1,
+/// where the kubelet sets no swap limit either.
+fn no_swap(cfg: &ShimConfig) -> Result<(), ShimError> {
+    let root = CgroupRoot::new(&cfg.cgroup_root);
+    if root.mode() != crate::cgroups::CgroupMode::Unified {
+        return Ok(());
+    }
+    let path = root.dir("memory", &cfg.cgroup_path).join("memory.swap.max");
+    if !path.exists() {
+        return Ok(());
+    }
+    fs::write(&path, "0").map_err(io_err(&path))
 }
 
 /// Copies output into the log until the init exits and both pipes are drained.
