@@ -115,6 +115,53 @@ pub fn read_capacity(cpu_online: &Path, meminfo: &Path) -> Result<Amounts, Capac
     })
 }
 
+/// Reads a `systemReserved` / `kubeReserved` map: `cpu` and `memory` quantities; other
+/// resources (ephemeral-storage, pid) are not reserved by podvisor and ignored. An error names
+/// the key.
+pub fn parse_reserved(
+    map: &std::collections::BTreeMap<String, String>,
+) -> Result<Amounts, (String, String)> {
+    use crate::pod::quantity::{parse_bytes, parse_cpu_millis};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    let mut a = Amounts::default();
+    if let Some(v) = map.get("cpu") {
+        a.cpu_millis =
+            parse_cpu_millis(&Quantity(v.clone())).map_err(|e| ("cpu".into(), e.to_string()))?;
+    }
+    if let Some(v) = map.get("memory") {
+        a.memory_bytes =
+            parse_bytes(&Quantity(v.clone())).map_err(|e| ("memory".into(), e.to_string()))?;
+    }
+    Ok(a)
+}
+
+/// Reads the `memory.available` value of `evictionHard`: a quantity ("100Mi") or a
+/// percentage of capacity ("5%", "7.5%").
+pub fn parse_memory_threshold(value: &str) -> Result<MemoryThreshold, String> {
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    if let Some(pct) = value.strip_suffix('%') {
+        let (whole, frac) = pct.split_once('.').unwrap_or((pct, ""));
+        let digits_ok = !whole.is_empty()
+            && whole.bytes().all(|b| b.is_ascii_digit())
+            && frac.len() <= 2
+            && frac.bytes().all(|b| b.is_ascii_digit());
+        let bad = || format!("{value:?} is not a percentage between 0% and 100%");
+        if !digits_ok {
+            return Err(bad());
+        }
+        let whole: u64 = whole.parse().map_err(|_| bad())?;
+        let frac: u64 = format!("{frac:0<2}").parse().map_err(|_| bad())?;
+        let basis = whole.saturating_mul(100).saturating_add(frac);
+        if basis > 10_000 {
+            return Err(bad());
+        }
+        return Ok(MemoryThreshold::Basis(basis));
+    }
+    crate::pod::quantity::parse_bytes(&Quantity(value.to_string()))
+        .map(MemoryThreshold::Bytes)
+        .map_err(|e| e.to_string())
+}
+
 /// This host's capacity.
 pub fn host_capacity() -> Result<Amounts, CapacityError> {
     read_capacity(
@@ -135,7 +182,12 @@ pub struct Rejection {
 /// A pod without requests always fits.
 pub fn admit(requests: Amounts, used: Amounts, allocatable: Amounts) -> Result<(), Rejection> {
     let checks = [
-        ("cpu", requests.cpu_millis, used.cpu_millis, allocatable.cpu_millis),
+        (
+            "cpu",
+            requests.cpu_millis,
+            used.cpu_millis,
+            allocatable.cpu_millis,
+        ),
         (
             "memory",
             requests.memory_bytes,
@@ -201,6 +253,43 @@ mod tests {
             ..Reservation::default()
         };
         assert_eq!(allocatable(cap, &huge), Amounts::default());
+    }
+
+    #[test]
+    fn reservations_and_thresholds_parse_like_the_kubelet() {
+        let m: std::collections::BTreeMap<String, String> = [
+            ("cpu", "500m"),
+            ("memory", "1Gi"),
+            ("ephemeral-storage", "1Gi"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(
+            parse_reserved(&m),
+            Ok(Amounts {
+                cpu_millis: 500,
+                memory_bytes: GI
+            })
+        );
+        let bad: std::collections::BTreeMap<String, String> =
+            [("memory".to_string(), "lots".to_string())].into();
+        assert_eq!(parse_reserved(&bad).expect_err("bad").0, "memory");
+        assert_eq!(
+            parse_memory_threshold("100Mi"),
+            Ok(MemoryThreshold::Bytes(100 << 20))
+        );
+        assert_eq!(
+            parse_memory_threshold("5%"),
+            Ok(MemoryThreshold::Basis(500))
+        );
+        assert_eq!(
+            parse_memory_threshold("7.5%"),
+            Ok(MemoryThreshold::Basis(750))
+        );
+        assert!(parse_memory_threshold("101%").is_err());
+        assert!(parse_memory_threshold("-1%").is_err());
+        assert!(parse_memory_threshold("x").is_err());
     }
 
     #[test]

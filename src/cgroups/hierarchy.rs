@@ -338,7 +338,10 @@ mod tests {
         let r = dir.path();
         let pod = "pv/besteffort/podb";
         for (h, files) in [
-            ("cpu", &["cpu.shares", "cpu.cfs_period_us", "cpu.cfs_quota_us"][..]),
+            (
+                "cpu",
+                &["cpu.shares", "cpu.cfs_period_us", "cpu.cfs_quota_us"][..],
+            ),
             ("memory", &["memory.limit_in_bytes"][..]),
             ("pids", &["pids.max"][..]),
         ] {
@@ -356,7 +359,10 @@ mod tests {
         c.memory_max = None;
         root.create_pod("pv", "b", &c).expect("create");
         assert_eq!(read(&r.join("cpu").join(pod).join("cpu.shares")), "2");
-        assert_eq!(read(&r.join("cpu").join(pod).join("cpu.cfs_quota_us")), "-1");
+        assert_eq!(
+            read(&r.join("cpu").join(pod).join("cpu.cfs_quota_us")),
+            "-1"
+        );
         assert_eq!(
             read(&r.join("cpu").join(pod).join("cpu.cfs_period_us")),
             "100000"

@@ -242,7 +242,7 @@ mod tests {
                 "abc",
                 "c1"
             ))
-                .expect("count"),
+            .expect("count"),
             1
         );
         assert_eq!(root.oom_kill_count("/podvisor/missing").expect("count"), 0);

@@ -143,7 +143,11 @@ fn aggregate(pod: &Pod, kind: Kind) -> Result<Amounts, ResourceError> {
     let spec = pod.spec.as_ref().ok_or(ResourceError::MissingSpec)?;
     let mut total = Amounts::default();
     for (i, c) in spec.containers.iter().enumerate() {
-        total = total.add(container_amounts(c, &format!("spec.containers[{i}]"), kind)?);
+        total = total.add(container_amounts(
+            c,
+            &format!("spec.containers[{i}]"),
+            kind,
+        )?);
     }
     let mut sidecars = Amounts::default();
     let mut init_max = Amounts::default();
@@ -194,14 +198,13 @@ pub fn pod_limits(pod: &Pod) -> Result<Amounts, ResourceError> {
 /// `name`, or the pod-level resources do.
 fn limits_declared(pod: &Pod, name: &str) -> Result<bool, ResourceError> {
     let spec = pod.spec.as_ref().ok_or(ResourceError::MissingSpec)?;
-    let positive = |l: Option<&BTreeMap<String, Quantity>>, field: String| {
-        match l.and_then(|l| l.get(name)) {
+    let positive =
+        |l: Option<&BTreeMap<String, Quantity>>, field: String| match l.and_then(|l| l.get(name)) {
             None => Ok(false),
             Some(q) => parse_cpu_millis(q)
                 .map(|v| v > 0)
                 .map_err(|source| ResourceError::Quantity { field, source }),
-        }
-    };
+        };
     if let Some(r) = pod_level(pod).filter(|r| r.limits.as_ref().is_some_and(|l| !l.is_empty())) {
         return positive(r.limits.as_ref(), format!("spec.resources.limits.{name}"));
     }
@@ -317,10 +320,12 @@ mod tests {
 
     #[test]
     fn guaranteed_pod_gets_summed_limits() {
-        let p = pod(serde_json::json!({"metadata": {"name": "g"}, "spec": {"containers": [
-            {"name": "a", "resources": {"limits": {"cpu": "250m", "memory": "64Mi"}}},
-            {"name": "b", "resources": {"limits": {"cpu": "750m", "memory": "64Mi"}}}
-        ]}}));
+        let p = pod(
+            serde_json::json!({"metadata": {"name": "g"}, "spec": {"containers": [
+                {"name": "a", "resources": {"limits": {"cpu": "250m", "memory": "64Mi"}}},
+                {"name": "b", "resources": {"limits": {"cpu": "750m", "memory": "64Mi"}}}
+            ]}}),
+        );
         let c = PodCgroupConfig::for_pod(&p, Some(100)).expect("config");
         assert_eq!(c.qos, QosClass::Guaranteed);
         assert_eq!(c.cpu_shares, 1024);
@@ -331,10 +336,12 @@ mod tests {
 
     #[test]
     fn burstable_pod_gets_limits_only_when_every_container_has_one() {
-        let p = pod(serde_json::json!({"metadata": {"name": "b"}, "spec": {"containers": [
-            {"name": "a", "resources": {"requests": {"cpu": "100m"}, "limits": {"cpu": "200m", "memory": "32Mi"}}},
-            {"name": "b", "resources": {"requests": {"cpu": "100m", "memory": "16Mi"}, "limits": {"cpu": "300m"}}}
-        ]}}));
+        let p = pod(
+            serde_json::json!({"metadata": {"name": "b"}, "spec": {"containers": [
+                {"name": "a", "resources": {"requests": {"cpu": "100m"}, "limits": {"cpu": "200m", "memory": "32Mi"}}},
+                {"name": "b", "resources": {"requests": {"cpu": "100m", "memory": "16Mi"}, "limits": {"cpu": "300m"}}}
+            ]}}),
+        );
         let c = PodCgroupConfig::for_pod(&p, None).expect("config");
         assert_eq!(c.qos, QosClass::Burstable);
         assert_eq!(c.cpu_shares, 204);
@@ -352,10 +359,18 @@ mod tests {
 
     #[test]
     fn best_effort_pod_gets_minimum_shares_only() {
-        let p = pod(serde_json::json!({"metadata": {"name": "e"}, "spec": {"containers": [{"name": "a"}]}}));
+        let p = pod(
+            serde_json::json!({"metadata": {"name": "e"}, "spec": {"containers": [{"name": "a"}]}}),
+        );
         let c = PodCgroupConfig::for_pod(&p, Some(-1)).expect("config");
         assert_eq!(
-            (c.qos, c.cpu_shares, c.cpu_quota_us, c.memory_max, c.pids_max),
+            (
+                c.qos,
+                c.cpu_shares,
+                c.cpu_quota_us,
+                c.memory_max,
+                c.pids_max
+            ),
             (QosClass::BestEffort, 2, None, None, None)
         );
     }
@@ -398,9 +413,11 @@ mod tests {
 
     #[test]
     fn bad_quantity_names_the_field() {
-        let p = pod(serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [
-            {"name": "a", "resources": {"requests": {"cpu": "1"}, "limits": {"memory": "x"}}}
-        ]}}));
+        let p = pod(
+            serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [
+                {"name": "a", "resources": {"requests": {"cpu": "1"}, "limits": {"memory": "x"}}}
+            ]}}),
+        );
         let err = pod_limits(&p).expect_err("bad");
         assert!(
             err.to_string()

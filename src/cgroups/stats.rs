@@ -32,16 +32,19 @@ pub struct CgroupStats {
 }
 
 fn number(path: &std::path::Path, text: &str) -> Result<u64, CgroupError> {
-    text.trim()
-        .parse()
-        .map_err(|_| CgroupError::Malformed {
-            path: path.to_path_buf(),
-            value: text.trim().to_string(),
-        })
+    text.trim().parse().map_err(|_| CgroupError::Malformed {
+        path: path.to_path_buf(),
+        value: text.trim().to_string(),
+    })
 }
 
 impl CgroupRoot {
-    fn read_number(&self, controller: &str, relative: &str, file: &str) -> Result<Option<u64>, CgroupError> {
+    fn read_number(
+        &self,
+        controller: &str,
+        relative: &str,
+        file: &str,
+    ) -> Result<Option<u64>, CgroupError> {
         let path = self.dir(controller, relative).join(file);
         read_optional(&path)?.map(|t| number(&path, &t)).transpose()
     }
@@ -128,7 +131,11 @@ mod tests {
         fs::write(r.join("cgroup.controllers"), "cpu memory pids\n").expect("write");
         let c = r.join("pv/podu/c1");
         fs::create_dir_all(&c).expect("mkdir");
-        fs::write(c.join("cpu.stat"), "usage_usec 1500000\nuser_usec 1000000\n").expect("w");
+        fs::write(
+            c.join("cpu.stat"),
+            "usage_usec 1500000\nuser_usec 1000000\n",
+        )
+        .expect("w");
         fs::write(c.join("memory.current"), "10485760\n").expect("w");
         fs::write(
             c.join("memory.stat"),
@@ -165,7 +172,11 @@ mod tests {
         for h in ["cpuacct", "memory", "pids"] {
             fs::create_dir_all(r.join(h).join(rel)).expect("mkdir");
         }
-        fs::write(r.join("cpuacct").join(rel).join("cpuacct.usage"), "2000000000\n").expect("w");
+        fs::write(
+            r.join("cpuacct").join(rel).join("cpuacct.usage"),
+            "2000000000\n",
+        )
+        .expect("w");
         let m = r.join("memory").join(rel);
         fs::write(m.join("memory.usage_in_bytes"), "1048576\n").expect("w");
         fs::write(

@@ -26,6 +26,7 @@ use serde_saphyr::{Location, MessageFormatter, Spanned};
 use crate::pod::manifest::is_dns1123_subdomain;
 use crate::pod::quantity::parse_bytes;
 
+use crate::cgroups::allocatable::{self, MemoryThreshold, Reservation};
 pub use duration::{parse_go_duration, DurationError};
 use raw::RawKubeletConfiguration;
 
@@ -61,14 +62,17 @@ pub const IMPLEMENTED_FIELDS: &[&str] = &[
     "cgroupRoot",
     "containerLogMaxFiles",
     "containerLogMaxSize",
+    "evictionHard",
     "fileCheckFrequency",
     "httpCheckFrequency",
+    "kubeReserved",
     "podLogsDir",
     "podPidsLimit",
     "staticPodPath",
     "staticPodURL",
     "staticPodURLHeader",
     "syncFrequency",
+    "systemReserved",
 ];
 
 /// Longest path a unix socket address can hold (sun_path is 108 bytes with the final NUL).
@@ -186,6 +190,8 @@ pub struct KubeletConfig {
     pub cgroup_root: Option<String>,
     /// `podPidsLimit` when it is a limit (> 0); -1 and 0 mean unlimited and give `None`.
     pub pod_pids_limit: Option<i64>,
+    /// `systemReserved`, `kubeReserved` (cpu, memory) and `evictionHard["memory.available"]`.
+    pub reservation: Reservation,
     /// Known fields present in the file that podvisor does not implement, sorted.
     pub unimplemented_fields: Vec<String>,
 }
@@ -218,6 +224,8 @@ pub struct DaemonConfig {
     pub cgroup_root: String,
     /// PID limit per pod; `None` = unlimited (kubelet `podPidsLimit: -1`).
     pub pod_pids_limit: Option<i64>,
+    /// What node allocatable keeps back from the pods.
+    pub reservation: Reservation,
     /// Unix socket of the local API.
     pub api_socket: PathBuf,
     /// Known KubeletConfiguration fields present in the file that podvisor does not implement,
@@ -306,6 +314,7 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
             .cgroup_root
             .unwrap_or_else(|| DEFAULT_CGROUP_ROOT.to_string()),
         pod_pids_limit: file.pod_pids_limit,
+        reservation: file.reservation,
         api_socket,
         unimplemented_fields: file.unimplemented_fields,
     })
@@ -578,6 +587,13 @@ fn validate(
         _ => None,
     };
 
+    let reservation = reservation(raw).map_err(|(field, message)| ConfigError::Invalid {
+        source_name: source_name.into(),
+        location: String::new(),
+        field,
+        message,
+    })?;
+
     let mut unimplemented_fields: Vec<String> = raw
         .present_fields()
         .into_iter()
@@ -599,7 +615,31 @@ fn validate(
         pod_logs_dir,
         cgroup_root,
         pod_pids_limit,
+        reservation,
         unimplemented_fields,
+    })
+}
+
+/// `systemReserved`, `kubeReserved` and `evictionHard["memory.available"]` (the kubelet's
+/// default `100Mi` when `evictionHard` is not set; none when it is set without it). Errors
+/// are (field, message).
+fn reservation(raw: &RawKubeletConfiguration) -> Result<Reservation, (String, String)> {
+    let reserved = |name: &str, m: &Option<BTreeMap<String, String>>| match m {
+        Some(m) => allocatable::parse_reserved(m).map_err(|(k, e)| (format!("{name}.{k}"), e)),
+        None => Ok(Default::default()),
+    };
+    let eviction_memory = match &raw.eviction_hard {
+        None => MemoryThreshold::default(),
+        Some(m) => match m.get("memory.available") {
+            None => MemoryThreshold::Bytes(0),
+            Some(v) => allocatable::parse_memory_threshold(v)
+                .map_err(|e| ("evictionHard.memory.available".to_string(), e))?,
+        },
+    };
+    Ok(Reservation {
+        system_reserved: reserved("systemReserved", &raw.system_reserved)?,
+        kube_reserved: reserved("kubeReserved", &raw.kube_reserved)?,
+        eviction_memory,
     })
 }
 

@@ -443,6 +443,7 @@ fn defaults_without_config_file() {
             pod_logs_dir: PathBuf::from("/var/log/pods"),
             cgroup_root: "podvisor".into(),
             pod_pids_limit: None,
+            reservation: Default::default(),
             api_socket: PathBuf::from("/run/podvisor/podvisor.sock"),
             unimplemented_fields: vec![],
         }

@@ -141,8 +141,14 @@ fn container_status(s: &Slot, inits_pending: bool) -> ContainerStatus {
     }
 }
 
+/// Whether the pod has finished for good (Succeeded or Failed): it no longer counts against
+/// the node's allocatable.
+pub(super) fn is_terminal(w: &PodWorker) -> bool {
+    matches!(phase(w), "Succeeded" | "Failed")
+}
+
 fn phase(w: &PodWorker) -> &'static str {
-    if w.failed {
+    if w.failed || w.rejected.is_some() {
         return "Failed";
     }
     let apps: Vec<&Slot> = w
@@ -213,6 +219,10 @@ pub(super) fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig) -> PodVi
     let mut reason = None;
     if let SandboxPhase::Failed { message: m } = &w.sandbox {
         reason = Some("FailedCreatePodSandBox".to_string());
+        message = Some(m.clone());
+    }
+    if let Some((r, m)) = &w.rejected {
+        reason = Some(r.clone());
         message = Some(m.clone());
     }
     pod.status = Some(PodStatus {
