@@ -117,6 +117,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
     rcfg.node.name = cfg.node_name.clone();
     let host_ip = rcfg.node.host_ip.clone();
     let allocatable = node_allocatable(&cfg);
+    let (stats_root, stats_parent) = (rcfg.cgroup_root.clone(), rcfg.cgroup_parent.clone());
     log_degraded_cgroup_features(&rcfg.cgroup_root, cfg.pod_pids_limit);
 
     let (tx, rx) = mpsc::channel::<SyncEvent>();
@@ -176,7 +177,15 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
             src_tx,
         )?);
     }
-    let server = api::serve(&cfg.api_socket, snapshots)?;
+    let server = api::server::serve_with_stats(
+        &cfg.api_socket,
+        snapshots,
+        api::server::Limits::default(),
+        Some(api::stats::StatsSource {
+            root: stats_root,
+            parent: stats_parent,
+        }),
+    )?;
     log::info!(
         "podvisor running as node {}; API on {}",
         cfg.node_name,
