@@ -118,7 +118,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
     let host_ip = rcfg.node.host_ip.clone();
     let allocatable = node_allocatable(&cfg);
     let (stats_root, stats_parent) = (rcfg.cgroup_root.clone(), rcfg.cgroup_parent.clone());
-    log_degraded_cgroup_features(&rcfg.cgroup_root, cfg.pod_pids_limit);
+    log_degraded_cgroup_features(&rcfg.cgroup_root);
 
     let (tx, rx) = mpsc::channel::<SyncEvent>();
     let (rt_tx, rt_rx) = mpsc::channel::<RuntimeEvent>();
@@ -235,20 +235,15 @@ fn node_allocatable(cfg: &DaemonConfig) -> Option<crate::cgroups::resources::Amo
 }
 
 /// One line at start naming what does not work as on a pure cgroup v2 host.
-fn log_degraded_cgroup_features(root: &crate::cgroups::CgroupRoot, pod_pids_limit: Option<i64>) {
+fn log_degraded_cgroup_features(root: &crate::cgroups::CgroupRoot) {
     if root.mode() == crate::cgroups::CgroupMode::Unified {
         return;
     }
-    let pids = if pod_pids_limit.is_some() {
-        "podPidsLimit applies through the v1 pids hierarchy"
-    } else {
-        "podPidsLimit not set"
-    };
     log::warn!(
-        "cgroup v1/hybrid host ({}): pod and container limits use the v1 equivalents \
-         (cpu.shares, cpu.cfs_quota_us, memory.limit_in_bytes, pids.max); degraded: swap is not \
-         disabled (no memory.swap.max), OOM kills are read from memory.oom_control (kernel >= \
-         4.13); {pids}",
+        "cgroup v1/hybrid host ({}): pod and container limits use the v1 files (cpu.shares, \
+         cpu.cfs_quota_us, memory.limit_in_bytes, pids.max); degraded: swap is not disabled \
+         (no memory.swap.max), OOM kills are read from memory.oom_control instead of \
+         memory.events (needs kernel >= 4.13), no pod-level cpuset/io/hugetlb controllers",
         root.path().display()
     );
 }

@@ -214,3 +214,119 @@ fn guaranteed_and_best_effort_pods_are_placed_by_qos() {
     rt.remove_pod_sandbox(&guid).expect("remove sandbox");
     stop_and_remove(&rt, &rx, &env, &b, &bi.meta.id);
 }
+
+/// `podvisor run` on this host: a pod that does not fit is rejected with OutOfcpu, a fitting
+/// one runs, `/stats` and `podvisor top` show it, the v1/hybrid degradations are logged once,
+/// and deleting the manifests removes every cgroup.
+#[test]
+fn daemon_admits_reports_stats_and_cleans_up() {
+    use std::process::{Command, Stdio};
+    let env = TestEnv::new("cgdaemon");
+    let _ = env.images();
+    let dir = env.dir.path().join("manifests");
+    fs::create_dir_all(&dir).expect("mkdir");
+    let socket = env.dir.path().join("api.sock");
+    let log_path = env.dir.path().join("daemon.log");
+    let log = fs::File::create(&log_path).expect("log");
+    let sleeper = |name: &str, cpu: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'trap \"exit 0\" TERM; while true; do sleep 0.2; done']\n    resources: {{requests: {{cpu: {cpu}, memory: 8Mi}}}}\n"
+        )
+    };
+    fs::write(dir.join("web.yaml"), sleeper("web", "100m")).expect("write");
+    fs::write(dir.join("huge.yaml"), sleeper("huge", "4096")).expect("write");
+    let mut child = env
+        .podvisor()
+        .arg("run")
+        .arg("--pod-manifest-path")
+        .arg(&dir)
+        .arg("--api-socket")
+        .arg(&socket)
+        .arg("--hostname-override")
+        .arg("testnode")
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .spawn()
+        .expect("start daemon");
+    let pods = || {
+        podvisor::api::client::get_json::<Vec<podvisor::status::PodView>>(&socket, "/pods")
+            .unwrap_or_default()
+    };
+    let status = |name: &str| {
+        pods()
+            .into_iter()
+            .find(|v| v.pod.metadata.name.as_deref() == Some(name))
+            .and_then(|v| v.pod.status)
+    };
+    let wait = |what: &str, f: &dyn Fn() -> bool| {
+        let deadline = std::time::Instant::now() + T;
+        while !f() {
+            assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait("web running", &|| {
+        status("web-testnode").is_some_and(|s| s.phase.as_deref() == Some("Running"))
+    });
+    wait("huge rejected", &|| {
+        status("huge-testnode").is_some_and(|s| s.reason.as_deref() == Some("OutOfcpu"))
+    });
+    let huge = status("huge-testnode").expect("huge");
+    assert_eq!(huge.phase.as_deref(), Some("Failed"));
+    assert!(
+        huge.message.as_deref().is_some_and(|m| m.starts_with(
+            "Pod was rejected: Node didn't have enough resource: cpu, requested: 4096000"
+        )),
+        "{huge:?}"
+    );
+    assert_eq!(
+        status("web-testnode").and_then(|s| s.qos_class).as_deref(),
+        Some("Burstable")
+    );
+
+    let stats: Vec<podvisor::api::stats::PodStats> =
+        podvisor::api::client::get_json(&socket, "/stats?pod=web").expect("stats");
+    assert_eq!(stats.len(), 1, "{stats:?}");
+    assert!(stats[0]
+        .cgroup
+        .ends_with(&format!("/burstable/pod{}", stats[0].uid)));
+    let c = &stats[0].containers[0];
+    assert!(
+        c.stats
+            .as_ref()
+            .and_then(|s| s.pids_current)
+            .is_some_and(|n| n >= 1),
+        "{c:?}"
+    );
+    let top = Command::new(common::podvisor_bin())
+        .args(["top", "--containers", "--api-socket"])
+        .arg(&socket)
+        .output()
+        .expect("top");
+    let text = String::from_utf8_lossy(&top.stdout);
+    assert!(
+        top.status.success(),
+        "{text} {}",
+        String::from_utf8_lossy(&top.stderr)
+    );
+    assert!(text.starts_with("POD "), "{text}");
+    assert!(text.contains("web-testnode   main"), "{text}");
+    assert!(text.contains("Mi\n"), "{text}");
+
+    fs::remove_file(dir.join("web.yaml")).expect("rm");
+    fs::remove_file(dir.join("huge.yaml")).expect("rm");
+    wait("pods gone", &|| pods().is_empty());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    assert!(child.wait().expect("wait").success());
+    let log = fs::read_to_string(&log_path).expect("log");
+    if CgroupRoot::default().mode() == CgroupMode::Legacy {
+        assert_eq!(log.matches("cgroup v1/hybrid host").count(), 1, "{log}");
+    }
+    env.assert_clean();
+}
