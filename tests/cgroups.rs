@@ -38,7 +38,7 @@ fn cgroup_of(pid: i32, controller: &str) -> String {
         .unwrap_or_else(|| panic!("no {controller} cgroup for {pid}: {text}"))
 }
 
-fn start_sleeper(
+fn start_first(
     rt: &impl Runtime,
     p: &k8s_openapi::api::core::v1::Pod,
 ) -> podvisor::runtime::ContainerInfo {
@@ -84,7 +84,7 @@ fn burstable_pod_lands_in_its_tier_with_pod_limits_and_is_removed() {
         "{requests: {cpu: 100m, memory: 16Mi}, limits: {cpu: 250m, memory: 64Mi}}",
     ));
     let uid = p.metadata.uid.clone().expect("uid");
-    let info = start_sleeper(&rt, &p);
+    let info = start_first(&rt, &p);
     let ContainerState::Running { pid, .. } = info.state else {
         panic!("not running: {:?}", info.state);
     };
@@ -187,8 +187,8 @@ fn guaranteed_and_best_effort_pods_are_placed_by_qos() {
     let (rt, rx) = env.runtime();
     let g = pod(&pod_yaml("guar", "{limits: {cpu: 500m, memory: 32Mi}}"));
     let b = pod(&pod_yaml("best", "{}"));
-    let gi = start_sleeper(&rt, &g);
-    let bi = start_sleeper(&rt, &b);
+    let gi = start_first(&rt, &g);
+    let bi = start_first(&rt, &b);
     let pid = |s: &ContainerState| match s {
         ContainerState::Running { pid, .. } => *pid,
         other => panic!("not running: {other:?}"),
@@ -327,6 +327,31 @@ fn daemon_admits_reports_stats_and_cleans_up() {
     let log = fs::read_to_string(&log_path).expect("log");
     if CgroupRoot::default().mode() == CgroupMode::Legacy {
         assert_eq!(log.matches("cgroup v1/hybrid host").count(), 1, "{log}");
+    }
+    env.assert_clean();
+}
+
+#[test]
+fn fifty_create_delete_cycles_leave_no_cgroup() {
+    let env = TestEnv::new("cgcycles");
+    let (rt, rx) = env.runtime();
+    let classes = [
+        "{limits: {cpu: 100m, memory: 32Mi}}",
+        "{requests: {cpu: 50m}}",
+        "{}",
+    ];
+    for i in 0..50 {
+        let p = pod(&format!(
+            "metadata: {{name: cycle{i}}}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: busybox\n    command: ['true']\n    resources: {}\n",
+            classes[i % 3]
+        ));
+        let uid = p.metadata.uid.clone().expect("uid");
+        let info = start_first(&rt, &p);
+        let exit = wait_exit(&rx, &info.meta.id, T);
+        assert_eq!(exit.exit_code, 0, "cycle {i}: {exit:?}");
+        rt.remove_container(&info.meta.id)
+            .expect("remove container");
+        rt.remove_pod_sandbox(&uid).expect("remove sandbox");
     }
     env.assert_clean();
 }
