@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{Container, Pod, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::pod::qos::{effective_requests, qos_class, QosClass, QosError};
-use crate::pod::quantity::{parse_bytes, parse_cpu_millis, QuantityError};
+use crate::pod::quantity::{parse_bytes, parse_cpu_millis, parse_nanos, QuantityError};
 
 /// Smallest cpu.shares value (`MinShares`).
 pub const MIN_SHARES: u64 = 2;
@@ -194,35 +194,28 @@ pub fn pod_limits(pod: &Pod) -> Result<Amounts, ResourceError> {
     aggregate(pod, Kind::Limits)
 }
 
-/// Whether every container (init containers included) declares a positive limit of
-/// `name`, or the pod-level resources do.
+/// Whether every app container declares a positive limit of `name` (init containers are not
+/// looked at, as in the kubelet), or the pod-level resources set one.
 fn limits_declared(pod: &Pod, name: &str) -> Result<bool, ResourceError> {
     let spec = pod.spec.as_ref().ok_or(ResourceError::MissingSpec)?;
     let positive =
         |l: Option<&BTreeMap<String, Quantity>>, field: String| match l.and_then(|l| l.get(name)) {
             None => Ok(false),
-            Some(q) => parse_cpu_millis(q)
+            Some(q) => parse_nanos(q)
                 .map(|v| v > 0)
                 .map_err(|source| ResourceError::Quantity { field, source }),
         };
-    if let Some(r) = pod_level(pod).filter(|r| r.limits.as_ref().is_some_and(|l| !l.is_empty())) {
-        return positive(r.limits.as_ref(), format!("spec.resources.limits.{name}"));
+    if let Some(r) = pod_level(pod) {
+        if positive(r.limits.as_ref(), format!("spec.resources.limits.{name}"))? {
+            return Ok(true);
+        }
     }
-    let all = spec
-        .containers
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (format!("spec.containers[{i}]"), c))
-        .chain(
-            spec.init_containers
-                .iter()
-                .flatten()
-                .enumerate()
-                .map(|(i, c)| (format!("spec.initContainers[{i}]"), c)),
-        );
-    for (path, c) in all {
+    for (i, c) in spec.containers.iter().enumerate() {
         let limits = c.resources.as_ref().and_then(|r| r.limits.as_ref());
-        if !positive(limits, format!("{path}.resources.limits.{name}"))? {
+        if !positive(
+            limits,
+            format!("spec.containers[{i}].resources.limits.{name}"),
+        )? {
             return Ok(false);
         }
     }
@@ -355,6 +348,20 @@ mod tests {
                 memory_bytes: (32 << 20) + (16 << 20)
             }
         );
+    }
+
+    #[test]
+    fn init_containers_do_not_decide_whether_pod_limits_are_set() {
+        // The kubelet looks at app containers only: an init container without limits does
+        // not drop the pod's limits.
+        let p = pod(serde_json::json!({"metadata": {"name": "b"}, "spec": {
+            "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "50m"}}}],
+            "containers": [{"name": "a", "resources": {"requests": {"cpu": "100m"}, "limits": {"cpu": "200m", "memory": "32Mi"}}}]
+        }}));
+        let c = PodCgroupConfig::for_pod(&p, None).expect("config");
+        assert_eq!(c.qos, QosClass::Burstable);
+        assert_eq!(c.cpu_quota_us, Some(20_000));
+        assert_eq!(c.memory_max, Some(32 << 20));
     }
 
     #[test]
