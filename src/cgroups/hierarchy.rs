@@ -212,11 +212,32 @@ impl CgroupRoot {
         Ok(rel)
     }
 
-    /// Removes the pod cgroup of `pod_uid` wherever it is (all three QoS places are probed),
-    /// then the tiers if no pod is left in them.
+    /// Whether any pod cgroup is left below `parent` (in any tier, any hierarchy).
+    fn any_pod_left(&self, parent: &str) -> bool {
+        [
+            QosClass::Guaranteed,
+            QosClass::Burstable,
+            QosClass::BestEffort,
+        ]
+        .into_iter()
+        .flat_map(|qos| self.dirs_for(&qos_cgroup(parent, qos)))
+        .filter_map(|dir| fs::read_dir(dir).ok())
+        .flat_map(|entries| entries.flatten())
+        .any(|e| {
+            e.file_name().to_string_lossy().starts_with("pod")
+                && e.file_type().is_ok_and(|t| t.is_dir())
+        })
+    }
+
+    /// Removes the pod cgroup of `pod_uid` wherever it is (all three QoS places are probed).
+    /// The tiers are removed with the last pod, so they exist whenever a pod does and nothing
+    /// but `/<parent>` is left once every pod is gone.
     pub fn remove_pod(&self, parent: &str, pod_uid: &str) -> Result<(), CgroupError> {
         for rel in pod_cgroup_candidates(parent, pod_uid) {
             self.remove(&rel)?;
+        }
+        if self.any_pod_left(parent) {
+            return Ok(());
         }
         for qos in [QosClass::Burstable, QosClass::BestEffort] {
             for dir in self.dirs_for(&qos_cgroup(parent, qos)) {
@@ -378,18 +399,27 @@ mod tests {
     }
 
     #[test]
-    fn remove_pod_probes_every_tier_and_drops_empty_tiers() {
+    fn remove_pod_probes_every_tier_and_drops_tiers_with_the_last_pod() {
         let dir = tempfile::tempdir().expect("tempdir");
         let r = dir.path();
         for h in ["cpu", "memory"] {
             fs::create_dir_all(r.join(h).join("pv/burstable/podu1/c1")).expect("mkdir");
-            fs::create_dir_all(r.join(h).join("pv/besteffort/podother")).expect("mkdir");
+            fs::create_dir_all(r.join(h).join("pv/besteffort")).expect("mkdir");
+            fs::create_dir_all(r.join(h).join("pv/podg")).expect("mkdir");
         }
         let root = CgroupRoot::new(r);
         root.remove_pod("pv", "u1").expect("remove");
         for h in ["cpu", "memory"] {
+            assert!(!r.join(h).join("pv/burstable/podu1").exists(), "{h}");
+            // A Guaranteed pod is left: both tiers stay.
+            assert!(r.join(h).join("pv/burstable").exists(), "{h}");
+            assert!(r.join(h).join("pv/besteffort").exists(), "{h}");
+        }
+        root.remove_pod("pv", "g").expect("remove last");
+        for h in ["cpu", "memory"] {
             assert!(!r.join(h).join("pv/burstable").exists(), "{h}");
-            assert!(r.join(h).join("pv/besteffort/podother").exists(), "{h}");
+            assert!(!r.join(h).join("pv/besteffort").exists(), "{h}");
+            assert!(r.join(h).join("pv").exists(), "{h}");
         }
         // Removing a pod that is gone is fine.
         root.remove_pod("pv", "u1").expect("remove again");
