@@ -770,6 +770,10 @@ fn pod_that_does_not_fit_is_rejected_not_started() {
     let st = status_of(&h, "b");
     assert_eq!(st.phase.as_deref(), Some("Failed"));
     assert_eq!(st.reason.as_deref(), Some("OutOfcpu"));
+    assert_eq!(st.container_statuses, None);
+    let view = h.snap().find_pod("b").cloned().expect("view");
+    let summary = crate::cli::pod_summary(&view.pod, k8s_openapi::jiff::Timestamp::now());
+    assert_eq!(summary.status, "OutOfcpu");
     assert_eq!(
         st.message.as_deref(),
         Some(
