@@ -138,8 +138,8 @@ fn pod_level(pod: &Pod) -> Option<&ResourceRequirements> {
 }
 
 /// Sum of app containers and sidecars, or the largest init container step if larger: the
-/// rule of `PodRequests`/`PodLimits`.
-fn aggregate(pod: &Pod, kind: Kind) -> Result<Amounts, ResourceError> {
+/// rule of `PodRequests`/`PodLimits`; pod-level resources replace it when `pod_level_wins`.
+fn aggregate(pod: &Pod, kind: Kind, pod_level_wins: bool) -> Result<Amounts, ResourceError> {
     let spec = pod.spec.as_ref().ok_or(ResourceError::MissingSpec)?;
     let mut total = Amounts::default();
     for (i, c) in spec.containers.iter().enumerate() {
@@ -164,7 +164,7 @@ fn aggregate(pod: &Pod, kind: Kind) -> Result<Amounts, ResourceError> {
     }
     let mut result = total.max(init_max);
     // Pod-level resources replace the aggregate for the resources they name.
-    if let Some(r) = pod_level(pod) {
+    if let Some(r) = pod_level(pod).filter(|_| pod_level_wins) {
         let list = match kind {
             Kind::Requests => effective_requests(Some(r)),
             Kind::Limits => r.limits.clone().unwrap_or_default(),
@@ -186,12 +186,18 @@ fn aggregate(pod: &Pod, kind: Kind) -> Result<Amounts, ResourceError> {
 
 /// The pod's effective requests (`resource.PodRequests`): what admission counts.
 pub fn pod_requests(pod: &Pod) -> Result<Amounts, ResourceError> {
-    aggregate(pod, Kind::Requests)
+    aggregate(pod, Kind::Requests, true)
+}
+
+/// The containers' aggregated requests, ignoring pod-level resources
+/// (`resource.AggregateContainerRequests`).
+pub fn aggregate_container_requests(pod: &Pod) -> Result<Amounts, ResourceError> {
+    aggregate(pod, Kind::Requests, false)
 }
 
 /// The pod's effective limits (`resource.PodLimits`); 0 means no limit for that resource.
 pub fn pod_limits(pod: &Pod) -> Result<Amounts, ResourceError> {
-    aggregate(pod, Kind::Limits)
+    aggregate(pod, Kind::Limits, true)
 }
 
 /// Whether every app container declares a positive limit of `name` (init containers are not
