@@ -479,7 +479,15 @@ impl SyncLoop {
                 None => {}
             }
         }
-        for (name, sp) in &desired {
+        // Pods already running from a previous run first, so admission counts them before
+        // judging new pods.
+        let mut order: Vec<(&String, &StaticPod)> = desired.iter().collect();
+        order.sort_by_key(|(_, sp)| {
+            !sp.pod.metadata.uid.as_deref().is_some_and(|u| {
+                self.adopted.contains_key(u) || self.sandboxes_on_disk.contains_key(u)
+            })
+        });
+        for (name, sp) in order {
             if !self.workers.contains_key(name) {
                 let blocked = self
                     .removals

@@ -843,3 +843,27 @@ fn removed_pods_free_their_requests() {
     assert_eq!(status_of(&h, "b").reason, None);
     assert_eq!(h.rt.starts().len(), 2);
 }
+
+#[test]
+fn after_a_restart_running_pods_are_counted_before_new_ones_are_admitted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = FakeRuntime::default();
+    let mut h1 = small_node(rt.clone(), &dir);
+    h1.scan_done();
+    h1.file(
+        "z.yaml",
+        &(pod_yaml("z", "busybox", "") + &requests("800m", "100Mi")),
+    );
+    h1.file(
+        "a.yaml",
+        &(pod_yaml("a", "busybox", "") + &requests("800m", "100Mi")),
+    );
+    assert_eq!(status_of(&h1, "a").reason.as_deref(), Some("OutOfcpu"));
+    drop(h1);
+    // Both pods are persisted; "a" sorts first but "z" runs: z must be counted first.
+    let starts = rt.starts().len();
+    let h2 = small_node(rt.clone(), &dir);
+    assert_eq!(status_of(&h2, "a").reason.as_deref(), Some("OutOfcpu"));
+    assert_eq!(status_of(&h2, "z").phase.as_deref(), Some("Running"));
+    assert_eq!(rt.starts().len(), starts, "{:?}", rt.calls());
+}
