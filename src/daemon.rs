@@ -195,10 +195,14 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         .cgroup_parent
         .clone()
         .unwrap_or_else(|| cfg.cgroup_root.clone());
+    rcfg.pod_pids_limit = cfg.pod_pids_limit;
     rcfg.log_max_size = cfg.container_log_max_size;
     rcfg.log_max_files = cfg.container_log_max_files;
     rcfg.node.name = cfg.node_name.clone();
     let host_ip = rcfg.node.host_ip.clone();
+    let allocatable = node_allocatable(&cfg);
+    let (stats_root, stats_parent) = (rcfg.cgroup_root.clone(), rcfg.cgroup_parent.clone());
+    log_degraded_cgroup_features(&rcfg.cgroup_root);
 
     let (tx, rx) = mpsc::channel::<SyncEvent>();
     let (rt_tx, rt_rx) = mpsc::channel::<RuntimeEvent>();
@@ -235,6 +239,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
             sources_ready_timeout: Duration::from_secs(30),
             store_dir: paths.root_dir.join("static-pods"),
             host_ip,
+            allocatable,
         },
         runtime,
         Box::new(pool),
@@ -269,7 +274,15 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         )?);
     }
     spawn_image_gc(Arc::clone(&images), cfg.image_gc, snapshots.clone())?;
-    let server = api::serve(&cfg.api_socket, snapshots)?;
+    let server = api::server::serve_with_stats(
+        &cfg.api_socket,
+        snapshots,
+        api::server::Limits::default(),
+        Some(api::stats::StatsSource {
+            root: stats_root,
+            parent: stats_parent,
+        }),
+    )?;
     log::info!(
         "podvisor running as node {}; API on {}",
         cfg.node_name,
@@ -294,4 +307,40 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
     drop(server);
     drop(handles);
     Ok(())
+}
+
+/// Node allocatable from this host's capacity and the configured reservations; `None` (every
+/// pod admitted, logged) when the capacity cannot be read.
+fn node_allocatable(cfg: &DaemonConfig) -> Option<crate::cgroups::resources::Amounts> {
+    match crate::cgroups::allocatable::host_capacity() {
+        Ok(capacity) => {
+            let a = crate::cgroups::allocatable::allocatable(capacity, &cfg.reservation);
+            log::info!(
+                "node capacity cpu {}m memory {}; allocatable cpu {}m memory {}",
+                capacity.cpu_millis,
+                capacity.memory_bytes,
+                a.cpu_millis,
+                a.memory_bytes
+            );
+            Some(a)
+        }
+        Err(e) => {
+            log::warn!("node capacity unknown, pods are admitted without a resource check: {e}");
+            None
+        }
+    }
+}
+
+/// One line at start naming what does not work as on a pure cgroup v2 host.
+fn log_degraded_cgroup_features(root: &crate::cgroups::CgroupRoot) {
+    if root.mode() == crate::cgroups::CgroupMode::Unified {
+        return;
+    }
+    log::warn!(
+        "cgroup v1/hybrid host ({}): pod and container limits use the v1 files (cpu.shares, \
+         cpu.cfs_quota_us, memory.limit_in_bytes, pids.max); degraded: swap is not disabled \
+         (no memory.swap.max), OOM kills are read from memory.oom_control instead of \
+         memory.events (needs kernel >= 4.13), no pod-level cpuset/io/hugetlb controllers",
+        root.path().display()
+    );
 }

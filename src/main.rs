@@ -113,6 +113,17 @@ enum Command {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Show CPU (millicores, from two samples) and memory working set of pods or containers
+    /// (like `kubectl top pod`).
+    Top {
+        /// One pod: name, namespace/name, or the manifest name without the node suffix.
+        pod: Option<String>,
+        /// One line per running container instead of per pod.
+        #[arg(long)]
+        containers: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
     /// List events (deduplicated, with counts).
     Events {
         pod: Option<String>,
@@ -365,6 +376,21 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 &binary,
                 &req,
             )?)
+        }
+        Command::Top {
+            pod,
+            containers,
+            client,
+        } => {
+            views::top(
+                &client.api_socket,
+                pod.as_deref(),
+                containers,
+                std::time::Duration::from_secs(1),
+                &mut out(),
+                &mut err(),
+            )?;
+            Ok(0)
         }
         Command::Events { pod, client } => {
             views::get_events(&client.api_socket, pod.as_deref(), &mut out(), &mut err())?;

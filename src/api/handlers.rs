@@ -49,6 +49,10 @@ pub fn handle(req: &ApiRequest, snap: &Snapshot) -> Result<Reply, ApiError> {
         }
         ApiRequest::SourceErrors => json(&snap.source_errors),
         ApiRequest::Logs(req) => logs(req, snap),
+        // Served by the server when it knows the cgroup root (see `server::serve_with_stats`).
+        ApiRequest::Stats { .. } => Err(ApiError::NoRoute {
+            path: "/stats".into(),
+        }),
     }
 }
 

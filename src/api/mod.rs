@@ -15,6 +15,8 @@
 //!   lines as text, streamed with chunked encoding when following
 //! - `/events?pod=<query>` -> `[EventRecord]`
 //! - `/source-errors` -> `[SourceErrorView]` (manifest errors not tied to a pod)
+//! - `/stats?pod=<query>` -> `[PodStats]` (cgroup usage of pods and running containers,
+//!   see [`stats`])
 //!
 //! Errors are `{"error": "<message>"}` with 400, 404, 405, 500 or 503.
 
@@ -29,6 +31,7 @@ pub mod handlers;
 pub mod server;
 #[cfg(test)]
 mod socket_tests;
+pub mod stats;
 
 pub use handlers::{handle, FollowPlan, Reply};
 pub use server::{serve, ApiServer};
@@ -191,9 +194,15 @@ pub enum ApiRequest {
     Healthz,
     ListPods,
     GetPod(PodRef),
-    Events { pod: Option<String> },
+    Events {
+        pod: Option<String>,
+    },
     SourceErrors,
     Logs(LogRequest),
+    /// Cgroup usage of every pod, or of the one the query names.
+    Stats {
+        pod: Option<String>,
+    },
 }
 
 /// Parses a request line's method and URL (path and query, percent-encoded) into an
@@ -267,6 +276,9 @@ pub fn parse_request(method: &str, url: &str) -> Result<ApiRequest, ApiError> {
             pod: params.take("pod").filter(|p| !p.is_empty()),
         },
         ["source-errors"] => ApiRequest::SourceErrors,
+        ["stats"] => ApiRequest::Stats {
+            pod: params.take("pod").filter(|p| !p.is_empty()),
+        },
         _ => return Err(no_route()),
     };
     params.finish()?;

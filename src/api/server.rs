@@ -24,7 +24,8 @@ use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{recv, MsgFlags};
 
 use super::handlers::{container_running, error_reply, handle, log_text, FollowPlan, Reply};
-use super::{parse_request, ApiError};
+use super::stats::StatsSource;
+use super::{parse_request, ApiError, ApiRequest};
 use crate::logs::LogFollower;
 use crate::status::SnapshotCell;
 
@@ -63,6 +64,7 @@ struct Shared {
     stop: AtomicBool,
     snapshots: SnapshotCell,
     limits: Limits,
+    stats: Option<StatsSource>,
     followers: AtomicUsize,
     conns: Mutex<HashMap<u64, Conn>>,
     next_id: AtomicU64,
@@ -126,6 +128,17 @@ pub fn serve_with(
     snapshots: SnapshotCell,
     limits: Limits,
 ) -> Result<ApiServer, ApiError> {
+    serve_with_stats(socket, snapshots, limits, None)
+}
+
+/// [`serve_with`], also answering `/stats` from the cgroups of `stats` (without it, `/stats`
+/// is not found).
+pub fn serve_with_stats(
+    socket: &Path,
+    snapshots: SnapshotCell,
+    limits: Limits,
+    stats: Option<StatsSource>,
+) -> Result<ApiServer, ApiError> {
     let listener = bind_socket(socket)?;
     let meta = fs::symlink_metadata(socket).map_err(|source| ApiError::Bind {
         path: socket.to_owned(),
@@ -136,6 +149,7 @@ pub fn serve_with(
         stop: AtomicBool::new(false),
         snapshots,
         limits,
+        stats,
         followers: AtomicUsize::new(0),
         conns: Mutex::new(HashMap::new()),
         next_id: AtomicU64::new(0),
@@ -487,7 +501,15 @@ fn serve_request(stream: &mut UnixStream, shared: &Shared) {
     };
     let snap = shared.snapshots.get();
     let reply = parse_request(&line.method, &line.target)
-        .and_then(|req| handle(&req, &snap))
+        .and_then(|req| match (&req, &shared.stats) {
+            (ApiRequest::Stats { pod }, Some(src)) => {
+                let stats = super::stats::collect(&snap, pod.as_deref(), src)?;
+                let body =
+                    serde_json::to_vec(&stats).map_err(|source| ApiError::Encode { source })?;
+                Ok(Reply::Json { status: 200, body })
+            }
+            _ => handle(&req, &snap),
+        })
         .unwrap_or_else(|e| {
             log::debug!("api: {} {}: {e}", line.method, line.target);
             error_reply(&e)

@@ -1,7 +1,7 @@
 //! cli: podvisor's kubectl-like views of the daemon — pure renderers from API data to text
 //! ([`pods`], [`describe`], [`events`]) and thin command functions that fetch through
 //! [`crate::api::client`] and print. Output mirrors kubectl (`get pods`, `describe pod`,
-//! `get events`, `logs`) so its users read it without surprises.
+//! `get events`, `logs`, `top pod`) so its users read it without surprises.
 
 use std::io::{self, Write};
 use std::path::Path;
@@ -17,11 +17,13 @@ pub mod logs;
 pub mod pods;
 pub mod table;
 pub mod time;
+pub mod top;
 
 pub use describe::render_describe;
 pub use events::render_events;
 pub use logs::{logs, LogsOptions};
 pub use pods::{list_document, pod_summary, render_pods, render_warnings, PodSummary};
+pub use top::{render_top, top};
 
 /// Errors of the CLI commands.
 #[derive(Debug, thiserror::Error)]

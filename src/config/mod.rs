@@ -26,6 +26,7 @@ use serde_saphyr::{Location, MessageFormatter, Spanned};
 use crate::pod::manifest::is_dns1123_subdomain;
 use crate::pod::quantity::parse_bytes;
 
+use crate::cgroups::allocatable::{self, MemoryThreshold, Reservation};
 pub use duration::{parse_go_duration, DurationError};
 use raw::RawKubeletConfiguration;
 
@@ -61,17 +62,20 @@ pub const IMPLEMENTED_FIELDS: &[&str] = &[
     "cgroupRoot",
     "containerLogMaxFiles",
     "containerLogMaxSize",
+    "evictionHard",
     "fileCheckFrequency",
     "httpCheckFrequency",
     "imageGCHighThresholdPercent",
     "imageGCLowThresholdPercent",
     "imageMinimumGCAge",
+    "kubeReserved",
     "podLogsDir",
     "podPidsLimit",
     "staticPodPath",
     "staticPodURL",
     "staticPodURLHeader",
     "syncFrequency",
+    "systemReserved",
 ];
 
 /// Longest path a unix socket address can hold (sun_path is 108 bytes with the final NUL).
@@ -203,6 +207,8 @@ pub struct KubeletConfig {
     pub image_gc_low_threshold_percent: Option<u8>,
     /// `imageMinimumGCAge` (zero means unset, as in the kubelet's defaulting).
     pub image_minimum_gc_age: Option<Duration>,
+    /// `systemReserved`, `kubeReserved` (cpu, memory) and `evictionHard["memory.available"]`.
+    pub reservation: Reservation,
     /// Known fields present in the file that podvisor does not implement, sorted.
     pub unimplemented_fields: Vec<String>,
 }
@@ -237,6 +243,8 @@ pub struct DaemonConfig {
     pub pod_pids_limit: Option<i64>,
     /// Image garbage collection thresholds and minimum age.
     pub image_gc: crate::images::ImageGcPolicy,
+    /// What node allocatable keeps back from the pods.
+    pub reservation: Reservation,
     /// Unix socket of the local API.
     pub api_socket: PathBuf,
     /// `--registry-config`, as given.
@@ -341,6 +349,7 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
                 minimum_age: file.image_minimum_gc_age.unwrap_or(d.minimum_age),
             }
         },
+        reservation: file.reservation,
         api_socket,
         registry_config: flags.registry_config.clone(),
         docker_config: flags.docker_config.clone(),
@@ -657,6 +666,12 @@ fn validate(
         ));
     }
     let image_minimum_gc_age = frequency("imageMinimumGCAge", &raw.image_minimum_gc_age)?;
+    let reservation = reservation(raw).map_err(|(field, message)| ConfigError::Invalid {
+        source_name: source_name.into(),
+        location: String::new(),
+        field,
+        message,
+    })?;
 
     let mut unimplemented_fields: Vec<String> = raw
         .present_fields()
@@ -682,7 +697,31 @@ fn validate(
         image_gc_high_threshold_percent,
         image_gc_low_threshold_percent,
         image_minimum_gc_age,
+        reservation,
         unimplemented_fields,
+    })
+}
+
+/// `systemReserved`, `kubeReserved` and `evictionHard["memory.available"]` (the kubelet's
+/// default `100Mi` when `evictionHard` is not set; none when it is set without it). Errors
+/// are (field, message).
+fn reservation(raw: &RawKubeletConfiguration) -> Result<Reservation, (String, String)> {
+    let reserved = |name: &str, m: &Option<BTreeMap<String, String>>| match m {
+        Some(m) => allocatable::parse_reserved(m).map_err(|(k, e)| (format!("{name}.{k}"), e)),
+        None => Ok(Default::default()),
+    };
+    let eviction_memory = match &raw.eviction_hard {
+        None => MemoryThreshold::default(),
+        Some(m) => match m.get("memory.available") {
+            None => MemoryThreshold::Bytes(0),
+            Some(v) => allocatable::parse_memory_threshold(v)
+                .map_err(|e| ("evictionHard.memory.available".to_string(), e))?,
+        },
+    };
+    Ok(Reservation {
+        system_reserved: reserved("systemReserved", &raw.system_reserved)?,
+        kube_reserved: reserved("kubeReserved", &raw.kube_reserved)?,
+        eviction_memory,
     })
 }
 

@@ -96,6 +96,17 @@ fn kubeadm_config_parses_and_lists_unimplemented_fields() {
     assert_eq!(cfg.container_log_max_size, Some(50 * 1024 * 1024));
     assert_eq!(cfg.container_log_max_files, Some(3));
     assert_eq!(cfg.pod_pids_limit, Some(4096));
+    assert_eq!(
+        cfg.reservation,
+        crate::cgroups::allocatable::Reservation {
+            system_reserved: crate::cgroups::resources::Amounts {
+                cpu_millis: 500,
+                memory_bytes: 512 << 20,
+            },
+            kube_reserved: Default::default(),
+            eviction_memory: crate::cgroups::allocatable::MemoryThreshold::Bytes(100 << 20),
+        }
+    );
     assert_eq!(cfg.static_pod_url, None);
     let expected: Vec<String> = [
         "authentication",
@@ -106,7 +117,6 @@ fn kubeadm_config_parses_and_lists_unimplemented_fields() {
         "containerRuntimeEndpoint",
         "cpuManagerReconcilePeriod",
         "crashLoopBackOff",
-        "evictionHard",
         "evictionPressureTransitionPeriod",
         "featureGates",
         "healthzBindAddress",
@@ -123,7 +133,6 @@ fn kubeadm_config_parses_and_lists_unimplemented_fields() {
         "shutdownGracePeriod",
         "shutdownGracePeriodCriticalPods",
         "streamingConnectionIdleTimeout",
-        "systemReserved",
         "tracing",
         "volumeStatsAggPeriod",
     ]
@@ -468,6 +477,7 @@ fn defaults_without_config_file() {
                 low_threshold_percent: 80,
                 minimum_age: Duration::from_secs(120),
             },
+            reservation: Default::default(),
             api_socket: PathBuf::from("/run/podvisor/podvisor.sock"),
             registry_config: None,
             docker_config: None,
@@ -752,4 +762,21 @@ fn image_gc_settings_default_like_the_kubelet() {
     // "0s" (kubeadm's zero value) means the default, as in the kubelet.
     let cfg = parse("kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nimageMinimumGCAge: 0s\n").expect("parse");
     assert_eq!(cfg.image_minimum_gc_age, None);
+}
+
+#[test]
+fn reservation_errors_name_the_field() {
+    let err = parse(&with_header("kubeReserved: {cpu: lots}\n")).expect_err("bad cpu");
+    assert!(err.to_string().contains("kubeReserved.cpu"), "{err}");
+    let err = parse(&with_header("evictionHard: {memory.available: 150%}\n"))
+        .expect_err("bad percentage");
+    assert!(
+        err.to_string().contains("evictionHard.memory.available"),
+        "{err}"
+    );
+    let cfg = parse(&with_header("evictionHard: {nodefs.available: 10%}\n")).expect("parses");
+    assert_eq!(
+        cfg.reservation.eviction_memory,
+        crate::cgroups::allocatable::MemoryThreshold::Bytes(0)
+    );
 }

@@ -9,7 +9,9 @@
 //!   pods get -997, BestEffort 1000, Burstable `1000 - 1000*memoryRequest/capacity` clamped to
 //!   `[1000 - 997, 999]` (so the floor is 3, as in the source; the docs' table says 2), and a
 //!   sidecar (init container with `restartPolicy: Always`) never scores above the smallest
-//!   regular container. The extra share of a pod-level memory request is not added yet.
+//!   regular container. With a pod-level memory request, the part of it not requested by the
+//!   containers is divided equally among all containers (init ones included) and added to
+//!   each container's request (`remainingPodMemReqPerContainer`).
 
 use std::collections::BTreeMap;
 
@@ -162,6 +164,39 @@ fn memory_request(c: &Container, path: &str) -> Result<i128, QosError> {
     }
 }
 
+/// The kubelet's `remainingPodMemReqPerContainer`: the pod-level memory request minus the
+/// containers' aggregated requests, divided by the number of containers (0 without a
+/// pod-level memory request).
+fn remaining_pod_memory_per_container(pod: &Pod) -> Result<i128, QosError> {
+    let Some(spec) = pod.spec.as_ref() else {
+        return Err(QosError::MissingSpec);
+    };
+    let pod_request = match effective_requests(spec.resources.as_ref()).get("memory") {
+        None => return Ok(0),
+        Some(q) => parse_bytes(q).map_err(|source| QosError::Quantity {
+            field: "spec.resources.requests.memory".into(),
+            source,
+        })?,
+    };
+    if pod_request == 0 {
+        return Ok(0);
+    }
+    let containers = spec.containers.len() + spec.init_containers.as_ref().map_or(0, Vec::len);
+    if containers == 0 {
+        return Ok(0);
+    }
+    let aggregated =
+        crate::cgroups::resources::aggregate_container_requests(pod).map_err(|e| match e {
+            crate::cgroups::resources::ResourceError::Quantity { field, source } => {
+                QosError::Quantity { field, source }
+            }
+            crate::cgroups::resources::ResourceError::Qos(q) => q,
+            crate::cgroups::resources::ResourceError::MissingSpec => QosError::MissingSpec,
+        })?;
+    let containers = i128::try_from(containers).unwrap_or(i128::MAX);
+    Ok((i128::from(pod_request) - i128::from(aggregated.memory_bytes)) / containers)
+}
+
 fn is_sidecar(pod: &Pod, container: &Container) -> bool {
     container.restart_policy.as_deref() == Some("Always")
         && pod
@@ -192,7 +227,8 @@ pub fn oom_score_adj(
         return Err(QosError::ZeroCapacity);
     }
     let capacity = i128::from(node_memory_capacity_bytes);
-    let score = |request: i128| 1000 - (1000 * request) / capacity;
+    let remaining = remaining_pod_memory_per_container(pod)?;
+    let score = |request: i128| 1000 - (1000 * (request + remaining)) / capacity;
     let mut adj = score(memory_request(
         container,
         &format!("container {:?}", container.name),
@@ -383,6 +419,27 @@ mod tests {
         assert_eq!(
             oom_score_adj(&tenth, &c(&tenth), 0, false),
             Err(QosError::ZeroCapacity)
+        );
+    }
+
+    #[test]
+    fn pod_level_memory_request_is_shared_among_containers() {
+        // Pod asks 6Gi, containers 1Gi + 1Gi: 4Gi left, 2Gi more for each container.
+        let p = pod(serde_json::json!({
+            "metadata": {"name": "p"},
+            "spec": {
+                "resources": {"requests": {"memory": "6Gi"}},
+                "containers": [
+                    {"name": "a", "resources": {"requests": {"memory": "1Gi"}}},
+                    {"name": "b", "resources": {"requests": {"memory": "1Gi"}}}
+                ]
+            }
+        }));
+        let spec = p.spec.as_ref().expect("spec");
+        assert_eq!(qos_class(&p), Ok(QosClass::Burstable));
+        assert_eq!(
+            oom_score_adj(&p, &spec.containers[0], 10 * GI, false),
+            Ok(700)
         );
     }
 

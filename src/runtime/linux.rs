@@ -34,6 +34,7 @@ use super::{
     ContainerInfo, ContainerMeta, ContainerRequest, ContainerState, ExecOutput, ExitRecord,
     Runtime, RuntimeError, RuntimeEvent, SandboxInfo,
 };
+use crate::cgroups::resources::PodCgroupConfig;
 use crate::cgroups::{self, CgroupRoot};
 use crate::fsutil;
 use crate::images::ImageStore;
@@ -50,6 +51,8 @@ pub struct RuntimeConfig {
     pub cgroup_root: CgroupRoot,
     /// Name of podvisor's top-level cgroup (default "podvisor").
     pub cgroup_parent: String,
+    /// `podPidsLimit`: pids.max of every pod cgroup (`None` = unlimited).
+    pub pod_pids_limit: Option<i64>,
     pub log_max_size: u64,
     pub log_max_files: u32,
     pub node: NodeInfo,
@@ -66,6 +69,7 @@ impl RuntimeConfig {
             shim_binary: std::env::current_exe()?,
             cgroup_root: CgroupRoot::default(),
             cgroup_parent: "podvisor".into(),
+            pod_pids_limit: None,
             log_max_size: 10 * 1024 * 1024,
             log_max_files: 5,
             node: detect_node_info(),
@@ -118,9 +122,23 @@ fn host_ip() -> Option<String> {
     (!ip.is_unspecified()).then(|| ip.to_string())
 }
 
+/// File in a pod directory recording what its cgroup was created with.
+const POD_CGROUP_RECORD: &str = "cgroup.json";
+
+/// What a pod's cgroup was created with: the QoS class (its place) and the cpu request that
+/// the Burstable tier's weight sums.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct PodCgroupRecord {
+    qos: String,
+    cpu_request_millis: u64,
+}
+
 /// The real runtime.
 pub struct LinuxRuntime {
     cfg: RuntimeConfig,
+    /// Serializes pod cgroup creation and removal (tiers are removed when empty, and the
+    /// Burstable tier's weight is a sum over pods).
+    cgroup_lock: Mutex<()>,
     images: Arc<ImageStore>,
     watcher: Arc<ExitWatcher>,
     thread: Option<thread::JoinHandle<()>>,
@@ -164,6 +182,7 @@ impl LinuxRuntime {
             })?;
         Ok(LinuxRuntime {
             cfg,
+            cgroup_lock: Mutex::new(()),
             images,
             watcher,
             thread: Some(thread),
@@ -172,6 +191,32 @@ impl LinuxRuntime {
 
     pub fn config(&self) -> &RuntimeConfig {
         &self.cfg
+    }
+
+    /// Sets the Burstable tier's CPU weight from the cpu requests of the Burstable pods on
+    /// disk. Called with `cgroup_lock` held; no-op while the tier does not exist.
+    fn update_burstable_tier(&self) -> Result<(), RuntimeError> {
+        let parent = &self.cfg.cgroup_parent;
+        let tier = cgroups::qos_cgroup(parent, crate::pod::qos::QosClass::Burstable);
+        if !self.cfg.cgroup_root.dir("cpu", &tier).is_dir() {
+            return Ok(());
+        }
+        let mut total: u64 = 0;
+        if let Ok(entries) = fs::read_dir(self.cfg.pods_dir()) {
+            for e in entries.flatten() {
+                let path = e.path().join(POD_CGROUP_RECORD);
+                let Ok(data) = fs::read(&path) else { continue };
+                match serde_json::from_slice::<PodCgroupRecord>(&data) {
+                    Ok(r) if r.qos == "Burstable" => {
+                        total = total.saturating_add(r.cpu_request_millis);
+                    }
+                    Ok(_) => {}
+                    Err(e) => log::warn!("{}: {e}", path.display()),
+                }
+            }
+        }
+        self.cfg.cgroup_root.set_burstable_cpu(parent, total)?;
+        Ok(())
     }
 
     fn container_paths(&self, id: &str) -> Result<ContainerPaths, RuntimeError> {
@@ -258,7 +303,12 @@ impl LinuxRuntime {
             shm: sb_paths.shm(),
             volumes: sb.volumes.clone(),
         };
-        let cgroup_path = cgroups::container_cgroup(&self.cfg.cgroup_parent, &uid, id);
+        let qos = crate::pod::qos::qos_class(pod).map_err(|source| RuntimeError::Spec {
+            pod: pod_name.clone(),
+            container: cname.clone(),
+            source: Box::new(spec::SpecError::from(source)),
+        })?;
+        let cgroup_path = cgroups::container_cgroup(&self.cfg.cgroup_parent, qos, &uid, id);
         let rootfs = paths.rootfs().rootfs;
         let built = spec::build_spec(&SpecRequest {
             pod,
@@ -675,12 +725,40 @@ fn new_container_id(uid: &str, name: &str, restart_count: u32) -> String {
 
 impl Runtime for LinuxRuntime {
     fn run_pod_sandbox(&self, pod: &Pod) -> Result<SandboxInfo, RuntimeError> {
-        sandbox::create(&self.cfg.pods_dir(), pod, &self.cfg.shim_binary).map_err(|source| {
-            RuntimeError::Sandbox {
-                pod: pod.metadata.name.clone().unwrap_or_default(),
-                source: Box::new(source),
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        sandbox::validate_uid(&uid).map_err(|source| RuntimeError::Sandbox {
+            pod: name.clone(),
+            source: Box::new(source),
+        })?;
+        let cg = PodCgroupConfig::for_pod(pod, self.cfg.pod_pids_limit).map_err(|source| {
+            RuntimeError::PodResources {
+                pod: name.clone(),
+                source,
             }
-        })
+        })?;
+        let info = sandbox::create(&self.cfg.pods_dir(), pod, &self.cfg.shim_binary).map_err(
+            |source| RuntimeError::Sandbox {
+                pod: name.clone(),
+                source: Box::new(source),
+            },
+        )?;
+        let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.cfg
+            .cgroup_root
+            .create_pod(&self.cfg.cgroup_parent, &uid, &cg)?;
+        let record = PodCgroupRecord {
+            qos: format!("{:?}", cg.qos),
+            cpu_request_millis: cg.requests.cpu_millis,
+        };
+        let path = self.cfg.pods_dir().join(&uid).join(POD_CGROUP_RECORD);
+        fsutil::write_json_atomic_volatile(&path, &record).map_err(|source| RuntimeError::Io {
+            what: "write",
+            path: path.clone(),
+            source,
+        })?;
+        self.update_burstable_tier()?;
+        Ok(info)
     }
 
     fn remove_pod_sandbox(&self, pod_uid: &str) -> Result<(), RuntimeError> {
@@ -692,13 +770,16 @@ impl Runtime for LinuxRuntime {
                 });
             }
         }
+        let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
+        // All three QoS places are probed: the pod's class is not needed to find it.
+        self.cfg
+            .cgroup_root
+            .remove_pod(&self.cfg.cgroup_parent, pod_uid)?;
         sandbox::remove(&self.cfg.pods_dir(), pod_uid).map_err(|source| RuntimeError::Sandbox {
             pod: pod_uid.to_string(),
             source: Box::new(source),
         })?;
-        self.cfg
-            .cgroup_root
-            .remove(&cgroups::pod_cgroup(&self.cfg.cgroup_parent, pod_uid))?;
+        self.update_burstable_tier()?;
         Ok(())
     }
 

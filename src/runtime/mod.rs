@@ -86,6 +86,11 @@ pub enum RuntimeError {
         #[source]
         source: Box<exec::ExecError>,
     },
+    #[error("pod {pod}: resources: {source}")]
+    PodResources {
+        pod: String,
+        source: crate::cgroups::resources::ResourceError,
+    },
 }
 
 /// Which list of the pod a container comes from.

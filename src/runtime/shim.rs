@@ -341,6 +341,12 @@ fn create_and_start(
     let user = super::spec::resolve_user(&rootfs.rootfs, &cfg.user)?;
     let config_path = paths.config();
     let mut spec: oci_spec::runtime::Spec = read_json(&config_path)?;
+    let cpu_shares = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.resources().as_ref())
+        .and_then(|r| r.cpu().as_ref())
+        .and_then(|c| c.shares());
     let own_oom = fs::read_to_string("/proc/self/oom_score_adj").ok();
     if let Some(mut process) = spec.process().clone() {
         process.set_user(user);
@@ -398,6 +404,7 @@ fn create_and_start(
     })?;
     state.init = Some(ProcessId::of(init.as_raw())?);
     fsutil::write_json_atomic_volatile(&paths.state(), &state).map_err(io_err(&paths.state()))?;
+    kubelet_v2_values(&cfg.cgroup_root, &cfg.cgroup_path, cpu_shares)?;
     container.start()?;
     let started_at = super::now_rfc3339();
     state.started_at = Some(started_at.clone());
@@ -408,6 +415,39 @@ fn create_and_start(
         stdout: out_r,
         stderr: err_r,
     })
+}
+
+/// cgroup v2 values libcontainer sets differently from the kubelet, written between create and
+/// start so the process never runs without them (no-op on v1):
+/// - `memory.swap.max=0` for every container: the kubelet's NoSwap behaviour (libcontainer
+///   leaves `max`); skipped when the host has no swap accounting (no such file),
+/// - `cpu.weight` from the spec's cpu shares with the kubelet's linear mapping
+///   (`1 + (shares-2)*9999/262142`): libcontainer 0.7 uses runc 1.3's quadratic one, which
+///   would not match the pod and tier weights podvisor writes.
+fn kubelet_v2_values(
+    cgroup_root: &Path,
+    cgroup_path: &str,
+    cpu_shares: Option<u64>,
+) -> Result<(), ShimError> {
+    let root = CgroupRoot::new(cgroup_root);
+    if root.mode() != crate::cgroups::CgroupMode::Unified {
+        return Ok(());
+    }
+    let dir = root.dir("memory", cgroup_path);
+    let mut writes = vec![("memory.swap.max", "0".to_string())];
+    if let Some(shares) = cpu_shares {
+        writes.push((
+            "cpu.weight",
+            crate::cgroups::resources::shares_to_weight(shares).to_string(),
+        ));
+    }
+    for (file, value) in writes {
+        let path = dir.join(file);
+        if path.exists() {
+            fs::write(&path, value).map_err(io_err(&path))?;
+        }
+    }
+    Ok(())
 }
 
 /// Copies output into the log until the init exits and both pipes are drained.
@@ -693,6 +733,32 @@ pub fn sandbox(pod_dir: &Path, hostname: &str, host_network: bool) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn v2_container_gets_no_swap_and_the_kubelet_cpu_weight() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let r = dir.path();
+        fs::write(r.join("cgroup.controllers"), "cpu memory\n").expect("w");
+        let c = r.join("pv/podu/c1");
+        fs::create_dir_all(&c).expect("mkdir");
+        fs::write(c.join("memory.swap.max"), "max\n").expect("w");
+        fs::write(c.join("cpu.weight"), "100\n").expect("w");
+        kubelet_v2_values(r, "/pv/podu/c1", Some(1024)).expect("write");
+        assert_eq!(
+            fs::read_to_string(c.join("memory.swap.max")).expect("r"),
+            "0"
+        );
+        assert_eq!(fs::read_to_string(c.join("cpu.weight")).expect("r"), "39");
+        // No swap accounting: the absent file is not created.
+        let d = r.join("pv/podu/c2");
+        fs::create_dir_all(&d).expect("mkdir");
+        kubelet_v2_values(r, "/pv/podu/c2", None).expect("write");
+        assert!(!d.join("memory.swap.max").exists());
+        // v1 (no cgroup.controllers at the root): nothing is written.
+        let v1 = tempfile::tempdir().expect("tempdir");
+        kubelet_v2_values(v1.path(), "/x", Some(2)).expect("v1");
+        assert!(!v1.path().join("memory/x").exists());
+    }
 
     #[test]
     fn exit_records_follow_kubelet_reasons() {

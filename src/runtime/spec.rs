@@ -57,6 +57,7 @@ use oci_spec::runtime::{
     LinuxSeccompAction, LinuxSyscall, Mount, Process, Root, Spec, User,
 };
 
+use crate::cgroups::resources as cgroup_resources;
 use crate::pod::qos::{self, effective_requests, QosError};
 use crate::pod::quantity::{parse_bytes, parse_cpu_millis, QuantityError};
 
@@ -349,11 +350,6 @@ pub const RUNTIME_DEFAULT_DENIED_SYSCALLS: [&str; 52] = [
     "fsmount",
     "open_tree",
 ];
-
-const CPU_PERIOD_US: u64 = 100_000;
-const MIN_QUOTA_US: i64 = 1000;
-const MIN_SHARES: u64 = 2;
-const MAX_SHARES: u64 = 262_144;
 
 /// Where the container sits in the manifest.
 struct Ctx<'a> {
@@ -1553,19 +1549,16 @@ fn resources(ctx: &Ctx<'_>, privileged: bool) -> Result<LinuxResources, SpecErro
     } else {
         cpu_request
     };
-    let shares = if share_millis == 0 {
-        MIN_SHARES
-    } else {
-        (share_millis.saturating_mul(1024) / 1000).clamp(MIN_SHARES, MAX_SHARES)
-    };
+    // The kubelet's calculateLinuxResources: shares from the request (or the limit when only
+    // a limit is set), the CFS quota from the limit.
+    let shares = cgroup_resources::milli_cpu_to_shares(share_millis);
     let mut cpu = LinuxCpu::default();
     cpu.set_shares(Some(shares));
     if cpu_limit != 0 {
-        let quota = i64::try_from(cpu_limit.saturating_mul(CPU_PERIOD_US) / 1000)
-            .unwrap_or(i64::MAX)
-            .max(MIN_QUOTA_US);
-        cpu.set_quota(Some(quota));
-        cpu.set_period(Some(CPU_PERIOD_US));
+        let quota =
+            cgroup_resources::milli_cpu_to_quota(cpu_limit, cgroup_resources::CPU_PERIOD_US);
+        cpu.set_quota(Some(i64::try_from(quota).unwrap_or(i64::MAX)));
+        cpu.set_period(Some(cgroup_resources::CPU_PERIOD_US));
     }
     let mut res = LinuxResources::default();
     res.set_devices(Some(device_rules(privileged)));

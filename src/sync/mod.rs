@@ -12,6 +12,7 @@
 //! computes v1 PodStatus in the kubelet's vocabulary; [`store`] persists the desired pods so a
 //! restarted daemon re-adopts its containers even when a source is down.
 
+mod admission;
 pub mod backoff;
 pub mod executor;
 pub mod podconfig;
@@ -80,6 +81,8 @@ pub struct SyncConfig {
     /// Where desired pods are persisted (`<root>/static-pods`).
     pub store_dir: PathBuf,
     pub host_ip: String,
+    /// Node allocatable for admission; `None` admits every pod.
+    pub allocatable: Option<crate::cgroups::resources::Amounts>,
 }
 
 #[derive(Debug, Clone)]
@@ -166,6 +169,8 @@ struct PodWorker {
     conditions: BTreeMap<&'static str, (bool, String)>,
     /// The pod can no longer make progress (init failed under restartPolicy Never...).
     failed: bool,
+    /// Not admitted (does not fit the node): (reason, message); nothing is started.
+    rejected: Option<(String, String)>,
 }
 
 /// A pod generation being stopped and removed.
@@ -481,7 +486,15 @@ impl SyncLoop {
                 None => {}
             }
         }
-        for (name, sp) in &desired {
+        // Pods already running from a previous run first, so admission counts them before
+        // judging new pods.
+        let mut order: Vec<(&String, &StaticPod)> = desired.iter().collect();
+        order.sort_by_key(|(_, sp)| {
+            !sp.pod.metadata.uid.as_deref().is_some_and(|u| {
+                self.adopted.contains_key(u) || self.sandboxes_on_disk.contains_key(u)
+            })
+        });
+        for (name, sp) in order {
             if !self.workers.contains_key(name) {
                 let blocked = self
                     .removals
@@ -592,6 +605,7 @@ impl SyncLoop {
             created: self.now_str(),
             conditions: BTreeMap::new(),
             failed: false,
+            rejected: None,
         };
         // Re-adopt what a previous run left: the sandbox and the containers of this uid.
         if let Some(created) = self.sandboxes_on_disk.remove(&uid) {
@@ -647,6 +661,11 @@ impl SyncLoop {
             }
             log::info!("{name}: re-adopted containers of pod {uid}");
         }
+        let adopted = w.sandbox == SandboxPhase::Ready
+            || w.slots
+                .iter()
+                .any(|s| s.instance.is_some() || s.last.is_some());
+        self.admit_worker(&name, &mut w, adopted);
         if let Err(e) = self.store.save(&w.spec) {
             log::warn!("{name}: {e}");
         }
@@ -733,6 +752,9 @@ impl SyncLoop {
         let Some(w) = self.workers.get_mut(name) else {
             return;
         };
+        if w.rejected.is_some() {
+            return;
+        }
         if let Some(b) = &w.blocked_by {
             if self.removals.contains_key(b) {
                 return;

@@ -141,8 +141,14 @@ fn container_status(s: &Slot, inits_pending: bool) -> ContainerStatus {
     }
 }
 
+/// Whether the pod has finished for good (Succeeded or Failed): it no longer counts against
+/// the node's allocatable.
+pub(super) fn is_terminal(w: &PodWorker) -> bool {
+    matches!(phase(w), "Succeeded" | "Failed")
+}
+
 fn phase(w: &PodWorker) -> &'static str {
-    if w.failed {
+    if w.failed || w.rejected.is_some() {
         return "Failed";
     }
     let apps: Vec<&Slot> = w
@@ -215,6 +221,15 @@ pub(super) fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig) -> PodVi
         reason = Some("FailedCreatePodSandBox".to_string());
         message = Some(m.clone());
     }
+    let (mut inits, mut apps) = (inits, apps);
+    if let Some((r, m)) = &w.rejected {
+        // As the kubelet's rejectPod: phase, reason and message only, no container statuses
+        // (so `podvisor pods` shows the reason, as kubectl does).
+        reason = Some(r.clone());
+        message = Some(m.clone());
+        inits.clear();
+        apps.clear();
+    }
     pod.status = Some(PodStatus {
         phase: Some(phase(w).into()),
         conditions: Some(conditions),
@@ -224,7 +239,7 @@ pub(super) fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig) -> PodVi
         start_time: w.start_time.as_deref().and_then(to_time),
         qos_class: qos,
         init_container_statuses: (!inits.is_empty()).then_some(inits),
-        container_statuses: Some(apps),
+        container_statuses: (!apps.is_empty() || w.rejected.is_none()).then_some(apps),
         reason,
         message,
         ..Default::default()

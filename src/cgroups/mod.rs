@@ -1,31 +1,53 @@
-//! cgroups: where podvisor's pods and containers live in the cgroup tree, and the few cgroup
-//! files podvisor reads or removes itself.
+//! cgroups: where podvisor's pods and containers live in the cgroup tree, the values podvisor
+//! writes there itself, and the cgroup files it reads (OOM kills, stats).
 //!
 //! libcontainer creates and deletes each container's own cgroup (from `linux.cgroupsPath`);
-//! this module owns the layout around it and what libcontainer leaves behind:
-//! - the layout `/<parent>/pod<uid>/<container-id>` (the same relative path in every v1
-//!   hierarchy, or once in the unified v2 tree),
-//! - removal of a pod's cgroup directories once its containers are gone (libcontainer leaves
-//!   parent directories behind),
-//! - the OOM-kill counter of a container (`memory.events` on v2, `memory.oom_control` on v1),
-//!   read before the container's cgroup is deleted.
+//! this module owns everything around it, in the kubelet's cgroupfs shape:
+//! - the layout ([`layout`]): `/<parent>` with the QoS tiers `/<parent>/burstable` and
+//!   `/<parent>/besteffort`; Guaranteed pods at `/<parent>/pod<uid>`, the others at
+//!   `/<parent>/<tier>/pod<uid>`; each container at `<pod cgroup>/<container-id>` (the same
+//!   relative path in every v1 hierarchy, or once in the unified v2 tree),
+//! - creating the tiers and the pod cgroup with the pod-level limits, enabling controllers
+//!   top-down on v2, and removing the pod cgroup when the pod goes (the tiers go with the
+//!   last pod) ([`hierarchy`]),
+//! - the kubelet's conversions and pod-level resource arithmetic ([`resources`]),
+//! - the OOM-kill counter and usage statistics of a cgroup ([`stats`]),
+//! - node allocatable and pod admission ([`allocatable`]).
 //!
 //! The cgroup filesystem root is always a parameter ([`CgroupRoot`]) so tests can point it at a
 //! fixture directory.
 
+pub mod allocatable;
+pub mod hierarchy;
+pub mod layout;
+pub mod resources;
+pub mod stats;
+
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+
+pub use layout::{container_cgroup, pod_cgroup, pod_cgroup_candidates, qos_cgroup};
 
 /// Errors of the cgroups module.
 #[derive(Debug, thiserror::Error)]
 pub enum CgroupError {
     #[error("failed to read cgroup file {path}: {source}")]
     Read { path: PathBuf, source: io::Error },
+    #[error("failed to write {value:?} to cgroup file {path}: {source}")]
+    Write {
+        path: PathBuf,
+        value: String,
+        source: io::Error,
+    },
+    #[error("failed to create cgroup {path}: {source}")]
+    Create { path: PathBuf, source: io::Error },
     #[error("failed to remove cgroup {path}: {source}")]
     Remove { path: PathBuf, source: io::Error },
     #[error("cgroup file {path} has no {key} entry")]
     MissingKey { path: PathBuf, key: &'static str },
+    #[error("cgroup file {path}: {value:?} is not a number")]
+    Malformed { path: PathBuf, value: String },
     #[error("invalid cgroup name {name:?}: must be a single path component")]
     InvalidName { name: String },
 }
@@ -69,6 +91,16 @@ impl CgroupRoot {
         }
     }
 
+    /// The directory of `relative` in the unified tree (v2) or in the v1 hierarchy named
+    /// `controller` (`cpu`, `memory`, `pids`, `cpuacct`).
+    pub fn dir(&self, controller: &str, relative: &str) -> PathBuf {
+        let rel = relative.trim_start_matches('/');
+        match self.mode() {
+            CgroupMode::Unified => self.root.join(rel),
+            CgroupMode::Legacy => self.root.join(controller).join(rel),
+        }
+    }
+
     /// The directories a relative cgroup path maps to: one on v2, one per v1 hierarchy.
     pub fn dirs_for(&self, relative: &str) -> Vec<PathBuf> {
         let rel = relative.trim_start_matches('/');
@@ -98,19 +130,12 @@ impl CgroupRoot {
     /// Number of OOM kills recorded for the cgroup at `relative` (0 when the file is absent,
     /// e.g. when the memory controller is not enabled for it).
     pub fn oom_kill_count(&self, relative: &str) -> Result<u64, CgroupError> {
-        let rel = relative.trim_start_matches('/');
         let path = match self.mode() {
-            CgroupMode::Unified => self.root.join(rel).join("memory.events"),
-            CgroupMode::Legacy => self
-                .root
-                .join("memory")
-                .join(rel)
-                .join("memory.oom_control"),
+            CgroupMode::Unified => self.dir("memory", relative).join("memory.events"),
+            CgroupMode::Legacy => self.dir("memory", relative).join("memory.oom_control"),
         };
-        let text = match fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
-            Err(source) => return Err(CgroupError::Read { path, source }),
+        let Some(text) = read_optional(&path)? else {
+            return Ok(0);
         };
         parse_flat_keyed(&text, "oom_kill").ok_or(CgroupError::MissingKey {
             path,
@@ -128,14 +153,16 @@ impl CgroupRoot {
     }
 }
 
-/// The relative cgroup path of a pod: `/<parent>/pod<uid>`.
-pub fn pod_cgroup(parent: &str, pod_uid: &str) -> String {
-    format!("/{}/pod{}", parent.trim_matches('/'), pod_uid)
-}
-
-/// The relative cgroup path of a container: `/<parent>/pod<uid>/<container-id>`.
-pub fn container_cgroup(parent: &str, pod_uid: &str, container_id: &str) -> String {
-    format!("{}/{}", pod_cgroup(parent, pod_uid), container_id)
+/// Reads a cgroup file; `None` when it does not exist.
+pub(crate) fn read_optional(path: &Path) -> Result<Option<String>, CgroupError> {
+    match fs::read_to_string(path) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(CgroupError::Read {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
 }
 
 /// Checks that a cgroup parent name is usable (no `..`, not empty).
@@ -179,8 +206,8 @@ fn remove_tree(dir: &Path) -> Result<(), CgroupError> {
     }
 }
 
-/// Reads `key value` lines (memory.events, memory.oom_control, cpu.stat).
-fn parse_flat_keyed(text: &str, key: &str) -> Option<u64> {
+/// Reads `key value` lines (memory.events, memory.oom_control, cpu.stat, memory.stat).
+pub(crate) fn parse_flat_keyed(text: &str, key: &str) -> Option<u64> {
     text.lines().find_map(|line| {
         let mut parts = line.split_whitespace();
         match (parts.next(), parts.next()) {
@@ -193,6 +220,7 @@ fn parse_flat_keyed(text: &str, key: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pod::qos::QosClass;
 
     #[test]
     fn oom_kill_count_v2_reads_memory_events() {
@@ -208,8 +236,13 @@ mod tests {
         let root = CgroupRoot::new(dir.path());
         assert_eq!(root.mode(), CgroupMode::Unified);
         assert_eq!(
-            root.oom_kill_count(&container_cgroup("podvisor", "abc", "c1"))
-                .expect("count"),
+            root.oom_kill_count(&container_cgroup(
+                "podvisor",
+                QosClass::Guaranteed,
+                "abc",
+                "c1"
+            ))
+            .expect("count"),
             1
         );
         assert_eq!(root.oom_kill_count("/podvisor/missing").expect("count"), 0);
@@ -252,7 +285,8 @@ mod tests {
             fs::create_dir_all(dir.path().join(h).join("podvisor/podu1/c1")).expect("mkdir");
         }
         let root = CgroupRoot::new(dir.path());
-        root.remove(&pod_cgroup("podvisor", "u1")).expect("remove");
+        root.remove(&pod_cgroup("podvisor", QosClass::Guaranteed, "u1"))
+            .expect("remove");
         for h in ["cpu", "memory", "pids"] {
             assert!(!dir.path().join(h).join("podvisor/podu1").exists(), "{h}");
             assert!(dir.path().join(h).join("podvisor").exists(), "{h}");

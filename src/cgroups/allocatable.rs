@@ -1,0 +1,355 @@
+//! allocatable: node capacity, the kubelet's node allocatable (capacity minus
+//! `systemReserved`, `kubeReserved` and the hard eviction threshold `memory.available`) and
+//! the resource-fit admission of a pod (`pkg/kubelet/lifecycle/predicate.go`).
+//!
+//! Capacity is read from the online CPUs and /proc/meminfo; both are parameters so tests use
+//! fixtures.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::resources::Amounts;
+
+/// Errors reading node capacity.
+#[derive(Debug, thiserror::Error)]
+pub enum CapacityError {
+    #[error("failed to read {path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
+    #[error("{path}: {reason}")]
+    Parse { path: PathBuf, reason: String },
+}
+
+/// The hard eviction threshold of `memory.available`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryThreshold {
+    Bytes(u64),
+    /// Hundredths of a percent of capacity (`10%` = 1000).
+    Basis(u64),
+}
+
+impl Default for MemoryThreshold {
+    /// The kubelet's default `memory.available<100Mi`.
+    fn default() -> Self {
+        MemoryThreshold::Bytes(100 << 20)
+    }
+}
+
+/// What is kept back from the pods (KubeletConfiguration `systemReserved`, `kubeReserved`,
+/// `evictionHard["memory.available"]`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reservation {
+    pub system_reserved: Amounts,
+    pub kube_reserved: Amounts,
+    pub eviction_memory: MemoryThreshold,
+}
+
+/// The kubelet's allocatable: capacity minus reservations and the eviction threshold, at
+/// least 0.
+pub fn allocatable(capacity: Amounts, r: &Reservation) -> Amounts {
+    let eviction = match r.eviction_memory {
+        MemoryThreshold::Bytes(b) => b,
+        MemoryThreshold::Basis(bp) => {
+            u64::try_from(u128::from(capacity.memory_bytes) * u128::from(bp) / 10_000)
+                .unwrap_or(u64::MAX)
+        }
+    };
+    Amounts {
+        cpu_millis: capacity
+            .cpu_millis
+            .saturating_sub(r.system_reserved.cpu_millis)
+            .saturating_sub(r.kube_reserved.cpu_millis),
+        memory_bytes: capacity
+            .memory_bytes
+            .saturating_sub(r.system_reserved.memory_bytes)
+            .saturating_sub(r.kube_reserved.memory_bytes)
+            .saturating_sub(eviction),
+    }
+}
+
+/// Number of CPUs in a `/sys/devices/system/cpu/online` list ("0-3,6").
+pub fn parse_cpu_list(text: &str) -> Option<u64> {
+    let mut n = 0u64;
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u64, u64) = (a.parse().ok()?, b.parse().ok()?);
+                n += b.checked_sub(a)? + 1;
+            }
+            None => {
+                part.parse::<u64>().ok()?;
+                n += 1;
+            }
+        }
+    }
+    (n > 0).then_some(n)
+}
+
+/// `MemTotal` of a /proc/meminfo text, in bytes.
+pub fn parse_mem_total(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kb.checked_mul(1024)
+}
+
+/// Node capacity from a CPU list file (normally /sys/devices/system/cpu/online) and a meminfo
+/// file (normally /proc/meminfo).
+pub fn read_capacity(cpu_online: &Path, meminfo: &Path) -> Result<Amounts, CapacityError> {
+    let read = |p: &Path| {
+        fs::read_to_string(p).map_err(|source| CapacityError::Read {
+            path: p.to_path_buf(),
+            source,
+        })
+    };
+    let cpus = parse_cpu_list(&read(cpu_online)?).ok_or_else(|| CapacityError::Parse {
+        path: cpu_online.to_path_buf(),
+        reason: "not a CPU list".into(),
+    })?;
+    let memory = parse_mem_total(&read(meminfo)?).ok_or_else(|| CapacityError::Parse {
+        path: meminfo.to_path_buf(),
+        reason: "no MemTotal line".into(),
+    })?;
+    Ok(Amounts {
+        cpu_millis: cpus * 1000,
+        memory_bytes: memory,
+    })
+}
+
+/// Reads a `systemReserved` / `kubeReserved` map: `cpu` and `memory` quantities; other
+/// resources (ephemeral-storage, pid) are not reserved by podvisor and ignored. An error names
+/// the key.
+pub fn parse_reserved(
+    map: &std::collections::BTreeMap<String, String>,
+) -> Result<Amounts, (String, String)> {
+    use crate::pod::quantity::{parse_bytes, parse_cpu_millis};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    let mut a = Amounts::default();
+    if let Some(v) = map.get("cpu") {
+        a.cpu_millis =
+            parse_cpu_millis(&Quantity(v.clone())).map_err(|e| ("cpu".into(), e.to_string()))?;
+    }
+    if let Some(v) = map.get("memory") {
+        a.memory_bytes =
+            parse_bytes(&Quantity(v.clone())).map_err(|e| ("memory".into(), e.to_string()))?;
+    }
+    Ok(a)
+}
+
+/// Reads the `memory.available` value of `evictionHard`: a quantity ("100Mi") or a
+/// percentage of capacity ("5%", "7.5%").
+pub fn parse_memory_threshold(value: &str) -> Result<MemoryThreshold, String> {
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    if let Some(pct) = value.strip_suffix('%') {
+        let (whole, frac) = pct.split_once('.').unwrap_or((pct, ""));
+        let digits_ok = !whole.is_empty()
+            && whole.bytes().all(|b| b.is_ascii_digit())
+            && frac.len() <= 2
+            && frac.bytes().all(|b| b.is_ascii_digit());
+        let bad = || format!("{value:?} is not a percentage between 0% and 100%");
+        if !digits_ok {
+            return Err(bad());
+        }
+        let whole: u64 = whole.parse().map_err(|_| bad())?;
+        let frac: u64 = format!("{frac:0<2}").parse().map_err(|_| bad())?;
+        let basis = whole.saturating_mul(100).saturating_add(frac);
+        if basis > 10_000 {
+            return Err(bad());
+        }
+        return Ok(MemoryThreshold::Basis(basis));
+    }
+    crate::pod::quantity::parse_bytes(&Quantity(value.to_string()))
+        .map(MemoryThreshold::Bytes)
+        .map_err(|e| e.to_string())
+}
+
+/// This host's capacity.
+pub fn host_capacity() -> Result<Amounts, CapacityError> {
+    read_capacity(
+        Path::new("/sys/devices/system/cpu/online"),
+        Path::new("/proc/meminfo"),
+    )
+}
+
+/// Why a pod was not admitted: the kubelet's `OutOf<resource>` reason and its message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    pub reason: String,
+    pub message: String,
+}
+
+/// The kubelet's resource fit: a pod fits if, for cpu then memory, a positive request is at
+/// most what `allocatable` has left after `used` (the requests of the pods already admitted).
+/// A pod without requests always fits.
+pub fn admit(requests: Amounts, used: Amounts, allocatable: Amounts) -> Result<(), Rejection> {
+    let checks = [
+        (
+            "cpu",
+            requests.cpu_millis,
+            used.cpu_millis,
+            allocatable.cpu_millis,
+        ),
+        (
+            "memory",
+            requests.memory_bytes,
+            used.memory_bytes,
+            allocatable.memory_bytes,
+        ),
+    ];
+    for (name, req, used, cap) in checks {
+        if req > 0 && req > cap.saturating_sub(used) {
+            return Err(Rejection {
+                reason: format!("OutOf{name}"),
+                message: format!(
+                    "Node didn't have enough resource: {name}, requested: {req}, used: {used}, capacity: {cap}"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GI: u64 = 1 << 30;
+
+    #[test]
+    fn allocatable_subtracts_reservations_and_eviction_threshold() {
+        let cap = Amounts {
+            cpu_millis: 4000,
+            memory_bytes: 8 * GI,
+        };
+        assert_eq!(
+            allocatable(cap, &Reservation::default()),
+            Amounts {
+                cpu_millis: 4000,
+                memory_bytes: 8 * GI - (100 << 20)
+            }
+        );
+        let r = Reservation {
+            system_reserved: Amounts {
+                cpu_millis: 500,
+                memory_bytes: GI,
+            },
+            kube_reserved: Amounts {
+                cpu_millis: 250,
+                memory_bytes: GI / 2,
+            },
+            eviction_memory: MemoryThreshold::Basis(1000),
+        };
+        assert_eq!(
+            allocatable(cap, &r),
+            Amounts {
+                cpu_millis: 3250,
+                memory_bytes: 8 * GI - GI - GI / 2 - (8 * GI) / 10
+            }
+        );
+        let huge = Reservation {
+            system_reserved: Amounts {
+                cpu_millis: 10_000,
+                memory_bytes: 100 * GI,
+            },
+            ..Reservation::default()
+        };
+        assert_eq!(allocatable(cap, &huge), Amounts::default());
+    }
+
+    #[test]
+    fn reservations_and_thresholds_parse_like_the_kubelet() {
+        let m: std::collections::BTreeMap<String, String> = [
+            ("cpu", "500m"),
+            ("memory", "1Gi"),
+            ("ephemeral-storage", "1Gi"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(
+            parse_reserved(&m),
+            Ok(Amounts {
+                cpu_millis: 500,
+                memory_bytes: GI
+            })
+        );
+        let bad: std::collections::BTreeMap<String, String> =
+            [("memory".to_string(), "lots".to_string())].into();
+        assert_eq!(parse_reserved(&bad).expect_err("bad").0, "memory");
+        assert_eq!(
+            parse_memory_threshold("100Mi"),
+            Ok(MemoryThreshold::Bytes(100 << 20))
+        );
+        assert_eq!(
+            parse_memory_threshold("5%"),
+            Ok(MemoryThreshold::Basis(500))
+        );
+        assert_eq!(
+            parse_memory_threshold("7.5%"),
+            Ok(MemoryThreshold::Basis(750))
+        );
+        assert!(parse_memory_threshold("101%").is_err());
+        assert!(parse_memory_threshold("-1%").is_err());
+        assert!(parse_memory_threshold("x").is_err());
+    }
+
+    #[test]
+    fn capacity_from_fixture_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let online = dir.path().join("online");
+        let meminfo = dir.path().join("meminfo");
+        fs::write(&online, "0-3,6\n").expect("w");
+        fs::write(&meminfo, "MemTotal:        2048000 kB\nMemFree: 1 kB\n").expect("w");
+        assert_eq!(
+            read_capacity(&online, &meminfo).expect("capacity"),
+            Amounts {
+                cpu_millis: 5000,
+                memory_bytes: 2_048_000 * 1024
+            }
+        );
+        fs::write(&meminfo, "MemFree: 1 kB\n").expect("w");
+        let err = read_capacity(&online, &meminfo).expect_err("no MemTotal");
+        assert!(err.to_string().contains("MemTotal"), "{err}");
+        assert_eq!(parse_cpu_list("0"), Some(1));
+        assert_eq!(parse_cpu_list("x"), None);
+        assert_eq!(parse_cpu_list("3-1"), None);
+    }
+
+    #[test]
+    fn admission_follows_the_kubelet_fit_rule() {
+        let alloc = Amounts {
+            cpu_millis: 2000,
+            memory_bytes: GI,
+        };
+        let used = Amounts {
+            cpu_millis: 1500,
+            memory_bytes: GI / 2,
+        };
+        let ok = Amounts {
+            cpu_millis: 500,
+            memory_bytes: GI / 2,
+        };
+        assert_eq!(admit(ok, used, alloc), Ok(()));
+        let too_much_cpu = Amounts {
+            cpu_millis: 600,
+            memory_bytes: 2 * GI,
+        };
+        let r = admit(too_much_cpu, used, alloc).expect_err("cpu");
+        assert_eq!(r.reason, "OutOfcpu");
+        assert_eq!(
+            r.message,
+            "Node didn't have enough resource: cpu, requested: 600, used: 1500, capacity: 2000"
+        );
+        let r = admit(
+            Amounts {
+                cpu_millis: 0,
+                memory_bytes: GI,
+            },
+            used,
+            alloc,
+        )
+        .expect_err("memory");
+        assert_eq!(r.reason, "OutOfmemory");
+        // No requests: always admitted, even on a full node.
+        assert_eq!(admit(Amounts::default(), alloc, alloc), Ok(()));
+    }
+}

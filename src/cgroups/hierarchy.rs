@@ -1,0 +1,427 @@
+//! hierarchy: creating podvisor's QoS tiers and pod cgroups with their values, and removing
+//! them again.
+//!
+//! Files written (relative to the cgroup root; `<pod>` is the pod cgroup of [`super::layout`]):
+//!
+//! | what | cgroup v2 | cgroup v1 |
+//! |---|---|---|
+//! | controllers | `+cpu +memory +pids` (+`cpuset io hugetlb` if offered) in `cgroup.subtree_control` of the root, every parent level, the tier and `<pod>` | — |
+//! | BestEffort tier | `besteffort/cpu.weight` = 1 | `cpu/…/besteffort/cpu.shares` = 2 |
+//! | Burstable tier | `burstable/cpu.weight` from the summed requests of its pods | `cpu/…/burstable/cpu.shares` |
+//! | pod cpu request | `<pod>/cpu.weight` | `cpu/<pod>/cpu.shares` |
+//! | pod cpu limit | `<pod>/cpu.max` = `<quota> 100000` (or `max 100000`) | `cpu.cfs_period_us` = 100000, `cpu.cfs_quota_us` (or -1) |
+//! | pod memory limit | `<pod>/memory.max` (or `max`), `memory.swap.max` = 0 | `memory/<pod>/memory.limit_in_bytes` (or -1) |
+//! | podPidsLimit | `<pod>/pids.max` (or `max`) | `pids/<pod>/pids.max` (or `max`) |
+//!
+//! A file that does not exist (its controller is not available, e.g. no swap accounting) is
+//! skipped. No process is ever placed in these cgroups: containers go into their own leaf
+//! cgroups below the pod.
+
+use std::fs;
+use std::io;
+use std::path::Path;
+
+use super::layout::{pod_cgroup, pod_cgroup_candidates, qos_cgroup};
+use super::resources::{
+    milli_cpu_to_shares, shares_to_weight, PodCgroupConfig, CPU_PERIOD_US, MIN_SHARES,
+};
+use super::{read_optional, CgroupError, CgroupMode, CgroupRoot};
+use crate::pod::qos::QosClass;
+
+/// The v2 controllers podvisor enables down to the pod level, when the kernel offers them.
+pub const V2_CONTROLLERS: [&str; 6] = ["cpuset", "cpu", "io", "memory", "hugetlb", "pids"];
+/// The v1 hierarchies podvisor creates pod cgroups in and writes values to.
+const V1_HIERARCHIES: [&str; 3] = ["cpu", "memory", "pids"];
+
+/// Writes `value` to `path` unless the file does not exist. Returns whether it was written.
+fn write_if_present(path: &Path, value: &str) -> Result<bool, CgroupError> {
+    if !path.exists() {
+        log::debug!("cgroup file {} absent: not set", path.display());
+        return Ok(false);
+    }
+    fs::write(path, value)
+        .map(|()| true)
+        .map_err(|source| CgroupError::Write {
+            path: path.to_path_buf(),
+            value: value.to_string(),
+            source,
+        })
+}
+
+fn mkdir(path: &Path) -> Result<(), CgroupError> {
+    match fs::create_dir(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(source) => Err(CgroupError::Create {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+impl CgroupRoot {
+    /// The v2 controllers of [`V2_CONTROLLERS`] the root offers, in that order.
+    pub fn offered_controllers(&self) -> Result<Vec<&'static str>, CgroupError> {
+        let path = self.root.join("cgroup.controllers");
+        let text = read_optional(&path)?.unwrap_or_default();
+        let offered: Vec<&str> = text.split_whitespace().collect();
+        Ok(V2_CONTROLLERS
+            .into_iter()
+            .filter(|c| offered.contains(c))
+            .collect())
+    }
+
+    /// Enables `controllers` in `dir`'s `cgroup.subtree_control`. When the whole set is
+    /// refused, each is tried alone; the ones still refused are logged and skipped.
+    fn enable_controllers(&self, dir: &Path, controllers: &[&str]) -> Result<(), CgroupError> {
+        if controllers.is_empty() {
+            return Ok(());
+        }
+        let path = dir.join("cgroup.subtree_control");
+        let all: Vec<String> = controllers.iter().map(|c| format!("+{c}")).collect();
+        if fs::write(&path, all.join(" ")).is_ok() {
+            return Ok(());
+        }
+        for c in &all {
+            if let Err(source) = fs::write(&path, c) {
+                log::warn!(
+                    "{}",
+                    CgroupError::Write {
+                        path: path.clone(),
+                        value: c.clone(),
+                        source,
+                    }
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates the directories of `relative` in every hierarchy podvisor writes to (v2: the
+    /// unified tree, enabling controllers at every level from the root down to `relative`
+    /// itself; v1: cpu, memory, pids).
+    fn create_path(&self, relative: &str) -> Result<(), CgroupError> {
+        let rel = relative.trim_matches('/');
+        match self.mode() {
+            CgroupMode::Unified => {
+                let controllers = self.offered_controllers()?;
+                let mut dir = self.root.clone();
+                self.enable_controllers(&dir, &controllers)?;
+                for part in rel.split('/') {
+                    dir.push(part);
+                    mkdir(&dir)?;
+                    self.enable_controllers(&dir, &controllers)?;
+                }
+            }
+            CgroupMode::Legacy => {
+                for h in V1_HIERARCHIES {
+                    let base = self.root.join(h);
+                    if !base.is_dir() {
+                        continue;
+                    }
+                    let mut dir = base;
+                    for part in rel.split('/') {
+                        dir.push(part);
+                        mkdir(&dir)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the cpu weight (v2) or shares (v1) of `relative`.
+    fn set_cpu_shares(&self, relative: &str, shares: u64) -> Result<(), CgroupError> {
+        match self.mode() {
+            CgroupMode::Unified => write_if_present(
+                &self.dir("cpu", relative).join("cpu.weight"),
+                &shares_to_weight(shares).to_string(),
+            )?,
+            CgroupMode::Legacy => write_if_present(
+                &self.dir("cpu", relative).join("cpu.shares"),
+                &shares.to_string(),
+            )?,
+        };
+        Ok(())
+    }
+
+    /// Creates `/<parent>` and its QoS tiers; the BestEffort tier gets the minimum CPU weight.
+    pub fn ensure_tiers(&self, parent: &str) -> Result<(), CgroupError> {
+        for qos in [QosClass::Burstable, QosClass::BestEffort] {
+            self.create_path(&qos_cgroup(parent, qos))?;
+        }
+        self.set_cpu_shares(&qos_cgroup(parent, QosClass::BestEffort), MIN_SHARES)
+    }
+
+    /// Sets the Burstable tier's CPU weight from the summed cpu requests of its pods.
+    pub fn set_burstable_cpu(&self, parent: &str, requests_millis: u64) -> Result<(), CgroupError> {
+        self.set_cpu_shares(
+            &qos_cgroup(parent, QosClass::Burstable),
+            milli_cpu_to_shares(requests_millis),
+        )
+    }
+
+    /// Creates the tiers and the pod cgroup of `pod_uid` with the values of `cfg`; returns
+    /// the pod cgroup's relative path. Idempotent.
+    pub fn create_pod(
+        &self,
+        parent: &str,
+        pod_uid: &str,
+        cfg: &PodCgroupConfig,
+    ) -> Result<String, CgroupError> {
+        self.ensure_tiers(parent)?;
+        let rel = pod_cgroup(parent, cfg.qos, pod_uid);
+        self.create_path(&rel)?;
+        self.set_cpu_shares(&rel, cfg.cpu_shares)?;
+        let pids = cfg
+            .pids_max
+            .map_or_else(|| "max".to_string(), |n| n.to_string());
+        match self.mode() {
+            CgroupMode::Unified => {
+                let dir = self.dir("cpu", &rel);
+                let quota = cfg
+                    .cpu_quota_us
+                    .map_or_else(|| "max".to_string(), |q| q.to_string());
+                write_if_present(&dir.join("cpu.max"), &format!("{quota} {CPU_PERIOD_US}"))?;
+                let memory = cfg
+                    .memory_max
+                    .map_or_else(|| "max".to_string(), |m| m.to_string());
+                write_if_present(&dir.join("memory.max"), &memory)?;
+                if cfg.memory_max.is_some() {
+                    write_if_present(&dir.join("memory.swap.max"), "0")?;
+                }
+                write_if_present(&dir.join("pids.max"), &pids)?;
+            }
+            CgroupMode::Legacy => {
+                let cpu = self.dir("cpu", &rel);
+                write_if_present(&cpu.join("cpu.cfs_period_us"), &CPU_PERIOD_US.to_string())?;
+                let quota = cfg
+                    .cpu_quota_us
+                    .map_or_else(|| "-1".to_string(), |q| q.to_string());
+                write_if_present(&cpu.join("cpu.cfs_quota_us"), &quota)?;
+                let memory = cfg
+                    .memory_max
+                    .map_or_else(|| "-1".to_string(), |m| m.to_string());
+                write_if_present(
+                    &self.dir("memory", &rel).join("memory.limit_in_bytes"),
+                    &memory,
+                )?;
+                write_if_present(&self.dir("pids", &rel).join("pids.max"), &pids)?;
+            }
+        }
+        Ok(rel)
+    }
+
+    /// Whether any pod cgroup is left below `parent` (in any tier, any hierarchy).
+    fn any_pod_left(&self, parent: &str) -> bool {
+        [
+            QosClass::Guaranteed,
+            QosClass::Burstable,
+            QosClass::BestEffort,
+        ]
+        .into_iter()
+        .flat_map(|qos| self.dirs_for(&qos_cgroup(parent, qos)))
+        .filter_map(|dir| fs::read_dir(dir).ok())
+        .flat_map(|entries| entries.flatten())
+        .any(|e| {
+            e.file_name().to_string_lossy().starts_with("pod")
+                && e.file_type().is_ok_and(|t| t.is_dir())
+        })
+    }
+
+    /// Removes the pod cgroup of `pod_uid` wherever it is (all three QoS places are probed).
+    /// The tiers are removed with the last pod, so they exist whenever a pod does and nothing
+    /// but `/<parent>` is left once every pod is gone.
+    pub fn remove_pod(&self, parent: &str, pod_uid: &str) -> Result<(), CgroupError> {
+        for rel in pod_cgroup_candidates(parent, pod_uid) {
+            self.remove(&rel)?;
+        }
+        if self.any_pod_left(parent) {
+            return Ok(());
+        }
+        for qos in [QosClass::Burstable, QosClass::BestEffort] {
+            for dir in self.dirs_for(&qos_cgroup(parent, qos)) {
+                // Still holding pods (or being filled concurrently): keep it.
+                match fs::remove_dir(&dir) {
+                    Ok(()) => {}
+                    Err(e)
+                        if matches!(
+                            e.raw_os_error(),
+                            Some(libc::ENOTEMPTY) | Some(libc::EBUSY) | Some(libc::ENOENT)
+                        ) => {}
+                    Err(source) => return Err(CgroupError::Remove { path: dir, source }),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cgroups::resources::Amounts;
+
+    fn read(p: &Path) -> String {
+        fs::read_to_string(p)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+            .trim()
+            .to_string()
+    }
+
+    /// Pre-creates a v2 cgroup dir with the files the kernel would show.
+    fn v2_dir(p: &Path) {
+        fs::create_dir_all(p).expect("mkdir");
+        for f in [
+            "cgroup.subtree_control",
+            "cpu.weight",
+            "cpu.max",
+            "memory.max",
+            "memory.swap.max",
+            "pids.max",
+        ] {
+            fs::write(p.join(f), "").expect("write");
+        }
+    }
+
+    fn config(qos: QosClass) -> PodCgroupConfig {
+        PodCgroupConfig {
+            qos,
+            cpu_shares: 102,
+            cpu_quota_us: Some(25_000),
+            memory_max: Some(64 << 20),
+            pids_max: Some(50),
+            requests: Amounts::default(),
+        }
+    }
+
+    #[test]
+    fn v2_pod_values_and_controllers_top_down() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let r = dir.path();
+        fs::write(
+            r.join("cgroup.controllers"),
+            "cpuset cpu io memory hugetlb pids rdma misc\n",
+        )
+        .expect("write");
+        fs::write(r.join("cgroup.subtree_control"), "").expect("write");
+        for d in ["pv", "pv/burstable", "pv/besteffort", "pv/burstable/podu1"] {
+            v2_dir(&r.join(d));
+        }
+        let root = CgroupRoot::new(r);
+        let rel = root
+            .create_pod("pv", "u1", &config(QosClass::Burstable))
+            .expect("create");
+        assert_eq!(rel, "/pv/burstable/podu1");
+        let pod = r.join("pv/burstable/podu1");
+        assert_eq!(read(&pod.join("cpu.weight")), "4");
+        assert_eq!(read(&pod.join("cpu.max")), "25000 100000");
+        assert_eq!(read(&pod.join("memory.max")), (64u64 << 20).to_string());
+        assert_eq!(read(&pod.join("memory.swap.max")), "0");
+        assert_eq!(read(&pod.join("pids.max")), "50");
+        assert_eq!(read(&r.join("pv/besteffort/cpu.weight")), "1");
+        for d in ["", "pv", "pv/burstable", "pv/burstable/podu1"] {
+            assert_eq!(
+                read(&r.join(d).join("cgroup.subtree_control")),
+                "+cpuset +cpu +io +memory +hugetlb +pids",
+                "{d}"
+            );
+        }
+        root.set_burstable_cpu("pv", 2000).expect("tier");
+        assert_eq!(read(&r.join("pv/burstable/cpu.weight")), "79");
+    }
+
+    #[test]
+    fn v2_unlimited_values_and_absent_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let r = dir.path();
+        fs::write(r.join("cgroup.controllers"), "cpu pids\n").expect("write");
+        fs::create_dir_all(r.join("pv/podg")).expect("mkdir");
+        for f in ["cpu.weight", "cpu.max", "pids.max"] {
+            fs::write(r.join("pv/podg").join(f), "").expect("write");
+        }
+        let root = CgroupRoot::new(r);
+        let mut c = config(QosClass::Guaranteed);
+        c.cpu_quota_us = None;
+        c.pids_max = None;
+        root.create_pod("pv", "g", &c).expect("create");
+        let pod = r.join("pv/podg");
+        assert_eq!(read(&pod.join("cpu.max")), "max 100000");
+        assert_eq!(read(&pod.join("pids.max")), "max");
+        // No memory controller: its files are not created.
+        assert!(!pod.join("memory.max").exists());
+        assert_eq!(read(&r.join("cgroup.subtree_control")), "+cpu +pids");
+    }
+
+    #[test]
+    fn v1_pod_values_in_each_hierarchy() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let r = dir.path();
+        let pod = "pv/besteffort/podb";
+        for (h, files) in [
+            (
+                "cpu",
+                &["cpu.shares", "cpu.cfs_period_us", "cpu.cfs_quota_us"][..],
+            ),
+            ("memory", &["memory.limit_in_bytes"][..]),
+            ("pids", &["pids.max"][..]),
+        ] {
+            fs::create_dir_all(r.join(h).join(pod)).expect("mkdir");
+            for f in files {
+                fs::write(r.join(h).join(pod).join(f), "").expect("write");
+            }
+        }
+        fs::write(r.join("cpu/pv/besteffort/cpu.shares"), "").expect("write");
+        let root = CgroupRoot::new(r);
+        assert_eq!(root.mode(), CgroupMode::Legacy);
+        let mut c = config(QosClass::BestEffort);
+        c.cpu_shares = 2;
+        c.cpu_quota_us = None;
+        c.memory_max = None;
+        root.create_pod("pv", "b", &c).expect("create");
+        assert_eq!(read(&r.join("cpu").join(pod).join("cpu.shares")), "2");
+        assert_eq!(
+            read(&r.join("cpu").join(pod).join("cpu.cfs_quota_us")),
+            "-1"
+        );
+        assert_eq!(
+            read(&r.join("cpu").join(pod).join("cpu.cfs_period_us")),
+            "100000"
+        );
+        assert_eq!(
+            read(&r.join("memory").join(pod).join("memory.limit_in_bytes")),
+            "-1"
+        );
+        assert_eq!(read(&r.join("pids").join(pod).join("pids.max")), "50");
+        assert_eq!(read(&r.join("cpu/pv/besteffort/cpu.shares")), "2");
+        // The tiers exist in every written hierarchy.
+        assert!(r.join("memory/pv/burstable").is_dir());
+    }
+
+    #[test]
+    fn remove_pod_probes_every_tier_and_drops_tiers_with_the_last_pod() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let r = dir.path();
+        for h in ["cpu", "memory"] {
+            fs::create_dir_all(r.join(h).join("pv/burstable/podu1/c1")).expect("mkdir");
+            fs::create_dir_all(r.join(h).join("pv/besteffort")).expect("mkdir");
+            fs::create_dir_all(r.join(h).join("pv/podg")).expect("mkdir");
+        }
+        let root = CgroupRoot::new(r);
+        root.remove_pod("pv", "u1").expect("remove");
+        for h in ["cpu", "memory"] {
+            assert!(!r.join(h).join("pv/burstable/podu1").exists(), "{h}");
+            // A Guaranteed pod is left: both tiers stay.
+            assert!(r.join(h).join("pv/burstable").exists(), "{h}");
+            assert!(r.join(h).join("pv/besteffort").exists(), "{h}");
+        }
+        root.remove_pod("pv", "g").expect("remove last");
+        for h in ["cpu", "memory"] {
+            assert!(!r.join(h).join("pv/burstable").exists(), "{h}");
+            assert!(!r.join(h).join("pv/besteffort").exists(), "{h}");
+            assert!(r.join(h).join("pv").exists(), "{h}");
+        }
+        // Removing a pod that is gone is fine.
+        root.remove_pod("pv", "u1").expect("remove again");
+    }
+}
