@@ -145,6 +145,12 @@ enum Command {
         /// Keep the pod's CRI log files after it stops.
         #[arg(long)]
         keep_logs: bool,
+        /// registries.yaml (mirrors, auth, TLS) for pulls.
+        #[arg(long = "registry-config", value_name = "FILE")]
+        registry_config: Option<PathBuf>,
+        /// Docker config.json with registry credentials.
+        #[arg(long = "docker-config", value_name = "FILE")]
+        docker_config: Option<PathBuf>,
     },
     /// Manage the local image store.
     Image {
@@ -400,11 +406,18 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             files,
             hostname_override,
         } => validate(&files, hostname_override.as_deref()),
-        Command::Play { file, keep_logs } => {
+        Command::Play {
+            file,
+            keep_logs,
+            registry_config,
+            docker_config,
+        } => {
             let opts = PlayOptions {
                 manifest: file,
                 runtime: runtime_config(&g)?,
                 keep_logs,
+                registry_config,
+                docker_config,
             };
             Ok(play(&opts)?)
         }

@@ -8,6 +8,10 @@
 //! apply. SIGINT/SIGTERM stops the pod gracefully: the stop signal, then SIGKILL after
 //! terminationGracePeriodSeconds (a second Ctrl-C kills at once). On the way out every
 //! container, the sandbox and (unless `--keep-logs`) the pod's logs are removed.
+//!
+//! Images are made present once, before the pod starts, following each container's
+//! `imagePullPolicy` (Never: the store only; IfNotPresent: pull when missing; Always: pull);
+//! unlike the daemon, restarts do not pull again.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -40,6 +44,8 @@ pub enum PlayError {
     Runtime(#[from] crate::runtime::RuntimeError),
     #[error("signal setup: {0}")]
     Signals(nix::Error),
+    #[error(transparent)]
+    Registries(#[from] crate::images::RegistryConfigError),
 }
 
 /// What `play` needs.
@@ -48,6 +54,48 @@ pub struct PlayOptions {
     pub manifest: PathBuf,
     pub runtime: RuntimeConfig,
     pub keep_logs: bool,
+    /// `--registry-config` (registries.yaml) for pulls.
+    pub registry_config: Option<PathBuf>,
+    /// `--docker-config` (config.json credentials) for pulls.
+    pub docker_config: Option<PathBuf>,
+}
+
+/// Pulls the images of `pod` its containers' pull policies ask for.
+fn ensure_images(images: &ImageStore, pod: &Pod, opts: &PlayOptions) -> Result<(), PlayError> {
+    let Some(spec) = pod.spec.as_ref() else {
+        return Ok(());
+    };
+    let mut registries = None;
+    let mut done = std::collections::BTreeSet::new();
+    for c in spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers)
+    {
+        let image = c.image.clone().unwrap_or_default();
+        let pull = match crate::sync::executor::pull_policy(c) {
+            "Never" => false,
+            "IfNotPresent" => images.resolve(&image)?.is_none(),
+            _ => true,
+        };
+        if !pull || !done.insert(image.clone()) {
+            continue;
+        }
+        if registries.is_none() {
+            registries = Some(crate::images::RegistryConfig::load(
+                opts.registry_config.as_deref(),
+                opts.docker_config.as_deref(),
+            )?);
+        }
+        let Some(cfg) = registries.as_ref() else {
+            continue;
+        };
+        say(&format!("pulling image {image}"));
+        let rec = images.pull(&image, cfg, &mut |_| {})?;
+        say(&format!("pulled image {} {}", rec.reference, rec.digest));
+    }
+    Ok(())
 }
 
 const BACKOFF_START: Duration = Duration::from_secs(10);
@@ -100,6 +148,7 @@ pub fn play(opts: &PlayOptions) -> Result<i32, PlayError> {
     for r in images.import_preload()? {
         say(&format!("preloaded image {} {}", r.reference, r.digest));
     }
+    ensure_images(&images, &pod, opts)?;
     // Block the stop signals before any thread exists so they all inherit the mask; they are
     // read from a signalfd in the loop below (monitors reset their mask).
     let mut mask = SigSet::empty();
