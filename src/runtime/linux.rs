@@ -793,6 +793,15 @@ impl Runtime for LinuxRuntime {
         })
     }
 
+    fn exec_sync(
+        &self,
+        id: &str,
+        _cmd: &[String],
+        _timeout: std::time::Duration,
+    ) -> Result<crate::runtime::ExecOutput, RuntimeError> {
+        // Replaced by the exec machinery (branch `exec`).
+        Err(RuntimeError::ExecUnavailable { id: id.to_string() })
+    }
     fn list_containers(&self) -> Result<Vec<ContainerInfo>, RuntimeError> {
         let dir = self.cfg.containers_dir();
         let entries = fs::read_dir(&dir).map_err(|source| RuntimeError::Io {

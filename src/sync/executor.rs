@@ -4,13 +4,17 @@
 //! report) and removing a pod's leftovers can take from milliseconds to seconds. The sync loop
 //! turns them into [`Job`]s; a small pool of worker threads runs them against the runtime and
 //! sends each [`JobResult`] back as an event, so one slow pod never delays another.
+//! Lifecycle hooks (postStart, preStop) run here too: they can take as long as the grace
+//! period and must never block the sync loop.
 
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
+use crate::prober::{run_action, Action, HookKind, ProbeResult, Target};
 use crate::runtime::{
     ContainerInfo, ContainerKind, ContainerRequest, ContainerState, Runtime, RuntimeError,
     SandboxInfo,
@@ -33,6 +37,15 @@ pub enum Job {
     /// Removes every container record of the pod, then its sandbox (and cgroups).
     RemovePod {
         uid: String,
+    },
+    /// Runs a lifecycle hook (postStart/preStop) of a running container.
+    Hook {
+        uid: String,
+        name: String,
+        container_id: String,
+        hook: HookKind,
+        action: Action,
+        timeout: Duration,
     },
 }
 
@@ -60,6 +73,13 @@ pub enum JobResult {
     PodRemoved {
         uid: String,
         result: Result<(), String>,
+    },
+    HookDone {
+        uid: String,
+        name: String,
+        container_id: String,
+        hook: HookKind,
+        result: ProbeResult,
     },
 }
 
@@ -102,6 +122,27 @@ pub fn run_job(runtime: &dyn Runtime, job: Job) -> JobResult {
             result: remove_pod(runtime, &uid).map_err(|e| e.to_string()),
             uid,
         },
+        Job::Hook {
+            uid,
+            name,
+            container_id,
+            hook,
+            action,
+            timeout,
+        } => {
+            let target = Target {
+                runtime,
+                container_id: &container_id,
+            };
+            let result = run_action(&action, &target, timeout);
+            JobResult::HookDone {
+                uid,
+                name,
+                container_id,
+                hook,
+                result,
+            }
+        }
     }
 }
 
