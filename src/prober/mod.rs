@@ -16,6 +16,7 @@ pub mod http;
 pub mod scheduler;
 pub mod tcp;
 
+use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, LifecycleHandler, Probe};
@@ -175,16 +176,17 @@ pub struct ProbeSpec {
 /// The kubelet's probe User-Agent: `kube-probe/<major>.<minor>` of the API it speaks.
 pub const USER_AGENT: &str = "kube-probe/1.35";
 
-/// Where the handlers run: the container (exec) and the runtime that can reach it.
+/// Where the handlers run: the container (exec), the runtime that can reach it, and the
+/// pod's network namespace (network handlers connect from inside it; None: the host's).
 pub struct Target<'a> {
     pub runtime: &'a dyn Runtime,
     pub container_id: &'a str,
+    pub netns: Option<&'a Path>,
 }
 
 /// Runs one action once, within `timeout`.
 pub fn run_action(action: &Action, target: &Target<'_>, timeout: Duration) -> ProbeResult {
-    match action {
-        Action::Exec { command } => run_exec(target, command, timeout),
+    let network = || match action {
         Action::Http(h) => http::probe(h, timeout),
         Action::Tcp { host, port } => tcp::probe(host, *port, timeout),
         Action::Grpc {
@@ -192,11 +194,44 @@ pub fn run_action(action: &Action, target: &Target<'_>, timeout: Duration) -> Pr
             port,
             service,
         } => grpc::probe(host, *port, service, timeout),
+        Action::Exec { .. } | Action::Sleep { .. } => ProbeResult::Success,
+    };
+    match action {
+        Action::Exec { command } => run_exec(target, command, timeout),
         Action::Sleep { duration } => {
             std::thread::sleep((*duration).min(timeout));
             ProbeResult::Success
         }
+        _ => match target.netns {
+            None => network(),
+            Some(ns) => {
+                in_netns(ns, network).unwrap_or_else(|message| ProbeResult::Failure { message })
+            }
+        },
     }
+}
+
+/// Runs `f` on this thread inside the network namespace pinned at `netns`, then returns the
+/// thread to its own. Sockets keep the namespace they were created in, so everything `f`
+/// opens talks to the pod's network (its 127.0.0.1), whatever thread reads it later.
+pub fn in_netns<T>(netns: &Path, f: impl FnOnce() -> T) -> Result<T, String> {
+    use nix::sched::{setns, CloneFlags};
+    let own = std::fs::File::open("/proc/thread-self/ns/net")
+        .map_err(|e| format!("open own network namespace: {e}"))?;
+    let target = std::fs::File::open(netns)
+        .map_err(|e| format!("open pod network namespace {}: {e}", netns.display()))?;
+    setns(&target, CloneFlags::CLONE_NEWNET)
+        .map_err(|e| format!("enter pod network namespace {}: {e}", netns.display()))?;
+    let out = f();
+    if let Err(e) = setns(&own, CloneFlags::CLONE_NEWNET) {
+        // Returning to a namespace this thread was in, through a descriptor still open, with
+        // the privilege that just entered another one, does not fail in practice. If it ever
+        // did, this thread would silently use the pod's network for every later connection:
+        // stopping is the only safe answer.
+        log::error!("cannot return to the host network namespace: {e}");
+        std::process::abort();
+    }
+    Ok(out)
 }
 
 fn run_exec(target: &Target<'_>, command: &[String], timeout: Duration) -> ProbeResult {
@@ -569,6 +604,108 @@ mod tests {
             let e = container_probes(&c, "127.0.0.1").expect_err(yaml);
             assert!(e.to_string().contains(needle), "{yaml}: {e}");
         }
+    }
+
+    struct NoRuntime;
+    impl Runtime for NoRuntime {
+        fn run_pod_sandbox(
+            &self,
+            _: &k8s_openapi::api::core::v1::Pod,
+        ) -> Result<crate::runtime::SandboxInfo, crate::runtime::RuntimeError> {
+            unreachable!()
+        }
+        fn remove_pod_sandbox(&self, _: &str) -> Result<(), crate::runtime::RuntimeError> {
+            unreachable!()
+        }
+        fn list_pod_sandboxes(
+            &self,
+        ) -> Result<Vec<crate::runtime::SandboxInfo>, crate::runtime::RuntimeError> {
+            unreachable!()
+        }
+        fn start_container(
+            &self,
+            _: &crate::runtime::ContainerRequest<'_>,
+        ) -> Result<crate::runtime::ContainerInfo, crate::runtime::RuntimeError> {
+            unreachable!()
+        }
+        fn signal_container(&self, _: &str, _: i32) -> Result<(), crate::runtime::RuntimeError> {
+            unreachable!()
+        }
+        fn remove_container(&self, _: &str) -> Result<(), crate::runtime::RuntimeError> {
+            unreachable!()
+        }
+        fn list_containers(
+            &self,
+        ) -> Result<Vec<crate::runtime::ContainerInfo>, crate::runtime::RuntimeError> {
+            unreachable!()
+        }
+        fn exec_sync(
+            &self,
+            id: &str,
+            _: &[String],
+            _: Duration,
+        ) -> Result<crate::runtime::ExecOutput, crate::runtime::RuntimeError> {
+            Err(crate::runtime::RuntimeError::ExecUnavailable { id: id.into() })
+        }
+    }
+
+    #[test]
+    fn network_probes_connect_from_the_pod_network_namespace() {
+        use std::sync::mpsc;
+        let (tx, rx) = mpsc::channel();
+        let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            // This thread alone moves to a fresh network namespace with loopback up.
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("unshare");
+            let up = std::process::Command::new("ip")
+                .args(["link", "set", "lo", "up"])
+                .status()
+                .expect("ip");
+            assert!(up.success());
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            let port = l.local_addr().expect("addr").port();
+            let tid = nix::unistd::gettid();
+            tx.send((port, tid)).expect("send");
+            let _ = stop_rx.recv();
+        });
+        let (port, tid) = rx.recv().expect("port");
+        let ns =
+            std::path::PathBuf::from(format!("/proc/{}/task/{tid}/ns/net", std::process::id()));
+        let rt = NoRuntime;
+        let action = Action::Tcp {
+            host: "127.0.0.1".into(),
+            port,
+        };
+        let inside = Target {
+            runtime: &rt,
+            container_id: "c",
+            netns: Some(&ns),
+        };
+        assert_eq!(
+            run_action(&action, &inside, Duration::from_secs(1)),
+            ProbeResult::Success
+        );
+        let missing = Target {
+            runtime: &rt,
+            container_id: "c",
+            netns: Some(Path::new("/nonexistent/ns/net")),
+        };
+        assert!(!run_action(&action, &missing, Duration::from_secs(1)).passed());
+        // Exec without the exec machinery is a failure that says so.
+        match run_action(
+            &Action::Exec {
+                command: vec!["true".into()],
+            },
+            &inside,
+            Duration::from_secs(1),
+        ) {
+            ProbeResult::Failure { message } => {
+                assert!(message.contains("exec is not available"), "{message}")
+            }
+            r => panic!("{r:?}"),
+        }
+        let _ = stop_tx.send(());
+        t.join().expect("join");
     }
 
     #[test]

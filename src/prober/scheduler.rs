@@ -30,6 +30,8 @@ pub struct ProbeTarget {
     pub container_id: String,
     /// When the container started (initialDelaySeconds counts from here).
     pub started_at: Instant,
+    /// The pod's own network namespace, if it has one (network probes connect from it).
+    pub netns: Option<std::path::PathBuf>,
     pub probes: Vec<ProbeSpec>,
 }
 
@@ -67,6 +69,7 @@ struct Entry {
 #[derive(Debug, Clone)]
 pub struct Due {
     pub container_id: String,
+    pub netns: Option<std::path::PathBuf>,
     pub kind: ProbeKind,
     pub generation: u64,
     pub action: Action,
@@ -190,6 +193,7 @@ impl Schedules {
                 e.in_flight = true;
                 out.push(Due {
                     container_id: key.0.clone(),
+                    netns: e.target.netns.clone(),
                     kind,
                     generation: e.generation,
                     action: e.spec.action.clone(),
@@ -318,6 +322,7 @@ impl Prober {
                         let target = Target {
                             runtime: runtime.as_ref(),
                             container_id: &job.container_id,
+                            netns: job.netns.as_deref(),
                         };
                         let result = run_action(&job.action, &target, job.timeout);
                         let msg = Msg::Done {
@@ -456,6 +461,7 @@ mod tests {
             container: "c".into(),
             container_id: id.into(),
             started_at: at,
+            netns: None,
             probes,
         }
     }

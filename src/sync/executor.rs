@@ -46,6 +46,8 @@ pub enum Job {
         hook: HookKind,
         action: Action,
         timeout: Duration,
+        /// The pod's own network namespace (httpGet hooks connect from it).
+        netns: Option<std::path::PathBuf>,
     },
 }
 
@@ -129,10 +131,12 @@ pub fn run_job(runtime: &dyn Runtime, job: Job) -> JobResult {
             hook,
             action,
             timeout,
+            netns,
         } => {
             let target = Target {
                 runtime,
                 container_id: &container_id,
+                netns: netns.as_deref(),
             };
             let result = run_action(&action, &target, timeout);
             JobResult::HookDone {

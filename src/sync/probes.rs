@@ -126,6 +126,7 @@ impl SyncLoop {
             return;
         };
         let uid = w.uid.clone();
+        let w_uid = uid.clone();
         let pod = Arc::clone(&w.pod);
         let Some(slot) = w.slots.iter_mut().find(|s| s.container.name == cname) else {
             return;
@@ -163,6 +164,7 @@ impl SyncLoop {
                     hook: HookKind::PostStart,
                     action,
                     timeout: POST_START_TIMEOUT,
+                    netns: self.runtime.pod_network_namespace(&w_uid),
                 };
                 self.executor.submit(job);
             }
@@ -224,6 +226,7 @@ impl SyncLoop {
         match pre_stop {
             Some(Ok(action)) => {
                 job = Some(Job::Hook {
+                    netns: self.runtime.pod_network_namespace(&uid),
                     uid,
                     name: cname.clone(),
                     container_id: id.to_string(),
@@ -449,6 +452,7 @@ impl SyncLoop {
                 Ok(action) => {
                     ids.insert(inst.id.clone());
                     jobs.push(Job::Hook {
+                        netns: self.runtime.pod_network_namespace(&w.uid),
                         uid: w.uid.clone(),
                         name: s.container.name.clone(),
                         container_id: inst.id.clone(),
@@ -506,6 +510,7 @@ impl SyncLoop {
                             container: c.name.clone(),
                             container_id: inst.id.clone(),
                             started_at: now,
+                            netns: self.runtime.pod_network_namespace(&w.uid),
                             probes,
                         },
                     )),
