@@ -8,9 +8,12 @@
 //! wait until the startup probe passed; successThreshold/failureThreshold runs turn raw
 //! results into a state, and only a change of state (plus every failure and warning, for
 //! events) is reported; a failed liveness or startup probe is put on hold until the container
-//! is replaced, as the kubelet does. [`Prober`] is the thread around it: commands (add/remove
-//! a container) and finished probes arrive on one channel; probes run on `workers` threads,
-//! each bounded by its own timeout, so a slow probe only ever occupies one worker.
+//! is replaced, as the kubelet does. [`Prober`] is the thread around it: it alone reads the
+//! timer heap and starts due probes (coalescing those due within [`COALESCE`]), and takes
+//! add/remove commands on a channel; probes run on `workers` threads, each bounded by its own
+//! timeout, so a slow probe only ever occupies one worker; a worker records its result in the
+//! schedules (one short lock) and hands updates to the sink itself, so results never wake the
+//! scheduler thread.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -51,6 +54,9 @@ pub struct ProbeUpdate {
 
 type Key = (String, ProbeKind);
 
+/// A heap entry: (due, insertion order, container id, probe, generation of the schedule).
+type Timer = (Instant, u64, String, ProbeKind, u64);
+
 #[derive(Debug)]
 struct Entry {
     target: Arc<ProbeTarget>,
@@ -79,7 +85,7 @@ pub struct Due {
 /// All probe schedules (pure: time is a parameter).
 #[derive(Debug, Default)]
 pub struct Schedules {
-    heap: BinaryHeap<Reverse<(Instant, u64, String, ProbeKind)>>,
+    heap: BinaryHeap<Reverse<Timer>>,
     entries: HashMap<Key, Entry>,
     /// Containers whose startup probe passed (or that have none).
     started: HashMap<String, bool>,
@@ -90,10 +96,17 @@ pub struct Schedules {
 }
 
 impl Schedules {
-    fn push(&mut self, at: Instant, key: &Key) {
+    fn push(&mut self, at: Instant, key: &Key, generation: u64) {
         self.seq += 1;
         self.heap
-            .push(Reverse((at, self.seq, key.0.clone(), key.1)));
+            .push(Reverse((at, self.seq, key.0.clone(), key.1, generation)));
+    }
+
+    /// Whether a heap entry still belongs to a live schedule (not removed or replaced).
+    fn live(&self, id: &str, kind: ProbeKind, generation: u64) -> bool {
+        self.entries
+            .get(&(id.to_string(), kind))
+            .is_some_and(|e| e.generation == generation)
     }
 
     /// Starts probing a container (replacing any schedule of the same id).
@@ -126,7 +139,7 @@ impl Schedules {
                     on_hold: false,
                 },
             );
-            self.push(first, &key);
+            self.push(first, &key, self.generation);
         }
     }
 
@@ -153,8 +166,8 @@ impl Schedules {
 
     /// When the next probe is due. Stale heap entries (removed containers) are dropped here.
     pub fn next_due(&mut self) -> Option<Instant> {
-        while let Some(Reverse((at, _, id, kind))) = self.heap.peek() {
-            if self.entries.contains_key(&(id.clone(), *kind)) {
+        while let Some(Reverse((at, _, id, kind, generation))) = self.heap.peek() {
+            if self.live(id, *kind, *generation) {
                 return Some(*at);
             }
             self.heap.pop();
@@ -165,16 +178,20 @@ impl Schedules {
     /// Pops every probe due at `now`, schedules its next period and returns those to run.
     pub fn take_due(&mut self, now: Instant) -> Vec<Due> {
         let mut out = Vec::new();
-        while let Some(Reverse((at, _, _, _))) = self.heap.peek() {
+        while let Some(Reverse((at, _, _, _, _))) = self.heap.peek() {
             if *at > now {
                 break;
             }
-            let Some(Reverse((at, _, id, kind))) = self.heap.pop() else {
+            let Some(Reverse((at, _, id, kind, generation))) = self.heap.pop() else {
                 break;
             };
             let key = (id, kind);
             let started = self.started.get(&key.0).copied().unwrap_or(false);
-            let Some(e) = self.entries.get_mut(&key) else {
+            let Some(e) = self
+                .entries
+                .get_mut(&key)
+                .filter(|e| e.generation == generation)
+            else {
                 continue;
             };
             // Next tick on the period grid; a late scheduler does not burst to catch up.
@@ -202,7 +219,7 @@ impl Schedules {
             }
             // A passed startup probe is never run again.
             if !(kind == ProbeKind::Startup && started) {
-                self.push(next, &key);
+                self.push(next, &key, generation);
             }
         }
         out
@@ -271,12 +288,6 @@ pub trait ProbeControl: Send {
 enum Msg {
     Add(ProbeTarget),
     Remove(String),
-    Done {
-        container_id: String,
-        kind: ProbeKind,
-        generation: u64,
-        result: ProbeResult,
-    },
     Stop,
 }
 
@@ -287,28 +298,54 @@ pub struct ProberStats {
     pub skipped_busy: u64,
 }
 
+/// Probes due within this much of the earliest one are started together: one wake-up of the
+/// scheduler per batch instead of one per probe (a probe runs at most this much early).
+pub const COALESCE: Duration = Duration::from_millis(20);
+
+type Sink = Arc<dyn Fn(ProbeUpdate) + Send + Sync>;
+
+struct Shared {
+    schedules: Mutex<Schedules>,
+    probes_run: std::sync::atomic::AtomicU64,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Schedules> {
+        // Nothing panics while holding the lock (pure bookkeeping), so a poisoned lock still
+        // guards consistent schedules.
+        self.schedules.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 /// The prober thread and its pool. Dropping it stops both.
 pub struct Prober {
     tx: Mutex<Sender<Msg>>,
-    stats: Arc<Mutex<ProberStats>>,
+    shared: Arc<Shared>,
     thread: Option<thread::JoinHandle<()>>,
 }
 
 impl Prober {
-    /// Starts the prober thread and `workers` probe threads; updates go to `sink`.
+    /// Starts the prober thread and `workers` probe threads; updates go to `sink` (called on
+    /// a probe thread).
     pub fn start(
         runtime: Arc<dyn Runtime>,
         workers: usize,
-        sink: impl Fn(ProbeUpdate) + Send + 'static,
+        sink: impl Fn(ProbeUpdate) + Send + Sync + 'static,
     ) -> std::io::Result<Prober> {
         let (tx, rx) = mpsc::channel::<Msg>();
         let (job_tx, job_rx) = mpsc::channel::<Due>();
         let job_rx = Arc::new(Mutex::new(job_rx));
+        let shared = Arc::new(Shared {
+            schedules: Mutex::new(Schedules::default()),
+            probes_run: std::sync::atomic::AtomicU64::new(0),
+        });
+        let sink: Sink = Arc::new(sink);
         let mut pool = Vec::new();
         for i in 0..workers.max(1) {
             let job_rx = Arc::clone(&job_rx);
-            let done = tx.clone();
             let runtime = Arc::clone(&runtime);
+            let shared = Arc::clone(&shared);
+            let sink = Arc::clone(&sink);
             pool.push(
                 thread::Builder::new()
                     .name(format!("probe-{i}"))
@@ -325,32 +362,39 @@ impl Prober {
                             netns: job.netns.as_deref(),
                         };
                         let result = run_action(&job.action, &target, job.timeout);
-                        let msg = Msg::Done {
-                            container_id: job.container_id,
-                            kind: job.kind,
-                            generation: job.generation,
+                        // Recorded here, under the schedules' lock: the scheduler thread is
+                        // not woken for every result.
+                        let update = shared.lock().complete(
+                            &job.container_id,
+                            job.kind,
+                            job.generation,
                             result,
-                        };
-                        if done.send(msg).is_err() {
-                            return;
+                        );
+                        if let Some(u) = update {
+                            sink(u);
                         }
                     })?,
             );
         }
-        let stats = Arc::new(Mutex::new(ProberStats::default()));
-        let thread_stats = Arc::clone(&stats);
+        let thread_shared = Arc::clone(&shared);
         let thread = thread::Builder::new()
             .name("prober".into())
-            .spawn(move || run(rx, job_tx, sink, thread_stats, pool))?;
+            .spawn(move || run(rx, job_tx, thread_shared, pool))?;
         Ok(Prober {
             tx: Mutex::new(tx),
-            stats,
+            shared,
             thread: Some(thread),
         })
     }
 
     pub fn stats(&self) -> ProberStats {
-        *self.stats.lock().unwrap_or_else(|p| p.into_inner())
+        ProberStats {
+            probes_run: self
+                .shared
+                .probes_run
+                .load(std::sync::atomic::Ordering::Relaxed),
+            skipped_busy: self.shared.lock().skipped_busy,
+        }
     }
 
     fn send(&self, m: Msg) {
@@ -368,15 +412,6 @@ impl ProbeControl for Prober {
     }
 }
 
-impl ProbeControl for Arc<Prober> {
-    fn add(&self, target: ProbeTarget) {
-        self.as_ref().add(target);
-    }
-    fn remove(&self, container_id: &str) {
-        self.as_ref().remove(container_id);
-    }
-}
-
 impl Drop for Prober {
     fn drop(&mut self) {
         self.send(Msg::Stop);
@@ -386,45 +421,33 @@ impl Drop for Prober {
     }
 }
 
+/// The scheduler thread: starts due probes, sleeps until the next one or a command.
 fn run(
     rx: Receiver<Msg>,
     jobs: Sender<Due>,
-    sink: impl Fn(ProbeUpdate),
-    stats: Arc<Mutex<ProberStats>>,
+    shared: Arc<Shared>,
     pool: Vec<thread::JoinHandle<()>>,
 ) {
-    let mut s = Schedules::default();
     loop {
-        let now = Instant::now();
-        let mut ran = 0;
-        for due in s.take_due(now) {
-            ran += 1;
-            if jobs.send(due).is_err() {
+        let (due, next) = {
+            let mut s = shared.lock();
+            let due = s.take_due(Instant::now() + COALESCE);
+            (due, s.next_due())
+        };
+        shared
+            .probes_run
+            .fetch_add(due.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        for d in due {
+            if jobs.send(d).is_err() {
                 return;
             }
         }
-        if ran > 0 || s.skipped_busy > 0 {
-            let mut st = stats.lock().unwrap_or_else(|p| p.into_inner());
-            st.probes_run += ran;
-            st.skipped_busy = s.skipped_busy;
-        }
-        let wait = s
-            .next_due()
-            .map(|t| t.saturating_duration_since(Instant::now()))
-            .unwrap_or(Duration::from_secs(1));
+        let wait = next
+            .map(|t| t.saturating_duration_since(Instant::now() + COALESCE))
+            .unwrap_or(Duration::from_secs(3600));
         match rx.recv_timeout(wait) {
-            Ok(Msg::Add(t)) => s.add(t, Instant::now()),
-            Ok(Msg::Remove(id)) => s.remove(&id),
-            Ok(Msg::Done {
-                container_id,
-                kind,
-                generation,
-                result,
-            }) => {
-                if let Some(u) = s.complete(&container_id, kind, generation, result) {
-                    sink(u);
-                }
-            }
+            Ok(Msg::Add(t)) => shared.lock().add(t, Instant::now()),
+            Ok(Msg::Remove(id)) => shared.lock().remove(&id),
             Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => break,
             Err(RecvTimeoutError::Timeout) => {}
         }
@@ -573,6 +596,21 @@ mod tests {
             .collect();
         kinds.sort();
         assert_eq!(kinds, vec![ProbeKind::Liveness, ProbeKind::Readiness]);
+    }
+
+    #[test]
+    fn re_adding_a_container_does_not_double_its_schedule() {
+        let t0 = Instant::now();
+        let mut s = Schedules::default();
+        s.add(
+            target("c", t0, vec![spec(ProbeKind::Readiness, 1, 1, 1)]),
+            t0,
+        );
+        s.add(
+            target("c", t0, vec![spec(ProbeKind::Readiness, 1, 1, 1)]),
+            t0,
+        );
+        assert_eq!(s.take_due(t0).len(), 1);
     }
 
     #[test]

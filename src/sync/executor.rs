@@ -81,6 +81,8 @@ pub enum JobResult {
         name: String,
         container_id: String,
         hook: HookKind,
+        /// The hook as the kubelet names it in events: `Exec lifecycle hook ([drain])`.
+        what: String,
         result: ProbeResult,
     },
 }
@@ -139,11 +141,22 @@ pub fn run_job(runtime: &dyn Runtime, job: Job) -> JobResult {
                 netns: netns.as_deref(),
             };
             let result = run_action(&action, &target, timeout);
+            let what = match &action {
+                Action::Exec { command } => {
+                    format!("Exec lifecycle hook ([{}])", command.join(" "))
+                }
+                Action::Http(h) => format!("HTTP lifecycle hook ({})", h.path),
+                Action::Sleep { duration } => {
+                    format!("Sleep lifecycle hook ({}s)", duration.as_secs())
+                }
+                Action::Tcp { .. } | Action::Grpc { .. } => "lifecycle hook".to_string(),
+            };
             JobResult::HookDone {
                 uid,
                 name,
                 container_id,
                 hook,
+                what,
                 result,
             }
         }

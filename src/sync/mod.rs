@@ -895,8 +895,9 @@ impl SyncLoop {
                 name,
                 container_id,
                 hook,
+                what,
                 result,
-            } => self.on_hook_done(&uid, &name, &container_id, hook, result),
+            } => self.on_hook_done(&uid, &name, &container_id, hook, &what, result),
             JobResult::PodRemoved { uid, result } => match result {
                 Ok(()) => {
                     if let Some(r) = self.removals.remove(&uid) {

@@ -330,11 +330,30 @@ impl SyncLoop {
         cname: &str,
         id: &str,
         hook: HookKind,
+        what: &str,
         result: ProbeResult,
     ) {
         let now = self.clock.now();
+        let pod_name = self
+            .workers
+            .iter()
+            .find(|(_, w)| w.uid == uid)
+            .map(|(n, _)| n.clone())
+            .or_else(|| {
+                let r = self.removals.get(uid)?;
+                Some(
+                    r.view
+                        .as_ref()
+                        .map(|v| crate::status::full_name(&v.pod))
+                        .unwrap_or_else(|| r.name.clone()),
+                )
+            })
+            .unwrap_or_else(|| uid.to_string());
+        // The kubelet's wording (kuberuntime handlers.go).
         let message = match &result {
-            ProbeResult::Failure { message } => Some(message.clone()),
+            ProbeResult::Failure { message } => Some(format!(
+                "{what} for Container {cname:?} in Pod {pod_name:?} failed - error: {message}"
+            )),
             _ => None,
         };
         if let Some(r) = self.removals.get_mut(uid) {
@@ -348,18 +367,13 @@ impl SyncLoop {
                             .map_or(now + MIN_GRACE, |t| t.max(now + MIN_GRACE)),
                     );
                 }
-                let pod = r
-                    .view
-                    .as_ref()
-                    .map(|v| crate::status::full_name(&v.pod))
-                    .unwrap_or_else(|| r.name.clone());
                 if let Some(m) = message {
                     self.event(
                         EventType::Warning,
-                        &pod,
+                        &pod_name,
                         Some(cname),
                         "FailedPreStopHook",
-                        &format!("PreStopHook failed: {m}"),
+                        &m,
                     );
                 }
             }
@@ -395,7 +409,7 @@ impl SyncLoop {
                             &name,
                             Some(cname),
                             "FailedPostStartHook",
-                            &format!("PostStartHook failed: {m}"),
+                            &m,
                         );
                         self.begin_container_kill(&name, id, None);
                     }
@@ -418,7 +432,7 @@ impl SyncLoop {
                         &name,
                         Some(cname),
                         "FailedPreStopHook",
-                        &format!("PreStopHook failed: {m}"),
+                        &m,
                     );
                 }
             }

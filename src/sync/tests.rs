@@ -1052,6 +1052,17 @@ fn post_start_gates_started_and_failure_kills() {
     );
     let id = h.rt.running_ids()[0].clone();
     assert_eq!(h.event_count("FailedPostStartHook"), 1);
+    let ev = h
+        .snap()
+        .events
+        .iter()
+        .find(|e| e.reason == "FailedPostStartHook")
+        .cloned()
+        .expect("event");
+    assert_eq!(
+        ev.message,
+        "Exec lifecycle hook ([warmup]) for Container \"main\" in Pod \"default/p-node1\" failed - error: exit 3"
+    );
     assert_eq!(h.event_count("Started"), 0);
     assert!(h.rt.calls().contains(&Call::Signal {
         id,
