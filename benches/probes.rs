@@ -16,7 +16,10 @@
 //! samples, over a 10 s window, the CPU time (utime + stime from /proc/self/task/<tid>/stat)
 //! of the prober's threads (`prober`, `probe-N`) and of the whole process (getrusage), and
 //! reports each as % of one core. `PODVISOR_BENCH_TARGETS=N` and `PODVISOR_BENCH_SECS=N`
-//! change the target count and the window; `PODVISOR_BENCH_PROBES=tcp|http` keeps one kind. The servers' CPU is in the process figure, not in
+//! change the target count and the window; `PODVISOR_BENCH_PROBES=tcp|http` keeps one kind,
+//! `mixed` gives each target one probe (even targets tcp, odd http: 200 probes/s). Last, a
+//! baseline: the same number of probes per second run back to back by one plain thread
+//! without the scheduler, i.e. the cost of the handlers and the kernel's TCP work alone. The servers' CPU is in the process figure, not in
 //! the prober figure. Target: prober < 2 % of one core.
 
 use std::fs;
@@ -198,6 +201,8 @@ fn main() {
             .filter(|p| match kinds.as_str() {
                 "tcp" => p.kind == ProbeKind::Liveness,
                 "http" => p.kind == ProbeKind::Readiness,
+                // One probe per target: even targets tcp, odd targets http.
+                "mixed" => (p.kind == ProbeKind::Liveness) == (i % 2 == 0),
                 _ => true,
             })
             .collect(),
@@ -210,7 +215,11 @@ fn main() {
         .filter(|u| u.kind == ProbeKind::Readiness && u.changed == Some(true))
         .count();
     let failures = updates.iter().filter(|u| !u.result.passed()).count();
-    let want_ready = if kinds == "tcp" { 0 } else { targets };
+    let want_ready = match kinds.as_str() {
+        "tcp" => 0,
+        "mixed" => targets / 2,
+        _ => targets,
+    };
     assert_eq!(ready, want_ready, "every target Ready after warm-up");
     assert_eq!(failures, 0, "no probe failed: {updates:?}");
 
@@ -254,6 +263,60 @@ fn main() {
     println!(
         "  whole process CPU (prober + both test servers): {:.2} % of one core",
         100.0 * proc_cpu / wall
+    );
+
+    // Baseline: the same probes run back to back by one plain thread, paced per second, no
+    // scheduler: the cost of the handlers themselves (mostly the kernel's TCP work, which a
+    // kubelet pays as well).
+    let per_sec = probes as f64 / wall;
+    let (btx, brx) = mpsc::channel();
+    let baseline = thread::Builder::new()
+        .name("baseline".into())
+        .spawn(move || {
+            let tcp = Action::Tcp {
+                host: "127.0.0.1".into(),
+                port: tcp_port,
+            };
+            let http = Action::Http(HttpAction {
+                scheme: Scheme::Http,
+                host: "127.0.0.1".into(),
+                port: http_port,
+                path: "/healthz".into(),
+                headers: Vec::new(),
+            });
+            let rt = NoContainers;
+            let target = podvisor::prober::Target {
+                runtime: &rt,
+                container_id: "c",
+                netns: None,
+            };
+            let n = per_sec.round() as usize;
+            let t0 = Instant::now();
+            let mut sec = 0;
+            while brx.try_recv().is_err() {
+                for k in 0..n {
+                    let a = if k % 2 == 0 { &tcp } else { &http };
+                    let r = podvisor::prober::run_action(a, &target, Duration::from_secs(1));
+                    assert!(r.passed(), "{r:?}");
+                }
+                sec += 1;
+                thread::sleep(
+                    (t0 + Duration::from_secs(sec)).saturating_duration_since(Instant::now()),
+                );
+            }
+        })
+        .expect("baseline");
+    thread::sleep(Duration::from_secs(1));
+    let b0 = thread_ticks(|n| n == "baseline");
+    let tb = Instant::now();
+    thread::sleep(Duration::from_secs(secs.min(5)));
+    let b1 = thread_ticks(|n| n == "baseline");
+    let bwall = tb.elapsed().as_secs_f64();
+    let _ = btx.send(());
+    let _ = baseline.join();
+    println!(
+        "  baseline, the same {per_sec:.0} probes/s (tcp and http alternating) from one plain thread: {:.2} % of one core",
+        100.0 * (((b1.0 + b1.1) - (b0.0 + b0.1)) as f64 / hz) / bwall
     );
     let load = fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("  load average: {}", load.trim());

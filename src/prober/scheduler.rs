@@ -442,8 +442,10 @@ fn run(
                 return;
             }
         }
+        // Sleep until the earliest probe is due; everything due within COALESCE after it
+        // then starts in the same batch.
         let wait = next
-            .map(|t| t.saturating_duration_since(Instant::now() + COALESCE))
+            .map(|t| t.saturating_duration_since(Instant::now()))
             .unwrap_or(Duration::from_secs(3600));
         match rx.recv_timeout(wait) {
             Ok(Msg::Add(t)) => shared.lock().add(t, Instant::now()),
