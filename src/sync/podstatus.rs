@@ -67,9 +67,12 @@ fn started(s: &Slot) -> bool {
         .is_some_and(|i| !i.id.is_empty() && !i.health.post_start_pending && i.health.started)
 }
 
-/// Started, and its readiness probe (if any) passes.
+/// Started, its readiness probe (if any) passes, and it is not being killed.
 fn ready(s: &Slot) -> bool {
-    started(s) && s.instance.as_ref().is_some_and(|i| i.health.ready)
+    started(s)
+        && s.instance
+            .as_ref()
+            .is_some_and(|i| i.health.ready && i.health.kill.is_none())
 }
 
 /// Will this container run again (never started yet, starting, or waiting for a restart)?

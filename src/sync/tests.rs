@@ -984,6 +984,9 @@ fn liveness_failure_runs_prestop_then_stops_then_kills_at_probe_grace() {
     );
     assert!(snap.events.iter().any(|e| e.reason == "Unhealthy"));
     assert!(h.prober_log().contains(&format!("remove {id}")));
+    // Being killed: no longer ready.
+    assert!(!h.status("l").container_statuses.expect("cs")[0].ready);
+    assert_eq!(h.condition("l", "Ready").0, "False");
     let sigkill = Call::Signal {
         id: id.clone(),
         signal: libc::SIGKILL,
