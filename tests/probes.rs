@@ -200,3 +200,74 @@ fn readiness_flips_ready_and_liveness_failure_restarts_the_container() {
     d.stop();
     env.assert_clean();
 }
+
+/// Container state name (running/waiting/terminated) and `started` of the first container.
+fn state(v: &PodView) -> (String, Option<bool>) {
+    let Some(cs) = v
+        .pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| c.first())
+    else {
+        return (String::new(), None);
+    };
+    let st = cs.state.clone().unwrap_or_default();
+    let name = if st.running.is_some() {
+        "running"
+    } else if st.waiting.is_some() {
+        "waiting"
+    } else {
+        "terminated"
+    };
+    (name.to_string(), cs.started)
+}
+
+#[test]
+fn post_start_sleep_holds_the_container_until_it_returns_then_pre_stop_runs_on_removal() {
+    let env = TestEnv::new("hooks");
+    let _ = env.images();
+    let dir = env.dir.path().join("manifests");
+    fs::create_dir_all(&dir).expect("mkdir");
+    let d = Daemon::start(&env, &dir);
+    fs::write(
+        dir.join("hooked.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: hooked\nspec:\n  terminationGracePeriodSeconds: 10\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'trap \"exit 0\" TERM; while true; do sleep 0.1; done']\n    lifecycle:\n      postStart: {sleep: {seconds: 2}}\n      preStop: {sleep: {seconds: 1}}\n",
+    )
+    .expect("write");
+    wait_for("container created", T, || {
+        d.events()
+            .iter()
+            .any(|e| e.reason == "Created" && e.pod.ends_with("hooked-testnode"))
+    });
+    let created = Instant::now();
+    let v = d.pod("hooked").expect("pod");
+    assert_eq!(state(&v), ("waiting".to_string(), Some(false)));
+    assert!(!d.events().iter().any(|e| e.reason == "Started"));
+    wait_for("running after postStart", T, || {
+        d.pod("hooked")
+            .is_some_and(|v| state(&v) == ("running".to_string(), Some(true)))
+    });
+    assert!(
+        created.elapsed() >= Duration::from_millis(1500),
+        "{:?}",
+        created.elapsed()
+    );
+    assert!(d.events().iter().any(|e| e.reason == "Started"));
+    // Removal: the 1 s preStop runs before the stop signal, well within the grace period.
+    let t0 = Instant::now();
+    fs::remove_file(dir.join("hooked.yaml")).expect("rm");
+    wait_for("pod gone", T, || d.pod("hooked").is_none());
+    let took = t0.elapsed();
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(8),
+        "{took:?}"
+    );
+    wait_for("containers removed", T, || {
+        fs::read_dir(env.root.join("containers"))
+            .map(|e| e.count() == 0)
+            .unwrap_or(false)
+    });
+    d.stop();
+    env.assert_clean();
+}
