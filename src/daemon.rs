@@ -3,7 +3,8 @@
 //!
 //! Threads: the main thread runs the sync loop (the only owner of pod state); the file source
 //! and URL source threads; the runtime's exit watcher; a pool of workers for slow runtime work;
-//! the API server; a signal thread; and two small forwarders that wrap source and runtime
+//! the API server; the prober thread (one timer heap for every probe) with its pool of four
+//! probe workers; a signal thread; and two small forwarders that wrap source and runtime
 //! events into sync-loop events. SIGTERM/SIGINT end the daemon and leave every container
 //! running under its monitor: the next daemon re-adopts them.
 
@@ -18,6 +19,7 @@ use nix::sys::signal::{SigSet, Signal};
 use crate::api;
 use crate::config::{DaemonConfig, RunFlags};
 use crate::images::{ImageGcPolicy, ImageStore, PinnedImages, RegistryConfig, Statvfs};
+use crate::prober::scheduler::Prober;
 use crate::runtime::linux::{LinuxRuntime, RuntimeConfig};
 use crate::runtime::{Runtime, RuntimeEvent};
 use crate::sources::{self, FileSourceConfig, SourceEvent, UrlSourceConfig};
@@ -230,8 +232,18 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         source,
     })?;
 
+    let probe_tx = tx.clone();
+    let prober = Prober::start(Arc::clone(&runtime), 4, move |u| {
+        // A failed send means the sync loop is shutting down.
+        let _ = probe_tx.send(SyncEvent::Probe(Box::new(u)));
+    })
+    .map_err(|source| DaemonError::Io {
+        what: "start prober",
+        source,
+    })?;
+
     let snapshots = SnapshotCell::default();
-    let sync = SyncLoop::new(
+    let mut sync = SyncLoop::new(
         SyncConfig {
             node_name: cfg.node_name.clone(),
             expect_file_source: cfg.static_pod_path.is_some(),
@@ -246,6 +258,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         Box::new(SystemClock),
         snapshots.clone(),
     )?;
+    sync.set_prober(Box::new(prober));
 
     let (src_tx, src_rx) = mpsc::channel::<SourceEvent>();
     let _src_forwarder = forward("source-events", src_rx, tx.clone(), SyncEvent::Source)?;

@@ -10,6 +10,7 @@
 //! - [`play`]: `podvisor play`, one pod in the foreground.
 //! - [`config`]: the daemon's KubeletConfiguration file and kubelet-compatible flags.
 //! - [`sources`]: the manifest directory and URL sources (I/O only).
+//! - [`prober`]: liveness/readiness/startup probes and lifecycle-hook handlers; the prober thread.
 //! - [`sync`]: the sync loop, the one owner of pod state; pod config merge, backoff, status.
 //! - [`api`], [`cli`]: the local API on a unix socket and the CLI views over it.
 //! - [`daemon`]: `podvisor run`, wiring the managers together.
@@ -26,6 +27,7 @@ pub mod images;
 pub mod logs;
 pub mod play;
 pub mod pod;
+pub mod prober;
 pub mod runtime;
 pub mod sources;
 pub mod status;

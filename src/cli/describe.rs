@@ -213,6 +213,15 @@ fn container(w: &mut String, c: &Container, status: Option<&ContainerStatus>) {
         let _ = writeln!(w, "    Ready:\t{}", if s.ready { "True" } else { "False" });
         let _ = writeln!(w, "    Restart Count:\t{}", s.restart_count);
     }
+    for (title, probe) in [
+        ("Liveness", &c.liveness_probe),
+        ("Readiness", &c.readiness_probe),
+        ("Startup", &c.startup_probe),
+    ] {
+        if let Some(p) = probe {
+            let _ = writeln!(w, "    {title}:\t{}", probe_line(p));
+        }
+    }
     if let Some(r) = &c.resources {
         for (title, map) in [("Limits", &r.limits), ("Requests", &r.requests)] {
             if let Some(map) = map.as_ref().filter(|m| !m.is_empty()) {
@@ -223,6 +232,49 @@ fn container(w: &mut String, c: &Container, status: Option<&ContainerStatus>) {
             }
         }
     }
+}
+
+/// kubectl's probe line: `http-get http://:8080/healthz delay=0s timeout=1s period=10s
+/// #success=1 #failure=3`.
+fn probe_line(p: &k8s_openapi::api::core::v1::Probe) -> String {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let port = |p: &IntOrString| match p {
+        IntOrString::Int(n) => n.to_string(),
+        IntOrString::String(s) => s.clone(),
+    };
+    let action = if let Some(h) = &p.http_get {
+        format!(
+            "http-get {}://{}:{}{}",
+            h.scheme.as_deref().unwrap_or("HTTP").to_lowercase(),
+            h.host.as_deref().unwrap_or(""),
+            port(&h.port),
+            h.path.as_deref().unwrap_or("")
+        )
+    } else if let Some(t) = &p.tcp_socket {
+        format!(
+            "tcp-socket {}:{}",
+            t.host.as_deref().unwrap_or(""),
+            port(&t.port)
+        )
+    } else if let Some(e) = &p.exec {
+        format!("exec [{}]", e.command.clone().unwrap_or_default().join(" "))
+    } else if let Some(g) = &p.grpc {
+        format!(
+            "grpc <pod>:{} {}",
+            g.port,
+            g.service.as_deref().unwrap_or("")
+        )
+    } else {
+        "unknown".to_string()
+    };
+    format!(
+        "{action} delay={}s timeout={}s period={}s #success={} #failure={}",
+        p.initial_delay_seconds.unwrap_or(0),
+        p.timeout_seconds.unwrap_or(1),
+        p.period_seconds.unwrap_or(10),
+        p.success_threshold.unwrap_or(1),
+        p.failure_threshold.unwrap_or(3)
+    )
 }
 
 /// kubectl's `describeVolumes` for the volume kinds a static pod may use.
@@ -420,6 +472,15 @@ mod tests {
             containers: vec![Container {
                 name: "app".into(),
                 image: Some("nginx:1.27".into()),
+                liveness_probe: Some(k8s_openapi::api::core::v1::Probe {
+                    http_get: Some(k8s_openapi::api::core::v1::HTTPGetAction {
+                        path: Some("/healthz".into()),
+                        port: k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(80),
+                        ..Default::default()
+                    }),
+                    period_seconds: Some(5),
+                    ..Default::default()
+                }),
                 ports: Some(vec![ContainerPort {
                     container_port: 80,
                     ..Default::default()
@@ -568,6 +629,7 @@ mod tests {
             "      Signal:       9",
             "    Ready:          True",
             "    Restart Count:  2",
+            "    Liveness:       http-get http://:80/healthz delay=0s timeout=1s period=5s #success=1 #failure=3",
             "    Limits:",
             "      memory:  64Mi",
             "Conditions:",
@@ -612,6 +674,7 @@ mod tests {
         let c = &mut v.pod.spec.as_mut().expect("spec").containers[0];
         c.ports = None;
         c.resources = None;
+        c.liveness_probe = None;
         let now: Timestamp = "2024-01-02T03:05:00Z".parse().expect("now");
         let out = render_describe(&v, &[], now);
         assert!(out.contains("Labels:       <none>\n"), "{out}");

@@ -1,5 +1,6 @@
 //! cli::events: `podvisor events [POD]` — kubectl's `get events` table (LAST SEEN, TYPE,
-//! REASON, OBJECT, MESSAGE), with a NAMESPACE column when events span namespaces.
+//! REASON, OBJECT, MESSAGE), with a NAMESPACE column when events span namespaces; repeated
+//! events show kubectl's `3s (x5 over 20s)` in LAST SEEN.
 
 use k8s_openapi::jiff::Timestamp;
 
@@ -39,9 +40,19 @@ pub fn render_events(events: &[EventRecord], now: Timestamp) -> String {
             EventType::Normal => "Normal",
             EventType::Warning => "Warning",
         };
+        // kubectl: a repeated event shows `<last> (xN over <first>)`.
+        let seen = if e.count > 1 {
+            format!(
+                "{} (x{} over {})",
+                since_str(&e.last_timestamp, now),
+                e.count,
+                since_str(&e.first_timestamp, now)
+            )
+        } else {
+            since_str(&e.last_timestamp, now)
+        };
         text.push_str(&format!(
-            "{}\t{type_}\t{}\t{object}\t{}\n",
-            since_str(&e.last_timestamp, now),
+            "{seen}\t{type_}\t{}\t{object}\t{}\n",
             e.reason,
             // A message is one table cell: no tabs or newlines inside.
             e.message.trim().replace(['\t', '\n'], " ")
@@ -108,6 +119,17 @@ mod tests {
             "ok",
             "2024-01-02T03:05:00Z",
         ));
+        let mut repeated = ev(
+            "default/web-n1",
+            EventType::Warning,
+            "Unhealthy",
+            "Liveness probe failed: connection refused",
+            "2024-01-02T03:04:57Z",
+        );
+        repeated.count = 5;
+        repeated.first_timestamp = "2024-01-02T03:04:40Z".into();
+        let t = render_events(&[repeated], now);
+        assert!(t.contains("3s (x5 over 20s)   Warning   Unhealthy"), "{t}");
         let t = render_events(&mixed, now);
         assert!(t.starts_with("NAMESPACE     LAST SEEN"), "{t}");
         assert!(t.contains("kube-system   0s"), "{t}");

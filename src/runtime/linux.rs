@@ -790,6 +790,14 @@ impl Runtime for LinuxRuntime {
         })
     }
 
+    fn pod_network_namespace(&self, pod_uid: &str) -> Option<PathBuf> {
+        let net = sandbox::SandboxPaths::new(&self.cfg.pods_dir(), pod_uid)
+            .ok()?
+            .ns("net");
+        // Only pods with their own network namespace have it pinned.
+        net.exists().then_some(net)
+    }
+
     fn start_container(&self, req: &ContainerRequest<'_>) -> Result<ContainerInfo, RuntimeError> {
         let uid = req.pod.metadata.uid.clone().unwrap_or_default();
         sandbox::validate_uid(&uid).map_err(|source| RuntimeError::Sandbox {

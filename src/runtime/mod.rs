@@ -214,6 +214,11 @@ pub trait Runtime: Send + Sync {
     fn remove_pod_sandbox(&self, pod_uid: &str) -> Result<(), RuntimeError>;
     /// Existing sandboxes, from disk (used after a daemon restart).
     fn list_pod_sandboxes(&self) -> Result<Vec<SandboxInfo>, RuntimeError>;
+    /// The pinned network namespace of a pod that has its own (not hostNetwork): probes and
+    /// httpGet hooks connect from inside it, where the pod's 127.0.0.1 is.
+    fn pod_network_namespace(&self, _pod_uid: &str) -> Option<PathBuf> {
+        None
+    }
     /// Creates and starts one container; returns once its process runs (or failed to).
     fn start_container(&self, req: &ContainerRequest<'_>) -> Result<ContainerInfo, RuntimeError>;
     /// Sends a signal to the container's init process (no-op if it already exited).

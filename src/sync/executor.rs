@@ -9,6 +9,9 @@
 //! kubelet's image manager does (`Never`: only the local store; `IfNotPresent`: pull if
 //! missing; `Always`: pull before every start). A pull reports `ImagePulling` and
 //! `ImagePulled` on the way; a failed pull ends the job with reason `ErrImagePull`.
+//!
+//! Lifecycle hooks (postStart, preStop) run here too: they can take as long as the grace
+//! period and must never block the sync loop.
 
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
@@ -17,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
+use crate::prober::{run_action, Action, HookKind, ProbeResult, Target};
 use crate::runtime::{
     ContainerInfo, ContainerKind, ContainerRequest, ContainerState, Runtime, RuntimeError,
     SandboxInfo,
@@ -39,6 +43,17 @@ pub enum Job {
     /// Removes every container record of the pod, then its sandbox (and cgroups).
     RemovePod {
         uid: String,
+    },
+    /// Runs a lifecycle hook (postStart/preStop) of a running container.
+    Hook {
+        uid: String,
+        name: String,
+        container_id: String,
+        hook: HookKind,
+        action: Action,
+        timeout: Duration,
+        /// The pod's own network namespace (httpGet hooks connect from it).
+        netns: Option<std::path::PathBuf>,
     },
 }
 
@@ -112,6 +127,15 @@ pub enum JobResult {
     PodRemoved {
         uid: String,
         result: Result<(), String>,
+    },
+    HookDone {
+        uid: String,
+        name: String,
+        container_id: String,
+        hook: HookKind,
+        /// The hook as the kubelet names it in events: `Exec lifecycle hook ([drain])`.
+        what: String,
+        result: ProbeResult,
     },
 }
 
@@ -210,6 +234,40 @@ pub fn run_job(
             result: remove_pod(runtime, &uid).map_err(|e| e.to_string()),
             uid,
         },
+        Job::Hook {
+            uid,
+            name,
+            container_id,
+            hook,
+            action,
+            timeout,
+            netns,
+        } => {
+            let target = Target {
+                runtime,
+                container_id: &container_id,
+                netns: netns.as_deref(),
+            };
+            let result = run_action(&action, &target, timeout);
+            let what = match &action {
+                Action::Exec { command } => {
+                    format!("Exec lifecycle hook ([{}])", command.join(" "))
+                }
+                Action::Http(h) => format!("HTTP lifecycle hook ({})", h.path),
+                Action::Sleep { duration } => {
+                    format!("Sleep lifecycle hook ({}s)", duration.as_secs())
+                }
+                Action::Tcp { .. } | Action::Grpc { .. } => "lifecycle hook".to_string(),
+            };
+            JobResult::HookDone {
+                uid,
+                name,
+                container_id,
+                hook,
+                what,
+                result,
+            }
+        }
     }
 }
 

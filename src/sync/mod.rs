@@ -17,6 +17,7 @@ pub mod backoff;
 pub mod executor;
 pub mod podconfig;
 pub mod podstatus;
+mod probes;
 pub mod store;
 
 #[cfg(test)]
@@ -46,6 +47,8 @@ pub enum SyncEvent {
     Source(SourceEvent),
     Runtime(RuntimeEvent),
     Work(Box<JobResult>),
+    /// A probe result that changes something or must be recorded (prober thread).
+    Probe(Box<crate::prober::scheduler::ProbeUpdate>),
     /// Stop the loop (the daemon is exiting; containers keep running).
     Shutdown,
 }
@@ -101,6 +104,8 @@ struct Instance {
     /// The image's STOPSIGNAL (SIGTERM by default), as the monitor recorded it.
     stop_signal: i32,
     log_path: PathBuf,
+    /// Probe and hook state of this instance.
+    health: probes::Health,
 }
 
 #[derive(Debug, Clone)]
@@ -188,6 +193,10 @@ struct Removal {
     view: Option<PodView>,
     /// Whether the desired-pod record must be deleted once removed.
     forget_store: bool,
+    /// `namespace/name` of the pod (or its uid for orphans), for events.
+    name: String,
+    /// Containers whose preStop hook runs: their stop signal waits for it.
+    hooks_pending: BTreeSet<String>,
 }
 
 /// The sync loop.
@@ -211,6 +220,7 @@ pub struct SyncLoop {
     started: Instant,
     reported_dups: BTreeSet<(String, String)>,
     dirty: bool,
+    probe_state: probes::ProbeState,
 }
 
 fn rfc3339(t: SystemTime) -> String {
@@ -278,6 +288,7 @@ impl SyncLoop {
             adopted,
             sandboxes_on_disk,
             events: EventLog::new(1000),
+            probe_state: probes::ProbeState::default(),
             snapshots,
             started,
             reported_dups: BTreeSet::new(),
@@ -331,6 +342,7 @@ impl SyncLoop {
                 self.on_exit(&id, &pod_uid, exit)
             }
             SyncEvent::Work(r) => self.on_work(*r),
+            SyncEvent::Probe(u) => self.on_probe(*u),
             SyncEvent::Shutdown => {}
         }
         self.reconcile();
@@ -365,6 +377,7 @@ impl SyncLoop {
                 consider(r.kill_at);
             }
         }
+        consider(self.container_kill_deadline());
         if !(self.file_ready && self.url_ready) {
             consider(Some(self.started + self.cfg.sources_ready_timeout));
         }
@@ -531,7 +544,7 @@ impl SyncLoop {
                 }
                 log::info!("pod {uid}: not defined by any source: removing its containers");
                 self.removals.insert(
-                    uid,
+                    uid.clone(),
                     Removal {
                         running,
                         pending_starts: 0,
@@ -541,6 +554,8 @@ impl SyncLoop {
                         remove_submitted: false,
                         view: None,
                         forget_store: true,
+                        name: uid,
+                        hooks_pending: BTreeSet::new(),
                     },
                 );
             }
@@ -553,6 +568,8 @@ impl SyncLoop {
         for uid in uids {
             self.sync_removal(&uid);
         }
+        self.container_kill_timers();
+        self.sync_probes();
     }
 
     fn update_metadata(&mut self, name: &str, sp: StaticPod) {
@@ -647,6 +664,7 @@ impl SyncLoop {
                             started_at,
                             stop_signal: c.meta.stop_signal,
                             log_path: c.meta.log_path.clone(),
+                            health: probes::Health::new(&slot.container),
                         });
                     }
                     ContainerState::Created => {
@@ -655,6 +673,7 @@ impl SyncLoop {
                             started_at: String::new(),
                             stop_signal: c.meta.stop_signal,
                             log_path: c.meta.log_path.clone(),
+                            health: probes::Health::new(&slot.container),
                         });
                     }
                 }
@@ -689,6 +708,10 @@ impl SyncLoop {
                 }
             }
         }
+        let (hook_jobs, hooks_pending) = self.pre_stop_jobs(&w);
+        for j in hook_jobs {
+            self.executor.submit(j);
+        }
         let view = if whole_pod {
             let mut v = self.view_of(&w);
             v.pod.metadata.deletion_timestamp =
@@ -710,6 +733,8 @@ impl SyncLoop {
                 remove_submitted: false,
                 view,
                 forget_store: true,
+                name: name.to_string(),
+                hooks_pending,
             },
         );
         self.dirty = true;
@@ -723,11 +748,29 @@ impl SyncLoop {
         if !r.running.is_empty() {
             if r.kill_at.is_none() {
                 r.kill_at = Some(now + r.grace);
-                for (id, sig) in &r.running {
+                // Containers with a running preStop hook get their stop signal after it.
+                for (id, sig) in r
+                    .running
+                    .iter()
+                    .filter(|(id, _)| !r.hooks_pending.contains(*id))
+                {
                     if let Err(e) = self.runtime.signal_container(id, *sig) {
                         log::warn!("pod {uid}: stop {id}: {e}");
                     }
                 }
+            } else if !r.killed
+                && !r.hooks_pending.is_empty()
+                && r.kill_at.is_some_and(|t| now >= t)
+            {
+                // preStop hooks used the whole grace period: stop signal now, SIGKILL soon.
+                for id in std::mem::take(&mut r.hooks_pending) {
+                    if let Some(sig) = r.running.get(&id) {
+                        if let Err(e) = self.runtime.signal_container(&id, *sig) {
+                            log::warn!("pod {uid}: stop {id}: {e}");
+                        }
+                    }
+                }
+                r.kill_at = Some(now + probes::MIN_GRACE);
             } else if !r.killed && r.kill_at.is_some_and(|t| now >= t) {
                 r.killed = true;
                 for id in r.running.keys() {
@@ -894,6 +937,14 @@ impl SyncLoop {
                 name: cname,
                 result,
             } => self.on_started(&uid, &cname, result),
+            JobResult::HookDone {
+                uid,
+                name,
+                container_id,
+                hook,
+                what,
+                result,
+            } => self.on_hook_done(&uid, &name, &container_id, hook, &what, result),
             JobResult::PodRemoved { uid, result } => match result {
                 Ok(()) => {
                     if let Some(r) = self.removals.remove(&uid) {
@@ -1014,6 +1065,7 @@ impl SyncLoop {
                     started_at,
                     stop_signal: info.meta.stop_signal,
                     log_path: info.meta.log_path.clone(),
+                    health: probes::Health::new(&slot.container),
                 });
                 slot.waiting = None;
                 slot.retry_at = None;
@@ -1025,13 +1077,8 @@ impl SyncLoop {
                     "Created",
                     &format!("Created container {cname} (image {image})"),
                 );
-                self.event(
-                    EventType::Normal,
-                    &name,
-                    Some(cname),
-                    "Started",
-                    &format!("Started container {cname}"),
-                );
+                // Started once its postStart hook (if any) completed.
+                self.begin_post_start(&name, cname);
             }
             Err(f) if f.reason == "ErrImagePull" => {
                 slot.instance = None;
@@ -1218,6 +1265,7 @@ fn start_if_due(uid: &str, pod: &Arc<Pod>, s: &mut Slot, now: Instant) -> Option
         started_at: String::new(),
         stop_signal: libc::SIGTERM,
         log_path: PathBuf::new(),
+        health: probes::Health::new(&s.container),
     });
     let restart_count = s.instances_started;
     s.instances_started += 1;

@@ -1,7 +1,8 @@
 //! podstatus: a worker's state as a `v1 PodStatus`, in the kubelet's vocabulary (the status
 //! manager's generatePodStatus): phase, conditions with transition times, container states
 //! with reasons (ContainerCreating, PodInitializing, CrashLoopBackOff, ErrImageNeverPull,
-//! CreateContainerError, Completed, Error, OOMKilled), exit codes, restart counts.
+//! CreateContainerError, Completed, Error, OOMKilled), exit codes, restart counts, and the
+//! probe-driven `started`/`ready` flags behind the ContainersReady and Ready conditions.
 
 use std::collections::BTreeMap;
 
@@ -33,7 +34,7 @@ fn conditions_now(w: &PodWorker) -> Vec<(&'static str, bool)> {
         && w.slots
             .iter()
             .filter(|s| s.kind == ContainerKind::App)
-            .all(running);
+            .all(ready);
     vec![
         ("PodReadyToStartContainers", sandbox),
         ("Initialized", initialized),
@@ -59,6 +60,21 @@ fn running(s: &Slot) -> bool {
     s.instance.as_ref().is_some_and(|i| !i.id.is_empty())
 }
 
+/// Running, its postStart hook done and its startup probe (if any) passed.
+fn started(s: &Slot) -> bool {
+    s.instance
+        .as_ref()
+        .is_some_and(|i| !i.id.is_empty() && !i.health.post_start_pending && i.health.started)
+}
+
+/// Started, its readiness probe (if any) passes, and it is not being killed.
+fn ready(s: &Slot) -> bool {
+    started(s)
+        && s.instance
+            .as_ref()
+            .is_some_and(|i| i.health.ready && i.health.kill.is_none())
+}
+
 /// Will this container run again (never started yet, starting, or waiting for a restart)?
 fn pending(s: &Slot) -> bool {
     s.instance.is_some() || s.last.is_none() || s.retry_at.is_some()
@@ -77,8 +93,20 @@ fn terminated(s: &Slot) -> Option<ContainerStateTerminated> {
 }
 
 fn container_status(s: &Slot, inits_pending: bool) -> ContainerStatus {
-    let is_running = running(s);
-    let state = if let Some(i) = s.instance.as_ref().filter(|i| !i.id.is_empty()) {
+    let state = if s
+        .instance
+        .as_ref()
+        .is_some_and(|i| i.health.post_start_pending)
+    {
+        // The kubelet reports a container Running only once its postStart hook returned.
+        K8sState {
+            waiting: Some(ContainerStateWaiting {
+                reason: Some("ContainerCreating".into()),
+                message: None,
+            }),
+            ..Default::default()
+        }
+    } else if let Some(i) = s.instance.as_ref().filter(|i| !i.id.is_empty()) {
         K8sState {
             running: Some(ContainerStateRunning {
                 started_at: to_time(&i.started_at),
@@ -132,8 +160,8 @@ fn container_status(s: &Slot, inits_pending: bool) -> ContainerStatus {
         image: s.container.image.clone().unwrap_or_default(),
         image_id: String::new(),
         container_id: id.map(|i| format!("podvisor://{i}")),
-        ready: is_running,
-        started: Some(is_running),
+        ready: ready(s),
+        started: Some(started(s)),
         restart_count: s.instances_started.saturating_sub(1) as i32,
         state: Some(state),
         last_state,

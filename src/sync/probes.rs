@@ -1,0 +1,600 @@
+//! sync::probes: what probes and lifecycle hooks do to the pods the sync loop owns.
+//!
+//! The prober thread ([`crate::prober::scheduler`]) runs the probes; this file keeps the sync
+//! loop's side: which running containers are probed (added when a container runs and its
+//! postStart hook completed, removed when it stops or is being killed), what a probe update
+//! changes (readiness -> `ready` and the pod conditions; startup -> `started`; a failed
+//! liveness or startup probe -> Killing, preStop, stop signal, SIGKILL at the end of the
+//! grace period, then the restartPolicy and backoff decide), the Unhealthy / ProbeWarning
+//! events, and the hooks: postStart (the container is not started until it returns; failure
+//! -> FailedPostStartHook and a kill) and preStop (before the stop signal, counted against the
+//! grace period; FailedPreStopHook on failure). Hooks run as executor jobs, never here.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+use super::executor::Job;
+use super::{grace_of, PodWorker, SyncLoop};
+use crate::prober::scheduler::{ProbeControl, ProbeTarget, ProbeUpdate};
+use crate::prober::{container_probes, hook_action, HookKind, ProbeKind, ProbeResult};
+use crate::status::EventType;
+
+/// After a preStop hook the container always gets at least this long between the stop signal
+/// and SIGKILL (the kubelet's minimumGracePeriodInSeconds).
+pub const MIN_GRACE: Duration = Duration::from_secs(2);
+/// podvisor's cap on a postStart hook (the kubelet waits without limit).
+pub const POST_START_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A container being killed by the sync loop while its pod keeps running (failed liveness or
+/// startup probe, failed postStart hook).
+#[derive(Debug, Clone)]
+pub(super) struct Kill {
+    /// preStop still running: the stop signal waits for it (or for the deadline).
+    hook_pending: bool,
+    signaled: bool,
+    killed: bool,
+    /// Stop signal (if the hook still runs) or SIGKILL is due here.
+    deadline: Instant,
+}
+
+/// Probe- and hook-derived state of one container instance.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Health {
+    /// postStart is running: not Running, not started, no Started event yet.
+    pub(super) post_start_pending: bool,
+    /// The startup probe passed (true when there is none).
+    pub(super) started: bool,
+    /// The readiness probe's state (true when there is none).
+    pub(super) ready: bool,
+    pub(super) kill: Option<Kill>,
+}
+
+impl Health {
+    pub(super) fn new(c: &Container) -> Health {
+        Health {
+            post_start_pending: false,
+            started: c.startup_probe.is_none(),
+            ready: c.readiness_probe.is_none(),
+            kill: None,
+        }
+    }
+}
+
+/// No prober: probes are never run (the default until [`SyncLoop::set_prober`]).
+struct NoProber;
+impl ProbeControl for NoProber {
+    fn add(&self, _: ProbeTarget) {}
+    fn remove(&self, _: &str) {}
+}
+
+/// The sync loop's handle on the prober thread and what it has asked it to probe.
+pub(super) struct ProbeState {
+    control: Box<dyn ProbeControl>,
+    probed: BTreeSet<String>,
+}
+
+impl Default for ProbeState {
+    fn default() -> Self {
+        ProbeState {
+            control: Box::new(NoProber),
+            probed: BTreeSet::new(),
+        }
+    }
+}
+
+/// The address probes and hooks use by default: the pod IP (the host's with hostNetwork,
+/// loopback otherwise: pods have loopback-only networking).
+pub(super) fn pod_ip(pod: &Pod, host_ip: &str) -> String {
+    let host_network = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.host_network)
+        .unwrap_or(false);
+    if host_network {
+        host_ip.to_string()
+    } else {
+        "127.0.0.1".to_string()
+    }
+}
+
+fn kill_grace(pod: &Pod, c: &Container, kind: Option<ProbeKind>) -> Duration {
+    let probe = match kind {
+        Some(ProbeKind::Liveness) => c.liveness_probe.as_ref(),
+        Some(ProbeKind::Startup) => c.startup_probe.as_ref(),
+        _ => None,
+    };
+    probe
+        .and_then(|p| p.termination_grace_period_seconds)
+        .filter(|s| *s > 0)
+        .map(|s| Duration::from_secs(s as u64))
+        .unwrap_or_else(|| grace_of(pod))
+}
+
+impl SyncLoop {
+    /// Connects the prober thread (the daemon does; tests pass a recording fake).
+    pub fn set_prober(&mut self, control: Box<dyn ProbeControl>) {
+        self.probe_state.control = control;
+    }
+
+    /// A container just runs: runs its postStart hook first, or reports it Started.
+    pub(super) fn begin_post_start(&mut self, name: &str, cname: &str) {
+        let host_ip = self.cfg.host_ip.clone();
+        let Some(w) = self.workers.get_mut(name) else {
+            return;
+        };
+        let uid = w.uid.clone();
+        let w_uid = uid.clone();
+        let pod = Arc::clone(&w.pod);
+        let Some(slot) = w.slots.iter_mut().find(|s| s.container.name == cname) else {
+            return;
+        };
+        let Some(inst) = slot.instance.as_mut() else {
+            return;
+        };
+        let handler = slot
+            .container
+            .lifecycle
+            .as_ref()
+            .and_then(|l| l.post_start.as_ref());
+        let Some(handler) = handler else {
+            self.event(
+                EventType::Normal,
+                name,
+                Some(cname),
+                "Started",
+                &format!("Started container {cname}"),
+            );
+            return;
+        };
+        match hook_action(
+            HookKind::PostStart,
+            handler,
+            &slot.container,
+            &pod_ip(&pod, &host_ip),
+        ) {
+            Ok(action) => {
+                inst.health.post_start_pending = true;
+                let job = Job::Hook {
+                    uid,
+                    name: cname.to_string(),
+                    container_id: inst.id.clone(),
+                    hook: HookKind::PostStart,
+                    action,
+                    timeout: POST_START_TIMEOUT,
+                    netns: self.runtime.pod_network_namespace(&w_uid),
+                };
+                self.executor.submit(job);
+            }
+            Err(e) => {
+                let id = inst.id.clone();
+                self.event(
+                    EventType::Warning,
+                    name,
+                    Some(cname),
+                    "FailedPostStartHook",
+                    &e.to_string(),
+                );
+                self.begin_container_kill(name, &id, None);
+            }
+        }
+    }
+
+    /// Kills one container of a running pod: preStop (if any), stop signal, SIGKILL after the
+    /// grace period (the probe's terminationGracePeriodSeconds for probe kills).
+    fn begin_container_kill(&mut self, name: &str, id: &str, kind: Option<ProbeKind>) {
+        let now = self.clock.now();
+        let host_ip = self.cfg.host_ip.clone();
+        let Some(w) = self.workers.get_mut(name) else {
+            return;
+        };
+        let uid = w.uid.clone();
+        let pod = Arc::clone(&w.pod);
+        let Some(slot) = w
+            .slots
+            .iter_mut()
+            .find(|s| s.instance.as_ref().is_some_and(|i| i.id == id))
+        else {
+            return;
+        };
+        let grace = kill_grace(&pod, &slot.container, kind);
+        let cname = slot.container.name.clone();
+        let pre_stop = slot
+            .container
+            .lifecycle
+            .as_ref()
+            .and_then(|l| l.pre_stop.as_ref())
+            .map(|h| {
+                hook_action(
+                    HookKind::PreStop,
+                    h,
+                    &slot.container,
+                    &pod_ip(&pod, &host_ip),
+                )
+            });
+        let Some(inst) = slot.instance.as_mut() else {
+            return;
+        };
+        if inst.health.kill.is_some() {
+            return;
+        }
+        let stop_signal = inst.stop_signal;
+        let mut job = None;
+        let mut hook_error = None;
+        match pre_stop {
+            Some(Ok(action)) => {
+                job = Some(Job::Hook {
+                    netns: self.runtime.pod_network_namespace(&uid),
+                    uid,
+                    name: cname.clone(),
+                    container_id: id.to_string(),
+                    hook: HookKind::PreStop,
+                    action,
+                    timeout: grace,
+                });
+            }
+            Some(Err(e)) => hook_error = Some(e.to_string()),
+            None => {}
+        }
+        inst.health.kill = Some(Kill {
+            hook_pending: job.is_some(),
+            signaled: job.is_none(),
+            killed: false,
+            deadline: now + grace,
+        });
+        if let Some(msg) = hook_error {
+            self.event(
+                EventType::Warning,
+                name,
+                Some(&cname),
+                "FailedPreStopHook",
+                &msg,
+            );
+        }
+        match job {
+            Some(j) => self.executor.submit(j),
+            None => {
+                if let Err(e) = self.runtime.signal_container(id, stop_signal) {
+                    log::warn!("{name} {cname}: stop {id}: {e}");
+                }
+            }
+        }
+        self.dirty = true;
+    }
+
+    /// A probe result the sync loop must act on.
+    pub(super) fn on_probe(&mut self, u: ProbeUpdate) {
+        let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == u.pod_uid) else {
+            return;
+        };
+        let name = name.clone();
+        let Some(inst) = w
+            .slots
+            .iter_mut()
+            .filter_map(|s| s.instance.as_mut())
+            .find(|i| i.id == u.container_id)
+        else {
+            return;
+        };
+        if inst.health.kill.is_some() {
+            return;
+        }
+        let mut kill = false;
+        match (u.kind, u.changed) {
+            (ProbeKind::Readiness, Some(v)) => inst.health.ready = v,
+            (ProbeKind::Startup, Some(true)) => inst.health.started = true,
+            (ProbeKind::Liveness | ProbeKind::Startup, Some(false)) => kill = true,
+            _ => {}
+        }
+        let kind = u.kind.title();
+        match &u.result {
+            ProbeResult::Failure { message } => self.event(
+                EventType::Warning,
+                &name,
+                Some(&u.container),
+                "Unhealthy",
+                &format!("{kind} probe failed: {message}"),
+            ),
+            ProbeResult::Warning { message } => self.event(
+                EventType::Warning,
+                &name,
+                Some(&u.container),
+                "ProbeWarning",
+                &format!("{kind} probe warning: {message}"),
+            ),
+            ProbeResult::Success => {}
+        }
+        if kill {
+            self.event(
+                EventType::Normal,
+                &name,
+                Some(&u.container),
+                "Killing",
+                &format!(
+                    "Container {} failed {} probe, will be restarted",
+                    u.container,
+                    kind.to_lowercase()
+                ),
+            );
+            self.begin_container_kill(&name, &u.container_id, Some(u.kind));
+        }
+        self.dirty = true;
+    }
+
+    /// A hook job finished.
+    pub(super) fn on_hook_done(
+        &mut self,
+        uid: &str,
+        cname: &str,
+        id: &str,
+        hook: HookKind,
+        what: &str,
+        result: ProbeResult,
+    ) {
+        let now = self.clock.now();
+        let pod_name = self
+            .workers
+            .iter()
+            .find(|(_, w)| w.uid == uid)
+            .map(|(n, _)| n.clone())
+            .or_else(|| {
+                let r = self.removals.get(uid)?;
+                Some(
+                    r.view
+                        .as_ref()
+                        .map(|v| crate::status::full_name(&v.pod))
+                        .unwrap_or_else(|| r.name.clone()),
+                )
+            })
+            .unwrap_or_else(|| uid.to_string());
+        // The kubelet's wording (kuberuntime handlers.go).
+        let message = match &result {
+            ProbeResult::Failure { message } => Some(format!(
+                "{what} for Container {cname:?} in Pod {pod_name:?} failed - error: {message}"
+            )),
+            _ => None,
+        };
+        if let Some(r) = self.removals.get_mut(uid) {
+            if hook == HookKind::PreStop && r.hooks_pending.remove(id) {
+                if let Some(sig) = r.running.get(id) {
+                    if let Err(e) = self.runtime.signal_container(id, *sig) {
+                        log::warn!("pod {uid}: stop {id}: {e}");
+                    }
+                    r.kill_at = Some(
+                        r.kill_at
+                            .map_or(now + MIN_GRACE, |t| t.max(now + MIN_GRACE)),
+                    );
+                }
+                if let Some(m) = message {
+                    self.event(
+                        EventType::Warning,
+                        &pod_name,
+                        Some(cname),
+                        "FailedPreStopHook",
+                        &m,
+                    );
+                }
+            }
+            return;
+        }
+        let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == uid) else {
+            return;
+        };
+        let name = name.clone();
+        let Some(inst) = w
+            .slots
+            .iter_mut()
+            .filter_map(|s| s.instance.as_mut())
+            .find(|i| i.id == id)
+        else {
+            return;
+        };
+        self.dirty = true;
+        match hook {
+            HookKind::PostStart => {
+                inst.health.post_start_pending = false;
+                match message {
+                    None => self.event(
+                        EventType::Normal,
+                        &name,
+                        Some(cname),
+                        "Started",
+                        &format!("Started container {cname}"),
+                    ),
+                    Some(m) => {
+                        self.event(
+                            EventType::Warning,
+                            &name,
+                            Some(cname),
+                            "FailedPostStartHook",
+                            &m,
+                        );
+                        self.begin_container_kill(&name, id, None);
+                    }
+                }
+            }
+            HookKind::PreStop => {
+                let stop_signal = inst.stop_signal;
+                let Some(k) = inst.health.kill.as_mut().filter(|k| k.hook_pending) else {
+                    return;
+                };
+                k.hook_pending = false;
+                k.signaled = true;
+                k.deadline = k.deadline.max(now + MIN_GRACE);
+                if let Err(e) = self.runtime.signal_container(id, stop_signal) {
+                    log::warn!("{name} {cname}: stop {id}: {e}");
+                }
+                if let Some(m) = message {
+                    self.event(
+                        EventType::Warning,
+                        &name,
+                        Some(cname),
+                        "FailedPreStopHook",
+                        &m,
+                    );
+                }
+            }
+        }
+    }
+
+    /// preStop jobs for the running containers of a pod going away; returns the jobs and the
+    /// ids whose stop signal waits for them.
+    pub(super) fn pre_stop_jobs(&mut self, w: &PodWorker) -> (Vec<Job>, BTreeSet<String>) {
+        let ip = pod_ip(&w.pod, &self.cfg.host_ip);
+        let grace = grace_of(&w.pod);
+        let mut jobs = Vec::new();
+        let mut ids = BTreeSet::new();
+        let mut errors = Vec::new();
+        for s in &w.slots {
+            let Some(inst) = s.instance.as_ref().filter(|i| !i.id.is_empty()) else {
+                continue;
+            };
+            if inst.health.kill.is_some() {
+                continue;
+            }
+            let Some(h) = s
+                .container
+                .lifecycle
+                .as_ref()
+                .and_then(|l| l.pre_stop.as_ref())
+            else {
+                continue;
+            };
+            match hook_action(HookKind::PreStop, h, &s.container, &ip) {
+                Ok(action) => {
+                    ids.insert(inst.id.clone());
+                    jobs.push(Job::Hook {
+                        netns: self.runtime.pod_network_namespace(&w.uid),
+                        uid: w.uid.clone(),
+                        name: s.container.name.clone(),
+                        container_id: inst.id.clone(),
+                        hook: HookKind::PreStop,
+                        action,
+                        timeout: grace,
+                    });
+                }
+                Err(e) => errors.push((s.container.name.clone(), e.to_string())),
+            }
+        }
+        for (c, e) in errors {
+            self.event(
+                EventType::Warning,
+                &w.spec.full_name,
+                Some(&c),
+                "FailedPreStopHook",
+                &e,
+            );
+        }
+        (jobs, ids)
+    }
+
+    /// Tells the prober which containers to probe: running, past postStart, not being killed.
+    pub(super) fn sync_probes(&mut self) {
+        let mut want: Vec<(String, ProbeTarget)> = Vec::new();
+        let mut errors = Vec::new();
+        let now = self.clock.now();
+        let mut desired = BTreeSet::new();
+        for (name, w) in &self.workers {
+            let ip = pod_ip(&w.pod, &self.cfg.host_ip);
+            for s in &w.slots {
+                let Some(inst) = s.instance.as_ref().filter(|i| !i.id.is_empty()) else {
+                    continue;
+                };
+                if inst.health.post_start_pending || inst.health.kill.is_some() {
+                    continue;
+                }
+                let c = &s.container;
+                if c.liveness_probe.is_none()
+                    && c.readiness_probe.is_none()
+                    && c.startup_probe.is_none()
+                {
+                    continue;
+                }
+                desired.insert(inst.id.clone());
+                if self.probe_state.probed.contains(&inst.id) {
+                    continue;
+                }
+                match container_probes(c, &ip) {
+                    Ok(probes) => want.push((
+                        inst.id.clone(),
+                        ProbeTarget {
+                            pod_uid: w.uid.clone(),
+                            container: c.name.clone(),
+                            container_id: inst.id.clone(),
+                            started_at: now,
+                            netns: self.runtime.pod_network_namespace(&w.uid),
+                            probes,
+                        },
+                    )),
+                    Err(e) => {
+                        // Never retried for this instance: the manifest must change.
+                        self.probe_state.probed.insert(inst.id.clone());
+                        errors.push((name.clone(), c.name.clone(), e.to_string()));
+                    }
+                }
+            }
+        }
+        for (id, t) in want {
+            self.probe_state.probed.insert(id);
+            self.probe_state.control.add(t);
+        }
+        let gone: Vec<String> = self
+            .probe_state
+            .probed
+            .difference(&desired)
+            .cloned()
+            .collect();
+        for id in gone {
+            self.probe_state.probed.remove(&id);
+            self.probe_state.control.remove(&id);
+        }
+        for (pod, c, e) in errors {
+            self.event(EventType::Warning, &pod, Some(&c), "Failed", &e);
+        }
+    }
+
+    /// Stop signals after a hung preStop, and SIGKILLs at the end of grace periods, of
+    /// containers killed while their pod keeps running.
+    pub(super) fn container_kill_timers(&mut self) {
+        let now = self.clock.now();
+        let mut signals = Vec::new();
+        for w in self.workers.values_mut() {
+            for inst in w.slots.iter_mut().filter_map(|s| s.instance.as_mut()) {
+                let Some(k) = inst.health.kill.as_mut() else {
+                    continue;
+                };
+                if now < k.deadline || k.killed {
+                    continue;
+                }
+                if k.hook_pending {
+                    // The preStop hook used the whole grace period: stop now, kill soon.
+                    k.hook_pending = false;
+                    k.signaled = true;
+                    k.deadline = now + MIN_GRACE;
+                    signals.push((inst.id.clone(), inst.stop_signal));
+                } else if k.signaled {
+                    k.killed = true;
+                    signals.push((inst.id.clone(), libc::SIGKILL));
+                }
+            }
+        }
+        for (id, sig) in signals {
+            if let Err(e) = self.runtime.signal_container(&id, sig) {
+                log::warn!("signal {sig} to {id}: {e}");
+            }
+        }
+    }
+
+    /// The earliest kill timer of a container of a running pod.
+    pub(super) fn container_kill_deadline(&self) -> Option<Instant> {
+        self.workers
+            .values()
+            .flat_map(|w| w.slots.iter())
+            .filter_map(|s| s.instance.as_ref()?.health.kill.as_ref())
+            .filter(|k| !k.killed)
+            .map(|k| k.deadline)
+            .min()
+    }
+}
