@@ -255,7 +255,12 @@ scenario_removed() { # after every scenario manifest is deleted
   report $n
 }
 
-cycle_pod() { # NAME
+cycle_pod() { # NAME INDEX: pods alternate between the three QoS classes
+  case $(($2 % 3)) in
+    0) _res="resources: {limits: {cpu: 500m, memory: 32Mi}}" ;;
+    1) _res="resources: {requests: {cpu: 20m, memory: 8Mi}}" ;;
+    *) _res="resources: {}" ;;
+  esac
   cat > "$MANIFESTS/.$1.tmp" <<EOF
 apiVersion: v1
 kind: Pod
@@ -266,9 +271,22 @@ spec:
   - name: main
     image: busybox
     command: [sh, -c, 'trap "exit 0" TERM; sleep 1000 & wait']
+    $_res
 EOF
   mv "$MANIFESTS/.$1.tmp" "$MANIFESTS/$1.yaml"
 }
+# overlay mounts of container root filesystems still mounted
+leftover_mounts() { grep " overlay " /proc/mounts | cut -d' ' -f2; }
+# podvisor processes other than the daemon (monitors, sandbox holders)
+leftover_monitors() {
+  for _e in /proc/[0-9]*/exe; do
+    _pid=${_e#/proc/}
+    _pid=${_pid%/exe}
+    [ "$_pid" = "$daemon" ] && continue
+    case "$(readlink "$_e" 2>/dev/null)" in */podvisor) echo "$_pid:$(tr '\0' ' ' < "/proc/$_pid/cmdline")" ;; esac
+  done
+}
+
 # Running containers, counted from the cgroup tree (cheaper to poll than the daemon)
 count_running() {
   _n=0
@@ -288,7 +306,7 @@ scenario_cycles() {
   while [ $r -le $CYCLE_ROUNDS ]; do
     i=1
     t_round=$(now)
-    while [ $i -le $CYCLE_PODS ]; do cycle_pod "cycle-$r-$i"; i=$((i + 1)); done
+    while [ $i -le $CYCLE_PODS ]; do cycle_pod "cycle-$r-$i" $i; i=$((i + 1)); done
     if ! wait_until 90 all_running; then
       errs="round $r: $(count_running) of $CYCLE_PODS pods Running after 90 s;"
       break
@@ -307,6 +325,10 @@ scenario_cycles() {
     r=$((r + 1))
   done
   if [ -z "$errs" ]; then
+    _m=$(leftover_mounts | tr '\n' ' ')
+    [ -z "$_m" ] || errs="$errs overlay mounts left: $_m;"
+    _p=$(leftover_monitors | tr '\n' ' ')
+    [ -z "$_p" ] || errs="$errs podvisor processes left: $_p;"
     say "INFO cycles: $((CYCLE_ROUNDS * CYCLE_PODS)) pods created and deleted in $(($(now) - t)) s"
   fi
   report $n
