@@ -378,6 +378,9 @@ for p in $scenario_pods; do scenario_uids="$scenario_uids $(pod_uid "$p")"; done
 want pod-cgroup-removed && scenario_removed
 want cycles-50 && scenario_cycles
 say "INFO scenarios took $(($(now) - t0)) s"
+warnings=$(grep -c -e '^\[[^ ]* WARN' -e '^\[[^ ]* ERROR' "$DAEMON_LOG")
+say "INFO daemon log: $warnings WARN/ERROR lines"
+grep -e '^\[[^ ]* WARN' -e '^\[[^ ]* ERROR' "$DAEMON_LOG" | head -n 10 | sed 's/^/PODVISOR-VM: INFO daemon: /'
 
 if [ "$failures" -gt 0 ]; then
   echo "---- podvisor pods -o wide ----"
