@@ -269,7 +269,7 @@ spec:
   terminationGracePeriodSeconds: 2
   containers:
   - name: main
-    image: busybox
+    image: busybox:1.35
     command: [sh, -c, 'trap "exit 0" TERM; sleep 1000 & wait']
     $_res
 EOF
@@ -336,7 +336,9 @@ scenario_cycles() {
 
 # --- main ----------------------------------------------------------------------------------
 t0=$(now)
-podvisor image import /vm/images/busybox.tar --ref docker.io/library/busybox:latest >/tmp/import.log 2>&1 ||
+# a tagged reference: the manifests use busybox:1.35, whose default pull policy IfNotPresent
+# never reaches for a registry (the VM has no network; :latest would mean Always)
+podvisor image import /vm/images/busybox.tar --ref docker.io/library/busybox:1.35 >/tmp/import.log 2>&1 ||
   say "INFO image import failed: $(tail -n 3 /tmp/import.log | tr '\n' ' ')"
 RUST_LOG=${RUST_LOG:-info} podvisor run --config /vm/kubelet-config.yaml \
   --pod-manifest-path "$MANIFESTS" >"$DAEMON_LOG" 2>&1 &
