@@ -115,7 +115,7 @@ spec:
   terminationGracePeriodSeconds: 0
   containers:
   - name: main
-    image: busybox
+    image: busybox:1.35
     command: [sleep, \"3600\"]
 "
     )

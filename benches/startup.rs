@@ -86,7 +86,7 @@ spec:
   terminationGracePeriodSeconds: 1
   containers:
   - name: app
-    image: busybox
+    image: busybox:1.35
     command: [sh, -c, 'trap \"exit 0\" TERM; sleep 1000 & wait']
 ";
 

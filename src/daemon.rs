@@ -7,21 +7,22 @@
 //! events into sync-loop events. SIGTERM/SIGINT end the daemon and leave every container
 //! running under its monitor: the next daemon re-adopts them.
 
+use std::path::PathBuf;
 use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use nix::sys::signal::{SigSet, Signal};
 
 use crate::api;
 use crate::config::{DaemonConfig, RunFlags};
-use crate::images::ImageStore;
+use crate::images::{ImageGcPolicy, ImageStore, PinnedImages, RegistryConfig, Statvfs};
 use crate::runtime::linux::{LinuxRuntime, RuntimeConfig};
 use crate::runtime::{Runtime, RuntimeEvent};
 use crate::sources::{self, FileSourceConfig, SourceEvent, UrlSourceConfig};
 use crate::status::SnapshotCell;
-use crate::sync::executor::ThreadPool;
+use crate::sync::executor::{ImageService, PulledImage, ThreadPool};
 use crate::sync::{SyncConfig, SyncEvent, SyncLoop, SystemClock};
 
 /// Errors that stop the daemon from starting.
@@ -31,6 +32,8 @@ pub enum DaemonError {
     Config(#[from] crate::config::ConfigError),
     #[error("image store: {0}")]
     Images(#[from] crate::images::ImageError),
+    #[error("registry configuration: {0}")]
+    Registries(#[from] crate::images::RegistryConfigError),
     #[error("runtime: {0}")]
     Runtime(#[from] crate::runtime::RuntimeError),
     #[error("sources: {0}")]
@@ -77,6 +80,87 @@ fn forward<T: Send + 'static>(
         })
 }
 
+/// Default `--registry-config` when that file exists.
+const DEFAULT_REGISTRY_CONFIG: &str = "/etc/podvisor/registries.yaml";
+
+/// The image store and registries as the sync loop's workers see them. The registry files
+/// are read again for every pull, so rotated credentials and new mirrors apply without a
+/// restart (as the kubelet reads its credential files lazily).
+struct StoreImageService {
+    store: Arc<ImageStore>,
+    registry_config: Option<PathBuf>,
+    docker_config: Option<PathBuf>,
+}
+
+impl StoreImageService {
+    fn registries(&self) -> Result<RegistryConfig, crate::images::RegistryConfigError> {
+        RegistryConfig::load(
+            self.registry_config.as_deref(),
+            self.docker_config.as_deref(),
+        )
+    }
+}
+
+impl ImageService for StoreImageService {
+    fn is_present(&self, image: &str) -> Result<bool, String> {
+        self.store
+            .resolve(image)
+            .map(|r| r.is_some())
+            .map_err(|e| e.to_string())
+    }
+
+    fn pull(&self, image: &str) -> Result<PulledImage, String> {
+        let cfg = self.registries().map_err(|e| e.to_string())?;
+        let rec = self
+            .store
+            .pull(image, &cfg, &mut |_| {})
+            .map_err(|e| e.to_string())?;
+        Ok(PulledImage {
+            digest: rec.digest,
+            size: rec.size,
+        })
+    }
+}
+
+/// How often image GC checks the image filesystem (the kubelet's ImageGCPeriod).
+const IMAGE_GC_PERIOD: Duration = Duration::from_secs(300);
+
+/// Starts the image GC thread: every [`IMAGE_GC_PERIOD`] it collects unused, unpinned images
+/// when the image filesystem is above the high threshold. Images of every pod in the published
+/// snapshot (running, pending or being removed) are pinned.
+fn spawn_image_gc(
+    store: Arc<ImageStore>,
+    policy: ImageGcPolicy,
+    snapshots: SnapshotCell,
+) -> Result<thread::JoinHandle<()>, DaemonError> {
+    thread::Builder::new()
+        .name("image-gc".into())
+        .spawn(move || {
+            let mut last_shortfall = None;
+            loop {
+                thread::sleep(IMAGE_GC_PERIOD);
+                let snap = snapshots.get();
+                let pinned = PinnedImages::from_pods(snap.pods.iter().map(|v| &v.pod));
+                match store.garbage_collect(&policy, &pinned, &Statvfs, SystemTime::now()) {
+                    Ok(report) => {
+                        // Said once per change, not every period (flash storage).
+                        if report.shortfall != last_shortfall {
+                            if let Some(s) = &report.shortfall {
+                                log::warn!("image GC: {s}");
+                            }
+                            last_shortfall = report.shortfall;
+                        }
+                    }
+                    Err(e) => log::warn!("image GC: {e}"),
+                }
+            }
+        })
+        .map_err(|source| DaemonError::Io {
+            what: "spawn image GC",
+            source,
+        })
+}
+
 /// Runs the daemon until SIGTERM/SIGINT.
 pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
     let cfg: DaemonConfig = crate::config::load(flags, &paths.root_dir)?;
@@ -118,10 +202,22 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
 
     let (tx, rx) = mpsc::channel::<SyncEvent>();
     let (rt_tx, rt_rx) = mpsc::channel::<RuntimeEvent>();
-    let runtime: Arc<dyn Runtime> = Arc::new(LinuxRuntime::new(rcfg, images, rt_tx)?);
+    let runtime: Arc<dyn Runtime> = Arc::new(LinuxRuntime::new(rcfg, Arc::clone(&images), rt_tx)?);
     let _rt_forwarder = forward("runtime-events", rt_rx, tx.clone(), SyncEvent::Runtime)?;
     let work_tx = tx.clone();
-    let pool = ThreadPool::new(4, Arc::clone(&runtime), move |r| {
+    let registry_config = cfg.registry_config.clone().or_else(|| {
+        let p = PathBuf::from(DEFAULT_REGISTRY_CONFIG);
+        p.exists().then_some(p)
+    });
+    let image_service = StoreImageService {
+        store: Arc::clone(&images),
+        registry_config,
+        docker_config: cfg.docker_config.clone(),
+    };
+    // Refuse to start on a broken registry file rather than fail every pull later.
+    image_service.registries()?;
+    let image_service: Arc<dyn ImageService> = Arc::new(image_service);
+    let pool = ThreadPool::new(4, Arc::clone(&runtime), image_service, move |r| {
         // The sync loop outlives the pool; a failed send means it is shutting down.
         let _ = work_tx.send(SyncEvent::Work(Box::new(r)));
     })
@@ -172,6 +268,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
             src_tx,
         )?);
     }
+    spawn_image_gc(Arc::clone(&images), cfg.image_gc, snapshots.clone())?;
     let server = api::serve(&cfg.api_socket, snapshots)?;
     log::info!(
         "podvisor running as node {}; API on {}",

@@ -1,8 +1,9 @@
 //! The `podvisor` binary: command-line parsing and the error edge (anyhow lives only here).
 //!
-//! User commands: `run` (the daemon), `pods`, `describe`, `logs`, `events`, `validate`,
-//! `play`, `image import|ls|rm`. Hidden commands re-executed by podvisor itself: `shim run`
-//! (the per-container monitor), `shim cleanup`, `shim sandbox`.
+//! User commands: `run` (the daemon), `pods`, `describe`, `logs`, `exec`, `events`,
+//! `validate`, `play`, `image import|pull|ls|rm|prune`. Hidden commands re-executed by
+//! podvisor itself: `shim run` (the per-container monitor), `shim cleanup`, `shim sandbox`,
+//! `shim exec`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,10 +13,10 @@ use clap::{Args, Parser, Subcommand};
 
 use podvisor::cli::{self as views, LogsOptions, OutputFormat};
 use podvisor::config::{RunFlags, DEFAULT_API_SOCKET};
-use podvisor::images::{ImageStore, ImportOptions};
+use podvisor::images::{ImageStore, ImportOptions, PinnedImages, PullProgress, RegistryConfig};
 use podvisor::play::{play, PlayOptions};
 use podvisor::runtime::linux::RuntimeConfig;
-use podvisor::runtime::shim;
+use podvisor::runtime::{exec, shim};
 
 #[derive(Parser)]
 #[command(
@@ -93,6 +94,25 @@ enum Command {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Run a command in a running container; its exit code becomes podvisor's.
+    Exec {
+        /// The pod: name, namespace/name, or the manifest name without the node suffix.
+        pod: String,
+        /// The container (default: the pod's first app container).
+        #[arg(short = 'c', long)]
+        container: Option<String>,
+        /// Pass stdin to the command.
+        #[arg(short = 'i', long)]
+        stdin: bool,
+        /// Allocate a pseudo-terminal in the container (this terminal goes to raw mode).
+        #[arg(short = 't', long)]
+        tty: bool,
+        /// The command and its arguments, after `--`.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
     /// List events (deduplicated, with counts).
     Events {
         pod: Option<String>,
@@ -140,6 +160,16 @@ enum ImageCommand {
         #[arg(long)]
         pin: bool,
     },
+    /// Pull an image from its registry (or a configured mirror) for this machine's platform.
+    Pull {
+        reference: String,
+        /// k3s-style registries.yaml: mirrors, endpoint rewrites, per-host auth and TLS.
+        #[arg(long)]
+        registry_config: Option<PathBuf>,
+        /// Docker config.json with `auths` (default: the kubelet's search paths).
+        #[arg(long)]
+        docker_config: Option<PathBuf>,
+    },
     /// List images: reference, digest, size, created.
     Ls {
         /// Print full digests.
@@ -151,6 +181,13 @@ enum ImageCommand {
         #[arg(required = true)]
         images: Vec<String>,
     },
+    /// Remove every image no container uses and nothing pins (preloaded images and images of
+    /// the pods podvisor runs are pinned).
+    Prune {
+        /// Only list what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -159,6 +196,19 @@ enum ShimCommand {
     Run { dir: PathBuf },
     /// Finish the cleanup of a container whose monitor died.
     Cleanup { dir: PathBuf },
+    /// Run a command in a running container (capture mode with --timeout-ms).
+    Exec {
+        dir: PathBuf,
+        /// Capture output, report JSON on stdout, kill the command after this many ms.
+        #[arg(long, conflicts_with_all = ["tty", "stdin"])]
+        timeout_ms: Option<u64>,
+        #[arg(long)]
+        tty: bool,
+        #[arg(long)]
+        stdin: bool,
+        #[arg(last = true, required = true)]
+        cmd: Vec<String>,
+    },
     /// Create and pin a pod's namespaces.
     Sandbox {
         dir: PathBuf,
@@ -195,6 +245,25 @@ fn main() -> ExitCode {
                 hostname,
                 host_network,
             } => shim::sandbox(dir, hostname, *host_network),
+            ShimCommand::Exec {
+                dir,
+                timeout_ms,
+                tty,
+                stdin,
+                cmd,
+            } => exec::shim_exec(&exec::ExecOptions {
+                dir: dir.clone(),
+                cmd: cmd.clone(),
+                mode: match timeout_ms {
+                    Some(ms) => exec::ExecMode::Capture {
+                        timeout: std::time::Duration::from_millis(*ms),
+                    },
+                    None => exec::ExecMode::Interactive {
+                        tty: *tty,
+                        stdin: *stdin,
+                    },
+                },
+            }),
         };
         return ExitCode::from(code.clamp(0, 255) as u8);
     }
@@ -274,6 +343,29 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             views::logs(&client.api_socket, &opts, &mut out())?;
             Ok(0)
         }
+        Command::Exec {
+            pod,
+            container,
+            stdin,
+            tty,
+            command,
+            client,
+        } => {
+            let req = views::exec::ExecRequest {
+                pod,
+                container,
+                stdin,
+                tty,
+                command,
+            };
+            let binary = std::env::current_exe().context("cannot locate the podvisor binary")?;
+            Ok(views::exec::exec(
+                &client.api_socket,
+                &g.root_dir,
+                &binary,
+                &req,
+            )?)
+        }
         Command::Events { pod, client } => {
             views::get_events(&client.api_socket, pod.as_deref(), &mut out(), &mut err())?;
             Ok(0)
@@ -292,7 +384,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Image { command } => {
             let store = ImageStore::open(&g.root_dir.join("images"))?;
-            image_command(&store, command)?;
+            image_command(&store, &g.root_dir, command)?;
             Ok(0)
         }
         // Handled in main before logging is set up.
@@ -335,7 +427,89 @@ fn human_size(n: u64) -> String {
     }
 }
 
-fn image_command(store: &ImageStore, command: ImageCommand) -> anyhow::Result<()> {
+/// Pull progress: one updating total line on a terminal, a line per layer otherwise.
+#[derive(Default)]
+struct PullView {
+    sizes: std::collections::HashMap<String, u64>,
+    done: std::collections::HashMap<String, u64>,
+    finished: usize,
+    shown: bool,
+}
+
+impl PullView {
+    fn show(&mut self, p: &PullProgress, tty: bool) {
+        use std::io::Write;
+        match p {
+            PullProgress::Resolved {
+                reference,
+                digest,
+                registry,
+                layers,
+            } => {
+                self.sizes = layers.iter().map(|(d, s)| (d.to_string(), *s)).collect();
+                if !tty {
+                    let total: u64 = layers.iter().map(|(_, s)| s).sum();
+                    println!(
+                        "resolved {reference} {digest} on {registry}: {} layers, {}",
+                        layers.len(),
+                        human_size(total)
+                    );
+                }
+            }
+            PullProgress::Layer { digest, done, .. } => {
+                self.done.insert(digest.to_string(), *done);
+            }
+            PullProgress::LayerDone { digest, cached } => {
+                let size = self.sizes.get(&digest.to_string()).copied().unwrap_or(0);
+                self.done.insert(digest.to_string(), size);
+                self.finished += 1;
+                if !tty {
+                    let what = if *cached {
+                        "already present"
+                    } else {
+                        "downloaded"
+                    };
+                    println!("layer {digest} {what} ({})", human_size(size));
+                }
+            }
+            PullProgress::Committing => {
+                if !tty {
+                    println!("unpacking layers");
+                }
+            }
+        }
+        if tty {
+            let total: u64 = self.sizes.values().sum();
+            let done: u64 = self.done.values().sum();
+            let phase = if matches!(p, PullProgress::Committing) {
+                "unpacking"
+            } else {
+                "downloading"
+            };
+            print!(
+                "\r\x1b[K{phase}: {}/{} layers, {} / {}",
+                self.finished,
+                self.sizes.len(),
+                human_size(done),
+                human_size(total)
+            );
+            let _ = std::io::stdout().flush();
+            self.shown = true;
+        }
+    }
+}
+
+/// Images pinned by the pods the daemon runs (its persisted desired pods under `root_dir`).
+fn manifest_pins(root_dir: &std::path::Path) -> PinnedImages {
+    let pods = podvisor::sync::store::DesiredStore::new(root_dir.join("static-pods")).load_all();
+    PinnedImages::from_pods(pods.iter().map(|p| &p.pod))
+}
+
+fn image_command(
+    store: &ImageStore,
+    root_dir: &std::path::Path,
+    command: ImageCommand,
+) -> anyhow::Result<()> {
     match command {
         ImageCommand::Import {
             file,
@@ -353,7 +527,28 @@ fn image_command(store: &ImageStore, command: ImageCommand) -> anyhow::Result<()
                 println!("imported {} {}", r.reference, r.digest);
             }
         }
+        ImageCommand::Pull {
+            reference,
+            registry_config,
+            docker_config,
+        } => {
+            let cfg = RegistryConfig::load(registry_config.as_deref(), docker_config.as_deref())?;
+            let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
+            let mut view = PullView::default();
+            let rec = store.pull(&reference, &cfg, &mut |p| view.show(p, tty));
+            if tty && view.shown {
+                println!();
+            }
+            let rec = rec?;
+            println!("pulled {} {}", rec.reference, rec.digest);
+        }
         ImageCommand::Ls { no_trunc } => {
+            let pins = manifest_pins(root_dir);
+            let pinned_by: std::collections::BTreeMap<String, &str> = store
+                .image_usage(&pins)?
+                .into_iter()
+                .filter_map(|u| u.pinned.map(|why| (u.digest, why)))
+                .collect();
             let mut list = store.list()?;
             list.sort_by(|a, b| a.reference.cmp(&b.reference));
             println!(
@@ -372,7 +567,11 @@ fn image_command(store: &ImageStore, command: ImageCommand) -> anyhow::Result<()
                     digest,
                     human_size(r.size),
                     r.created.clone().unwrap_or_else(|| "-".into()),
-                    if r.pinned { "yes" } else { "no" }
+                    match (r.pinned, pinned_by.get(&r.digest)) {
+                        (true, _) => "preloaded",
+                        (false, Some(_)) => "manifest",
+                        (false, None) => "no",
+                    }
                 );
             }
         }
@@ -390,6 +589,21 @@ fn image_command(store: &ImageStore, command: ImageCommand) -> anyhow::Result<()
             if failed {
                 anyhow::bail!("some images were not removed");
             }
+        }
+        ImageCommand::Prune { dry_run } => {
+            let removed = store.prune(&manifest_pins(root_dir), dry_run)?;
+            let verb = if dry_run { "would remove" } else { "removed" };
+            let mut total = 0;
+            for r in &removed {
+                total += r.size;
+                println!(
+                    "{verb} {} {} ({})",
+                    r.references.join(", "),
+                    r.digest,
+                    human_size(r.size)
+                );
+            }
+            println!("{verb} {} image(s), {}", removed.len(), human_size(total));
         }
     }
     Ok(())

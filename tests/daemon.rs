@@ -117,7 +117,7 @@ fn running_id(d: &Daemon, pod: &str) -> Option<String> {
 
 fn manifest(name: &str, msg: &str, extra_label: &str) -> String {
     format!(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  labels:\n    app: {name}\n{extra_label}spec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'trap \"exit 0\" TERM; echo {msg}; while true; do sleep 0.2; done']\n"
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  labels:\n    app: {name}\n{extra_label}spec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: busybox:1.35\n    command: [sh, -c, 'trap \"exit 0\" TERM; echo {msg}; while true; do sleep 0.2; done']\n"
     )
 }
 
@@ -347,7 +347,7 @@ fn validate_reports_file_line_and_field() {
     fs::write(&good, manifest("good", "x", "")).expect("write");
     fs::write(
         &bad,
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bad\nspec:\n  containers:\n  - name: main\n    image: busybox\n    ports:\n    - containerPort: 70000\n",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bad\nspec:\n  containers:\n  - name: main\n    image: busybox:1.35\n    ports:\n    - containerPort: 70000\n",
     )
     .expect("write");
     let out = Command::new(common::podvisor_bin())
@@ -484,4 +484,118 @@ fn indent_item(manifest: &str) -> String {
         out.push('\n');
     }
     out
+}
+
+/// The reason a container of a pod view waits for, if it waits.
+fn waiting_reason(v: &PodView, name: &str) -> Option<String> {
+    v.pod
+        .status
+        .as_ref()?
+        .container_statuses
+        .iter()
+        .flatten()
+        .find(|c| c.name == name)?
+        .state
+        .as_ref()?
+        .waiting
+        .as_ref()?
+        .reason
+        .clone()
+}
+
+#[test]
+fn unreachable_registry_backs_off_and_an_imported_image_starts_the_pod() {
+    let env = TestEnv::new("airgap");
+    let _ = env.images();
+    let dir = env.dir.path().join("manifests");
+    fs::create_dir_all(&dir).expect("mkdir");
+    let d = Daemon::start(&env, &dir);
+    // Port 9 on loopback: nothing listens, so every pull is refused at once.
+    let image = "127.0.0.1:9/airgap/app:1";
+    let yaml =
+        manifest("air", "landed", "").replace("image: busybox:1.35", &format!("image: {image}"));
+    fs::write(dir.join("air.yaml"), yaml).expect("write");
+    wait_for("ErrImagePull", T, || {
+        d.pod("air")
+            .and_then(|v| waiting_reason(&v, "main"))
+            .is_some_and(|r| r == "ErrImagePull")
+    });
+    wait_for("ImagePullBackOff", T, || {
+        d.pod("air")
+            .and_then(|v| waiting_reason(&v, "main"))
+            .is_some_and(|r| r == "ImagePullBackOff")
+    });
+    let (ok, out, _) = cli(&env, &d, &["describe", "air"]);
+    assert!(ok, "{out}");
+    assert!(out.contains("Pulling") && out.contains(image), "{out}");
+    assert!(out.contains("Error: ErrImagePull"), "{out}");
+
+    // The image arrives by hand (air-gapped node): the next attempt finds it and starts.
+    let (ok, out, err) = cli_offline(
+        &env,
+        &[
+            "image",
+            "import",
+            &common::busybox_archive().display().to_string(),
+            "--ref",
+            image,
+        ],
+    );
+    assert!(ok, "{out}{err}");
+    wait_for("air running", Duration::from_secs(40), || {
+        running_id(&d, "air").is_some()
+    });
+    let v = d.pod("air").expect("pod");
+    let cs = &v
+        .pod
+        .status
+        .as_ref()
+        .expect("status")
+        .container_statuses
+        .as_ref()
+        .expect("cs")[0];
+    assert_eq!(cs.restart_count, 0, "failed pulls are not restarts");
+    let (ok, out, _) = cli(&env, &d, &["describe", "air"]);
+    assert!(ok && out.contains("already present on machine"), "{out}");
+
+    // Pinned by the manifest: prune keeps it while the pod exists, even when stopped.
+    let (ok, out, _) = cli_offline(&env, &["image", "ls"]);
+    assert!(
+        ok && out
+            .lines()
+            .any(|l| l.contains("airgap/app") && l.contains("manifest")),
+        "{out}"
+    );
+    let (ok, out, _) = cli_offline(&env, &["image", "prune"]);
+    // busybox:1.35 is the same image (same digest) under another name: kept with it.
+    assert!(ok && out.contains("removed 0 image(s)"), "{out}");
+
+    fs::remove_file(dir.join("air.yaml")).expect("rm");
+    wait_for("pod gone", T, || d.pods().is_some_and(|p| p.is_empty()));
+    wait_for("containers removed", T, || {
+        fs::read_dir(env.root.join("containers"))
+            .map(|e| e.count() == 0)
+            .unwrap_or(false)
+    });
+    d.stop();
+    let (ok, out, _) = cli_offline(&env, &["image", "prune"]);
+    assert!(
+        ok && out.contains("airgap/app") && out.contains("busybox:1.35"),
+        "{out}"
+    );
+    env.assert_clean();
+}
+
+fn cli_offline(env: &TestEnv, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(common::podvisor_bin())
+        .arg("--root-dir")
+        .arg(&env.root)
+        .args(args)
+        .output()
+        .expect("cli");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }

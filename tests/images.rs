@@ -135,7 +135,7 @@ fn truncated_archive_via_cli_is_refused_and_store_stays_consistent() {
     store
         .import_archive(common::busybox_archive(), &ImportOptions::default())
         .expect("import");
-    run_echo(&env, "busybox");
+    run_echo(&env, "busybox:1.35");
     env.assert_clean();
 }
 
@@ -144,7 +144,7 @@ fn image_in_use_cannot_be_removed_until_its_container_is_gone() {
     let env = TestEnv::new("inuse");
     let (rt, rx) = env.runtime();
     let p = pod(
-        "metadata: {name: inuse}\nspec:\n  containers:\n  - name: main\n    image: busybox\n    command: [sleep, '1000']\n",
+        "metadata: {name: inuse}\nspec:\n  containers:\n  - name: main\n    image: busybox:1.35\n    command: [sleep, '1000']\n",
     );
     rt.run_pod_sandbox(&p).expect("sandbox");
     let c = &p.spec.as_ref().expect("spec").containers[0];
@@ -156,7 +156,7 @@ fn image_in_use_cannot_be_removed_until_its_container_is_gone() {
             restart_count: 0,
         })
         .expect("start");
-    let out = cli(&env, &["image", "rm", "busybox"]);
+    let out = cli(&env, &["image", "rm", "busybox:1.35"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(err.contains("busybox"), "{err}");
@@ -166,7 +166,7 @@ fn image_in_use_cannot_be_removed_until_its_container_is_gone() {
     rt.remove_container(&info.meta.id).expect("remove");
     rt.remove_pod_sandbox(p.metadata.uid.as_deref().expect("uid"))
         .expect("sandbox");
-    let out = cli(&env, &["image", "rm", "busybox"]);
+    let out = cli(&env, &["image", "rm", "busybox:1.35"]);
     assert!(
         out.status.success(),
         "{}",

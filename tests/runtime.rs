@@ -14,7 +14,7 @@ const T: Duration = Duration::from_secs(30);
 
 fn simple_pod(name: &str, script: &str) -> String {
     format!(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: busybox\n    command: [\"sh\", \"-c\", {script:?}]\n"
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: busybox:1.35\n    command: [\"sh\", \"-c\", {script:?}]\n"
     )
 }
 
@@ -92,7 +92,7 @@ fn command_args_env_and_working_dir_follow_kubernetes() {
     let env = TestEnv::new("spec");
     let (rt, rx) = env.runtime();
     let p = pod(
-        "metadata: {name: spec}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: busybox\n    workingDir: /tmp\n    env:\n    - {name: GREETING, value: hi}\n    - {name: MSG, value: \"$(GREETING) there $$(GREETING)\"}\n    - name: POD\n      valueFrom: {fieldRef: {fieldPath: metadata.name}}\n    command: [sh, -c]\n    args: [\"echo $MSG; echo $(POD); pwd; hostname; id -u\"]\n",
+        "metadata: {name: spec}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: busybox:1.35\n    workingDir: /tmp\n    env:\n    - {name: GREETING, value: hi}\n    - {name: MSG, value: \"$(GREETING) there $$(GREETING)\"}\n    - name: POD\n      valueFrom: {fieldRef: {fieldPath: metadata.name}}\n    command: [sh, -c]\n    args: [\"echo $MSG; echo $(POD); pwd; hostname; id -u\"]\n",
     );
     let (info, exit) = run_to_exit(&rt, &rx, &p, T);
     assert_eq!(exit.exit_code, 0, "{:?}", log_lines(&info.meta.log_path));
@@ -109,7 +109,7 @@ fn image_user_by_name_is_resolved_in_the_rootfs() {
     let env = TestEnv::new("user");
     let (rt, rx) = env.runtime();
     let p = pod(
-        "metadata: {name: user}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'id -u; id -g']\n    securityContext: {runAsUser: 65534}\n",
+        "metadata: {name: user}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: busybox:1.35\n    command: [sh, -c, 'id -u; id -g']\n    securityContext: {runAsUser: 65534}\n",
     );
     let (info, exit) = run_to_exit(&rt, &rx, &p, T);
     assert_eq!(exit.exit_code, 0);
@@ -122,7 +122,7 @@ fn bad_command_is_a_start_error_and_leaves_nothing() {
     let env = TestEnv::new("badcmd");
     let (rt, _rx) = env.runtime();
     let p = pod(
-        "metadata: {name: badcmd}\nspec:\n  containers:\n  - name: main\n    image: busybox\n    command: [/no/such/binary]\n",
+        "metadata: {name: badcmd}\nspec:\n  containers:\n  - name: main\n    image: busybox:1.35\n    command: [/no/such/binary]\n",
     );
     rt.run_pod_sandbox(&p).expect("sandbox");
     let c = &p.spec.as_ref().expect("spec").containers[0];
@@ -167,7 +167,7 @@ fn stop_signal_then_sigkill_after_grace() {
     let (rt, rx) = env.runtime();
     // One container exits on SIGTERM, the other ignores it and needs SIGKILL.
     let p = pod(
-        "metadata: {name: stop}\nspec:\n  containers:\n  - name: polite\n    image: busybox\n    command: [sh, -c, 'trap \"exit 0\" TERM; while true; do sleep 0.1; done']\n  - name: stubborn\n    image: busybox\n    command: [sh, -c, 'trap \"\" TERM; while true; do sleep 0.1; done']\n",
+        "metadata: {name: stop}\nspec:\n  containers:\n  - name: polite\n    image: busybox:1.35\n    command: [sh, -c, 'trap \"exit 0\" TERM; while true; do sleep 0.1; done']\n  - name: stubborn\n    image: busybox:1.35\n    command: [sh, -c, 'trap \"\" TERM; while true; do sleep 0.1; done']\n",
     );
     rt.run_pod_sandbox(&p).expect("sandbox");
     let polite = start(&rt, &p, 0);
@@ -202,7 +202,7 @@ fn oom_kill_is_detected_from_the_cgroup() {
     // A child is OOM-killed while PID 1 (the shell) survives and exits 0: only the cgroup
     // counter tells.
     let p = pod(
-        "metadata: {name: oom}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'dd if=/dev/zero of=/dev/null bs=64M count=1; true']\n    resources: {limits: {memory: 32Mi}}\n",
+        "metadata: {name: oom}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: busybox:1.35\n    command: [sh, -c, 'dd if=/dev/zero of=/dev/null bs=64M count=1; true']\n    resources: {limits: {memory: 32Mi}}\n",
     );
     let (_, e) = run_to_exit(&rt, &rx, &p, T);
     assert!(e.oom_killed, "{e:?}");
@@ -215,7 +215,7 @@ fn memory_hog_as_pid1_exits_137_oomkilled() {
     let env = TestEnv::new("oom137");
     let (rt, rx) = env.runtime();
     let p = pod(
-        "metadata: {name: oomb}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: busybox\n    command: [dd, if=/dev/zero, of=/dev/null, bs=64M, count=1]\n    resources: {limits: {memory: 32Mi}}\n",
+        "metadata: {name: oomb}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: busybox:1.35\n    command: [dd, if=/dev/zero, of=/dev/null, bs=64M, count=1]\n    resources: {limits: {memory: 32Mi}}\n",
     );
     let (_, e) = run_to_exit(&rt, &rx, &p, T);
     assert_eq!(
@@ -231,7 +231,7 @@ fn pod_containers_share_network_ipc_uts_and_loopback_is_up() {
     let env = TestEnv::new("share");
     let (rt, rx) = env.runtime();
     let p = pod(
-        "metadata: {name: share}\nspec:\n  containers:\n  - name: a\n    image: busybox\n    command: [sleep, '1000']\n  - name: b\n    image: busybox\n    command: [sleep, '1000']\n",
+        "metadata: {name: share}\nspec:\n  containers:\n  - name: a\n    image: busybox:1.35\n    command: [sleep, '1000']\n  - name: b\n    image: busybox:1.35\n    command: [sleep, '1000']\n",
     );
     rt.run_pod_sandbox(&p).expect("sandbox");
     let a = start(&rt, &p, 0);
@@ -291,7 +291,7 @@ fn host_network_pod_uses_the_host_network_namespace() {
     let env = TestEnv::new("hostnet");
     let (rt, rx) = env.runtime();
     let p = pod(
-        "metadata: {name: hostnet}\nspec:\n  hostNetwork: true\n  containers:\n  - name: a\n    image: busybox\n    command: [sleep, '1000']\n",
+        "metadata: {name: hostnet}\nspec:\n  hostNetwork: true\n  containers:\n  - name: a\n    image: busybox:1.35\n    command: [sleep, '1000']\n",
     );
     rt.run_pod_sandbox(&p).expect("sandbox");
     let a = start(&rt, &p, 0);
@@ -403,7 +403,7 @@ fn sigkilled_play_daemon_leaves_containers_running_and_readoptable() {
     let manifest = env.dir.path().join("pod.yaml");
     fs::write(
         &manifest,
-        "metadata: {name: killplay}\nspec:\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'while true; do echo tick; sleep 0.2; done']\n",
+        "metadata: {name: killplay}\nspec:\n  containers:\n  - name: main\n    image: busybox:1.35\n    command: [sh, -c, 'while true; do echo tick; sleep 0.2; done']\n",
     )
     .expect("manifest");
     let _ = env.images();
@@ -496,7 +496,7 @@ fn play_runs_a_pod_prints_prefixed_output_and_cleans_up() {
     let manifest = env.dir.path().join("pod.yaml");
     fs::write(
         &manifest,
-        "metadata: {name: hello}\nspec:\n  restartPolicy: Never\n  initContainers:\n  - name: init\n    image: busybox\n    command: [echo, from-init]\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, 'echo hello from app']\n",
+        "metadata: {name: hello}\nspec:\n  restartPolicy: Never\n  initContainers:\n  - name: init\n    image: busybox:1.35\n    command: [echo, from-init]\n  containers:\n  - name: app\n    image: busybox:1.35\n    command: [sh, -c, 'echo hello from app']\n",
     )
     .expect("manifest");
     let out = env
@@ -531,7 +531,7 @@ fn play_stops_gracefully_on_sigterm() {
     let manifest = env.dir.path().join("pod.yaml");
     fs::write(
         &manifest,
-        "metadata: {name: term}\nspec:\n  terminationGracePeriodSeconds: 5\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, 'trap \"echo bye; exit 0\" TERM; echo up; while true; do sleep 0.1; done']\n",
+        "metadata: {name: term}\nspec:\n  terminationGracePeriodSeconds: 5\n  containers:\n  - name: app\n    image: busybox:1.35\n    command: [sh, -c, 'trap \"echo bye; exit 0\" TERM; echo up; while true; do sleep 0.1; done']\n",
     )
     .expect("manifest");
     let child = env
@@ -589,4 +589,22 @@ fn log_lines_if_any(path: &std::path::Path) -> Vec<String> {
     } else {
         Vec::new()
     }
+}
+
+#[test]
+fn runtime_default_seccomp_applies_with_privilege_escalation_allowed() {
+    // allowPrivilegeEscalation defaults to true: no no_new_privs, so libcontainer must load
+    // the filter while the init still has CAP_SYS_ADMIN.
+    let env = TestEnv::new("seccomp");
+    let (rt, rx) = env.runtime();
+    let p = pod(
+        "metadata: {name: seccomp}\nspec:\n  restartPolicy: Never\n  securityContext: {seccompProfile: {type: RuntimeDefault}}\n  containers:\n  - name: main\n    image: busybox:1.35\n    command: [sh, -c, 'grep -E \"^(Seccomp|NoNewPrivs):\" /proc/self/status']\n",
+    );
+    let (info, exit) = run_to_exit(&rt, &rx, &p, T);
+    let lines = log_lines(&info.meta.log_path);
+    assert_eq!(exit.exit_code, 0, "{exit:?} {lines:?}");
+    let text = lines.join("\n");
+    assert!(text.contains("Seccomp:\t2"), "{text}");
+    assert!(text.contains("NoNewPrivs:\t0"), "{text}");
+    finish(&rt, &env, &p);
 }

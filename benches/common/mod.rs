@@ -39,7 +39,7 @@ spec:
   terminationGracePeriodSeconds: 0
   containers:
   - name: main
-    image: busybox
+    image: busybox:1.35
     command: [/bin/true]
 ";
 

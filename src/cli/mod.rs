@@ -12,6 +12,7 @@ use crate::status::{EventRecord, PodView, SourceErrorView};
 
 pub mod describe;
 pub mod events;
+pub mod exec;
 pub mod logs;
 pub mod pods;
 pub mod table;

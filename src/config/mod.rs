@@ -63,6 +63,9 @@ pub const IMPLEMENTED_FIELDS: &[&str] = &[
     "containerLogMaxSize",
     "fileCheckFrequency",
     "httpCheckFrequency",
+    "imageGCHighThresholdPercent",
+    "imageGCLowThresholdPercent",
+    "imageMinimumGCAge",
     "podLogsDir",
     "podPidsLimit",
     "staticPodPath",
@@ -158,6 +161,14 @@ pub struct RunFlags {
     /// Unix socket of podvisor's local API [default: /run/podvisor/podvisor.sock].
     #[arg(long = "api-socket")]
     pub api_socket: Option<PathBuf>,
+    /// Registry mirrors, rewrites, auth and TLS in the k3s `registries.yaml` shape
+    /// [default: /etc/podvisor/registries.yaml when it exists].
+    #[arg(long = "registry-config", value_name = "FILE")]
+    pub registry_config: Option<PathBuf>,
+    /// Docker `config.json` with registry credentials [default: the kubelet's search order:
+    /// /var/lib/kubelet/config.json, $HOME/.docker/config.json].
+    #[arg(long = "docker-config", value_name = "FILE")]
+    pub docker_config: Option<PathBuf>,
 }
 
 /// The validated content of a KubeletConfiguration file. `None` means the file leaves the
@@ -186,6 +197,12 @@ pub struct KubeletConfig {
     pub cgroup_root: Option<String>,
     /// `podPidsLimit` when it is a limit (> 0); -1 and 0 mean unlimited and give `None`.
     pub pod_pids_limit: Option<i64>,
+    /// `imageGCHighThresholdPercent`, 0..=100.
+    pub image_gc_high_threshold_percent: Option<u8>,
+    /// `imageGCLowThresholdPercent`, 0..=100 and below the high threshold.
+    pub image_gc_low_threshold_percent: Option<u8>,
+    /// `imageMinimumGCAge` (zero means unset, as in the kubelet's defaulting).
+    pub image_minimum_gc_age: Option<Duration>,
     /// Known fields present in the file that podvisor does not implement, sorted.
     pub unimplemented_fields: Vec<String>,
 }
@@ -218,8 +235,14 @@ pub struct DaemonConfig {
     pub cgroup_root: String,
     /// PID limit per pod; `None` = unlimited (kubelet `podPidsLimit: -1`).
     pub pod_pids_limit: Option<i64>,
+    /// Image garbage collection thresholds and minimum age.
+    pub image_gc: crate::images::ImageGcPolicy,
     /// Unix socket of the local API.
     pub api_socket: PathBuf,
+    /// `--registry-config`, as given.
+    pub registry_config: Option<PathBuf>,
+    /// `--docker-config`, as given.
+    pub docker_config: Option<PathBuf>,
     /// Known KubeletConfiguration fields present in the file that podvisor does not implement,
     /// sorted and deduplicated, for one warning at start.
     pub unimplemented_fields: Vec<String>,
@@ -306,7 +329,21 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
             .cgroup_root
             .unwrap_or_else(|| DEFAULT_CGROUP_ROOT.to_string()),
         pod_pids_limit: file.pod_pids_limit,
+        image_gc: {
+            let d = crate::images::ImageGcPolicy::default();
+            crate::images::ImageGcPolicy {
+                high_threshold_percent: file
+                    .image_gc_high_threshold_percent
+                    .unwrap_or(d.high_threshold_percent),
+                low_threshold_percent: file
+                    .image_gc_low_threshold_percent
+                    .unwrap_or(d.low_threshold_percent),
+                minimum_age: file.image_minimum_gc_age.unwrap_or(d.minimum_age),
+            }
+        },
         api_socket,
+        registry_config: flags.registry_config.clone(),
+        docker_config: flags.docker_config.clone(),
         unimplemented_fields: file.unimplemented_fields,
     })
 }
@@ -578,6 +615,49 @@ fn validate(
         _ => None,
     };
 
+    let percent = |field: &str, v: &Option<Spanned<i32>>| -> Result<Option<u8>, ConfigError> {
+        match v {
+            Some(n) => u8::try_from(n.value)
+                .ok()
+                .filter(|p| *p <= 100)
+                .map(Some)
+                .ok_or_else(|| {
+                    err(
+                        field,
+                        &n.referenced,
+                        format!("{} must be between 0 and 100", n.value),
+                    )
+                }),
+            None => Ok(None),
+        }
+    };
+    let image_gc_high_threshold_percent = percent(
+        "imageGCHighThresholdPercent",
+        &raw.image_gc_high_threshold_percent,
+    )?;
+    let image_gc_low_threshold_percent = percent(
+        "imageGCLowThresholdPercent",
+        &raw.image_gc_low_threshold_percent,
+    )?;
+    let (high, low) = (
+        image_gc_high_threshold_percent.unwrap_or(85),
+        image_gc_low_threshold_percent.unwrap_or(80),
+    );
+    // The defaults (85, 80) are in order, so a violation involves a field that is present.
+    if let Some(at) = raw
+        .image_gc_low_threshold_percent
+        .as_ref()
+        .or(raw.image_gc_high_threshold_percent.as_ref())
+        .filter(|_| low >= high)
+    {
+        return Err(err(
+            "imageGCLowThresholdPercent",
+            &at.referenced,
+            format!("{low} must be less than imageGCHighThresholdPercent ({high})"),
+        ));
+    }
+    let image_minimum_gc_age = frequency("imageMinimumGCAge", &raw.image_minimum_gc_age)?;
+
     let mut unimplemented_fields: Vec<String> = raw
         .present_fields()
         .into_iter()
@@ -599,6 +679,9 @@ fn validate(
         pod_logs_dir,
         cgroup_root,
         pod_pids_limit,
+        image_gc_high_threshold_percent,
+        image_gc_low_threshold_percent,
+        image_minimum_gc_age,
         unimplemented_fields,
     })
 }

@@ -112,7 +112,6 @@ fn kubeadm_config_parses_and_lists_unimplemented_fields() {
         "healthzBindAddress",
         "healthzPort",
         "imageMaximumGCAge",
-        "imageMinimumGCAge",
         "logging",
         "maxPods",
         "memorySwap",
@@ -292,6 +291,27 @@ fn invalid_values_name_the_field() {
         ),
         ("staticPodPath: manifests", "staticPodPath", "absolute"),
         (
+            "imageGCHighThresholdPercent: 101",
+            "imageGCHighThresholdPercent",
+            "between 0 and 100",
+        ),
+        (
+            "imageGCLowThresholdPercent: -1",
+            "imageGCLowThresholdPercent",
+            "between 0 and 100",
+        ),
+        (
+            "imageGCLowThresholdPercent: 90",
+            "imageGCLowThresholdPercent",
+            "90 must be less than imageGCHighThresholdPercent (85)",
+        ),
+        (
+            "imageGCHighThresholdPercent: 70",
+            "imageGCLowThresholdPercent",
+            "80 must be less than imageGCHighThresholdPercent (70)",
+        ),
+        ("imageMinimumGCAge: 2", "imageMinimumGCAge", "missing unit"),
+        (
             "staticPodURL: ftp://x/pods",
             "staticPodURL",
             "not http or https",
@@ -443,7 +463,14 @@ fn defaults_without_config_file() {
             pod_logs_dir: PathBuf::from("/var/log/pods"),
             cgroup_root: "podvisor".into(),
             pod_pids_limit: None,
+            image_gc: crate::images::ImageGcPolicy {
+                high_threshold_percent: 85,
+                low_threshold_percent: 80,
+                minimum_age: Duration::from_secs(120),
+            },
             api_socket: PathBuf::from("/run/podvisor/podvisor.sock"),
+            registry_config: None,
+            docker_config: None,
             unimplemented_fields: vec![],
         }
     );
@@ -711,4 +738,18 @@ fn implemented_fields_are_real_fields() {
     for f in IMPLEMENTED_FIELDS {
         assert!(raw::RawKubeletConfiguration::FIELD_NAMES.contains(f), "{f}");
     }
+}
+
+#[test]
+fn image_gc_settings_default_like_the_kubelet() {
+    let cfg = parse("kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nimageGCHighThresholdPercent: 90\nimageGCLowThresholdPercent: 50\nimageMinimumGCAge: 10m\n").expect("parse");
+    assert_eq!(cfg.image_gc_high_threshold_percent, Some(90));
+    assert_eq!(cfg.image_gc_low_threshold_percent, Some(50));
+    assert_eq!(
+        cfg.image_minimum_gc_age,
+        Some(std::time::Duration::from_secs(600))
+    );
+    // "0s" (kubeadm's zero value) means the default, as in the kubelet.
+    let cfg = parse("kind: KubeletConfiguration\napiVersion: kubelet.config.k8s.io/v1beta1\nimageMinimumGCAge: 0s\n").expect("parse");
+    assert_eq!(cfg.image_minimum_gc_age, None);
 }

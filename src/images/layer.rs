@@ -97,6 +97,29 @@ pub fn decompressed(blob: File) -> io::Result<Box<dyn Read>> {
     })
 }
 
+/// Unpacks the layer blob at `blob` (gzip, zstd or plain) into the existing directory `root`
+/// exactly as the store does, hashing the uncompressed stream; returns its digest (the
+/// diff_id). No fsync: the store's [`Layers::ensure`] adds a syncfs and the atomic rename.
+/// `digest` (the blob's) names the layer in errors. Public for the pull benchmark (compared
+/// with `tar -x`).
+pub fn unpack_layer_file(blob: &Path, digest: &Digest, root: &Path) -> Result<Digest, LayerError> {
+    let f = File::open(blob).map_err(|source| LayerError::Io {
+        path: blob.to_path_buf(),
+        source,
+    })?;
+    let dec = |source| LayerError::Decompress {
+        digest: digest.clone(),
+        source,
+    };
+    let reader = HashingReader::new(decompressed(f).map_err(dec)?);
+    let reader = unpack::unpack(reader, root).map_err(|source| LayerError::Unpack {
+        digest: digest.clone(),
+        source,
+    })?;
+    let (actual, _) = reader.finish().map_err(dec)?;
+    Ok(actual)
+}
+
 /// The directory holding unpacked layers.
 #[derive(Debug, Clone)]
 pub struct Layers {

@@ -7,16 +7,25 @@
 //! - `layers/<diffid-hex>/`: unpacked layer roots (`.tmp-*` while being unpacked).
 //! - `refs/<sha256 of reference>`: one JSON [`ImageRecord`] per image name.
 //! - `leases/<holder>`: the manifest digest a container holds.
+//! - `used/<manifest hex>`: mtime = the last time a container took a lease on the image (GC).
 //! - `preload/*.tar`: archives imported pinned by [`ImageStore::import_preload`].
-//! - `tmp/`: import work areas; `lock`: the flock serializing mutations.
+//! - `tmp/`: import work areas; `tmp/pulls/`: registry downloads (`<hex>.partial` while
+//!   downloading, kept to resume); `lock`: the flock serializing mutations.
+//!
+//! Pulls from OCI registries: `registry` (mirrors, auth, TLS config), `client` (the
+//! distribution API over ureq), `pull` (`ImageStore::pull`).
 
 mod archive;
 mod blobs;
+mod client;
 pub mod digest;
+mod gc;
 mod layer;
 mod manifest;
+mod pull;
 mod records;
 pub mod reference;
+pub mod registry;
 mod store;
 mod unpack;
 
@@ -25,9 +34,15 @@ mod tests;
 
 pub use archive::ArchiveError;
 pub use blobs::BlobError;
+pub use client::RetryPolicy;
 pub use digest::Digest;
-pub use layer::LayerError;
+pub use gc::{
+    FsStats, FsUsage, GcReport, ImageGcPolicy, ImageUsage, PinnedImages, RemovedImage, Statvfs,
+};
+pub use layer::{unpack_layer_file, LayerError};
+pub use pull::{PullError, PullProgress, What, PULL_CONCURRENCY};
 pub use records::{ImageRecord, LayerRecord, RecordError};
 pub use reference::{Reference, ReferenceError};
+pub use registry::{RegistryConfig, RegistryConfigError};
 pub use store::{ImageError, ImageStore, ImportOptions, MIN_DIGEST_PREFIX};
 pub use unpack::UnpackError;

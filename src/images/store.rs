@@ -2,7 +2,7 @@
 //! blobs, unpacked layers, records, leases, garbage collection and preloading. Every mutation
 //! holds an exclusive flock on `images/lock` so the CLI and the daemon can run at once.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
@@ -20,13 +20,17 @@ use super::blobs::{unique_tmp_name, BlobError, BlobStore, Spooled};
 use super::digest::Digest;
 use super::layer::{LayerError, Layers};
 use super::manifest::{HostPlatform, RawConfig, RawManifest};
+use super::pull::PullError;
 use super::records::{now_rfc3339, ImageRecord, LayerRecord, Leases, RecordError, Records};
 use super::reference::{Reference, ReferenceError};
+use super::registry::RegistryConfigError;
 
 /// Minimum length of a digest hex prefix accepted by `resolve`.
 pub const MIN_DIGEST_PREFIX: usize = 12;
 /// Name of the preload bookkeeping file inside `images/preload`.
 const PRELOAD_STATE: &str = ".imported.json";
+/// Directory under `tmp/` holding pull downloads; not removed as a leftover.
+const PULLS_DIR: &str = "pulls";
 
 /// Errors of the image store.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +87,10 @@ pub enum ImageError {
     },
     #[error("image record {reference} has a malformed digest")]
     BadRecord { reference: String },
+    #[error(transparent)]
+    Pull(#[from] PullError),
+    #[error(transparent)]
+    RegistryConfig(#[from] RegistryConfigError),
     #[error("image config {digest} is invalid: {source}")]
     Config {
         digest: String,
@@ -110,18 +118,18 @@ pub struct ImportOptions {
 }
 
 /// Held exclusive flock on `images/lock`; released on drop (close).
-struct LockGuard {
+pub(super) struct LockGuard {
     _file: File,
 }
 
 /// The image store under `<root-dir>/images`.
 #[derive(Debug)]
 pub struct ImageStore {
-    dir: PathBuf,
+    pub(super) dir: PathBuf,
     blobs: BlobStore,
     layers: Layers,
-    records: Records,
-    leases: Leases,
+    pub(super) records: Records,
+    pub(super) leases: Leases,
     tmp: PathBuf,
     host: HostPlatform,
 }
@@ -181,7 +189,7 @@ impl ImageStore {
             .map_err(|source| ImageError::Lock { path, source })
     }
 
-    fn lock(&self) -> Result<LockGuard, ImageError> {
+    pub(super) fn lock(&self) -> Result<LockGuard, ImageError> {
         let file = self.open_lock_file()?;
         loop {
             // SAFETY: valid fd owned by `file`.
@@ -217,6 +225,9 @@ impl ImageStore {
     fn remove_tmp_leftovers(&self) -> Result<(), ImageError> {
         for entry in fs::read_dir(&self.tmp).map_err(io_err(&self.tmp))? {
             let entry = entry.map_err(io_err(&self.tmp))?;
+            if entry.file_name() == PULLS_DIR {
+                continue;
+            }
             let p = entry.path();
             let ft = entry.file_type().map_err(io_err(&p))?;
             let r = if ft.is_dir() {
@@ -272,14 +283,6 @@ impl ImageStore {
         let plans = contents.plan(&self.host)?;
         let named = name_images(plans, opts, archive)?;
 
-        // Pairs (blob, diff_id) already verified by earlier imports.
-        let mut verified: HashSet<(String, String)> = HashSet::new();
-        for rec in self.records.all()?.into_iter().flatten() {
-            for l in rec.layers {
-                verified.insert((l.digest, l.diff_id));
-            }
-        }
-
         let mut new_blobs = HashSet::new();
         for (plan, _) in &named {
             for (digest, data) in &plan.blobs {
@@ -288,6 +291,25 @@ impl ImageStore {
                 }
                 self.commit_blob(&contents, digest, data)?;
                 new_blobs.insert(digest.clone());
+            }
+        }
+        self.finish_import(named, &new_blobs, opts.pinned)
+    }
+
+    /// The common tail of archive imports and registry pulls, once every blob is committed:
+    /// syncs the blob directory, unpacks (or re-verifies) layers, writes the records and
+    /// collects what a replaced record left unreferenced.
+    fn finish_import(
+        &self,
+        named: Vec<(PlannedImage, Vec<Reference>)>,
+        new_blobs: &HashSet<Digest>,
+        pinned: bool,
+    ) -> Result<Vec<ImageRecord>, ImageError> {
+        // Pairs (blob, diff_id) already verified by earlier imports.
+        let mut verified: HashSet<(String, String)> = HashSet::new();
+        for rec in self.records.all()?.into_iter().flatten() {
+            for l in rec.layers {
+                verified.insert((l.digest, l.diff_id));
             }
         }
         self.blobs.sync()?;
@@ -310,7 +332,7 @@ impl ImageStore {
         let mut replaced = false;
         for (plan, refs) in named {
             for r in refs {
-                let rec = record_for(&plan, &r, &imported_at, opts.pinned);
+                let rec = record_for(&plan, &r, &imported_at, pinned);
                 if let Some(old) = self.records.read(&rec.reference).ok().flatten() {
                     replaced |= old.digest != rec.digest;
                 }
@@ -322,6 +344,77 @@ impl ImageStore {
             self.gc_locked()?;
         }
         Ok(out)
+    }
+
+    /// Commits a pulled image under the store lock: `plan.blobs` holds the manifest and config
+    /// bytes, `files` the verified layer files downloaded into [`ImageStore::pulls_dir`] (layers
+    /// missing from it must already be stored). Shares the archive import's tail, so pulled and
+    /// imported images are identical on disk.
+    pub(super) fn commit_pulled(
+        &self,
+        plan: PlannedImage,
+        files: &HashMap<Digest, PathBuf>,
+        reference: Reference,
+    ) -> Result<ImageRecord, ImageError> {
+        let _lock = self.lock()?;
+        let result = (|| {
+            let mut new_blobs = HashSet::new();
+            for (digest, data) in &plan.blobs {
+                if let BlobData::Bytes(b) = data {
+                    if !self.blobs.exists(digest) {
+                        self.blobs.put_bytes(b, digest)?;
+                        new_blobs.insert(digest.clone());
+                    }
+                }
+            }
+            for l in &plan.layers {
+                match files.get(&l.digest) {
+                    Some(path) if !self.blobs.exists(&l.digest) => {
+                        let spooled = Spooled {
+                            path: path.clone(),
+                            digest: l.digest.clone(),
+                            size: l.size,
+                        };
+                        self.blobs.commit(spooled, &l.digest)?;
+                        new_blobs.insert(l.digest.clone());
+                    }
+                    Some(path) => {
+                        let _ = fs::remove_file(path);
+                    }
+                    None if self.blobs.exists(&l.digest) => {}
+                    None => {
+                        return Err(BlobError::Missing {
+                            digest: l.digest.clone(),
+                        }
+                        .into())
+                    }
+                }
+            }
+            let mut recs = self.finish_import(vec![(plan, vec![reference])], &new_blobs, false)?;
+            recs.pop().ok_or_else(|| ImageError::NotFound {
+                query: "pulled record".to_string(),
+            })
+        })();
+        if result.is_err() {
+            if let Err(e) = self.gc_locked() {
+                log::warn!("cleaning up after failed pull: {e}");
+            }
+        }
+        result
+    }
+
+    /// Where pulls keep downloads (`tmp/pulls/<hex>.partial` while downloading, `<hex>` once
+    /// verified); kept across restarts so interrupted downloads resume.
+    pub(super) fn pulls_dir(&self) -> PathBuf {
+        self.tmp.join(PULLS_DIR)
+    }
+
+    pub(super) fn host_platform(&self) -> &HostPlatform {
+        &self.host
+    }
+
+    pub(super) fn has_blob(&self, digest: &Digest) -> bool {
+        self.blobs.exists(digest)
     }
 
     fn commit_blob(
@@ -620,6 +713,7 @@ impl ImageStore {
             });
         }
         self.leases.add(holder, &digest)?;
+        self.mark_used(&digest);
         Ok(())
     }
 
@@ -632,7 +726,7 @@ impl ImageStore {
 
     /// Removes blobs and layer directories referenced by no record and no lease. The caller
     /// holds the lock.
-    fn gc_locked(&self) -> Result<(), ImageError> {
+    pub(super) fn gc_locked(&self) -> Result<(), ImageError> {
         let mut keep_blobs: HashSet<Digest> = HashSet::new();
         let mut keep_layers: HashSet<Digest> = HashSet::new();
         let mut manifests: HashSet<Digest> = HashSet::new();
@@ -676,6 +770,7 @@ impl ImageStore {
                 self.layers.remove(&l)?;
             }
         }
+        self.prune_used_marks(&manifests.iter().map(Digest::to_string).collect());
         Ok(())
     }
 

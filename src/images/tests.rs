@@ -882,3 +882,6 @@ fn not_an_image_archive() {
     );
     assert!(err.to_string().contains("h.tar"), "{err}");
 }
+
+#[path = "gc_tests.rs"]
+mod gc_tests;

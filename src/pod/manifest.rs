@@ -670,6 +670,22 @@ pub fn validate(pod: &Pod, source_name: &str) -> Result<(), ManifestError> {
 
 /// Applies the defaults a pod gets without a node: namespace `default` and, unless set, a UID
 /// derived from the source and the manifest bytes (the same manifest always gets the same UID).
+/// The API server's default `imagePullPolicy` for `image` (`SetDefaults_Container`): `Always`
+/// when the tag is `latest` or there is no tag (and no digest), otherwise `IfNotPresent`.
+pub fn default_pull_policy(image: &str) -> &'static str {
+    let (name, has_digest) = match image.split_once('@') {
+        Some((n, _)) => (n, true),
+        None => (image, false),
+    };
+    let last = name.rsplit('/').next().unwrap_or(name);
+    match last.split_once(':') {
+        Some((_, "latest")) => "Always",
+        Some(_) => "IfNotPresent",
+        None if has_digest => "IfNotPresent",
+        None => "Always",
+    }
+}
+
 pub fn apply_defaults(pod: &mut Pod, source_name: &str, data: &[u8]) {
     if pod.metadata.namespace.as_deref().unwrap_or("").is_empty() {
         pod.metadata.namespace = Some("default".into());
@@ -680,6 +696,15 @@ pub fn apply_defaults(pod: &mut Pod, source_name: &str, data: &[u8]) {
         h.update([0u8]);
         h.update(data);
         pod.metadata.uid = Some(hex::encode(&h.finalize()[..16]));
+    }
+    if let Some(spec) = pod.spec.as_mut() {
+        let inits = spec.init_containers.iter_mut().flatten();
+        for c in inits.chain(spec.containers.iter_mut()) {
+            if c.image_pull_policy.as_deref().unwrap_or("").is_empty() {
+                let policy = default_pull_policy(c.image.as_deref().unwrap_or(""));
+                c.image_pull_policy = Some(policy.to_string());
+            }
+        }
     }
 }
 
@@ -707,6 +732,29 @@ mod tests {
             .limits
             .expect("limits");
         assert_eq!(limits["memory"].0, "64Mi");
+    }
+
+    #[test]
+    fn pull_policy_defaults_like_the_api_server() {
+        for (image, want) in [
+            ("busybox", "Always"),
+            ("busybox:latest", "Always"),
+            ("busybox:1.36", "IfNotPresent"),
+            ("registry.local:5000/app", "Always"),
+            ("registry.local:5000/app:2", "IfNotPresent"),
+            ("registry.local:5000/app:latest", "Always"),
+            ("busybox@sha256:0123", "IfNotPresent"),
+            ("busybox:latest@sha256:0123", "Always"),
+        ] {
+            assert_eq!(default_pull_policy(image), want, "{image}");
+        }
+        let mut pod = parse_pod(GOOD.as_bytes(), "web.yaml").expect("parse");
+        apply_defaults(&mut pod, "web.yaml", GOOD.as_bytes());
+        let spec = pod.spec.expect("spec");
+        assert_eq!(
+            spec.containers[0].image_pull_policy.as_deref(),
+            Some("Always")
+        );
     }
 
     #[test]

@@ -31,8 +31,8 @@ use super::sandbox::{self, SandboxPaths};
 use super::shim::{self, ContainerPaths, ShimConfig, ShimState, StartReport};
 use super::spec::{self, NodeInfo, SandboxMounts, SpecRequest};
 use super::{
-    ContainerInfo, ContainerMeta, ContainerRequest, ContainerState, ExitRecord, Runtime,
-    RuntimeError, RuntimeEvent, SandboxInfo,
+    ContainerInfo, ContainerMeta, ContainerRequest, ContainerState, ExecOutput, ExitRecord,
+    Runtime, RuntimeError, RuntimeEvent, SandboxInfo,
 };
 use crate::cgroups::{self, CgroupRoot};
 use crate::fsutil;
@@ -812,6 +812,25 @@ impl Runtime for LinuxRuntime {
         }
         out.sort_by(|a, b| a.meta.created_at.cmp(&b.meta.created_at));
         Ok(out)
+    }
+
+    fn exec_sync(
+        &self,
+        id: &str,
+        cmd: &[String],
+        timeout: Duration,
+    ) -> Result<ExecOutput, RuntimeError> {
+        let paths = self.container_paths(id)?;
+        if !paths.meta().exists() {
+            return Err(RuntimeError::NotFound { id: id.to_string() });
+        }
+        // libcontainer runs only in the helper process (`shim exec`), never in this one.
+        super::exec::exec_capture(&self.cfg.shim_binary, &paths.dir, cmd, timeout).map_err(
+            |source| RuntimeError::Exec {
+                id: id.to_string(),
+                source: Box::new(source),
+            },
+        )
     }
 }
 

@@ -13,8 +13,10 @@
 //! - [`shim`]: the per-container monitor process (hidden `podvisor shim ...` subcommands).
 //! - [`rootfs`]: the overlayfs root filesystem of a container.
 //! - [`procfs`]: process identity (pid + start time) and pidfds.
+//! - [`exec`]: commands run inside a running container (`podvisor shim exec`).
 //! - [`linux`]: [`linux::LinuxRuntime`], the real [`Runtime`].
 
+pub mod exec;
 pub mod linux;
 pub mod procfs;
 pub mod rootfs;
@@ -78,6 +80,12 @@ pub enum RuntimeError {
     },
     #[error("cgroup: {0}")]
     Cgroup(#[from] crate::cgroups::CgroupError),
+    #[error("container {id}: exec: {source}")]
+    Exec {
+        id: String,
+        #[source]
+        source: Box<exec::ExecError>,
+    },
 }
 
 /// Which list of the pod a container comes from.
@@ -182,6 +190,15 @@ pub struct SandboxInfo {
     pub volumes: BTreeMap<String, PathBuf>,
 }
 
+/// Output of a command run inside a running container (CRI ExecSync).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOutput {
+    pub exit_code: i32,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub timed_out: bool,
+}
+
 /// The runtime boundary. The sync loop holds one and is unit-tested against a recording fake;
 /// [`linux::LinuxRuntime`] is the real one.
 pub trait Runtime: Send + Sync {
@@ -201,6 +218,13 @@ pub trait Runtime: Send + Sync {
     /// Every container on disk with its state. Running ones are watched again, so their exits
     /// arrive as events; leftovers of containers whose monitor died are cleaned up.
     fn list_containers(&self) -> Result<Vec<ContainerInfo>, RuntimeError>;
+    /// Runs `cmd` in the container's namespaces, cgroup and environment; kills it after `timeout`.
+    fn exec_sync(
+        &self,
+        id: &str,
+        cmd: &[String],
+        timeout: std::time::Duration,
+    ) -> Result<ExecOutput, RuntimeError>;
 }
 
 /// Current time as RFC 3339 with nanoseconds (UTC).

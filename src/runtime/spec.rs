@@ -446,7 +446,10 @@ pub fn build_spec(req: &SpecRequest<'_>) -> Result<ContainerSpec, SpecError> {
     process.set_cwd(cwd);
     process.set_capabilities(Some(capabilities));
     process.set_rlimits(None);
-    process.set_no_new_privileges(Some(no_new_privileges(&ctx, privileged)?));
+    // Absent rather than `false`: libcontainer 0.7 treats any present value as "set" and then
+    // loads the seccomp filter after dropping capabilities, which the kernel refuses without
+    // no_new_privs (runc and the OCI spec treat false like absent).
+    process.set_no_new_privileges(no_new_privileges(&ctx, privileged)?.then_some(true));
     process.set_apparmor_profile(None);
     process.set_oom_score_adj(Some(qos::oom_score_adj(
         ctx.pod,
@@ -2744,7 +2747,7 @@ mod tests {
             linux(&cs).readonly_paths().clone(),
             Some(strs(&READONLY_PATHS))
         );
-        assert_eq!(process(&cs).no_new_privileges(), Some(false));
+        assert_eq!(process(&cs).no_new_privileges(), None);
         assert_eq!(
             cs.spec.root().as_ref().expect("root").readonly(),
             Some(false)

@@ -63,6 +63,32 @@ impl CrashLoopBackoff {
     }
 }
 
+/// The kubelet's image pull backoff (flowcontrol.Backoff keyed by pod and image): 10 s after
+/// the first failure, doubling up to 300 s; forgotten after 600 s without a failure or on a
+/// successful pull.
+#[derive(Debug, Clone, Default)]
+pub struct ImagePullBackoff {
+    /// (current delay, time of the last failure).
+    entry: Option<(Duration, Instant)>,
+}
+
+impl ImagePullBackoff {
+    /// Records a failed pull at `now`; returns how long to wait before the next attempt.
+    pub fn failed(&mut self, now: Instant) -> Duration {
+        let delay = match self.entry {
+            Some((d, last)) if now.saturating_duration_since(last) <= MAX * 2 => (d * 2).min(MAX),
+            _ => INITIAL,
+        };
+        self.entry = Some((delay, now));
+        delay
+    }
+
+    /// A pull succeeded: the next failure starts over at 10 s.
+    pub fn reset(&mut self) {
+        self.entry = None;
+    }
+}
+
 fn expired(finished: Instant, last_start: Instant) -> bool {
     finished.saturating_duration_since(last_start) > MAX * 2
 }
@@ -70,6 +96,20 @@ fn expired(finished: Instant, last_start: Instant) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn image_pull_backoff_doubles_to_five_minutes_and_resets() {
+        let t0 = Instant::now();
+        let mut b = ImagePullBackoff::default();
+        let secs: Vec<u64> = (0..7)
+            .map(|i| b.failed(t0 + Duration::from_secs(i)).as_secs())
+            .collect();
+        assert_eq!(secs, vec![10, 20, 40, 80, 160, 300, 300]);
+        assert_eq!(b.failed(t0 + Duration::from_secs(7 + 601)).as_secs(), 10);
+        b.failed(t0 + Duration::from_secs(700));
+        b.reset();
+        assert_eq!(b.failed(t0 + Duration::from_secs(701)).as_secs(), 10);
+    }
 
     #[test]
     fn restart_policy_table() {

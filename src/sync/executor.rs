@@ -4,10 +4,16 @@
 //! report) and removing a pod's leftovers can take from milliseconds to seconds. The sync loop
 //! turns them into [`Job`]s; a small pool of worker threads runs them against the runtime and
 //! sends each [`JobResult`] back as an event, so one slow pod never delays another.
+//!
+//! A container start first makes sure its image is there, following `imagePullPolicy` as the
+//! kubelet's image manager does (`Never`: only the local store; `IfNotPresent`: pull if
+//! missing; `Always`: pull before every start). A pull reports `ImagePulling` and
+//! `ImagePulled` on the way; a failed pull ends the job with reason `ErrImagePull`.
 
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
@@ -36,10 +42,43 @@ pub enum Job {
     },
 }
 
+/// What a pull brought in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PulledImage {
+    /// Manifest digest of the stored image.
+    pub digest: String,
+    /// Compressed size of its blobs.
+    pub size: u64,
+}
+
+/// How the workers reach the image store and registries (a seam for tests).
+pub trait ImageService: Send + Sync {
+    /// Whether `image` (as written in a manifest) is in the local store.
+    fn is_present(&self, image: &str) -> Result<bool, String>;
+    /// Pulls `image` for this machine into the store.
+    fn pull(&self, image: &str) -> Result<PulledImage, String>;
+}
+
+/// How a start got its image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImageOutcome {
+    AlreadyPresent,
+    Pulled { image: PulledImage, took: Duration },
+}
+
+/// The pull policy of `c`: as written, or the API server's default (`Always` for `:latest`
+/// or no tag, otherwise `IfNotPresent`) when a manifest leaves it out.
+pub fn pull_policy(c: &Container) -> &str {
+    match c.image_pull_policy.as_deref() {
+        Some(p) if !p.is_empty() => p,
+        _ => crate::pod::manifest::default_pull_policy(c.image.as_deref().unwrap_or("")),
+    }
+}
+
 /// Why a start failed, in the kubelet's vocabulary.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StartFailure {
-    /// ErrImageNeverPull, CreateContainerConfigError, CreateContainerError or
+    /// ErrImagePull, ErrImageNeverPull, CreateContainerConfigError, CreateContainerError or
     /// RunContainerError.
     pub reason: String,
     pub message: String,
@@ -48,6 +87,19 @@ pub struct StartFailure {
 /// The outcome of a [`Job`].
 #[derive(Debug, Clone)]
 pub enum JobResult {
+    /// A pull of the container's image began (sent before the job's final result).
+    ImagePulling {
+        uid: String,
+        name: String,
+        image: String,
+    },
+    /// The container's image is there (sent before the job's final result).
+    ImageReady {
+        uid: String,
+        name: String,
+        image: String,
+        outcome: ImageOutcome,
+    },
     SandboxCreated {
         uid: String,
         result: Result<SandboxInfo, String>,
@@ -68,8 +120,57 @@ pub trait Executor: Send {
     fn submit(&self, job: Job);
 }
 
-/// Runs one job to completion (on whatever thread calls it).
-pub fn run_job(runtime: &dyn Runtime, job: Job) -> JobResult {
+/// Makes sure the image of `container` is in the store according to its pull policy. `None`
+/// under `Never` (the runtime reports a missing image as ErrImageNeverPull).
+fn ensure_image(
+    images: &dyn ImageService,
+    uid: &str,
+    container: &Container,
+    emit: &dyn Fn(JobResult),
+) -> Result<(), StartFailure> {
+    let image = container.image.clone().unwrap_or_default();
+    let policy = pull_policy(container);
+    let failed = |message: String| StartFailure {
+        reason: "ErrImagePull".into(),
+        message: format!("failed to pull image {image:?}: {message}"),
+    };
+    let pull = match policy {
+        "Never" => return Ok(()),
+        "IfNotPresent" => !images.is_present(&image).map_err(failed)?,
+        _ => true,
+    };
+    let outcome = if pull {
+        emit(JobResult::ImagePulling {
+            uid: uid.to_string(),
+            name: container.name.clone(),
+            image: image.clone(),
+        });
+        let t = Instant::now();
+        let pulled = images.pull(&image).map_err(failed)?;
+        ImageOutcome::Pulled {
+            image: pulled,
+            took: t.elapsed(),
+        }
+    } else {
+        ImageOutcome::AlreadyPresent
+    };
+    emit(JobResult::ImageReady {
+        uid: uid.to_string(),
+        name: container.name.clone(),
+        image,
+        outcome,
+    });
+    Ok(())
+}
+
+/// Runs one job to completion (on whatever thread calls it); `emit` receives the progress
+/// results a job sends before its final one.
+pub fn run_job(
+    runtime: &dyn Runtime,
+    images: &dyn ImageService,
+    job: Job,
+    emit: &dyn Fn(JobResult),
+) -> JobResult {
     match job {
         Job::CreateSandbox { uid, pod } => JobResult::SandboxCreated {
             uid,
@@ -82,6 +183,13 @@ pub fn run_job(runtime: &dyn Runtime, job: Job) -> JobResult {
             kind,
             restart_count,
         } => {
+            if let Err(f) = ensure_image(images, &uid, &container, emit) {
+                return JobResult::ContainerStarted {
+                    uid,
+                    name: container.name.clone(),
+                    result: Err(f),
+                };
+            }
             let req = ContainerRequest {
                 pod: &pod,
                 container: &container,
@@ -140,10 +248,12 @@ pub struct ThreadPool {
 }
 
 impl ThreadPool {
-    /// Starts `n` workers that run jobs against `runtime` and hand results to `done`.
+    /// Starts `n` workers that run jobs against `runtime` and `images` and hand results to
+    /// `done`.
     pub fn new(
         n: usize,
         runtime: Arc<dyn Runtime>,
+        images: Arc<dyn ImageService>,
         done: impl Fn(JobResult) + Send + Sync + 'static,
     ) -> std::io::Result<ThreadPool> {
         let (tx, rx) = mpsc::channel::<Job>();
@@ -153,6 +263,7 @@ impl ThreadPool {
         for i in 0..n.max(1) {
             let rx: Arc<Mutex<Receiver<Job>>> = Arc::clone(&rx);
             let runtime = Arc::clone(&runtime);
+            let images = Arc::clone(&images);
             let done = Arc::clone(&done);
             workers.push(
                 thread::Builder::new()
@@ -165,7 +276,10 @@ impl ThreadPool {
                             guard.recv()
                         };
                         match job {
-                            Ok(job) => done(run_job(runtime.as_ref(), job)),
+                            Ok(job) => {
+                                let emit = |r| done(r);
+                                done(run_job(runtime.as_ref(), images.as_ref(), job, &emit))
+                            }
                             Err(_) => return,
                         }
                     })?,

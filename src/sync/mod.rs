@@ -28,8 +28,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
-use self::backoff::CrashLoopBackoff;
-use self::executor::{Executor, Job, JobResult, StartFailure};
+use self::backoff::{CrashLoopBackoff, ImagePullBackoff};
+use self::executor::{Executor, ImageOutcome, Job, JobResult, StartFailure};
 use self::podconfig::{ConfigNotice, PodConfig};
 use self::store::DesiredStore;
 use crate::pod::static_pod::{SourceKind, StaticPod};
@@ -111,6 +111,10 @@ struct Slot {
     last: Option<Finished>,
     previous_log: Option<PathBuf>,
     backoff: CrashLoopBackoff,
+    /// Backoff of failed pulls of the container's image.
+    image_backoff: ImagePullBackoff,
+    /// When an ErrImagePull waiting reason turns into ImagePullBackOff.
+    pull_backoff_at: Option<Instant>,
     /// Why it is not running: (reason, message).
     waiting: Option<(String, String)>,
     retry_at: Option<Instant>,
@@ -128,6 +132,8 @@ impl Slot {
             last: None,
             previous_log: None,
             backoff: CrashLoopBackoff::default(),
+            image_backoff: ImagePullBackoff::default(),
+            pull_backoff_at: None,
             waiting: None,
             retry_at: None,
             succeeded: false,
@@ -345,6 +351,7 @@ impl SyncLoop {
             for s in &w.slots {
                 if s.instance.is_none() {
                     consider(s.retry_at);
+                    consider(s.pull_backoff_at);
                 }
             }
         }
@@ -778,6 +785,9 @@ impl SyncLoop {
                     break;
                 }
             }
+            if let Some(note) = pull_backoff_note(s, now) {
+                notes.push(note);
+            }
             if let Some(job) = start_if_due(&w.uid, &w.pod, s, now) {
                 jobs.push(job);
             }
@@ -796,6 +806,9 @@ impl SyncLoop {
                     s.waiting = None;
                     continue;
                 }
+                if let Some(note) = pull_backoff_note(s, now) {
+                    notes.push(note);
+                }
                 if let Some(job) = start_if_due(&w.uid, &w.pod, s, now) {
                     jobs.push(job);
                 }
@@ -812,6 +825,18 @@ impl SyncLoop {
 
     fn on_work(&mut self, r: JobResult) {
         match r {
+            JobResult::ImagePulling { uid, name, image } => {
+                if let Some(pod) = self.pod_name_of(&uid) {
+                    let msg = format!("Pulling image {image:?}");
+                    self.event(EventType::Normal, &pod, Some(&name), "Pulling", &msg);
+                }
+            }
+            JobResult::ImageReady {
+                uid,
+                name,
+                image,
+                outcome,
+            } => self.on_image_ready(&uid, &name, &image, outcome),
             JobResult::SandboxCreated { uid, result } => {
                 let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == uid) else {
                     // The pod went away meanwhile: its removal cleans the sandbox.
@@ -883,6 +908,40 @@ impl SyncLoop {
         self.dirty = true;
     }
 
+    fn pod_name_of(&self, uid: &str) -> Option<String> {
+        self.workers
+            .iter()
+            .find(|(_, w)| w.uid == uid)
+            .map(|(n, _)| n.clone())
+    }
+
+    fn on_image_ready(&mut self, uid: &str, cname: &str, image: &str, outcome: ImageOutcome) {
+        let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == uid) else {
+            return;
+        };
+        let name = name.clone();
+        let msg = match outcome {
+            ImageOutcome::AlreadyPresent => {
+                format!("Container image {image:?} already present on machine")
+            }
+            ImageOutcome::Pulled {
+                image: pulled,
+                took,
+            } => {
+                if let Some(slot) = w.slots.iter_mut().find(|s| s.container.name == cname) {
+                    slot.image_backoff.reset();
+                    slot.pull_backoff_at = None;
+                }
+                format!(
+                    "Successfully pulled image {image:?} in {:.3}s. Image size: {} bytes.",
+                    took.as_secs_f64(),
+                    pulled.size
+                )
+            }
+        };
+        self.event(EventType::Normal, &name, Some(cname), "Pulled", &msg);
+    }
+
     fn on_started(
         &mut self,
         uid: &str,
@@ -950,6 +1009,23 @@ impl SyncLoop {
                     Some(cname),
                     "Started",
                     &format!("Started container {cname}"),
+                );
+            }
+            Err(f) if f.reason == "ErrImagePull" => {
+                slot.instance = None;
+                // Nothing was created: this attempt is not an instance (restart count, log).
+                slot.instances_started = slot.instances_started.saturating_sub(1);
+                let delay = slot.image_backoff.failed(now);
+                slot.retry_at = Some(now + delay);
+                slot.pull_backoff_at = Some(now + delay / 2);
+                slot.waiting = Some((f.reason.clone(), f.message.clone()));
+                self.event(EventType::Warning, &name, Some(cname), "Failed", &f.message);
+                self.event(
+                    EventType::Warning,
+                    &name,
+                    Some(cname),
+                    "Failed",
+                    "Error: ErrImagePull",
                 );
             }
             Err(f) => {
@@ -1083,6 +1159,30 @@ impl SyncLoop {
             }
         }
     }
+}
+
+/// Turns ErrImagePull into ImagePullBackOff once the container has waited a while (as the
+/// kubelet shows it between pull attempts); returns the BackOff event to record.
+fn pull_backoff_note(
+    s: &mut Slot,
+    now: Instant,
+) -> Option<(EventType, Option<String>, &'static str, String)> {
+    if s.pull_backoff_at.is_none_or(|t| now < t) {
+        return None;
+    }
+    s.pull_backoff_at = None;
+    if s.waiting.as_ref().is_none_or(|(r, _)| r != "ErrImagePull") {
+        return None;
+    }
+    let image = s.container.image.clone().unwrap_or_default();
+    let msg = format!("Back-off pulling image {image:?}");
+    s.waiting = Some(("ImagePullBackOff".into(), msg.clone()));
+    Some((
+        EventType::Normal,
+        Some(s.container.name.clone()),
+        "BackOff",
+        msg,
+    ))
 }
 
 /// Submits a start if the container is due; records why it waits otherwise.

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::executor::{run_job, Executor, Job, JobResult};
+use super::executor::{run_job, Executor, ImageService, Job, JobResult, PulledImage};
 use super::{Clock, SyncConfig, SyncEvent, SyncLoop};
 use crate::runtime::{
     ContainerInfo, ContainerMeta, ContainerRequest, ContainerState, ExitRecord, Runtime,
@@ -190,17 +190,67 @@ impl Runtime for FakeRuntime {
         v.sort_by(|a, b| a.meta.created_at.cmp(&b.meta.created_at));
         Ok(v)
     }
+    fn exec_sync(
+        &self,
+        id: &str,
+        _cmd: &[String],
+        _timeout: std::time::Duration,
+    ) -> Result<crate::runtime::ExecOutput, RuntimeError> {
+        Err(RuntimeError::NotFound { id: id.to_string() })
+    }
 }
 
 /// Runs jobs at once and queues their results for the test to feed back.
+#[derive(Default)]
+struct FakeImagesState {
+    /// Images already in the store.
+    present: BTreeSet<String>,
+    /// Images whose pull fails, with the error.
+    failing: BTreeMap<String, String>,
+    /// Every pull asked for, in order.
+    pulls: Vec<String>,
+}
+
+/// An image service whose pulls succeed unless the image is listed as failing.
+#[derive(Clone, Default)]
+struct FakeImages {
+    state: Arc<Mutex<FakeImagesState>>,
+}
+
+impl FakeImages {
+    fn pulls(&self) -> Vec<String> {
+        self.state.lock().expect("lock").pulls.clone()
+    }
+}
+
+impl ImageService for FakeImages {
+    fn is_present(&self, image: &str) -> Result<bool, String> {
+        Ok(self.state.lock().expect("lock").present.contains(image))
+    }
+    fn pull(&self, image: &str) -> Result<PulledImage, String> {
+        let mut st = self.state.lock().expect("lock");
+        st.pulls.push(image.to_string());
+        if let Some(e) = st.failing.get(image) {
+            return Err(e.clone());
+        }
+        st.present.insert(image.to_string());
+        Ok(PulledImage {
+            digest: format!("sha256:{:064x}", st.pulls.len()),
+            size: 1234,
+        })
+    }
+}
+
 struct InlineExecutor {
     runtime: FakeRuntime,
+    images: FakeImages,
     done: Arc<Mutex<VecDeque<JobResult>>>,
 }
 
 impl Executor for InlineExecutor {
     fn submit(&self, job: Job) {
-        let r = run_job(&self.runtime, job);
+        let emit = |r| self.done.lock().expect("lock").push_back(r);
+        let r = run_job(&self.runtime, &self.images, job, &emit);
         self.done.lock().expect("lock").push_back(r);
     }
 }
@@ -225,6 +275,7 @@ impl Clock for FakeClock {
 struct Harness {
     sync: SyncLoop,
     rt: FakeRuntime,
+    images: FakeImages,
     done: Arc<Mutex<VecDeque<JobResult>>>,
     clock: FakeClock,
     snapshots: SnapshotCell,
@@ -233,6 +284,10 @@ struct Harness {
 }
 
 fn harness_with(rt: FakeRuntime, store_dir: PathBuf) -> Harness {
+    harness_with_images(rt, FakeImages::default(), store_dir)
+}
+
+fn harness_with_images(rt: FakeRuntime, images: FakeImages, store_dir: PathBuf) -> Harness {
     let done = Arc::new(Mutex::new(VecDeque::new()));
     let clock = FakeClock {
         base: Instant::now(),
@@ -251,6 +306,7 @@ fn harness_with(rt: FakeRuntime, store_dir: PathBuf) -> Harness {
         Arc::new(rt.clone()),
         Box::new(InlineExecutor {
             runtime: rt.clone(),
+            images: images.clone(),
             done: Arc::clone(&done),
         }),
         Box::new(clock.clone()),
@@ -260,6 +316,7 @@ fn harness_with(rt: FakeRuntime, store_dir: PathBuf) -> Harness {
     let mut h = Harness {
         sync,
         rt,
+        images,
         done,
         clock,
         snapshots,
@@ -631,7 +688,11 @@ fn missing_image_is_err_image_never_pull_with_backoff() {
         .insert("ghost".into());
     let dir = tempfile::tempdir().expect("tempdir");
     let mut h = harness_with(rt, dir.path().join("static-pods"));
-    h.file("g.yaml", &pod_yaml("g", "ghost", ""));
+    let yaml = pod_yaml("g", "ghost", "").replace(
+        "    image: ghost\n",
+        "    image: ghost\n    imagePullPolicy: Never\n",
+    );
+    h.file("g.yaml", &yaml);
     assert_eq!(
         h.waiting_reason("g", "main").as_deref(),
         Some("ErrImageNeverPull")
@@ -639,6 +700,136 @@ fn missing_image_is_err_image_never_pull_with_backoff() {
     assert_eq!(h.rt.starts().len(), 1);
     h.advance(Duration::from_secs(11));
     assert_eq!(h.rt.starts().len(), 2);
+    assert!(h.images.pulls().is_empty(), "Never never pulls");
+}
+
+fn events_of(h: &Harness, reason: &str) -> Vec<String> {
+    h.snap()
+        .events
+        .iter()
+        .filter(|e| e.reason == reason)
+        .map(|e| e.message.clone())
+        .collect()
+}
+
+#[test]
+fn failed_pulls_are_err_image_pull_then_image_pull_backoff() {
+    let images = FakeImages::default();
+    images
+        .state
+        .lock()
+        .expect("lock")
+        .failing
+        .insert("reg.local/app:1".into(), "connection refused".into());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut h = harness_with_images(
+        FakeRuntime::default(),
+        images.clone(),
+        dir.path().join("static-pods"),
+    );
+    h.file("a.yaml", &pod_yaml("a", "reg.local/app:1", ""));
+    assert_eq!(images.pulls().len(), 1);
+    assert_eq!(
+        h.waiting_reason("a", "main").as_deref(),
+        Some("ErrImagePull")
+    );
+    assert!(h.rt.starts().is_empty(), "nothing starts without its image");
+    let failed = events_of(&h, "Failed");
+    assert!(
+        failed
+            .iter()
+            .any(|m| m.contains("failed to pull image \"reg.local/app:1\": connection refused")),
+        "{failed:?}"
+    );
+    assert!(
+        failed.iter().any(|m| m == "Error: ErrImagePull"),
+        "{failed:?}"
+    );
+    assert_eq!(
+        events_of(&h, "Pulling"),
+        vec!["Pulling image \"reg.local/app:1\""]
+    );
+    // Between attempts it shows ImagePullBackOff; attempts come 10 s, then 20 s apart.
+    h.advance(Duration::from_secs(5));
+    assert_eq!(
+        h.waiting_reason("a", "main").as_deref(),
+        Some("ImagePullBackOff")
+    );
+    assert_eq!(
+        events_of(&h, "BackOff"),
+        vec!["Back-off pulling image \"reg.local/app:1\""]
+    );
+    h.advance(Duration::from_secs(5));
+    assert_eq!(images.pulls().len(), 2);
+    assert_eq!(
+        h.waiting_reason("a", "main").as_deref(),
+        Some("ErrImagePull")
+    );
+    h.advance(Duration::from_secs(19));
+    assert_eq!(images.pulls().len(), 2, "second backoff is 20 s");
+    // The registry comes back: the pull succeeds and the container starts as the first
+    // instance (failed pulls are not restarts).
+    images.state.lock().expect("lock").failing.clear();
+    h.advance(Duration::from_secs(1));
+    assert_eq!(images.pulls().len(), 3);
+    assert_eq!(h.rt.starts(), vec![("main".to_string(), 0)]);
+    let pulled = events_of(&h, "Pulled");
+    assert!(
+        pulled.iter().any(
+            |m| m.starts_with("Successfully pulled image \"reg.local/app:1\" in ")
+                && m.ends_with("Image size: 1234 bytes.")
+        ),
+        "{pulled:?}"
+    );
+    let snap = h.snap();
+    let st = snap
+        .find_pod("a")
+        .and_then(|v| v.pod.status.clone())
+        .expect("status");
+    assert_eq!(st.container_statuses.expect("statuses")[0].restart_count, 0);
+}
+
+#[test]
+fn if_not_present_uses_the_local_image_and_always_pulls_every_start() {
+    let images = FakeImages::default();
+    images
+        .state
+        .lock()
+        .expect("lock")
+        .present
+        .insert("busybox:1.36".into());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut h = harness_with_images(
+        FakeRuntime::default(),
+        images.clone(),
+        dir.path().join("static-pods"),
+    );
+    h.file("p.yaml", &pod_yaml("p", "busybox:1.36", ""));
+    assert!(images.pulls().is_empty());
+    assert_eq!(
+        events_of(&h, "Pulled"),
+        vec!["Container image \"busybox:1.36\" already present on machine"]
+    );
+    // No tag: Always, so every start pulls, restarts included.
+    h.file("l.yaml", &pod_yaml("l", "busybox", ""));
+    assert_eq!(images.pulls(), vec!["busybox"]);
+    assert_eq!(h.rt.starts().len(), 2);
+    // Crash the "l" pod's container (the one started last): its restart pulls again.
+    let ids = h.rt.running_ids();
+    let l_id = ids
+        .iter()
+        .find(|i| {
+            !h.rt.state.lock().expect("lock").containers[*i]
+                .meta
+                .image
+                .contains("1.36")
+        })
+        .expect("l container")
+        .clone();
+    let ev = h.rt.exit(&l_id, 1);
+    h.send(ev);
+    assert_eq!(h.rt.starts().len(), 3);
+    assert_eq!(images.pulls(), vec!["busybox", "busybox"]);
 }
 
 #[test]

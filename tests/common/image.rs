@@ -9,7 +9,7 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-pub const BUSYBOX: &str = "docker.io/library/busybox:latest";
+pub const BUSYBOX: &str = "docker.io/library/busybox:1.35";
 
 pub fn sha256_hex(data: &[u8]) -> String {
     hex::encode(Sha256::digest(data))

@@ -16,6 +16,7 @@ use podvisor::runtime::linux::{LinuxRuntime, RuntimeConfig};
 use podvisor::runtime::{ExitRecord, RuntimeEvent};
 
 pub mod image;
+pub mod registry;
 
 pub use image::BUSYBOX;
 
@@ -329,12 +330,15 @@ pub fn log_lines(path: &Path) -> Vec<String> {
 
 /// A busybox OCI archive (gzip layer), built once per test process from /bin/busybox.
 /// The archive is a cache shared by test processes: built into a temporary name and renamed,
-/// keyed by the busybox binary's hash, so it is built once per machine and never half-read.
+/// keyed by the busybox binary's hash and the image name, so it is built once per machine and never half-read.
 pub fn busybox_archive() -> &'static Path {
     static ARCHIVE: OnceLock<PathBuf> = OnceLock::new();
     ARCHIVE.get_or_init(|| {
         let busybox = fs::read("/bin/busybox").expect("busybox-static must be installed");
-        let key = &image::sha256_hex(&busybox)[..16];
+        // The image name is part of the key: archives named differently never mix.
+        let mut keyed = busybox.clone();
+        keyed.extend_from_slice(BUSYBOX.as_bytes());
+        let key = &image::sha256_hex(&keyed)[..16];
         let dir = std::env::temp_dir().join("podvisor-test-cache");
         fs::create_dir_all(&dir).expect("image dir");
         let path = dir.join(format!("busybox-oci-{key}.tar"));

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds a busybox OCI archive offline from Debian's busybox-static, with umoci.
 # Usage: tests/images/build-busybox.sh OUT.tar
-# Then:  podvisor image import OUT.tar --ref docker.io/library/busybox:latest
+# Then:  podvisor image import OUT.tar --ref docker.io/library/busybox:1.35
 set -eu
 out=${1:?usage: $0 OUT.tar}
 busybox=${BUSYBOX:-/bin/busybox}

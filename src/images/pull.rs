@@ -1,0 +1,626 @@
+//! `ImageStore::pull`: resolves a reference on its registry (mirrors first, as configured in
+//! [`RegistryConfig`]), picks this machine's platform from an index, verifies manifest and
+//! config, downloads the missing layers concurrently (bounded) into `images/tmp/pulls`
+//! (resumable, verified while streaming) and commits the image through the archive import's
+//! commit path. Errors name the reference and, where one is involved, the digest.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Instant;
+
+use super::archive::{BlobData, PlannedImage, PlannedLayer};
+use super::client::{Client, FetchedManifest, RetryPolicy, MT_DOCKER_MANIFEST};
+use super::digest::Digest;
+use super::manifest::{
+    is_index_media_type, HostPlatform, RawConfig, RawDescriptor, RawIndex, RawManifest,
+    MT_OCI_CONFIG, MT_OCI_MANIFEST,
+};
+use super::records::ImageRecord;
+use super::reference::Reference;
+use super::registry::{RegistryConfig, Source};
+use super::store::{ImageError, ImageStore};
+
+/// Concurrent layer downloads per pull.
+pub const PULL_CONCURRENCY: usize = 3;
+/// Index hops followed (an index pointing at an index ...).
+const MAX_INDEX_HOPS: usize = 4;
+/// Age after which an abandoned download in `tmp/pulls` is removed.
+const STALE_DOWNLOAD: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+const MT_DOCKER_CONFIG: &str = "application/vnd.docker.container.image.v1+json";
+
+/// What a request was for, in error messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum What {
+    Manifest(String),
+    Blob(String),
+}
+
+impl fmt::Display for What {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            What::Manifest(m) => write!(f, "manifest {m}"),
+            What::Blob(d) => write!(f, "blob {d}"),
+        }
+    }
+}
+
+/// Errors of a pull.
+#[derive(Debug, thiserror::Error)]
+pub enum PullError {
+    #[error("pull {reference}: {what} from {registry}: {detail} (after {attempts} attempts)")]
+    Transport {
+        reference: String,
+        registry: String,
+        what: What,
+        detail: String,
+        attempts: u32,
+    },
+    #[error("pull {reference}: {what} from {registry}: HTTP {status} (after {attempts} attempts)")]
+    Status {
+        reference: String,
+        registry: String,
+        what: What,
+        status: u16,
+        attempts: u32,
+    },
+    #[error("pull {reference}: {what} from {registry}: HTTP {status}, access denied (check the credentials in registries.yaml or config.json)")]
+    Unauthorized {
+        reference: String,
+        registry: String,
+        what: What,
+        status: u16,
+    },
+    #[error("pull {reference}: {what} not found on {registry}")]
+    NotFound {
+        reference: String,
+        registry: String,
+        what: What,
+    },
+    #[error("pull {reference}: token from {realm}: {detail}")]
+    Token {
+        reference: String,
+        realm: String,
+        detail: String,
+    },
+    #[error("pull {reference}: tls setup for {host}: {detail}")]
+    Tls {
+        reference: String,
+        host: String,
+        detail: String,
+    },
+    #[error("pull {reference}: {digest} does not match its content: content digest is {actual}")]
+    DigestMismatch {
+        reference: String,
+        digest: Digest,
+        actual: Digest,
+    },
+    #[error("pull {reference}: blob {digest} from {registry} is truncated: got {got} of {expected} bytes: {detail}")]
+    Truncated {
+        reference: String,
+        registry: String,
+        digest: Digest,
+        expected: u64,
+        got: u64,
+        detail: String,
+    },
+    #[error("pull {reference}: blob {digest} is larger than its descriptor's {expected} bytes (got {got})")]
+    SizeMismatch {
+        reference: String,
+        digest: Digest,
+        expected: u64,
+        got: u64,
+    },
+    #[error("pull {reference}: {what} is larger than the {limit}-byte limit")]
+    TooLarge {
+        reference: String,
+        what: What,
+        limit: u64,
+    },
+    #[error("pull {reference}: {what} {digest} has unsupported media type {media_type:?}")]
+    UnsupportedMediaType {
+        reference: String,
+        what: &'static str,
+        digest: String,
+        media_type: String,
+    },
+    #[error("pull {reference}: manifest {digest} is invalid: {detail}")]
+    BadManifest {
+        reference: String,
+        digest: String,
+        detail: String,
+    },
+    #[error("pull {reference}: no image for platform {wanted} in index {digest}; available: {available}")]
+    NoMatchingPlatform {
+        reference: String,
+        digest: String,
+        wanted: String,
+        available: String,
+    },
+    #[error("pull {reference}: writing blob {digest} to {path}: {source}")]
+    Write {
+        reference: String,
+        digest: String,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("pull {reference}: storing image {digest}: {source}")]
+    Commit {
+        reference: String,
+        digest: String,
+        #[source]
+        source: Box<ImageError>,
+    },
+    #[error("pull {reference}: cancelled after another download failed")]
+    Cancelled { reference: String },
+}
+
+/// Pull progress reported to the caller's callback (on the calling thread).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PullProgress {
+    /// The image manifest is known: where it comes from and its layers (digest, size).
+    Resolved {
+        reference: String,
+        digest: String,
+        registry: String,
+        layers: Vec<(Digest, u64)>,
+    },
+    /// Bytes of a layer present so far (resumed downloads start above zero).
+    Layer {
+        digest: Digest,
+        done: u64,
+        total: u64,
+    },
+    /// A layer is complete; `cached` when it was already in the store.
+    LayerDone { digest: Digest, cached: bool },
+    /// All blobs are here; layers are being unpacked and the record written.
+    Committing,
+}
+
+/// A manifest resolved for this machine, with its verified config.
+struct Resolved {
+    source: Source,
+    manifest: FetchedManifest,
+    config: Vec<u8>,
+    config_digest: Digest,
+    layers: Vec<PlannedLayer>,
+    created: Option<String>,
+}
+
+impl ImageStore {
+    /// Pulls `reference` for this machine's platform into the store; returns the stored record.
+    pub fn pull(
+        &self,
+        reference: &str,
+        cfg: &RegistryConfig,
+        progress: &mut dyn FnMut(&PullProgress),
+    ) -> Result<ImageRecord, ImageError> {
+        self.pull_with(reference, cfg, RetryPolicy::default(), progress)
+    }
+
+    /// [`ImageStore::pull`] with an explicit retry policy.
+    pub fn pull_with(
+        &self,
+        reference: &str,
+        cfg: &RegistryConfig,
+        retry: RetryPolicy,
+        progress: &mut dyn FnMut(&PullProgress),
+    ) -> Result<ImageRecord, ImageError> {
+        let started = Instant::now();
+        let r = Reference::parse(reference)?;
+        let name = r.to_string();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let client = Client::new(cfg, &name, retry, cancel.clone());
+        let host = self.host_platform().clone();
+
+        let mut last_err = None;
+        let mut resolved = None;
+        for source in cfg.sources(r.registry(), r.repository()) {
+            match resolve(&client, &r, &name, &source, &host) {
+                Ok(res) => {
+                    resolved = Some(res);
+                    break;
+                }
+                Err(e) => {
+                    log::warn!("{e}");
+                    last_err.get_or_insert(e);
+                }
+            }
+        }
+        let res = match (resolved, last_err) {
+            (Some(res), _) => res,
+            (None, Some(e)) => return Err(e.into()),
+            (None, None) => {
+                return Err(ImageError::NotFound {
+                    query: name.clone(),
+                })
+            }
+        };
+        let registry = res.source.endpoint.to_string();
+        progress(&PullProgress::Resolved {
+            reference: name.clone(),
+            digest: res.manifest.digest.to_string(),
+            registry: registry.clone(),
+            layers: res
+                .layers
+                .iter()
+                .map(|l| (l.digest.clone(), l.size))
+                .collect(),
+        });
+
+        let files = self.download_layers(&client, &name, &res, &cancel, progress)?;
+        progress(&PullProgress::Committing);
+        let config_size = res.config.len() as u64;
+        let plan = PlannedImage {
+            names: Vec::new(),
+            manifest_digest: res.manifest.digest.clone(),
+            config_digest: res.config_digest.clone(),
+            config_size,
+            created: res.created.clone(),
+            layers: res.layers.clone(),
+            blobs: vec![
+                (
+                    res.manifest.digest.clone(),
+                    BlobData::Bytes(res.manifest.bytes.clone()),
+                ),
+                (res.config_digest.clone(), BlobData::Bytes(res.config)),
+            ],
+        };
+        let rec = self
+            .commit_pulled(plan, &files, r)
+            .map_err(|e| PullError::Commit {
+                reference: name.clone(),
+                digest: res.manifest.digest.to_string(),
+                source: Box::new(e),
+            })?;
+        log::info!(
+            "pulled {name} ({}) from {registry}: {} layers, {} bytes in {:.1}s",
+            rec.digest,
+            rec.layers.len(),
+            rec.size,
+            started.elapsed().as_secs_f64()
+        );
+        Ok(rec)
+    }
+
+    /// Downloads the layers missing from the store, at most [`PULL_CONCURRENCY`] at once.
+    fn download_layers(
+        &self,
+        client: &Client<'_>,
+        name: &str,
+        res: &Resolved,
+        cancel: &AtomicBool,
+        progress: &mut dyn FnMut(&PullProgress),
+    ) -> Result<HashMap<Digest, PathBuf>, PullError> {
+        let dir = self.pulls_dir();
+        std::fs::create_dir_all(&dir).map_err(|source| PullError::Write {
+            reference: name.to_string(),
+            digest: res.manifest.digest.to_string(),
+            path: dir.clone(),
+            source,
+        })?;
+        remove_stale_downloads(&dir);
+        let mut todo: Vec<&PlannedLayer> = Vec::new();
+        for l in &res.layers {
+            if self.has_blob(&l.digest) || todo.iter().any(|t| t.digest == l.digest) {
+                progress(&PullProgress::LayerDone {
+                    digest: l.digest.clone(),
+                    cached: true,
+                });
+            } else {
+                todo.push(l);
+            }
+        }
+        let queue = Mutex::new(todo.clone());
+        let results: Mutex<Vec<Result<(Digest, PathBuf), PullError>>> = Mutex::new(Vec::new());
+        let (tx, rx) = mpsc::channel::<PullProgress>();
+        let workers = PULL_CONCURRENCY.min(todo.len());
+        std::thread::scope(|s| {
+            for _ in 0..workers {
+                let tx = tx.clone();
+                let queue = &queue;
+                let results = &results;
+                let dir = &dir;
+                let ep = &res.source.endpoint;
+                let repo = res.source.repository.as_str();
+                s.spawn(move || loop {
+                    let next = queue.lock().unwrap_or_else(|p| p.into_inner()).pop();
+                    let Some(l) = next else { break };
+                    let last = AtomicU64::new(0);
+                    let report = |done: u64| {
+                        let prev = last.load(Ordering::Relaxed);
+                        if done == l.size || done < prev || done - prev >= 512 << 10 {
+                            last.store(done, Ordering::Relaxed);
+                            let _ = tx.send(PullProgress::Layer {
+                                digest: l.digest.clone(),
+                                done,
+                                total: l.size,
+                            });
+                        }
+                    };
+                    let r = client.blob_to_file(ep, repo, &l.digest, l.size, dir, &report);
+                    let failed = r.is_err();
+                    if r.is_ok() {
+                        let _ = tx.send(PullProgress::LayerDone {
+                            digest: l.digest.clone(),
+                            cached: false,
+                        });
+                    }
+                    results
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(r.map(|p| (l.digest.clone(), p)));
+                    if failed {
+                        cancel.store(true, Ordering::Relaxed);
+                        break;
+                    }
+                });
+            }
+            drop(tx);
+            for ev in rx {
+                progress(&ev);
+            }
+        });
+        let mut files = HashMap::new();
+        let mut first_err = None;
+        for r in results.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            match r {
+                Ok((d, p)) => {
+                    files.insert(d, p);
+                }
+                Err(PullError::Cancelled { .. }) => {}
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        Ok(files)
+    }
+}
+
+/// Downloads untouched for a day belong to pulls nobody retried: removed.
+fn remove_stale_downloads(dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let stale = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > STALE_DOWNLOAD);
+        if stale {
+            match std::fs::remove_file(e.path()) {
+                Ok(()) => log::info!("removed stale download {}", e.path().display()),
+                Err(err) => log::warn!("removing stale download {}: {err}", e.path().display()),
+            }
+        }
+    }
+}
+
+fn resolve(
+    client: &Client<'_>,
+    r: &Reference,
+    name: &str,
+    source: &Source,
+    host: &HostPlatform,
+) -> Result<Resolved, PullError> {
+    let ep = &source.endpoint;
+    let repo = source.repository.as_str();
+    let tag_or_digest = match (r.digest(), r.tag()) {
+        (Some(d), _) => d.to_string(),
+        (None, Some(t)) => t.to_string(),
+        (None, None) => "latest".to_string(),
+    };
+    let mut doc = client.manifest(ep, repo, &tag_or_digest, r.digest())?;
+    for _ in 0..MAX_INDEX_HOPS {
+        match classify(name, &doc)? {
+            Kind::Manifest => return finish(client, name, source, doc),
+            Kind::Index => {
+                let index: RawIndex =
+                    serde_json::from_slice(&doc.bytes).map_err(|e| PullError::BadManifest {
+                        reference: name.to_string(),
+                        digest: doc.digest.to_string(),
+                        detail: e.to_string(),
+                    })?;
+                let chosen = select_platform(name, &doc.digest, &index.manifests, host)?;
+                let d = Digest::parse(&chosen.digest).map_err(|_| PullError::BadManifest {
+                    reference: name.to_string(),
+                    digest: doc.digest.to_string(),
+                    detail: format!("invalid digest {:?}", chosen.digest),
+                })?;
+                doc = client.manifest(ep, repo, &d.to_string(), Some(&d))?;
+            }
+        }
+    }
+    Err(PullError::BadManifest {
+        reference: name.to_string(),
+        digest: doc.digest.to_string(),
+        detail: format!("more than {MAX_INDEX_HOPS} nested indexes"),
+    })
+}
+
+enum Kind {
+    Manifest,
+    Index,
+}
+
+fn classify(name: &str, doc: &FetchedManifest) -> Result<Kind, PullError> {
+    match doc.media_type.as_deref() {
+        Some(mt) if is_index_media_type(mt) => Ok(Kind::Index),
+        Some(MT_OCI_MANIFEST | MT_DOCKER_MANIFEST) => Ok(Kind::Manifest),
+        Some(other) => Err(PullError::UnsupportedMediaType {
+            reference: name.to_string(),
+            what: "manifest",
+            digest: doc.digest.to_string(),
+            media_type: other.to_string(),
+        }),
+        // OCI allows documents without mediaType: tell them apart by shape.
+        None => {
+            let v: serde_json::Value =
+                serde_json::from_slice(&doc.bytes).map_err(|e| PullError::BadManifest {
+                    reference: name.to_string(),
+                    digest: doc.digest.to_string(),
+                    detail: e.to_string(),
+                })?;
+            if v.get("manifests").is_some() {
+                Ok(Kind::Index)
+            } else if v.get("config").is_some() && v.get("layers").is_some() {
+                Ok(Kind::Manifest)
+            } else {
+                Err(PullError::UnsupportedMediaType {
+                    reference: name.to_string(),
+                    what: "manifest",
+                    digest: doc.digest.to_string(),
+                    media_type: "(none)".to_string(),
+                })
+            }
+        }
+    }
+}
+
+fn select_platform(
+    name: &str,
+    index_digest: &Digest,
+    descs: &[RawDescriptor],
+    host: &HostPlatform,
+) -> Result<RawDescriptor, PullError> {
+    if let [only] = descs {
+        if only.platform.is_none() {
+            return Ok(only.clone());
+        }
+    }
+    let best = descs
+        .iter()
+        .filter_map(|d| {
+            d.platform
+                .as_ref()
+                .and_then(|p| host.rank(p))
+                .map(|r| (r, d))
+        })
+        .min_by_key(|(r, _)| *r);
+    match best {
+        Some((_, d)) => Ok(d.clone()),
+        None => Err(PullError::NoMatchingPlatform {
+            reference: name.to_string(),
+            digest: index_digest.to_string(),
+            wanted: host.to_string(),
+            available: descs
+                .iter()
+                .map(|d| {
+                    d.platform
+                        .as_ref()
+                        .map_or("unknown".to_string(), |p| p.to_string())
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        }),
+    }
+}
+
+fn is_layer_media_type(mt: &str) -> bool {
+    matches!(
+        mt,
+        "application/vnd.oci.image.layer.v1.tar"
+            | "application/vnd.oci.image.layer.v1.tar+gzip"
+            | "application/vnd.oci.image.layer.v1.tar+zstd"
+            | "application/vnd.docker.image.rootfs.diff.tar"
+            | "application/vnd.docker.image.rootfs.diff.tar.gzip"
+            | "application/vnd.docker.image.rootfs.diff.tar.zstd"
+    )
+}
+
+/// Validates an image manifest, fetches and checks its config.
+fn finish(
+    client: &Client<'_>,
+    name: &str,
+    source: &Source,
+    doc: FetchedManifest,
+) -> Result<Resolved, PullError> {
+    let bad = |detail: String| PullError::BadManifest {
+        reference: name.to_string(),
+        digest: doc.digest.to_string(),
+        detail,
+    };
+    let m: RawManifest = serde_json::from_slice(&doc.bytes).map_err(|e| bad(e.to_string()))?;
+    if m.schema_version != 2 {
+        return Err(bad(format!("schemaVersion {} is not 2", m.schema_version)));
+    }
+    let config_mt = m.config.media_type.as_deref().unwrap_or(MT_OCI_CONFIG);
+    if config_mt != MT_OCI_CONFIG && config_mt != MT_DOCKER_CONFIG {
+        return Err(PullError::UnsupportedMediaType {
+            reference: name.to_string(),
+            what: "config",
+            digest: m.config.digest.clone(),
+            media_type: config_mt.to_string(),
+        });
+    }
+    let config_digest = Digest::parse(&m.config.digest)
+        .map_err(|_| bad(format!("invalid config digest {:?}", m.config.digest)))?;
+    let size = |d: &RawDescriptor| -> Result<u64, PullError> {
+        u64::try_from(d.size).map_err(|_| bad(format!("negative size for {}", d.digest)))
+    };
+    let mut descs = Vec::new();
+    for l in &m.layers {
+        let mt = l.media_type.as_deref().unwrap_or("");
+        if !is_layer_media_type(mt) {
+            return Err(PullError::UnsupportedMediaType {
+                reference: name.to_string(),
+                what: "layer",
+                digest: l.digest.clone(),
+                media_type: mt.to_string(),
+            });
+        }
+        let d = Digest::parse(&l.digest)
+            .map_err(|_| bad(format!("invalid layer digest {:?}", l.digest)))?;
+        descs.push((d, size(l)?, mt.to_string()));
+    }
+    let config = client.blob_bytes(
+        &source.endpoint,
+        &source.repository,
+        &config_digest,
+        size(&m.config)?,
+    )?;
+    let c: RawConfig = serde_json::from_slice(&config).map_err(|e| PullError::BadManifest {
+        reference: name.to_string(),
+        digest: config_digest.to_string(),
+        detail: format!("image config: {e}"),
+    })?;
+    if c.rootfs.diff_ids.len() != descs.len() {
+        return Err(bad(format!(
+            "{} layers but the config lists {} diff_ids",
+            descs.len(),
+            c.rootfs.diff_ids.len()
+        )));
+    }
+    let mut layers = Vec::new();
+    for ((digest, size, media_type), diff) in descs.into_iter().zip(&c.rootfs.diff_ids) {
+        let diff_id = Digest::parse(diff).map_err(|_| PullError::BadManifest {
+            reference: name.to_string(),
+            digest: config_digest.to_string(),
+            detail: format!("invalid diff_id {diff:?}"),
+        })?;
+        layers.push(PlannedLayer {
+            digest,
+            diff_id,
+            size,
+            media_type,
+        });
+    }
+    Ok(Resolved {
+        source: source.clone(),
+        manifest: doc,
+        config,
+        config_digest,
+        layers,
+        created: c.created,
+    })
+}
