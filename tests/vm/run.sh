@@ -1,0 +1,219 @@
+#!/bin/bash
+# cgroup v2 VM tests: boots Debian's kernel under qemu (software emulation, no KVM) with an
+# initramfs holding podvisor, busybox and the busybox test image, runs the scenarios of
+# tests/vm/scenarios.sh as real pods through the podvisor daemon on a pure cgroup v2 tree,
+# and reads one result line per scenario back from the serial console.
+#
+# Usage (as root, from anywhere): tests/vm/run.sh
+# Needs: qemu-system-x86 cpio busybox-static umoci (apt), cargo. The kernel package is fetched
+# with `apt-get download` on first use and cached under $PODVISOR_VM_CACHE (default
+# target/vm-cache). Exit status 0 only if every expected scenario printed PASS.
+#
+# Environment knobs:
+#   PODVISOR_VM_CACHE    cache directory (kernel, last console log); default target/vm-cache
+#   PODVISOR_BIN         use this podvisor binary instead of building one with cargo
+#   PODVISOR_VM_TIMEOUT  overall limit for the VM in seconds (default 400)
+#   PODVISOR_VM_BOOT_TIMEOUT  limit until the guest reports it started (default 90)
+#   PODVISOR_VM_MEM      guest memory in MiB (default 1024)
+#   PODVISOR_VM_ONLY     comma-separated scenario names to run instead of all of them
+#   PODVISOR_VM_SMP      guest cpus (default 2; each is one host thread of qemu's TCG)
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+cache=${PODVISOR_VM_CACHE:-$repo/target/vm-cache}
+overall_timeout=${PODVISOR_VM_TIMEOUT:-400}
+boot_timeout=${PODVISOR_VM_BOOT_TIMEOUT:-90}
+mem=${PODVISOR_VM_MEM:-1024}
+smp=${PODVISOR_VM_SMP:-2}
+# Kernel modules podvisor needs that Debian builds as modules (dependencies follow).
+modules=(overlay)
+# Every scenario the guest must report; a missing line is a failure.
+expected=(
+  qos-guaranteed qos-burstable qos-besteffort
+  oom-killed oom-child pids-limit cpu-throttled
+  refused-outofcpu refused-outofmemory
+  monitors-outside-pods pod-cgroup-removed cycles-50
+)
+if [ -n "${PODVISOR_VM_ONLY:-}" ]; then
+  IFS=, read -r -a expected <<< "$PODVISOR_VM_ONLY"
+fi
+
+t0=$(date +%s)
+log() { echo "vm-test: $*"; }
+die() { echo "vm-test: error: $*" >&2; exit 2; }
+
+[ "$(id -u)" = 0 ] || die "must run as root (umoci builds the test image with root-owned files)"
+for tool in qemu-system-x86_64 cpio busybox umoci apt-get dpkg-deb strip; do
+  command -v "$tool" >/dev/null 2>&1 ||
+    die "missing $tool (apt-get install qemu-system-x86 cpio busybox-static umoci binutils)"
+done
+busybox_bin=$(command -v busybox)
+# The Debian busybox package puts a dynamic busybox at /bin/busybox only with busybox (not
+# busybox-static); the VM has no libc for it, so insist on the static one.
+if ldd "$busybox_bin" >/dev/null 2>&1; then
+  die "$busybox_bin is dynamically linked: install busybox-static"
+fi
+mkdir -p "$cache"
+
+# --- 1. podvisor ---------------------------------------------------------------------------
+if [ -n "${PODVISOR_BIN:-}" ]; then
+  podvisor=$PODVISOR_BIN
+else
+  log "building podvisor (cargo build, debug profile)"
+  (cd "$repo" && cargo build --locked --quiet --bin podvisor)
+  podvisor=$repo/target/debug/podvisor
+fi
+[ -x "$podvisor" ] || die "no podvisor binary at $podvisor"
+t_build=$(date +%s)
+
+# --- 2. kernel (cached) ---------------------------------------------------------------------
+kernel_dir=$(find "$cache" -maxdepth 1 -type d -name 'kernel-*' 2>/dev/null | sort | tail -n1)
+if [ -z "$kernel_dir" ] || [ ! -f "$kernel_dir/vmlinuz" ]; then
+  log "fetching the Debian kernel with apt-get download (first run only)"
+  dl=$(mktemp -d "$cache/download.XXXXXX")
+  trap 'rm -rf "$dl"' EXIT
+  chmod 755 "$dl"
+  chown _apt "$dl" 2>/dev/null || true # lets apt download without the "unsandboxed" warning
+  (cd "$dl" && apt-get download -qq linux-image-amd64) ||
+    die "apt-get download linux-image-amd64 failed (run apt-get update?)"
+  meta=$(ls "$dl"/linux-image-amd64_*.deb)
+  # linux-image-amd64 is a metapackage: its first Depends is the real image package.
+  real=$(dpkg-deb -f "$meta" Depends | sed 's/^[[:space:]]*//; s/[[:space:],(|].*//')
+  case "$real" in linux-image-*) ;; *) die "unexpected Depends of linux-image-amd64: $real" ;; esac
+  (cd "$dl" && apt-get download -qq "$real") || die "apt-get download $real failed"
+  dpkg-deb -x "$dl/${real}"_*.deb "$dl/x"
+  version=$(ls "$dl/x/lib/modules")
+  kernel_dir=$cache/kernel-$version
+  rm -rf "$kernel_dir"
+  mkdir -p "$kernel_dir"
+  cp "$dl/x/boot/vmlinuz-$version" "$kernel_dir/vmlinuz"
+  mv "$dl/x/lib/modules/$version" "$kernel_dir/modules"
+  echo "$version" > "$kernel_dir/version"
+  rm -rf "$dl"
+  trap - EXIT
+fi
+kversion=$(cat "$kernel_dir/version")
+t_kernel=$(date +%s)
+
+# --- 3. initramfs ---------------------------------------------------------------------------
+stage=$(mktemp -d "$cache/initramfs.XXXXXX")
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage"/{bin,sbin,usr/bin,usr/sbin,vm/modules,vm/images,etc,proc,sys,dev,newroot}
+# busybox and its applet links
+cp "$busybox_bin" "$stage/bin/busybox"
+for applet in $("$busybox_bin" --list-full); do
+  [ -e "$stage/$applet" ] || ln -s /bin/busybox "$stage/$applet"
+done
+# podvisor without symbols and debug info, its shared libraries and the dynamic loader
+strip --strip-all -o "$stage/usr/bin/podvisor" "$podvisor"
+{ ldd "$podvisor" 2>/dev/null || true; } | awk '/=> \//{print $3} /^[[:space:]]*\//{print $1}' | while read -r lib; do
+  mkdir -p "$stage$(dirname "$lib")"
+  cp -L "$lib" "$stage$lib"
+done
+# kernel modules in load order (dependencies first); the package has no modules.dep (depmod
+# runs at install time), so dependencies come from each module's .modinfo "depends=" entry
+: > "$stage/vm/modules/order"
+add_module() { # add_module NAME: the module and, first, its dependencies
+  local name=$1 file base dep
+  file=$(find "$kernel_dir/modules/kernel" \( -name "$name.ko*" -o -name "${name//_/-}.ko*" \) | head -n1)
+  [ -n "$file" ] || die "kernel module $name not found under $kernel_dir/modules"
+  base=$name.ko
+  grep -qx "$base" "$stage/vm/modules/order" && return 0
+  case "$file" in
+    *.ko) cp "$file" "$stage/vm/modules/$base" ;;
+    *.ko.xz) xz -dc "$file" > "$stage/vm/modules/$base" ;;
+    *.ko.zst) zstd -qdc "$file" > "$stage/vm/modules/$base" ;;
+    *) die "unsupported module file $file" ;;
+  esac
+  for dep in $(tr '\0' '\n' < "$stage/vm/modules/$base" | sed -n 's/^depends=//p' | tr ',' ' '); do
+    add_module "$dep"
+  done
+  echo "$base" >> "$stage/vm/modules/order"
+}
+for m in "${modules[@]}"; do add_module "$m"; done
+# the test image, built offline like the other tests' image
+"$repo/tests/images/build-busybox.sh" "$stage/vm/images/busybox.tar" >/dev/null
+# init, scenarios, manifests, configuration
+cp "$here/init" "$stage/init"
+cp "$here/scenarios.sh" "$here/kubelet-config.yaml" "$stage/vm/"
+cp -r "$here/manifests" "$stage/vm/manifests"
+chmod 755 "$stage/init" "$stage/vm/scenarios.sh"
+initrd=$cache/initrd.cpio
+# Uncompressed: unpacking gzip under software emulation costs more than reading the bytes.
+(cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) > "$initrd"
+rm -rf "$stage"
+trap - EXIT
+t_initrd=$(date +%s)
+log "kernel $kversion, initramfs $(( $(stat -c %s "$initrd") / 1024 / 1024 )) MiB; build $((t_build - t0)) s, kernel $((t_kernel - t_build)) s, initramfs $((t_initrd - t_kernel)) s"
+
+# --- 4. boot and collect results ------------------------------------------------------------
+console=$cache/console.log
+: > "$console"
+log "booting (qemu software emulation, $smp cpus, ${mem} MiB; console log: $console)"
+qemu-system-x86_64 -nographic -no-reboot -nic none -m "$mem" -smp "$smp" \
+  -kernel "$kernel_dir/vmlinuz" -initrd "$initrd" \
+  -append "console=ttyS0 quiet loglevel=3 panic=-1 cgroup_no_v1=all podvisor_vm.only=${PODVISOR_VM_ONLY:-}" \
+  </dev/null >"$console" 2>&1 &
+qemu=$!
+trap 'kill "$qemu" 2>/dev/null || true' EXIT
+timed_out=""
+printed=0
+show_new() { # prints result lines not printed yet
+  local lines
+  lines=$(tr -d '\r' < "$console" | grep -a '^PODVISOR-VM: ' || true)
+  [ -n "$lines" ] || return 0
+  local n
+  n=$(printf '%s\n' "$lines" | wc -l)
+  if [ "$n" -gt "$printed" ]; then
+    printf '%s\n' "$lines" | tail -n +"$((printed + 1))" |
+      sed "s/^PODVISOR-VM: /  [$(( $(date +%s) - t_initrd )) s] /"
+    printed=$n
+  fi
+}
+while kill -0 "$qemu" 2>/dev/null; do
+  sleep 1
+  show_new
+  elapsed=$(( $(date +%s) - t_initrd ))
+  if [ "$elapsed" -ge "$overall_timeout" ]; then
+    timed_out="overall timeout (${overall_timeout} s)"
+  elif [ "$elapsed" -ge "$boot_timeout" ] && ! grep -aq 'PODVISOR-VM: BEGIN' "$console"; then
+    timed_out="boot timeout (${boot_timeout} s without the guest's BEGIN line)"
+  fi
+  if [ -n "$timed_out" ]; then
+    kill "$qemu" 2>/dev/null || true
+    break
+  fi
+done
+wait "$qemu" 2>/dev/null || true
+trap - EXIT
+show_new
+t_end=$(date +%s)
+
+# --- 5. verdict -----------------------------------------------------------------------------
+results=$(tr -d '\r' < "$console" | grep -a '^PODVISOR-VM: \(PASS\|FAIL\) ' || true)
+failed=$(printf '%s\n' "$results" | grep -c '^PODVISOR-VM: FAIL ' || true)
+passed=0
+for name in "${expected[@]}"; do
+  if printf '%s\n' "$results" | grep -qx "PODVISOR-VM: PASS $name"; then
+    passed=$((passed + 1))
+  elif ! printf '%s\n' "$results" | grep -q "^PODVISOR-VM: FAIL $name:"; then
+    echo "  MISSING $name"
+    failed=$((failed + 1))
+  fi
+done
+if [ -n "$timed_out" ]; then
+  echo "vm-test: $timed_out: qemu killed"
+  failed=$((failed + 1))
+fi
+if ! grep -aq 'PODVISOR-VM: DONE' "$console"; then
+  echo "vm-test: the guest did not finish its scenarios"
+  failed=$((failed + 1))
+fi
+if [ "$failed" -gt 0 ]; then
+  echo "---- last 80 console lines ($console) ----"
+  tr -d '\r' < "$console" | tail -n 80
+  echo "----"
+fi
+log "$passed/${#expected[@]} scenarios passed; VM $((t_end - t_initrd)) s, total $((t_end - t0)) s"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,394 @@
+#!/bin/sh
+# cgroup v2 scenarios, run inside the test VM by /init (busybox sh) on a pure cgroup v2 tree:
+# a podvisor daemon watches a manifest directory; each scenario writes manifests, reads pod
+# status from `podvisor pods -o json` and cgroup files directly, and prints exactly one line:
+#   PODVISOR-VM: PASS <name>      or      PODVISOR-VM: FAIL <name>: <why>
+# Expected values follow the kubelet's conversions (pkg/kubelet/cm): cpu request -> shares
+# (1024 per cpu, min 2) -> cpu.weight = 1 + (shares-2)*9999/262142; cpu limit -> cpu.max
+# "<quota> 100000"; memory limit -> memory.max, memory.swap.max 0; pod cgroups under
+# podvisor/ (Guaranteed), podvisor/burstable/, podvisor/besteffort/.
+
+CG=/sys/fs/cgroup
+PARENT=podvisor
+MANIFESTS=/etc/kubernetes/manifests
+SRC=/vm/manifests
+DAEMON_LOG=/var/log/podvisor-daemon.log
+PIDS_LIMIT=$(sed -n 's/^podPidsLimit: *//p' /vm/kubelet-config.yaml)
+CYCLE_ROUNDS=5
+CYCLE_PODS=10
+
+say() { echo "PODVISOR-VM: $*"; }
+pass() { say "PASS $1"; }
+fail() { say "FAIL $1: $2"; failures=$((failures + 1)); }
+failures=0
+now() { date +%s; }
+ms() { awk '{ printf "%d", $1 * 1000 }' /proc/uptime; }
+
+# wait_until SECONDS CMD...: runs CMD every 0.5 s until it succeeds; 1 on timeout. Polls are
+# not free: one `podvisor pods` costs a debug binary's exec under software emulation.
+wait_until() {
+  _end=$(($(now) + $1))
+  shift
+  until "$@"; do
+    [ "$(now)" -ge "$_end" ] && return 1
+    sleep 0.5
+  done
+  return 0
+}
+
+# --- pod status from the daemon ------------------------------------------------------------
+pod_json() { podvisor pods "$1" -o json 2>/dev/null; }
+# first "KEY": "VALUE" of the pretty-printed JSON on stdin
+field() { sed -n "s/^ *\"$1\": \"\([^\"]*\)\".*/\1/p" | head -n1; }
+pod_field() { pod_json "$1" | field "$2"; }
+pod_uid() { pod_field "$1" uid; }
+pod_running() { [ "$(pod_field "$1" phase)" = Running ]; }
+pod_gone() { ! podvisor pods "$1" >/dev/null 2>&1; }
+# container id of container $2 of pod $1 (status.containerStatuses[].containerID)
+container_id() {
+  pod_json "$1" | awk -v c="$2" '
+    /"containerID":/ && id == "" { id = $2; gsub(/[",]/, "", id); sub(/^podvisor:\/\//, "", id) }
+    /"name":/ { n = $2; gsub(/[",]/, "", n); if (n == c && id != "") { print id; exit }; id = "" }'
+}
+
+# --- cgroups -------------------------------------------------------------------------------
+# the pod cgroup of pod UID $1, whatever its QoS tier
+pod_cgroup() {
+  for _d in "$CG/$PARENT/pod$1" "$CG/$PARENT/burstable/pod$1" "$CG/$PARENT/besteffort/pod$1"; do
+    [ -d "$_d" ] && { echo "$_d"; return 0; }
+  done
+  return 1
+}
+# expect FILE VALUE: appends a mismatch to $errs
+expect() {
+  if [ -e "$1" ]; then _got=$(cat "$1"); else _got="<missing>"; fi
+  [ "$_got" = "$2" ] || errs="$errs ${1#"$CG"/}=\"$_got\" (want \"$2\");"
+}
+# the first process of cgroup $1
+first_pid() { head -n1 "$1/cgroup.procs" 2>/dev/null; }
+# every cgroup directory left under podvisor's parent, QoS tier directories excepted
+leftover_cgroups() {
+  find "$CG/$PARENT" -mindepth 1 -type d 2>/dev/null |
+    grep -v -x -e "$CG/$PARENT/burstable" -e "$CG/$PARENT/besteffort"
+}
+
+# kubelet: MilliCPUToShares then CpuSharesToCpuWeight
+weight_for_milli() {
+  _shares=$(($1 * 1024 / 1000))
+  [ "$_shares" -lt 2 ] && _shares=2
+  echo $((1 + ((_shares - 2) * 9999) / 262142))
+}
+
+start_pod() { cp "$SRC/$1.yaml" "$MANIFESTS/$1.yaml"; }
+
+# checks the common part of a QoS scenario and sets $uid, $podcg, $ccg, $errs
+qos_common() { # NAME QOSCLASS TIER_DIR
+  errs=""
+  uid="" podcg="" ccg=""
+  if ! wait_until 60 pod_running "$1"; then
+    errs="pod not Running after 60 s (phase $(pod_field "$1" phase))"
+    return 1
+  fi
+  uid=$(pod_uid "$1")
+  _q=$(pod_field "$1" qosClass)
+  [ "$_q" = "$2" ] || errs="$errs status.qosClass=\"$_q\" (want $2);"
+  podcg=$(pod_cgroup "$uid")
+  if [ -z "$podcg" ]; then
+    errs="$errs no pod cgroup pod$uid under $CG/$PARENT;"
+    return 1
+  fi
+  [ "$podcg" = "$CG/$PARENT$3/pod$uid" ] || errs="$errs pod cgroup at ${podcg#"$CG"/} (want $PARENT$3/pod$uid);"
+  _id=$(container_id "$1" main)
+  ccg="$podcg/$_id"
+  if [ -z "$_id" ] || [ ! -d "$ccg" ]; then
+    errs="$errs no container cgroup $ccg;"
+    return 1
+  fi
+  return 0
+}
+report() { # NAME: PASS if $errs is empty
+  if [ -z "$errs" ]; then pass "$1"; else fail "$1" "$errs"; fi
+}
+
+oom_adj_of() { cat "/proc/$(first_pid "$1")/oom_score_adj" 2>/dev/null; }
+
+scenario_qos_guaranteed() {
+  n=qos-guaranteed
+  if qos_common $n Guaranteed ""; then
+    w=$(weight_for_milli 200)
+    expect "$ccg/cpu.max" "20000 100000"
+    expect "$ccg/cpu.weight" "$w"
+    expect "$ccg/memory.max" 67108864
+    expect "$ccg/memory.swap.max" 0
+    expect "$podcg/cpu.max" "20000 100000"
+    expect "$podcg/cpu.weight" "$w"
+    expect "$podcg/memory.max" 67108864
+    expect "$podcg/pids.max" "$PIDS_LIMIT"
+    _a=$(oom_adj_of "$ccg")
+    [ "$_a" = -997 ] || errs="$errs oom_score_adj=$_a (want -997);"
+  fi
+  report $n
+}
+
+scenario_qos_burstable() {
+  n=qos-burstable
+  if qos_common $n Burstable /burstable; then
+    w=$(weight_for_milli 100)
+    expect "$ccg/cpu.max" "max 100000"
+    expect "$ccg/cpu.weight" "$w"
+    expect "$ccg/memory.max" 67108864
+    expect "$ccg/memory.swap.max" 0
+    expect "$podcg/cpu.max" "max 100000"
+    expect "$podcg/cpu.weight" "$w"
+    expect "$podcg/memory.max" 67108864
+    expect "$podcg/pids.max" "$PIDS_LIMIT"
+    # kubelet: 1000 - 1000*memoryRequest/memoryCapacity, within [3, 999]
+    _cap=$(($(sed -n 's/^MemTotal: *\([0-9]*\) kB/\1/p' /proc/meminfo) * 1024))
+    _want=$((1000 - (1000 * 33554432) / _cap))
+    [ "$_want" -lt 3 ] && _want=3
+    [ "$_want" -ge 1000 ] && _want=999
+    _a=$(oom_adj_of "$ccg")
+    [ "$_a" = "$_want" ] || errs="$errs oom_score_adj=$_a (want $_want);"
+  fi
+  report $n
+}
+
+scenario_qos_besteffort() {
+  n=qos-besteffort
+  if qos_common $n BestEffort /besteffort; then
+    expect "$ccg/cpu.max" "max 100000"
+    expect "$ccg/cpu.weight" 1
+    expect "$ccg/memory.max" max
+    expect "$podcg/cpu.weight" 1
+    expect "$podcg/memory.max" max
+    expect "$podcg/pids.max" "$PIDS_LIMIT"
+    _a=$(oom_adj_of "$ccg")
+    [ "$_a" = 1000 ] || errs="$errs oom_score_adj=$_a (want 1000);"
+  fi
+  report $n
+}
+
+terminated_reason() { # POD: the reason of the first terminated state
+  pod_json "$1" | awk '/"terminated":/ { t = 1 } t && /"reason":/ { r = $2; gsub(/[",]/, "", r); print r; exit }'
+}
+has_terminated() { [ -n "$(terminated_reason "$1")" ]; }
+
+scenario_oom() { # NAME
+  n=$1
+  if ! wait_until 60 has_terminated $n; then
+    fail $n "container not terminated after 60 s (phase $(pod_field $n phase))"
+    return
+  fi
+  r=$(terminated_reason $n)
+  if [ "$r" = OOMKilled ]; then pass $n; else fail $n "terminated with reason $r (want OOMKilled)"; fi
+}
+
+bomb_done() { podvisor logs pids-limit -c bomb 2>/dev/null | grep -q -e "can't fork" -e "bomb not stopped"; }
+scenario_pids_limit() {
+  n=pids-limit errs=""
+  if ! wait_until 60 bomb_done; then
+    fail $n "no fork bomb outcome in the bomb container's log after 60 s"
+    return
+  fi
+  out=$(podvisor logs pids-limit -c bomb 2>&1 | tail -n 2 | tr '\n' ' ')
+  podvisor logs pids-limit -c bomb 2>/dev/null | grep -q "can't fork" ||
+    errs="$errs the fork bomb was not stopped: $out;"
+  uid=$(pod_uid $n)
+  if podcg=$(pod_cgroup "$uid"); then
+    expect "$podcg/pids.max" "$PIDS_LIMIT"
+  else
+    errs="$errs no pod cgroup pod$uid;"
+  fi
+  report $n
+}
+
+throttled() { [ "$(sed -n 's/^nr_throttled //p' "$ccg/cpu.stat" 2>/dev/null)" -gt 0 ] 2>/dev/null; }
+scenario_cpu_throttled() {
+  n=cpu-throttled errs=""
+  if qos_common $n Guaranteed ""; then
+    expect "$ccg/cpu.max" "10000 100000"
+    if ! wait_until 30 throttled; then
+      errs="$errs cpu.stat: $(tr '\n' ' ' < "$ccg/cpu.stat") (want nr_throttled > 0);"
+    fi
+  fi
+  report $n
+}
+
+refused_as() { [ "$(pod_field "$1" phase)" = Failed ] && pod_json "$1" | grep -q "\"reason\": \"$2\""; }
+scenario_refused() { # NAME REASON
+  n=$1 errs=""
+  if ! wait_until 30 refused_as $n "$2"; then
+    errs="phase $(pod_field $n phase), reason $(pod_field $n reason) after 30 s (want Failed, $2);"
+  fi
+  uid=$(pod_uid $n)
+  if [ -n "$uid" ] && pod_cgroup "$uid" >/dev/null; then
+    errs="$errs a refused pod has a cgroup;"
+  fi
+  report $n
+}
+
+# No monitor or daemon process may sit in a pod's cgroups (item 1 of issue 5).
+scenario_monitors_outside_pods() {
+  n=monitors-outside-pods errs=""
+  for procs in $(find "$CG/$PARENT" -name cgroup.procs); do
+    for pid in $(cat "$procs"); do
+      exe=$(readlink "/proc/$pid/exe" 2>/dev/null)
+      case "$exe" in */podvisor*) errs="$errs pid $pid ($exe) in ${procs#"$CG"/};" ;; esac
+    done
+  done
+  dcg=$(sed -n 's/^0:://p' "/proc/$daemon/cgroup")
+  case "$dcg" in "/$PARENT"/*) errs="$errs the daemon is in $dcg;" ;; esac
+  report $n
+}
+
+scenario_removed() { # after every scenario manifest is deleted
+  n=pod-cgroup-removed errs=""
+  for f in "$MANIFESTS"/*.yaml; do rm -f "$f"; done
+  for p in $scenario_pods; do
+    if ! wait_until 60 pod_gone "$p"; then errs="$errs pod $p still listed after 60 s;"; fi
+  done
+  for u in $scenario_uids; do
+    if pod_cgroup "$u" >/dev/null; then errs="$errs $(pod_cgroup "$u") left behind;"; fi
+  done
+  left=$(leftover_cgroups | tr '\n' ' ')
+  [ -z "$left" ] || errs="$errs leftover cgroups: $left;"
+  report $n
+}
+
+cycle_pod() { # NAME INDEX: pods alternate between the three QoS classes
+  case $(($2 % 3)) in
+    0) _res="resources: {limits: {cpu: 500m, memory: 32Mi}}" ;;
+    1) _res="resources: {requests: {cpu: 20m, memory: 8Mi}}" ;;
+    *) _res="resources: {}" ;;
+  esac
+  cat > "$MANIFESTS/.$1.tmp" <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $1}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: busybox:1.35
+    command: [sh, -c, 'trap "exit 0" TERM; sleep 1000 & wait']
+    $_res
+EOF
+  mv "$MANIFESTS/.$1.tmp" "$MANIFESTS/$1.yaml"
+}
+# overlay mounts of container root filesystems still mounted
+leftover_mounts() { grep " overlay " /proc/mounts | cut -d' ' -f2; }
+# podvisor processes other than the daemon (monitors, sandbox holders)
+leftover_monitors() {
+  for _e in /proc/[0-9]*/exe; do
+    _pid=${_e#/proc/}
+    _pid=${_pid%/exe}
+    [ "$_pid" = "$daemon" ] && continue
+    case "$(readlink "$_e" 2>/dev/null)" in */podvisor) echo "$_pid:$(tr '\0' ' ' < "/proc/$_pid/cmdline")" ;; esac
+  done
+}
+
+# Running containers, counted from the cgroup tree (cheaper to poll than the daemon)
+count_running() {
+  _n=0
+  for _p in "$CG/$PARENT"/pod*/*/cgroup.procs "$CG/$PARENT"/*/pod*/*/cgroup.procs; do
+    # cgroup files report size 0: read a line instead of testing -s
+    read -r _pid 2>/dev/null < "$_p" && _n=$((_n + 1))
+  done
+  echo $_n
+}
+all_running() { [ "$(count_running)" -ge "$CYCLE_PODS" ]; }
+no_leftovers() { [ -z "$(leftover_cgroups)" ]; }
+none_listed() { ! podvisor pods 2>/dev/null | grep -q '^cycle-'; }
+scenario_cycles() {
+  n=cycles-50 errs=""
+  t=$(now)
+  r=1
+  while [ $r -le $CYCLE_ROUNDS ]; do
+    i=1
+    t_round=$(now)
+    while [ $i -le $CYCLE_PODS ]; do cycle_pod "cycle-$r-$i" $i; i=$((i + 1)); done
+    if ! wait_until 90 all_running; then
+      errs="round $r: $(count_running) of $CYCLE_PODS pods Running after 90 s;"
+      break
+    fi
+    t_up=$(now)
+    rm -f "$MANIFESTS"/cycle-*.yaml
+    if ! wait_until 90 no_leftovers; then
+      errs="round $r: cgroups left 90 s after deletion: $(leftover_cgroups | tr '\n' ' ');"
+      break
+    fi
+    if ! wait_until 30 none_listed; then
+      errs="round $r: pods still listed 30 s after their cgroups went;"
+      break
+    fi
+    say "INFO cycles round $r: $CYCLE_PODS pods up in $((t_up - t_round)) s, gone in $(($(now) - t_up)) s"
+    r=$((r + 1))
+  done
+  if [ -z "$errs" ]; then
+    _m=$(leftover_mounts | tr '\n' ' ')
+    [ -z "$_m" ] || errs="$errs overlay mounts left: $_m;"
+    _p=$(leftover_monitors | tr '\n' ' ')
+    [ -z "$_p" ] || errs="$errs podvisor processes left: $_p;"
+    say "INFO cycles: $((CYCLE_ROUNDS * CYCLE_PODS)) pods created and deleted in $(($(now) - t)) s"
+  fi
+  report $n
+}
+
+# --- main ----------------------------------------------------------------------------------
+t0=$(now)
+# a tagged reference: the manifests use busybox:1.35, whose default pull policy IfNotPresent
+# never reaches for a registry (the VM has no network; :latest would mean Always)
+podvisor image import /vm/images/busybox.tar --ref docker.io/library/busybox:1.35 >/tmp/import.log 2>&1 ||
+  say "INFO image import failed: $(tail -n 3 /tmp/import.log | tr '\n' ' ')"
+RUST_LOG=${RUST_LOG:-info} podvisor run --config /vm/kubelet-config.yaml \
+  --pod-manifest-path "$MANIFESTS" >"$DAEMON_LOG" 2>&1 &
+daemon=$!
+if ! wait_until 30 podvisor pods; then
+  say "INFO the daemon did not answer within 30 s: $(tail -n 5 "$DAEMON_LOG" | tr '\n' ' ')"
+fi
+t1=$(ms)
+podvisor pods >/dev/null 2>&1
+say "INFO image imported and daemon up in $(($(now) - t0)) s; one podvisor pods call: $(($(ms) - t1)) ms"
+
+# podvisor_vm.only=a,b on the kernel command line (PODVISOR_VM_ONLY of run.sh) picks scenarios
+only=$(sed -n 's/.*podvisor_vm\.only=\([^ ]*\).*/\1/p' /proc/cmdline)
+want() {
+  [ -z "$only" ] && return 0
+  case ",$only," in *",$1,"*) return 0 ;; *) return 1 ;; esac
+}
+scenario_pods=""
+for p in qos-guaranteed qos-burstable qos-besteffort oom-killed oom-child pids-limit cpu-throttled refused-outofcpu refused-outofmemory; do
+  if want $p; then
+    start_pod $p
+    scenario_pods="$scenario_pods $p"
+  fi
+done
+
+want qos-guaranteed && scenario_qos_guaranteed
+want qos-burstable && scenario_qos_burstable
+want qos-besteffort && scenario_qos_besteffort
+want oom-killed && scenario_oom oom-killed
+want oom-child && scenario_oom oom-child
+want pids-limit && scenario_pids_limit
+want cpu-throttled && scenario_cpu_throttled
+want refused-outofcpu && scenario_refused refused-outofcpu OutOfcpu
+want refused-outofmemory && scenario_refused refused-outofmemory OutOfmemory
+want monitors-outside-pods && scenario_monitors_outside_pods
+
+scenario_uids=""
+for p in $scenario_pods; do scenario_uids="$scenario_uids $(pod_uid "$p")"; done
+want pod-cgroup-removed && scenario_removed
+want cycles-50 && scenario_cycles
+say "INFO scenarios took $(($(now) - t0)) s"
+warnings=$(grep -c -e '^\[[^ ]* WARN' -e '^\[[^ ]* ERROR' "$DAEMON_LOG")
+say "INFO daemon log: $warnings WARN/ERROR lines"
+grep -e '^\[[^ ]* WARN' -e '^\[[^ ]* ERROR' "$DAEMON_LOG" | head -n 10 | sed 's/^/PODVISOR-VM: INFO daemon: /'
+
+if [ "$failures" -gt 0 ]; then
+  echo "---- podvisor pods -o wide ----"
+  podvisor pods -o wide 2>&1
+  echo "---- last 60 lines of the daemon log ----"
+  tail -n 60 "$DAEMON_LOG"
+  echo "----"
+fi
+kill "$daemon" 2>/dev/null
