@@ -6,92 +6,14 @@ mod common;
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::daemon::{wait_for, Daemon};
 use common::TestEnv;
 use podvisor::status::PodView;
 
 const T: Duration = Duration::from_secs(30);
-
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-}
-
-impl Daemon {
-    fn start(env: &TestEnv, manifests: &Path) -> Daemon {
-        Daemon::start_with(env, manifests, &[])
-    }
-
-    fn start_with(env: &TestEnv, manifests: &Path, extra: &[&str]) -> Daemon {
-        let socket = env.dir.path().join("api.sock");
-        let log = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(env.dir.path().join("daemon.log"))
-            .expect("log");
-        let child = env
-            .podvisor()
-            .arg("run")
-            .arg("--pod-manifest-path")
-            .arg(manifests)
-            .arg("--api-socket")
-            .arg(&socket)
-            .arg("--hostname-override")
-            .arg("testnode")
-            .args(extra)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("start daemon");
-        let d = Daemon { child, socket };
-        wait_for("API up", T, || d.pods().is_some());
-        d
-    }
-
-    fn pods(&self) -> Option<Vec<PodView>> {
-        podvisor::api::client::get_json::<Vec<PodView>>(&self.socket, "/pods").ok()
-    }
-
-    fn pod(&self, name: &str) -> Option<PodView> {
-        self.pods()?
-            .into_iter()
-            .find(|v| v.pod.metadata.name.as_deref() == Some(&format!("{name}-testnode")))
-    }
-
-    fn kill9(mut self) {
-        self.child.kill().expect("SIGKILL");
-        self.child.wait().expect("reap");
-    }
-
-    fn stop(mut self) {
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        )
-        .expect("SIGTERM");
-        let st = self.child.wait().expect("wait");
-        assert!(st.success(), "daemon exit: {st}");
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 /// (containerID, running) of the first container of a pod view.
 fn container(v: &PodView, name: &str) -> Option<(String, bool)> {
@@ -132,19 +54,7 @@ fn init_pid(env: &TestEnv, container_id: &str) -> i32 {
 }
 
 fn cli(env: &TestEnv, d: &Daemon, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(common::podvisor_bin())
-        .arg("--root-dir")
-        .arg(&env.root)
-        .args(args)
-        .arg("--api-socket")
-        .arg(&d.socket)
-        .output()
-        .expect("cli");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    d.cli(env, args)
 }
 
 #[test]

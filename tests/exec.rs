@@ -9,10 +9,10 @@ use std::fs;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::daemon::{wait_for, Daemon};
 use common::{pod, wait_exit, TestEnv};
 use podvisor::runtime::{
     ContainerKind, ContainerRequest, ContainerState, ExecOutput, Runtime, RuntimeError,
@@ -27,14 +27,6 @@ fn sv(args: &[&str]) -> Vec<String> {
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// Entries of the container's libcontainer state directory.
@@ -256,70 +248,6 @@ fn exec_sync_runs_in_the_container_with_its_identity() {
     env.assert_clean();
 }
 
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-}
-
-impl Daemon {
-    fn start(env: &TestEnv, manifests: &Path) -> Daemon {
-        let socket = env.dir.path().join("api.sock");
-        let log = fs::File::create(env.dir.path().join("daemon.log")).expect("log");
-        let child = env
-            .podvisor()
-            .arg("run")
-            .arg("--pod-manifest-path")
-            .arg(manifests)
-            .arg("--api-socket")
-            .arg(&socket)
-            .arg("--hostname-override")
-            .arg("testnode")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("start daemon");
-        let d = Daemon { child, socket };
-        let deadline = Instant::now() + T;
-        while !d.running() {
-            assert!(
-                Instant::now() < deadline,
-                "no running container; daemon log:\n{}",
-                fs::read_to_string(env.dir.path().join("daemon.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        d
-    }
-
-    fn running(&self) -> bool {
-        podvisor::api::client::get_json::<Vec<PodView>>(&self.socket, "/pods")
-            .ok()
-            .into_iter()
-            .flatten()
-            .flat_map(|v| v.pod.status.and_then(|s| s.container_statuses))
-            .flatten()
-            .any(|s| s.state.is_some_and(|st| st.running.is_some()))
-    }
-
-    fn stop(mut self) {
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        )
-        .expect("SIGTERM");
-        let st = self.child.wait().expect("wait");
-        assert!(st.success(), "daemon exit: {st}");
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn exec_cmd(env: &TestEnv, d: &Daemon, args: &[&str]) -> Command {
     let mut c = Command::new(common::podvisor_bin());
     c.arg("--root-dir")
@@ -378,6 +306,7 @@ fn podvisor_exec_passes_exit_codes_stdin_and_a_terminal() {
     )
     .expect("manifest");
     let d = Daemon::start(&env, &manifests);
+    wait_for("a running container", T, || d.any_running());
     wait_for("both containers running", T, || {
         podvisor::api::client::get_json::<PodView>(&d.socket, "/pods/web")
             .ok()

@@ -6,85 +6,13 @@
 mod common;
 
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use common::daemon::{wait_for, Daemon};
 use common::TestEnv;
-use podvisor::status::{EventRecord, PodView};
+use podvisor::status::PodView;
 
 const T: Duration = Duration::from_secs(60);
-
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-}
-
-impl Daemon {
-    fn start(env: &TestEnv, manifests: &Path) -> Daemon {
-        let socket = env.dir.path().join("api.sock");
-        let log = fs::File::create(env.dir.path().join("daemon.log")).expect("log");
-        let child = env
-            .podvisor()
-            .arg("run")
-            .arg("--pod-manifest-path")
-            .arg(manifests)
-            .arg("--api-socket")
-            .arg(&socket)
-            .arg("--hostname-override")
-            .arg("testnode")
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("start daemon");
-        let d = Daemon { child, socket };
-        wait_for("API up", T, || d.api_up());
-        d
-    }
-
-    fn api_up(&self) -> bool {
-        podvisor::api::client::get_json::<Vec<PodView>>(&self.socket, "/pods").is_ok()
-    }
-
-    fn pod(&self, name: &str) -> Option<PodView> {
-        podvisor::api::client::get_json::<Vec<PodView>>(&self.socket, "/pods")
-            .ok()?
-            .into_iter()
-            .find(|v| v.pod.metadata.name.as_deref() == Some(&format!("{name}-testnode")))
-    }
-
-    fn events(&self) -> Vec<EventRecord> {
-        podvisor::api::client::get_json::<Vec<EventRecord>>(&self.socket, "/events")
-            .unwrap_or_default()
-    }
-
-    fn stop(mut self) {
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        )
-        .expect("SIGTERM");
-        let st = self.child.wait().expect("wait");
-        assert!(st.success(), "daemon exit: {st}");
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 fn condition(v: &PodView, t: &str) -> Option<String> {
     v.pod

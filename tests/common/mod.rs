@@ -15,6 +15,7 @@ use podvisor::images::{ImageStore, ImportOptions};
 use podvisor::runtime::linux::{LinuxRuntime, RuntimeConfig};
 use podvisor::runtime::{ExitRecord, RuntimeEvent};
 
+pub mod daemon;
 pub mod image;
 pub mod registry;
 

@@ -1,0 +1,151 @@
+//! A `podvisor run` child for the root integration tests: started on a manifest directory
+//! with the test's private root, log dir and cgroup parent, its API socket in the test's temp
+//! dir and its log in `daemon.log` there; killed and reaped on drop.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use podvisor::status::{EventRecord, PodView};
+
+use super::TestEnv;
+
+/// How long the daemon may take to answer on its socket.
+const API_UP: Duration = Duration::from_secs(30);
+
+pub struct Daemon {
+    child: Child,
+    pub socket: PathBuf,
+    log: PathBuf,
+}
+
+impl Daemon {
+    pub fn start(env: &TestEnv, manifests: &Path) -> Daemon {
+        Daemon::start_with(env, manifests, &[])
+    }
+
+    /// Starts `podvisor run` with `extra` flags (node name `testnode`, RUST_LOG=info); returns
+    /// once its API answers.
+    pub fn start_with(env: &TestEnv, manifests: &Path, extra: &[&str]) -> Daemon {
+        let socket = env.dir.path().join("api.sock");
+        let log_path = env.dir.path().join("daemon.log");
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .expect("log");
+        let child = env
+            .podvisor()
+            .arg("run")
+            .arg("--pod-manifest-path")
+            .arg(manifests)
+            .arg("--api-socket")
+            .arg(&socket)
+            .arg("--hostname-override")
+            .arg("testnode")
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("start daemon");
+        let d = Daemon {
+            child,
+            socket,
+            log: log_path,
+        };
+        let deadline = Instant::now() + API_UP;
+        while d.pods().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "daemon API not up; log:\n{}",
+                d.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        d
+    }
+
+    /// The daemon's log so far.
+    pub fn log(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pods(&self) -> Option<Vec<PodView>> {
+        podvisor::api::client::get_json::<Vec<PodView>>(&self.socket, "/pods").ok()
+    }
+
+    /// The pod named `name` in its manifest (`<name>-testnode`).
+    pub fn pod(&self, name: &str) -> Option<PodView> {
+        self.pods()?
+            .into_iter()
+            .find(|v| v.pod.metadata.name.as_deref() == Some(&format!("{name}-testnode")))
+    }
+
+    pub fn events(&self) -> Vec<EventRecord> {
+        podvisor::api::client::get_json::<Vec<EventRecord>>(&self.socket, "/events")
+            .unwrap_or_default()
+    }
+
+    /// Whether any container of any pod runs.
+    pub fn any_running(&self) -> bool {
+        self.pods()
+            .into_iter()
+            .flatten()
+            .flat_map(|v| v.pod.status.and_then(|s| s.container_statuses))
+            .flatten()
+            .any(|s| s.state.is_some_and(|st| st.running.is_some()))
+    }
+
+    pub fn kill9(mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("reap");
+    }
+
+    /// SIGTERM; the daemon must exit 0 (its containers keep running).
+    pub fn stop(mut self) {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .expect("SIGTERM");
+        let st = self.child.wait().expect("wait");
+        assert!(st.success(), "daemon exit: {st}");
+    }
+
+    /// Runs a client command (`pods`, `describe`, ...) against this daemon:
+    /// (success, stdout, stderr).
+    pub fn cli(&self, env: &TestEnv, args: &[&str]) -> (bool, String, String) {
+        let out = Command::new(super::podvisor_bin())
+            .arg("--root-dir")
+            .arg(&env.root)
+            .args(args)
+            .arg("--api-socket")
+            .arg(&self.socket)
+            .output()
+            .expect("cli");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls `f` every 50 ms until it holds; fails naming `what` after `timeout`.
+pub fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
