@@ -527,39 +527,14 @@ impl ArchiveContents {
         host: &HostPlatform,
     ) -> Result<RawDescriptor, ArchiveError> {
         // A single entry without platform is taken as is (a plain index wrapper).
-        if let [only] = descs {
-            if only.platform.is_none() {
-                return Ok(only.clone());
-            }
-        }
-        let best = descs
-            .iter()
-            .filter_map(|d| {
-                d.platform
-                    .as_ref()
-                    .and_then(|p| host.rank(p))
-                    .map(|r| (r, d))
+        host.select(descs)
+            .cloned()
+            .map_err(|available| ArchiveError::NoMatchingPlatform {
+                archive: self.archive.clone(),
+                image: label.to_string(),
+                wanted: host.to_string(),
+                available,
             })
-            .min_by_key(|(r, _)| *r);
-        match best {
-            Some((_, d)) => Ok(d.clone()),
-            None => {
-                let available: Vec<String> = descs
-                    .iter()
-                    .map(|d| {
-                        d.platform
-                            .as_ref()
-                            .map_or("unknown".to_string(), |p| p.to_string())
-                    })
-                    .collect();
-                Err(ArchiveError::NoMatchingPlatform {
-                    archive: self.archive.clone(),
-                    image: label.to_string(),
-                    wanted: host.to_string(),
-                    available: available.join(", "),
-                })
-            }
-        }
     }
 
     fn plan_oci_manifest(

@@ -139,6 +139,37 @@ impl HostPlatform {
     }
 
     /// How well `p` fits this host: `None` when it cannot run, lower is better.
+    /// The entry of an index for this machine: a lone entry without platform as is, else
+    /// the best-ranked match; `Err` lists the platforms the index offers (comma-separated).
+    pub fn select<'a>(&self, descs: &'a [RawDescriptor]) -> Result<&'a RawDescriptor, String> {
+        if let [only] = descs {
+            if only.platform.is_none() {
+                return Ok(only);
+            }
+        }
+        descs
+            .iter()
+            .filter_map(|d| {
+                d.platform
+                    .as_ref()
+                    .and_then(|p| self.rank(p))
+                    .map(|r| (r, d))
+            })
+            .min_by_key(|(r, _)| *r)
+            .map(|(_, d)| d)
+            .ok_or_else(|| {
+                descs
+                    .iter()
+                    .map(|d| {
+                        d.platform
+                            .as_ref()
+                            .map_or("unknown".to_string(), |p| p.to_string())
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+    }
+
     pub fn rank(&self, p: &RawPlatform) -> Option<u32> {
         if p.os != self.os || p.architecture != self.architecture {
             return None;

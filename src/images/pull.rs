@@ -493,37 +493,14 @@ fn select_platform(
     descs: &[RawDescriptor],
     host: &HostPlatform,
 ) -> Result<RawDescriptor, PullError> {
-    if let [only] = descs {
-        if only.platform.is_none() {
-            return Ok(only.clone());
-        }
-    }
-    let best = descs
-        .iter()
-        .filter_map(|d| {
-            d.platform
-                .as_ref()
-                .and_then(|p| host.rank(p))
-                .map(|r| (r, d))
-        })
-        .min_by_key(|(r, _)| *r);
-    match best {
-        Some((_, d)) => Ok(d.clone()),
-        None => Err(PullError::NoMatchingPlatform {
+    host.select(descs)
+        .cloned()
+        .map_err(|available| PullError::NoMatchingPlatform {
             reference: name.to_string(),
             digest: index_digest.to_string(),
             wanted: host.to_string(),
-            available: descs
-                .iter()
-                .map(|d| {
-                    d.platform
-                        .as_ref()
-                        .map_or("unknown".to_string(), |p| p.to_string())
-                })
-                .collect::<Vec<_>>()
-                .join(", "),
-        }),
-    }
+            available,
+        })
 }
 
 fn is_layer_media_type(mt: &str) -> bool {
