@@ -722,3 +722,26 @@ fn sandbox_without_record_is_torn_down_by_the_next_runtime() {
     );
     env.assert_clean();
 }
+
+/// The daemon killed while `remove_container` deletes a container directory: what is left
+/// must not stay forever as an unreadable container (it kept meta.json and `cleaned` but lost
+/// exit.json and shim.json, failed every listing and blocked the pod's removal).
+#[test]
+fn half_removed_container_directory_is_removed_by_the_next_listing() {
+    let env = TestEnv::new("half-removed");
+    let p = pod(&simple_pod("halfrm", "exit 3"));
+    let (rt, rx) = env.runtime();
+    let (info, exit) = run_to_exit(&rt, &rx, &p, T);
+    assert_eq!(exit.exit_code, 3);
+    let dir = env.root.join("containers").join(&info.meta.id);
+    for f in ["exit.json", "shim.json", "state.json"] {
+        let _ = fs::remove_file(dir.join(f));
+    }
+    assert!(dir.join("meta.json").exists() && dir.join("cleaned").exists());
+    drop(rt);
+    let (rt, _rx) = env.runtime();
+    let list = rt.list_containers().expect("list");
+    assert!(list.iter().all(|c| c.meta.id != info.meta.id), "{list:?}");
+    assert!(!dir.exists(), "left: {}", dir.display());
+    finish(&rt, &env, &p);
+}

@@ -645,6 +645,18 @@ impl LinuxRuntime {
         }
         if !paths.cleaned().exists() {
             self.run_cleanup(paths)?;
+        } else if !paths.exit().exists() {
+            // `cleaned` is written after exit.json: only a removal interrupted half-way (by
+            // an older version that deleted meta.json last) leaves one without the other.
+            log::warn!(
+                "{}: half-removed container: removing it",
+                paths.dir.display()
+            );
+            if let Err(e) = remove_container_dir(&paths.dir) {
+                log::warn!("container dir {}: {e}", paths.dir.display());
+            }
+            let _ = self.images.remove_lease(&name);
+            return Ok(None);
         }
         let exit = shim::read_json::<ExitRecord>(&paths.exit()).map_err(shim_err(&meta.id))?;
         Ok(Some(ContainerInfo {
@@ -762,6 +774,14 @@ fn remove_container_dir(dir: &Path) -> io::Result<()> {
             "{} is still mounted",
             rootfs.display()
         )));
+    }
+    // meta.json first: a removal interrupted below (daemon killed) then looks like an
+    // interrupted creation, which the next listing removes. Deleted in directory order, a
+    // half-removed directory could keep meta.json but lose exit.json and shim.json, and
+    // stay forever as an unreadable container.
+    match fs::remove_file(ContainerPaths::new(dir).meta()) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
     }
     match fs::remove_dir_all(dir) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
