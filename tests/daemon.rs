@@ -85,13 +85,14 @@ impl Drop for Daemon {
     }
 }
 
-/// Keeps the daemon log of a failing test: copied next to the temp dir's name under /tmp and
-/// its path printed, since the temp dir itself is removed when the test ends.
+/// Keeps the daemon log of a failing test (of every run with KEEP_DAEMON_LOG set): copied
+/// next to the temp dir's name under /tmp and its path printed, since the temp dir itself is
+/// removed when the test ends.
 struct KeepLogOnPanic(PathBuf);
 
 impl Drop for KeepLogOnPanic {
     fn drop(&mut self) {
-        if std::thread::panicking() {
+        if std::thread::panicking() || std::env::var_os("KEEP_DAEMON_LOG").is_some() {
             let name = self
                 .0
                 .parent()
