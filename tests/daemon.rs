@@ -15,6 +15,28 @@ use podvisor::status::PodView;
 
 const T: Duration = Duration::from_secs(30);
 
+/// Keeps the daemon log of a failing test (of every run with KEEP_DAEMON_LOG set): copied
+/// next to the temp dir's name under /tmp and its path printed, since the temp dir itself is
+/// removed when the test ends.
+struct KeepLogOnPanic(PathBuf);
+
+impl Drop for KeepLogOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() || std::env::var_os("KEEP_DAEMON_LOG").is_some() {
+            let name = self
+                .0
+                .parent()
+                .and_then(|d| d.file_name())
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let keep = std::env::temp_dir().join(format!("{name}-daemon.log"));
+            if fs::copy(&self.0, &keep).is_ok() {
+                eprintln!("daemon log kept at {}", keep.display());
+            }
+        }
+    }
+}
+
 /// (containerID, running) of the first container of a pod view.
 fn container(v: &PodView, name: &str) -> Option<(String, bool)> {
     let st = v.pod.status.as_ref()?;
@@ -166,6 +188,7 @@ fn daemon_sigkill_and_restart_readopts_running_containers() {
 #[test]
 fn sigkill_daemon_ten_times_during_churn_loses_and_duplicates_nothing() {
     let env = TestEnv::new("churn");
+    let _keep = KeepLogOnPanic(env.dir.path().join("daemon.log"));
     let _ = env.images();
     let dir = env.dir.path().join("manifests");
     fs::create_dir_all(&dir).expect("mkdir");

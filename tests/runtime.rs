@@ -608,3 +608,140 @@ fn runtime_default_seccomp_applies_with_privilege_escalation_allowed() {
     assert!(text.contains("NoNewPrivs:\t0"), "{text}");
     finish(&rt, &env, &p);
 }
+
+/// A pod's removal lists the containers on one worker while another worker starts a
+/// container of another pod. The listing must not take the new container's directory for
+/// the leftover of a crashed creation: it deleted it (the start failed with "config.json: No
+/// such file or directory") or ran `shim cleanup` on it just before its monitor started,
+/// which marked a running container `cleaned` and removed its cgroup and rootfs under it.
+#[test]
+fn listing_on_another_thread_never_disturbs_a_container_being_started() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let env = TestEnv::new("list-race");
+    let p = pod(&simple_pod("listrace", "sleep 1000"));
+    let (rt, rx) = env.runtime();
+    rt.run_pod_sandbox(&p).expect("sandbox");
+    let stop = AtomicBool::new(false);
+    let ids: Vec<String> = std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                let _ = rt.list_containers();
+            }
+        });
+        let c = &p.spec.as_ref().expect("spec").containers[0];
+        let results: Vec<_> = (0..8)
+            .map(|_| {
+                rt.start_container(&ContainerRequest {
+                    pod: &p,
+                    container: c,
+                    kind: ContainerKind::App,
+                    restart_count: 0,
+                })
+            })
+            .collect();
+        stop.store(true, Ordering::Relaxed);
+        results
+            .into_iter()
+            .map(|r| r.map(|info| info.meta.id))
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .unwrap_or_else(|e| {
+        // Stop what did start before failing, so nothing is left running.
+        for c in rt.list_containers().unwrap_or_default() {
+            let _ = rt.signal_container(&c.meta.id, libc::SIGKILL);
+        }
+        panic!("start failed while another thread listed: {e}")
+    });
+    let list = rt.list_containers().expect("list");
+    for id in &ids {
+        let dir = env.root.join("containers").join(id);
+        for f in ["cleaned", "exit.json"] {
+            assert!(
+                !dir.join(f).exists(),
+                "{id}: {f} written for a running container"
+            );
+        }
+        let c = list.iter().find(|c| &c.meta.id == id).expect("listed");
+        assert!(
+            matches!(c.state, ContainerState::Running { .. }),
+            "{id}: {:?}",
+            c.state
+        );
+    }
+    assert!(
+        rx.recv_timeout(Duration::from_millis(300)).is_err(),
+        "no container may have exited"
+    );
+    for id in &ids {
+        rt.signal_container(id, libc::SIGKILL).expect("kill");
+    }
+    let mut left: std::collections::BTreeSet<&String> = ids.iter().collect();
+    let deadline = Instant::now() + T;
+    while !left.is_empty() {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(wait) {
+            Ok(podvisor::runtime::RuntimeEvent::ContainerExited { id, exit, .. }) => {
+                assert_eq!(exit.exit_code, 137, "{id}");
+                left.remove(&id);
+            }
+            Err(e) => panic!("no exit event for {left:?}: {e}"),
+        }
+    }
+    finish(&rt, &env, &p);
+}
+
+/// The daemon killed while a sandbox is being removed (right after its record, the first
+/// thing removed) or created (before its record is written): the pod directory has no
+/// record, so it is not listed as a sandbox, but its namespaces and /dev/shm are still
+/// mounted and its cgroup exists. The next runtime must finish the teardown.
+#[test]
+fn sandbox_without_record_is_torn_down_by_the_next_runtime() {
+    let env = TestEnv::new("partial-sandbox");
+    let p = pod(&simple_pod("partial", "true"));
+    let uid = p.metadata.uid.clone().expect("uid");
+    let pod_dir = env.root.join("pods").join(&uid);
+    {
+        let (rt, _rx) = env.runtime();
+        rt.run_pod_sandbox(&p).expect("sandbox");
+    }
+    fs::remove_file(pod_dir.join("sandbox.json")).expect("remove record");
+    let mounted = fs::read_to_string("/proc/self/mountinfo")
+        .expect("mountinfo")
+        .contains(&pod_dir.join("shm").to_string_lossy().to_string());
+    assert!(mounted, "precondition: the sandbox's /dev/shm is mounted");
+    let has_cgroups = common::cgroup_dirs(&env.cgroup_parent)
+        .iter()
+        .any(|d| fs::read_dir(d).is_ok_and(|mut e| e.any(|e| e.is_ok_and(|e| e.path().is_dir()))));
+    assert!(has_cgroups, "precondition: the pod has cgroups");
+    let (rt, _rx) = env.runtime();
+    assert!(rt.list_pod_sandboxes().expect("list").is_empty());
+    assert!(
+        !pod_dir.exists(),
+        "partial sandbox left: {}",
+        pod_dir.display()
+    );
+    env.assert_clean();
+}
+
+/// The daemon killed while `remove_container` deletes a container directory: what is left
+/// must not stay forever as an unreadable container (it kept meta.json and `cleaned` but lost
+/// exit.json and shim.json, failed every listing and blocked the pod's removal).
+#[test]
+fn half_removed_container_directory_is_removed_by_the_next_listing() {
+    let env = TestEnv::new("half-removed");
+    let p = pod(&simple_pod("halfrm", "exit 3"));
+    let (rt, rx) = env.runtime();
+    let (info, exit) = run_to_exit(&rt, &rx, &p, T);
+    assert_eq!(exit.exit_code, 3);
+    let dir = env.root.join("containers").join(&info.meta.id);
+    for f in ["exit.json", "shim.json", "state.json"] {
+        let _ = fs::remove_file(dir.join(f));
+    }
+    assert!(dir.join("meta.json").exists() && dir.join("cleaned").exists());
+    drop(rt);
+    let (rt, _rx) = env.runtime();
+    let list = rt.list_containers().expect("list");
+    assert!(list.iter().all(|c| c.meta.id != info.meta.id), "{list:?}");
+    assert!(!dir.exists(), "left: {}", dir.display());
+    finish(&rt, &env, &p);
+}

@@ -7,7 +7,7 @@
 //! daemon's threads never call libcontainer: they spawn monitors (fork+exec) and send signals
 //! through pidfds.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
@@ -133,9 +133,54 @@ struct PodCgroupRecord {
     cpu_request_millis: u64,
 }
 
+/// Names (container ids or pod uids) this process is working on right now, so that a listing
+/// on another worker thread leaves them alone.
+#[derive(Default)]
+struct BusySet(Mutex<HashSet<String>>);
+
+impl BusySet {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        // Single inserts and removes cannot leave the set inconsistent: a poisoned lock is
+        // still usable.
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Marks `name` busy until the returned guard is dropped.
+    fn enter(&self, name: &str) -> BusyGuard<'_> {
+        self.lock().insert(name.to_string());
+        BusyGuard {
+            set: self,
+            name: name.to_string(),
+        }
+    }
+
+    fn contains(&self, name: &str) -> bool {
+        self.lock().contains(name)
+    }
+}
+
+struct BusyGuard<'a> {
+    set: &'a BusySet,
+    name: String,
+}
+
+impl Drop for BusyGuard<'_> {
+    fn drop(&mut self) {
+        self.set.lock().remove(&self.name);
+    }
+}
+
 /// The real runtime.
 pub struct LinuxRuntime {
     cfg: RuntimeConfig,
+    /// Containers being created or removed by this process. `list_containers` (run by the
+    /// removal of another pod on another worker) skips them: without this it took a directory
+    /// still being written for the leftover of a crashed creation and deleted it, or ran
+    /// `shim cleanup` on it just before its monitor started (killing the new container's
+    /// cgroup and rootfs under it), or read a directory `remove_container` was deleting.
+    busy_containers: BusySet,
+    /// Pod sandboxes being created by this process (never torn down as partial).
+    busy_sandboxes: BusySet,
     /// Serializes pod cgroup creation and removal (tiers are removed when empty, and the
     /// Burstable tier's weight is a sum over pods).
     cgroup_lock: Mutex<()>,
@@ -182,6 +227,8 @@ impl LinuxRuntime {
             })?;
         Ok(LinuxRuntime {
             cfg,
+            busy_containers: BusySet::default(),
+            busy_sandboxes: BusySet::default(),
             cgroup_lock: Mutex::new(()),
             images,
             watcher,
@@ -217,6 +264,22 @@ impl LinuxRuntime {
         }
         self.cfg.cgroup_root.set_burstable_cpu(parent, total)?;
         Ok(())
+    }
+
+    /// Finishes tearing down a sandbox that has no record. No container can run in it: a
+    /// container starts only in a complete sandbox, and a removal deletes the record only
+    /// once every container of the pod exited.
+    fn remove_partial_sandbox(&self, uid: &str) -> Result<(), RuntimeError> {
+        let _busy = self.busy_sandboxes.enter(uid);
+        let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.cfg
+            .cgroup_root
+            .remove_pod(&self.cfg.cgroup_parent, uid)?;
+        sandbox::remove(&self.cfg.pods_dir(), uid).map_err(|source| RuntimeError::Sandbox {
+            pod: uid.to_string(),
+            source: Box::new(source),
+        })?;
+        self.update_burstable_tier()
     }
 
     fn container_paths(&self, id: &str) -> Result<ContainerPaths, RuntimeError> {
@@ -582,6 +645,18 @@ impl LinuxRuntime {
         }
         if !paths.cleaned().exists() {
             self.run_cleanup(paths)?;
+        } else if !paths.exit().exists() {
+            // `cleaned` is written after exit.json: only a removal interrupted half-way (by
+            // an older version that deleted meta.json last) leaves one without the other.
+            log::warn!(
+                "{}: half-removed container: removing it",
+                paths.dir.display()
+            );
+            if let Err(e) = remove_container_dir(&paths.dir) {
+                log::warn!("container dir {}: {e}", paths.dir.display());
+            }
+            let _ = self.images.remove_lease(&name);
+            return Ok(None);
         }
         let exit = shim::read_json::<ExitRecord>(&paths.exit()).map_err(shim_err(&meta.id))?;
         Ok(Some(ContainerInfo {
@@ -700,6 +775,14 @@ fn remove_container_dir(dir: &Path) -> io::Result<()> {
             rootfs.display()
         )));
     }
+    // meta.json first: a removal interrupted below (daemon killed) then looks like an
+    // interrupted creation, which the next listing removes. Deleted in directory order, a
+    // half-removed directory could keep meta.json but lose exit.json and shim.json, and
+    // stay forever as an unreadable container.
+    match fs::remove_file(ContainerPaths::new(dir).meta()) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
     match fs::remove_dir_all(dir) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         r => r,
@@ -731,6 +814,7 @@ impl Runtime for LinuxRuntime {
             pod: name.clone(),
             source: Box::new(source),
         })?;
+        let _busy = self.busy_sandboxes.enter(&uid);
         let cg = PodCgroupConfig::for_pod(pod, self.cfg.pod_pids_limit).map_err(|source| {
             RuntimeError::PodResources {
                 pod: name.clone(),
@@ -762,6 +846,7 @@ impl Runtime for LinuxRuntime {
     }
 
     fn remove_pod_sandbox(&self, pod_uid: &str) -> Result<(), RuntimeError> {
+        let _busy = self.busy_sandboxes.enter(pod_uid);
         for c in self.list_containers()? {
             if c.meta.pod_uid == pod_uid && !matches!(c.state, ContainerState::Exited(_)) {
                 return Err(RuntimeError::Start {
@@ -784,10 +869,25 @@ impl Runtime for LinuxRuntime {
     }
 
     fn list_pod_sandboxes(&self) -> Result<Vec<SandboxInfo>, RuntimeError> {
-        sandbox::list(&self.cfg.pods_dir()).map_err(|source| RuntimeError::Sandbox {
+        let err = |source| RuntimeError::Sandbox {
             pod: String::new(),
             source: Box::new(source),
-        })
+        };
+        // A sandbox whose creation or removal was interrupted (daemon killed) has no record,
+        // so it is listed as nothing, but its namespaces and /dev/shm may still be mounted
+        // and its cgroups still there: nobody would ever remove them.
+        for uid in sandbox::list_partial(&self.cfg.pods_dir()).map_err(err)? {
+            if self.busy_sandboxes.contains(&uid) {
+                continue;
+            }
+            log::info!(
+                "pod {uid}: tearing down an incomplete sandbox (interrupted creation or removal)"
+            );
+            if let Err(e) = self.remove_partial_sandbox(&uid) {
+                log::warn!("pod {uid}: {e}");
+            }
+        }
+        sandbox::list(&self.cfg.pods_dir()).map_err(err)
     }
 
     fn pod_network_namespace(&self, pod_uid: &str) -> Option<PathBuf> {
@@ -806,6 +906,8 @@ impl Runtime for LinuxRuntime {
         })?;
         let id = new_container_id(&uid, &req.container.name, req.restart_count);
         let paths = self.container_paths(&id)?;
+        // Until its start is reported the directory is incomplete: listings leave it alone.
+        let _busy = self.busy_containers.enter(&id);
         fs::DirBuilder::new()
             .mode(0o700)
             .create(&paths.dir)
@@ -856,6 +958,7 @@ impl Runtime for LinuxRuntime {
 
     fn remove_container(&self, id: &str) -> Result<(), RuntimeError> {
         let paths = self.container_paths(id)?;
+        let _busy = self.busy_containers.enter(id);
         if !paths.dir.exists() {
             return Ok(());
         }
@@ -891,10 +994,18 @@ impl Runtime for LinuxRuntime {
         })?;
         let mut out = Vec::new();
         for entry in entries.flatten() {
+            if self
+                .busy_containers
+                .contains(&entry.file_name().to_string_lossy())
+            {
+                continue;
+            }
             let paths = ContainerPaths::new(entry.path());
             match self.container_info(&paths) {
                 Ok(Some(info)) => out.push(info),
                 Ok(None) => {}
+                // Removed meanwhile (by another process sharing the root): gone, not broken.
+                Err(_) if !paths.meta().exists() => {}
                 // One broken directory must not hide the others.
                 Err(e) => log::warn!("{}: {e}", paths.dir.display()),
             }

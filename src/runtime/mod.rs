@@ -212,7 +212,8 @@ pub trait Runtime: Send + Sync {
     /// Tears the sandbox down: namespaces, mounts, files and the pod's cgroups. Its containers
     /// must have exited.
     fn remove_pod_sandbox(&self, pod_uid: &str) -> Result<(), RuntimeError>;
-    /// Existing sandboxes, from disk (used after a daemon restart).
+    /// Existing sandboxes, from disk (used after a daemon restart). Incomplete ones (an
+    /// interrupted creation or removal) are torn down, not listed.
     fn list_pod_sandboxes(&self) -> Result<Vec<SandboxInfo>, RuntimeError>;
     /// The pinned network namespace of a pod that has its own (not hostNetwork): probes and
     /// httpGet hooks connect from inside it, where the pod's 127.0.0.1 is.

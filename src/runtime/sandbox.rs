@@ -251,6 +251,33 @@ pub fn list(pods_dir: &Path) -> Result<Vec<SandboxInfo>, SandboxError> {
     Ok(out)
 }
 
+/// Pod directories under `pods_dir` without a record: a creation or a removal interrupted by
+/// a crash. Their namespaces, /dev/shm and memory volumes may still be mounted.
+pub fn list_partial(pods_dir: &Path) -> Result<Vec<String>, SandboxError> {
+    let entries = match fs::read_dir(pods_dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(SandboxError::Io {
+                path: pods_dir.to_path_buf(),
+                source,
+            })
+        }
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let uid = entry.file_name().to_string_lossy().into_owned();
+        let Ok(paths) = SandboxPaths::new(pods_dir, &uid) else {
+            continue;
+        };
+        if paths.dir.is_dir() && !paths.info().exists() {
+            out.push(uid);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
 /// Tears a sandbox down: unmounts the pinned namespaces, /dev/shm and memory volumes, then
 /// removes the directory. Never recurses into a directory that is still a mount point.
 pub fn remove(pods_dir: &Path, uid: &str) -> Result<(), SandboxError> {
@@ -263,7 +290,7 @@ fn remove_dir(paths: &SandboxPaths) -> Result<(), SandboxError> {
         return Ok(());
     }
     // Remove the completion marker first: a crash below leaves a partial sandbox, which the
-    // next create or remove finishes tearing down.
+    // next create or remove, or the next daemon's listing, finishes tearing down.
     match fs::remove_file(paths.info()) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}

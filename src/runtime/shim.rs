@@ -222,6 +222,14 @@ pub fn run(dir: &Path) -> i32 {
 }
 
 fn send_report(ready: &mut Option<fs::File>, report: &StartReport) {
+    // SIGPIPE's default action was restored for the container's sake; the container is cloned
+    // by now. A spawner killed before reading the report (daemon SIGKILLed mid-start) makes
+    // this write fail with EPIPE, and the default action would kill the monitor, leaving its
+    // container unwatched until the next daemon's cleanup kills it (ContainerStatusUnknown).
+    // SAFETY: setting a signal disposition in a single-threaded process.
+    unsafe {
+        let _ = signal::signal(Signal::SIGPIPE, signal::SigHandler::SigIgn);
+    }
     if let Some(mut f) = ready.take() {
         if let Ok(mut line) = serde_json::to_vec(report) {
             line.push(b'\n');
@@ -782,6 +790,37 @@ mod tests {
             "t".into(),
         );
         assert_eq!((r.exit_code, r.reason.as_str()), (143, "Error"));
+    }
+
+    #[test]
+    fn report_to_a_spawner_that_is_gone_does_not_kill_the_monitor() {
+        let (r, w) = nix::unistd::pipe().expect("pipe");
+        drop(r);
+        // SAFETY: the child only restores SIGPIPE, writes to the pipe and _exits; glibc's
+        // fork keeps malloc usable in the child.
+        match unsafe { nix::unistd::fork() }.expect("fork") {
+            nix::unistd::ForkResult::Child => {
+                // SAFETY: as in the monitor, before its container is cloned.
+                unsafe {
+                    let _ = signal::signal(Signal::SIGPIPE, signal::SigHandler::SigDfl);
+                }
+                let mut ready = Some(fs::File::from(w));
+                send_report(
+                    &mut ready,
+                    &StartReport::Started {
+                        pid: 1,
+                        started_at: String::new(),
+                    },
+                );
+                // SAFETY: leaving the forked child without running the test harness.
+                unsafe { libc::_exit(7) }
+            }
+            nix::unistd::ForkResult::Parent { child } => {
+                drop(w);
+                let st = nix::sys::wait::waitpid(child, None).expect("wait");
+                assert_eq!(st, nix::sys::wait::WaitStatus::Exited(child, 7));
+            }
+        }
     }
 
     #[test]

@@ -185,6 +185,9 @@ struct Removal {
     running: BTreeMap<String, i32>,
     /// Start jobs still in flight for this uid.
     pending_starts: u32,
+    /// A sandbox creation still in flight for this uid: removing before it ends would leave
+    /// the sandbox it then creates (mounts, cgroups) behind.
+    sandbox_pending: bool,
     grace: Duration,
     kill_at: Option<Instant>,
     killed: bool,
@@ -548,6 +551,7 @@ impl SyncLoop {
                     Removal {
                         running,
                         pending_starts: 0,
+                        sandbox_pending: false,
                         grace: Duration::from_secs(30),
                         kill_at: None,
                         killed: false,
@@ -633,6 +637,8 @@ impl SyncLoop {
         if let Some(mut found) = self.adopted.remove(&uid) {
             found.sort_by_key(|c| c.meta.restart_count);
             let now = self.clock.now();
+            // Live containers beyond the first of a slot (a crash left two): stopped below.
+            let mut duplicates: Vec<(String, String)> = Vec::new();
             for c in found {
                 let Some(slot) = w
                     .slots
@@ -645,6 +651,7 @@ impl SyncLoop {
                     slot.previous_log = Some(last.log_path.clone());
                 }
                 slot.instances_started = c.meta.restart_count + 1;
+                let live = slot.instance.as_ref().map(|i| i.id.clone());
                 match c.state {
                     ContainerState::Exited(exit) => {
                         if slot.kind == ContainerKind::Init && exit.exit_code == 0 {
@@ -656,7 +663,28 @@ impl SyncLoop {
                             at: now,
                             log_path: c.meta.log_path.clone(),
                         });
-                        slot.instance = None;
+                        // A live container is never forgotten for an exited one: it would run
+                        // on untracked while a new instance is started next to it.
+                        if live.is_none() {
+                            slot.instance = None;
+                        }
+                    }
+                    // A second live container of one slot: the newest stays, the other is
+                    // stopped (overwriting it would leave it running, watched by nobody).
+                    _ if live.is_some() => {
+                        if let Some(old) = live {
+                            duplicates.push((slot.container.name.clone(), old));
+                        }
+                        slot.instance = Some(Instance {
+                            id: c.meta.id.clone(),
+                            started_at: match c.state {
+                                ContainerState::Running { started_at, .. } => started_at,
+                                _ => String::new(),
+                            },
+                            stop_signal: c.meta.stop_signal,
+                            log_path: c.meta.log_path.clone(),
+                            health: probes::Health::new(&slot.container),
+                        });
                     }
                     ContainerState::Running { started_at, .. } => {
                         slot.instance = Some(Instance {
@@ -679,6 +707,12 @@ impl SyncLoop {
                 }
             }
             log::info!("{name}: re-adopted containers of pod {uid}");
+            for (cname, id) in duplicates {
+                log::warn!("{name} {cname}: duplicate container {id}: stopping it");
+                if let Err(e) = self.runtime.signal_container(&id, libc::SIGKILL) {
+                    log::warn!("{name} {cname}: stop {id}: {e}");
+                }
+            }
         }
         let adopted = w.sandbox == SandboxPhase::Ready
             || w.slots
@@ -727,6 +761,7 @@ impl SyncLoop {
             Removal {
                 running,
                 pending_starts,
+                sandbox_pending: w.sandbox == SandboxPhase::Creating,
                 grace: grace_of(&w.pod),
                 kill_at: None,
                 killed: false,
@@ -781,7 +816,7 @@ impl SyncLoop {
             }
             return;
         }
-        if r.pending_starts > 0 || r.remove_submitted {
+        if r.pending_starts > 0 || r.sandbox_pending || r.remove_submitted {
             return;
         }
         r.remove_submitted = true;
@@ -803,6 +838,13 @@ impl SyncLoop {
                 return;
             }
             w.blocked_by = None;
+        }
+        // The same uid is still being removed (a manifest edited back to an earlier content
+        // while that generation stops, or a pod re-added while its orphaned containers are
+        // removed): that removal kills and deletes every container and the sandbox of the
+        // uid, so nothing may be created for it before it is done.
+        if self.removals.contains_key(&w.uid) {
+            return;
         }
         match &w.sandbox {
             SandboxPhase::Ready => {}
@@ -903,11 +945,16 @@ impl SyncLoop {
                 outcome,
             } => self.on_image_ready(&uid, &name, &image, outcome),
             JobResult::SandboxCreated { uid, result } => {
+                // Submitted by a generation now being removed (a worker of the same uid waits
+                // for that removal): its RemovePod tears this sandbox down.
+                if let Some(r) = self.removals.get_mut(&uid) {
+                    r.sandbox_pending = false;
+                    self.dirty = true;
+                    return;
+                }
                 let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == uid) else {
-                    // The pod went away meanwhile: its removal cleans the sandbox.
-                    if !self.removals.contains_key(&uid) {
-                        self.executor.submit(Job::RemovePod { uid });
-                    }
+                    // The pod went away meanwhile, without a removal: remove the sandbox.
+                    self.executor.submit(Job::RemovePod { uid });
                     return;
                 };
                 let name = name.clone();

@@ -539,6 +539,41 @@ fn spec_edit_replaces_the_pod_after_the_old_one_stopped() {
     assert!(snap.events.iter().any(|e| e.reason == "Replaced"));
 }
 
+/// A manifest edited back to an earlier content gets that content's uid again, maybe while
+/// that generation is still stopping. The removal of a uid kills and deletes every container
+/// and the sandbox of that uid, so the new generation must wait for it: otherwise its new
+/// container is killed by the removal (and its exit taken for the old one's), or its sandbox
+/// and cgroups deleted under it.
+#[test]
+fn edit_back_to_a_uid_still_being_removed_waits_for_that_removal() {
+    let mut h = harness();
+    h.scan_done();
+    h.file("web.yaml", &pod_yaml("web", "busybox", ""));
+    let old_id = h.rt.running_ids()[0].clone();
+    h.file("web.yaml", &pod_yaml("web", "busybox:v2", ""));
+    h.file("web.yaml", &pod_yaml("web", "busybox", ""));
+    assert_eq!(h.rt.starts().len(), 1, "{:?}", h.rt.calls());
+    let ev = h.rt.exit(&old_id, 143);
+    h.send(ev);
+    let calls = h.rt.calls();
+    assert_eq!(h.rt.starts().len(), 2, "{calls:?}");
+    let removed = calls
+        .iter()
+        .position(|c| *c == Call::Remove(old_id.clone()))
+        .expect("old container removed");
+    let started = calls
+        .iter()
+        .rposition(|c| matches!(c, Call::Start { .. }))
+        .expect("new start");
+    assert!(removed < started, "{calls:?}");
+    let new_id = h.rt.running_ids()[0].clone();
+    assert!(!calls
+        .iter()
+        .any(|c| matches!(c, Call::Signal { id, .. } if *id == new_id)));
+    // The new generation keeps its record in the store.
+    assert_eq!(std::fs::read_dir(&h.store_dir).expect("store").count(), 1);
+}
+
 #[test]
 fn removal_stops_with_grace_then_kills() {
     let mut h = harness();
@@ -965,6 +1000,93 @@ fn restart_reconciles_with_what_runs() {
     let ev = rt.exit(&keep_id, 1);
     h2.send(ev);
     assert_eq!(rt.starts().len(), starts_before + 1);
+}
+
+/// What a crash can leave next to a pod's running container: a second live container of the
+/// same slot, and an exited one with a higher restart count.
+fn leftovers_of_a_crash(rt: &FakeRuntime, running: &str) -> (String, String) {
+    let mut st = rt.state.lock().expect("lock");
+    let orig = st.containers[running].clone();
+    let mut dup = orig.clone();
+    dup.meta.id = "dup".into();
+    dup.meta.created_at = "99999998".into();
+    let mut dead = orig;
+    dead.meta.id = "dead".into();
+    dead.meta.restart_count = 5;
+    dead.meta.created_at = "99999999".into();
+    dead.state = ContainerState::Exited(ExitRecord {
+        exit_code: 137,
+        signal: None,
+        oom_killed: false,
+        started_at: String::new(),
+        finished_at: String::new(),
+        reason: "ContainerStatusUnknown".into(),
+        message: None,
+    });
+    st.containers.insert("dup".into(), dup);
+    st.containers.insert("dead".into(), dead);
+    ("dup".into(), "dead".into())
+}
+
+#[test]
+fn restart_with_two_live_containers_of_one_slot_keeps_one_and_stops_the_other() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("static-pods");
+    let rt = FakeRuntime::default();
+    let mut h1 = harness_with(rt.clone(), store.clone());
+    h1.scan_done();
+    h1.file("web.yaml", &pod_yaml("web", "busybox", ""));
+    let first = rt.running_ids();
+    assert_eq!(first.len(), 1);
+    drop(h1);
+    let (dup, dead) = leftovers_of_a_crash(&rt, &first[0]);
+    let mut h2 = harness_with(rt.clone(), store);
+    let starts = rt.starts().len();
+    h2.file("web.yaml", &pod_yaml("web", "busybox", ""));
+    h2.scan_done();
+    assert_eq!(rt.starts().len(), starts, "nothing new: {:?}", rt.calls());
+    let killed: Vec<String> = rt
+        .calls()
+        .into_iter()
+        .filter_map(|c| match c {
+            Call::Signal { id, .. } => Some(id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        killed,
+        vec![first[0].clone()],
+        "only the older duplicate is stopped"
+    );
+    let snap = h2.snap();
+    let v = snap.find_pod("web").expect("pod");
+    let cs = &v
+        .pod
+        .status
+        .as_ref()
+        .expect("status")
+        .container_statuses
+        .as_ref()
+        .expect("cs")[0];
+    assert_eq!(
+        cs.container_id.as_deref(),
+        Some(&*format!("podvisor://{dup}"))
+    );
+    assert!(cs.state.as_ref().and_then(|s| s.running.as_ref()).is_some());
+    // The stopped duplicate's exit changes nothing; the kept one still restarts when it ends.
+    let ev = rt.exit(&first[0], 137);
+    h2.send(ev);
+    assert_eq!(rt.starts().len(), starts);
+    let ev = rt.exit(&dup, 1);
+    h2.send(ev);
+    h2.advance(Duration::from_secs(300));
+    assert_eq!(rt.starts().len(), starts + 1);
+    assert!(rt
+        .state
+        .lock()
+        .expect("lock")
+        .containers
+        .contains_key(&dead));
 }
 
 #[test]
