@@ -525,6 +525,63 @@ pub fn container_probes(container: &Container, pod_ip: &str) -> Result<Vec<Probe
     Ok(out)
 }
 
+/// A runtime for prober tests that only answers `exec_sync` (with the closure); every other
+/// call is a test bug.
+#[cfg(test)]
+pub(crate) struct ExecOnlyRuntime<F>(pub F);
+
+#[cfg(test)]
+impl<F> Runtime for ExecOnlyRuntime<F>
+where
+    F: Fn(
+            &str,
+            &[String],
+            Duration,
+        ) -> Result<crate::runtime::ExecOutput, crate::runtime::RuntimeError>
+        + Send
+        + Sync,
+{
+    fn run_pod_sandbox(
+        &self,
+        _: &k8s_openapi::api::core::v1::Pod,
+    ) -> Result<crate::runtime::SandboxInfo, crate::runtime::RuntimeError> {
+        unreachable!("prober tests only exec")
+    }
+    fn remove_pod_sandbox(&self, _: &str) -> Result<(), crate::runtime::RuntimeError> {
+        unreachable!("prober tests only exec")
+    }
+    fn list_pod_sandboxes(
+        &self,
+    ) -> Result<Vec<crate::runtime::SandboxInfo>, crate::runtime::RuntimeError> {
+        unreachable!("prober tests only exec")
+    }
+    fn start_container(
+        &self,
+        _: &crate::runtime::ContainerRequest<'_>,
+    ) -> Result<crate::runtime::ContainerInfo, crate::runtime::RuntimeError> {
+        unreachable!("prober tests only exec")
+    }
+    fn signal_container(&self, _: &str, _: i32) -> Result<(), crate::runtime::RuntimeError> {
+        unreachable!("prober tests only exec")
+    }
+    fn remove_container(&self, _: &str) -> Result<(), crate::runtime::RuntimeError> {
+        unreachable!("prober tests only exec")
+    }
+    fn list_containers(
+        &self,
+    ) -> Result<Vec<crate::runtime::ContainerInfo>, crate::runtime::RuntimeError> {
+        unreachable!("prober tests only exec")
+    }
+    fn exec_sync(
+        &self,
+        id: &str,
+        cmd: &[String],
+        timeout: Duration,
+    ) -> Result<crate::runtime::ExecOutput, crate::runtime::RuntimeError> {
+        (self.0)(id, cmd, timeout)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -606,49 +663,6 @@ mod tests {
         }
     }
 
-    struct NoRuntime;
-    impl Runtime for NoRuntime {
-        fn run_pod_sandbox(
-            &self,
-            _: &k8s_openapi::api::core::v1::Pod,
-        ) -> Result<crate::runtime::SandboxInfo, crate::runtime::RuntimeError> {
-            unreachable!()
-        }
-        fn remove_pod_sandbox(&self, _: &str) -> Result<(), crate::runtime::RuntimeError> {
-            unreachable!()
-        }
-        fn list_pod_sandboxes(
-            &self,
-        ) -> Result<Vec<crate::runtime::SandboxInfo>, crate::runtime::RuntimeError> {
-            unreachable!()
-        }
-        fn start_container(
-            &self,
-            _: &crate::runtime::ContainerRequest<'_>,
-        ) -> Result<crate::runtime::ContainerInfo, crate::runtime::RuntimeError> {
-            unreachable!()
-        }
-        fn signal_container(&self, _: &str, _: i32) -> Result<(), crate::runtime::RuntimeError> {
-            unreachable!()
-        }
-        fn remove_container(&self, _: &str) -> Result<(), crate::runtime::RuntimeError> {
-            unreachable!()
-        }
-        fn list_containers(
-            &self,
-        ) -> Result<Vec<crate::runtime::ContainerInfo>, crate::runtime::RuntimeError> {
-            unreachable!()
-        }
-        fn exec_sync(
-            &self,
-            id: &str,
-            _: &[String],
-            _: Duration,
-        ) -> Result<crate::runtime::ExecOutput, crate::runtime::RuntimeError> {
-            Err(crate::runtime::RuntimeError::NotFound { id: id.into() })
-        }
-    }
-
     #[test]
     fn network_probes_connect_from_the_pod_network_namespace() {
         use std::sync::mpsc;
@@ -671,7 +685,9 @@ mod tests {
         let (port, tid) = rx.recv().expect("port");
         let ns =
             std::path::PathBuf::from(format!("/proc/{}/task/{tid}/ns/net", std::process::id()));
-        let rt = NoRuntime;
+        let rt = ExecOnlyRuntime(|id: &str, _: &[String], _: Duration| {
+            Err(crate::runtime::RuntimeError::NotFound { id: id.into() })
+        });
         let action = Action::Tcp {
             host: "127.0.0.1".into(),
             port,

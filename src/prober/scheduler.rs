@@ -640,65 +640,34 @@ mod tests {
         );
     }
 
-    /// A runtime whose exec hangs for `hang` when the command is "hang".
-    struct SlowExec;
-    impl Runtime for SlowExec {
-        fn run_pod_sandbox(
-            &self,
-            _: &k8s_openapi::api::core::v1::Pod,
-        ) -> Result<crate::runtime::SandboxInfo, crate::runtime::RuntimeError> {
-            unreachable!()
+    /// An exec that hangs for its whole timeout when the command is "hang".
+    fn slow_exec(
+        _: &str,
+        cmd: &[String],
+        timeout: Duration,
+    ) -> Result<crate::runtime::ExecOutput, crate::runtime::RuntimeError> {
+        let hang = cmd.first().is_some_and(|c| c == "hang");
+        if hang {
+            thread::sleep(timeout);
         }
-        fn remove_pod_sandbox(&self, _: &str) -> Result<(), crate::runtime::RuntimeError> {
-            unreachable!()
-        }
-        fn list_pod_sandboxes(
-            &self,
-        ) -> Result<Vec<crate::runtime::SandboxInfo>, crate::runtime::RuntimeError> {
-            unreachable!()
-        }
-        fn start_container(
-            &self,
-            _: &crate::runtime::ContainerRequest<'_>,
-        ) -> Result<crate::runtime::ContainerInfo, crate::runtime::RuntimeError> {
-            unreachable!()
-        }
-        fn signal_container(&self, _: &str, _: i32) -> Result<(), crate::runtime::RuntimeError> {
-            unreachable!()
-        }
-        fn remove_container(&self, _: &str) -> Result<(), crate::runtime::RuntimeError> {
-            unreachable!()
-        }
-        fn list_containers(
-            &self,
-        ) -> Result<Vec<crate::runtime::ContainerInfo>, crate::runtime::RuntimeError> {
-            unreachable!()
-        }
-        fn exec_sync(
-            &self,
-            _: &str,
-            cmd: &[String],
-            timeout: Duration,
-        ) -> Result<crate::runtime::ExecOutput, crate::runtime::RuntimeError> {
-            let hang = cmd.first().is_some_and(|c| c == "hang");
-            if hang {
-                thread::sleep(timeout);
-            }
-            Ok(crate::runtime::ExecOutput {
-                exit_code: i32::from(hang),
-                stdout: Vec::new(),
-                stderr: Vec::new(),
-                timed_out: hang,
-            })
-        }
+        Ok(crate::runtime::ExecOutput {
+            exit_code: i32::from(hang),
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+            timed_out: hang,
+        })
     }
 
     #[test]
     fn hanging_probes_do_not_stall_others() {
         let (tx, rx) = mpsc::channel();
-        let prober = Prober::start(Arc::new(SlowExec), 4, move |u| {
-            let _ = tx.send((Instant::now(), u));
-        })
+        let prober = Prober::start(
+            Arc::new(super::super::ExecOnlyRuntime(slow_exec)),
+            4,
+            move |u| {
+                let _ = tx.send((Instant::now(), u));
+            },
+        )
         .expect("prober");
         let exec = |cmd: &str, kind: ProbeKind, timeout: u64| ProbeSpec {
             kind,
