@@ -668,8 +668,6 @@ pub fn validate(pod: &Pod, source_name: &str) -> Result<(), ManifestError> {
     }
 }
 
-/// Applies the defaults a pod gets without a node: namespace `default` and, unless set, a UID
-/// derived from the source and the manifest bytes (the same manifest always gets the same UID).
 /// The API server's default `imagePullPolicy` for `image` (`SetDefaults_Container`): `Always`
 /// when the tag is `latest` or there is no tag (and no digest), otherwise `IfNotPresent`.
 pub fn default_pull_policy(image: &str) -> &'static str {
@@ -686,6 +684,9 @@ pub fn default_pull_policy(image: &str) -> &'static str {
     }
 }
 
+/// Applies the defaults a pod gets without a node: namespace `default`, unless set a UID
+/// derived from the source and the manifest bytes (the same manifest always gets the same UID),
+/// and the default pull policies.
 pub fn apply_defaults(pod: &mut Pod, source_name: &str, data: &[u8]) {
     if pod.metadata.namespace.as_deref().unwrap_or("").is_empty() {
         pod.metadata.namespace = Some("default".into());
@@ -697,6 +698,11 @@ pub fn apply_defaults(pod: &mut Pod, source_name: &str, data: &[u8]) {
         h.update(data);
         pod.metadata.uid = Some(hex::encode(&h.finalize()[..16]));
     }
+    default_pull_policies(pod);
+}
+
+/// Sets every container's unset `imagePullPolicy` to [`default_pull_policy`] of its image.
+pub fn default_pull_policies(pod: &mut Pod) {
     if let Some(spec) = pod.spec.as_mut() {
         let inits = spec.init_containers.iter_mut().flatten();
         for c in inits.chain(spec.containers.iter_mut()) {

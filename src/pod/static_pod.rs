@@ -382,6 +382,7 @@ fn build(
     if pod.metadata.namespace.as_deref().unwrap_or("").is_empty() {
         pod.metadata.namespace = Some("default".into());
     }
+    manifest::default_pull_policies(&mut pod);
     let full_name = format!(
         "{}/{}",
         pod.metadata.namespace.as_deref().unwrap_or(""),
@@ -890,6 +891,11 @@ mod tests {
         assert_eq!(tol[0].operator.as_deref(), Some("Exists"));
         assert_eq!(tol[0].effect.as_deref(), Some("NoExecute"));
         assert_eq!(tol[0].key, None);
+        // The API server's pull policy default is visible in the pod, as the kubelet shows it.
+        assert!(spec.containers.iter().all(|c| c
+            .image_pull_policy
+            .as_deref()
+            .is_some_and(|p| !p.is_empty())));
         let uid = p.uid().to_string();
         assert_eq!(uid.len(), 32);
         assert!(uid.bytes().all(|b| b.is_ascii_hexdigit()));
