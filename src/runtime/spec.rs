@@ -40,7 +40,8 @@
 //! - **Not modelled**: the kubelet's safe-sysctl allowlist (sysctls are passed as written,
 //!   '/'-separated names converted), setHostnameAsFQDN (no cluster domain: the FQDN is the
 //!   hostname), hostnameOverride, AppArmor (only `Localhost` is refused) and SELinux options
-//!   (ignored), pod-level `spec.resources` (refused), `procMount: Unmasked` (refused).
+//!   (ignored), `procMount: Unmasked` (refused). Pod-level `spec.resources` is enforced on the
+//!   pod cgroup (see `cgroups`), not in the container's spec.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
@@ -539,13 +540,6 @@ fn check_unsupported(ctx: &Ctx<'_>) -> Result<(), SpecError> {
     }
     if s.host_users == Some(false) {
         return yet("spec.hostUsers".into());
-    }
-    if let Some(r) = &s.resources {
-        if r.limits.as_ref().is_some_and(|l| !l.is_empty())
-            || r.requests.as_ref().is_some_and(|l| !l.is_empty())
-        {
-            return yet("spec.resources".into());
-        }
     }
     let c = ctx.container;
     if flag(c.tty) {
@@ -2413,16 +2407,23 @@ mod tests {
                 json!({}),
                 "spec.containers[0].securityContext.seccompProfile.type is not supported yet",
             ),
-            (
-                json!({}),
-                json!({"resources": {"limits": {"cpu": "1"}}}),
-                "spec.resources is not supported yet",
-            ),
         ];
         for (c, s, want) in cases {
             let e = err(&pod_with(c, s));
             assert!(e.starts_with(want), "{e} vs {want}");
         }
+    }
+
+    #[test]
+    fn pod_level_resources_leave_the_container_spec_alone() {
+        // The pod cgroup carries pod-level limits; the container gets only its own.
+        let p = pod_with(
+            json!({}),
+            json!({"resources": {"limits": {"cpu": "1", "memory": "64Mi"}}}),
+        );
+        let cs = ok(&p);
+        let res = linux(&cs).resources().clone().expect("resources");
+        assert_eq!(res.memory().as_ref().and_then(|m| m.limit()), None);
     }
 
     #[test]
