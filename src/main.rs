@@ -582,14 +582,14 @@ fn image_command(
             println!("pulled {} {}", rec.reference, rec.digest);
         }
         ImageCommand::Ls { no_trunc } => {
+            // One record per name, sorted by reference; a pin belongs to the image (digest).
             let pins = manifest_pins(root_dir);
-            let pinned_by: std::collections::BTreeMap<String, &str> = store
-                .image_usage(&pins)?
-                .into_iter()
-                .filter_map(|u| u.pinned.map(|why| (u.digest, why)))
+            let usage = store.image_usage(&pins)?;
+            let pinned_by: std::collections::BTreeMap<&str, &str> = usage
+                .iter()
+                .filter_map(|u| u.pinned.map(|why| (u.digest.as_str(), why)))
                 .collect();
-            let mut list = store.list()?;
-            list.sort_by(|a, b| a.reference.cmp(&b.reference));
+            let list = store.list()?;
             println!(
                 "{:<50} {:<20} {:>9}  {:<25} PINNED",
                 "REFERENCE", "DIGEST", "SIZE", "CREATED"
@@ -606,11 +606,7 @@ fn image_command(
                     digest,
                     human_size(r.size),
                     r.created.clone().unwrap_or_else(|| "-".into()),
-                    match (r.pinned, pinned_by.get(&r.digest)) {
-                        (true, _) => "preloaded",
-                        (false, Some(_)) => "manifest",
-                        (false, None) => "no",
-                    }
+                    pinned_by.get(r.digest.as_str()).copied().unwrap_or("no")
                 );
             }
         }

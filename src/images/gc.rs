@@ -139,7 +139,7 @@ impl PinnedImages {
         if rec.pinned {
             Some("preloaded")
         } else if self.references.contains(&rec.reference) || self.digests.contains(&rec.digest) {
-            Some("referenced by a manifest")
+            Some("manifest")
         } else {
             None
         }
@@ -160,7 +160,7 @@ pub struct ImageUsage {
     pub last_used: Option<SystemTime>,
     /// Container(s) holding a lease.
     pub in_use_by: Vec<String>,
-    /// Why it is pinned, if it is.
+    /// Why it is pinned, if it is: `preloaded` or `manifest` (referenced by a pod).
     pub pinned: Option<&'static str>,
 }
 
@@ -381,7 +381,9 @@ impl ImageStore {
                 continue;
             }
             if !dry_run {
-                self.remove_image_locked(&u)?;
+                for r in &u.references {
+                    self.records.remove(r)?;
+                }
             }
             removed.push(RemovedImage {
                 reason: "pruned: not used by any container, not pinned".to_string(),
@@ -389,6 +391,11 @@ impl ImageStore {
                 references: u.references,
                 size: u.size,
             });
+        }
+        // One collection for all removed names (threshold GC collects after each image
+        // because it measures the disk in between).
+        if !dry_run && !removed.is_empty() {
+            self.gc_locked()?;
         }
         Ok(removed)
     }

@@ -187,17 +187,7 @@ impl Layers {
         };
         fs::create_dir(&tmp).map_err(io_err(&tmp))?;
         let result = (|| {
-            let f = File::open(blob_path).map_err(io_err(blob_path))?;
-            let dec = |source| LayerError::Decompress {
-                digest: digest.clone(),
-                source,
-            };
-            let reader = HashingReader::new(decompressed(f).map_err(dec)?);
-            let reader = unpack::unpack(reader, &tmp).map_err(|source| LayerError::Unpack {
-                digest: digest.clone(),
-                source,
-            })?;
-            let (actual, _) = reader.finish().map_err(dec)?;
+            let actual = unpack_layer_file(blob_path, digest, &tmp)?;
             check_diff_id(digest, diff_id, actual)?;
             unpack::syncfs(&tmp).map_err(io_err(&tmp))?;
             fs::rename(&tmp, &dest).map_err(io_err(&dest))?;

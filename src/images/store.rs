@@ -563,9 +563,25 @@ impl ImageStore {
         Ok(self.resolve_inner(reference_or_digest)?.map(|(r, _)| r))
     }
 
+    /// The intact record named `reference` (normalized), read alone rather than by listing
+    /// the store: the container start path resolves names.
+    fn read_named(&self, reference: &str) -> Result<Option<ImageRecord>, ImageError> {
+        match self.records.read(reference) {
+            Ok(Some(rec)) if self.is_complete(&rec) => Ok(Some(rec)),
+            Ok(Some(rec)) => {
+                log::warn!("image {} is missing content, not listed", rec.reference);
+                Ok(None)
+            }
+            Ok(None) => Ok(None),
+            Err(e) => {
+                log::warn!("{e}");
+                Ok(None)
+            }
+        }
+    }
+
     /// The record and whether it was found by digest.
     fn resolve_inner(&self, q: &str) -> Result<Option<(ImageRecord, bool)>, ImageError> {
-        let recs = self.list()?;
         let hex_part = q.strip_prefix("sha256:");
         let candidate = hex_part.unwrap_or(q);
         let is_hex = candidate.len() >= MIN_DIGEST_PREFIX
@@ -574,6 +590,7 @@ impl ImageStore {
                 .bytes()
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
         if is_hex {
+            let recs = self.list()?;
             let matches: Vec<&ImageRecord> = recs
                 .iter()
                 .filter(|r| {
@@ -607,10 +624,7 @@ impl ImageStore {
             .into());
         }
         let r = Reference::parse(q)?.to_string();
-        Ok(recs
-            .into_iter()
-            .find(|rec| rec.reference == r)
-            .map(|rec| (rec, false)))
+        Ok(self.read_named(&r)?.map(|rec| (rec, false)))
     }
 
     /// The OCI image config of `rec`.
