@@ -74,22 +74,17 @@ fn ensure_images(images: &ImageStore, pod: &Pod, opts: &PlayOptions) -> Result<(
         .chain(&spec.containers)
     {
         let image = c.image.clone().unwrap_or_default();
-        let pull = match crate::sync::executor::pull_policy(c) {
-            "Never" => false,
-            "IfNotPresent" => images.resolve(&image)?.is_none(),
-            _ => true,
-        };
+        let pull =
+            crate::sync::executor::needs_pull(c, || images.resolve(&image).map(|r| r.is_some()))?;
         if !pull || !done.insert(image.clone()) {
             continue;
         }
-        if registries.is_none() {
-            registries = Some(crate::images::RegistryConfig::load(
+        let cfg = match &registries {
+            Some(cfg) => cfg,
+            None => registries.insert(crate::images::RegistryConfig::load(
                 opts.registry_config.as_deref(),
                 opts.docker_config.as_deref(),
-            )?);
-        }
-        let Some(cfg) = registries.as_ref() else {
-            continue;
+            )?),
         };
         say(&format!("pulling image {image}"));
         let rec = images.pull(&image, cfg, &mut |_| {})?;

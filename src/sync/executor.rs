@@ -90,6 +90,19 @@ pub fn pull_policy(c: &Container) -> &str {
     }
 }
 
+/// Whether `c`'s image must be pulled before it starts: never under `Never`, when
+/// `is_present` says it is missing under `IfNotPresent`, always under `Always`.
+pub fn needs_pull<E>(
+    c: &Container,
+    is_present: impl FnOnce() -> Result<bool, E>,
+) -> Result<bool, E> {
+    match pull_policy(c) {
+        "Never" => Ok(false),
+        "IfNotPresent" => Ok(!is_present()?),
+        _ => Ok(true),
+    }
+}
+
 /// Why a start failed, in the kubelet's vocabulary.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StartFailure {
@@ -144,8 +157,8 @@ pub trait Executor: Send {
     fn submit(&self, job: Job);
 }
 
-/// Makes sure the image of `container` is in the store according to its pull policy. `None`
-/// under `Never` (the runtime reports a missing image as ErrImageNeverPull).
+/// Makes sure the image of `container` is in the store according to its pull policy, and
+/// reports how (nothing under `Never`).
 fn ensure_image(
     images: &dyn ImageService,
     uid: &str,
@@ -153,16 +166,15 @@ fn ensure_image(
     emit: &dyn Fn(JobResult),
 ) -> Result<(), StartFailure> {
     let image = container.image.clone().unwrap_or_default();
-    let policy = pull_policy(container);
     let failed = |message: String| StartFailure {
         reason: "ErrImagePull".into(),
         message: format!("failed to pull image {image:?}: {message}"),
     };
-    let pull = match policy {
-        "Never" => return Ok(()),
-        "IfNotPresent" => !images.is_present(&image).map_err(failed)?,
-        _ => true,
-    };
+    if pull_policy(container) == "Never" {
+        // The runtime reports a missing image as ErrImageNeverPull; no Pulled event.
+        return Ok(());
+    }
+    let pull = needs_pull(container, || images.is_present(&image)).map_err(failed)?;
     let outcome = if pull {
         emit(JobResult::ImagePulling {
             uid: uid.to_string(),
