@@ -130,10 +130,9 @@ impl CgroupRoot {
     /// Number of OOM kills recorded for the cgroup at `relative` (0 when the file is absent,
     /// e.g. when the memory controller is not enabled for it).
     pub fn oom_kill_count(&self, relative: &str) -> Result<u64, CgroupError> {
-        let path = match self.mode() {
-            CgroupMode::Unified => self.dir("memory", relative).join("memory.events"),
-            CgroupMode::Legacy => self.dir("memory", relative).join("memory.oom_control"),
-        };
+        let path = self
+            .dir("memory", relative)
+            .join(oom_events_file(self.mode()));
         let Some(text) = read_optional(&path)? else {
             return Ok(0);
         };
@@ -215,6 +214,14 @@ pub(crate) fn parse_flat_keyed(text: &str, key: &str) -> Option<u64> {
             _ => None,
         }
     })
+}
+
+/// The file holding a cgroup's `oom_kill` counter.
+pub(crate) fn oom_events_file(mode: CgroupMode) -> &'static str {
+    match mode {
+        CgroupMode::Unified => "memory.events",
+        CgroupMode::Legacy => "memory.oom_control",
+    }
 }
 
 #[cfg(test)]

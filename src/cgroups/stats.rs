@@ -76,13 +76,12 @@ impl CgroupRoot {
             return Ok(None);
         }
         let mode = self.mode();
-        let (cpu, usage, inactive_key, rss_key, stat_file) = match mode {
+        let (cpu, usage, inactive_key, rss_key) = match mode {
             CgroupMode::Unified => (
                 self.read_keyed("cpu", relative, "cpu.stat", "usage_usec")?,
                 self.read_number("memory", relative, "memory.current")?,
                 "inactive_file",
                 "anon",
-                "memory.stat",
             ),
             CgroupMode::Legacy => (
                 self.read_number("cpuacct", relative, "cpuacct.usage")?
@@ -90,15 +89,23 @@ impl CgroupRoot {
                 self.read_number("memory", relative, "memory.usage_in_bytes")?,
                 "total_inactive_file",
                 "total_rss",
-                "memory.stat",
             ),
         };
-        let inactive = self.read_keyed("memory", relative, stat_file, inactive_key)?;
-        let rss = self.read_keyed("memory", relative, stat_file, rss_key)?;
-        let oom_file = match mode {
-            CgroupMode::Unified => "memory.events",
-            CgroupMode::Legacy => "memory.oom_control",
+        // Both memory.stat keys from one read.
+        let stat_path = self.dir("memory", relative).join("memory.stat");
+        let (inactive, rss) = match read_optional(&stat_path)? {
+            None => (None, None),
+            Some(t) => {
+                let key = |key: &'static str| {
+                    parse_flat_keyed(&t, key).ok_or_else(|| CgroupError::MissingKey {
+                        path: stat_path.clone(),
+                        key,
+                    })
+                };
+                (Some(key(inactive_key)?), Some(key(rss_key)?))
+            }
         };
+        let oom_file = super::oom_events_file(mode);
         Ok(Some(CgroupStats {
             cpu_usage_usec: cpu,
             memory_usage_bytes: usage,
