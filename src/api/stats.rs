@@ -51,12 +51,7 @@ pub struct PodStats {
 }
 
 fn qos_of(pod: &Pod) -> Option<QosClass> {
-    match pod.status.as_ref()?.qos_class.as_deref()? {
-        "Guaranteed" => Some(QosClass::Guaranteed),
-        "Burstable" => Some(QosClass::Burstable),
-        "BestEffort" => Some(QosClass::BestEffort),
-        _ => None,
-    }
+    QosClass::from_name(pod.status.as_ref()?.qos_class.as_deref()?)
 }
 
 fn now_usec() -> u64 {

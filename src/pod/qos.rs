@@ -20,12 +20,34 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::quantity::{parse_bytes, parse_nanos, QuantityError};
 
-/// The three Kubernetes QoS classes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The three Kubernetes QoS classes (serialized as `status.qosClass` spells them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum QosClass {
     Guaranteed,
     Burstable,
     BestEffort,
+}
+
+impl QosClass {
+    /// The name as `status.qosClass` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QosClass::Guaranteed => "Guaranteed",
+            QosClass::Burstable => "Burstable",
+            QosClass::BestEffort => "BestEffort",
+        }
+    }
+
+    /// The class named by a `status.qosClass` value.
+    pub fn from_name(name: &str) -> Option<QosClass> {
+        [
+            QosClass::Guaranteed,
+            QosClass::Burstable,
+            QosClass::BestEffort,
+        ]
+        .into_iter()
+        .find(|q| q.as_str() == name)
+    }
 }
 
 /// A resource quantity in the pod could not be read.

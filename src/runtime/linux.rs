@@ -129,7 +129,7 @@ const POD_CGROUP_RECORD: &str = "cgroup.json";
 /// the Burstable tier's weight sums.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct PodCgroupRecord {
-    qos: String,
+    qos: crate::pod::qos::QosClass,
     cpu_request_millis: u64,
 }
 
@@ -254,7 +254,7 @@ impl LinuxRuntime {
                 let path = e.path().join(POD_CGROUP_RECORD);
                 let Ok(data) = fs::read(&path) else { continue };
                 match serde_json::from_slice::<PodCgroupRecord>(&data) {
-                    Ok(r) if r.qos == "Burstable" => {
+                    Ok(r) if r.qos == crate::pod::qos::QosClass::Burstable => {
                         total = total.saturating_add(r.cpu_request_millis);
                     }
                     Ok(_) => {}
@@ -832,7 +832,7 @@ impl Runtime for LinuxRuntime {
             .cgroup_root
             .create_pod(&self.cfg.cgroup_parent, &uid, &cg)?;
         let record = PodCgroupRecord {
-            qos: format!("{:?}", cg.qos),
+            qos: cg.qos,
             cpu_request_millis: cg.requests.cpu_millis,
         };
         let path = self.cfg.pods_dir().join(&uid).join(POD_CGROUP_RECORD);

@@ -230,7 +230,7 @@ pub(super) fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig) -> PodVi
         .collect();
     let qos = crate::pod::qos::qos_class(&pod)
         .ok()
-        .map(|q| format!("{q:?}"));
+        .map(|q| q.as_str().to_string());
     let inits: Vec<ContainerStatus> = w
         .slots
         .iter()
