@@ -154,7 +154,7 @@ fn unpad(kind: u8, flags: u8, payload: &[u8]) -> Result<&[u8], CallError> {
 
 fn call(host: &str, port: u16, service: &str, timeout: Duration) -> Result<Response, CallError> {
     let deadline = Instant::now() + timeout;
-    let addr = format!("{host}:{port}");
+    let addr = super::tcp::authority(host, port);
     let mut s = super::tcp::connect(&addr, timeout).map_err(|source| CallError::Connect {
         addr: addr.clone(),
         source,

@@ -52,12 +52,11 @@ impl Url {
             Scheme::Http => "http",
             Scheme::Https => "https",
         };
-        let host = if self.host.contains(':') {
-            format!("[{}]", self.host)
-        } else {
-            self.host.clone()
-        };
-        format!("{s}://{host}:{}{}", self.port, self.path)
+        format!(
+            "{s}://{}{}",
+            super::tcp::authority(&self.host, self.port),
+            self.path
+        )
     }
 
     /// Resolves a Location header against this URL.
@@ -130,9 +129,12 @@ fn fetch_tls(
         .get("location")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
+    if !(300..400).contains(&code) {
+        return Ok((code, location, String::new()));
+    }
     let mut body = Vec::new();
     // A body cut short by the timeout or the size cap decides nothing: the status code does;
-    // the body is only the message.
+    // the body is only the redirect warning's message.
     let _ = resp
         .into_body()
         .as_reader()
@@ -157,11 +159,7 @@ fn fetch_plain(
             Ok(r)
         }
     };
-    let authority = if url.host.contains(':') {
-        format!("[{}]:{}", url.host, url.port)
-    } else {
-        format!("{}:{}", url.host, url.port)
-    };
+    let authority = super::tcp::authority(&url.host, url.port);
     let mut s = super::tcp::connect(&authority, remaining()?)
         .map_err(|e| format!("dial tcp {authority}: {e}"))?;
     let has = |name: &str| headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name));
@@ -221,6 +219,11 @@ fn fetch_plain(
                 chunked = v.to_ascii_lowercase().contains("chunked");
             }
         }
+    }
+    // Only a redirect's body is ever shown (in the ProbeWarning); for other codes the status
+    // decides, and waiting for the body would hold a worker until the server closes.
+    if !(300..400).contains(&code) {
+        return Ok((code, location, String::new()));
     }
     let mut body = buf[head_end..].to_vec();
     while (body.len() as u64) < MAX_BODY {

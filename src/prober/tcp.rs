@@ -7,9 +7,18 @@ use std::time::Duration;
 
 use super::ProbeResult;
 
+/// `host:port`, with an IPv6 literal in brackets (Go's `net.JoinHostPort`, as the kubelet).
+pub(crate) fn authority(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
 /// Connects to `host:port` within `timeout`.
 pub fn probe(host: &str, port: u16, timeout: Duration) -> ProbeResult {
-    let addr = format!("{host}:{port}");
+    let addr = authority(host, port);
     match connect(&addr, timeout) {
         Ok(_) => ProbeResult::Success,
         Err(e) => ProbeResult::Failure {
