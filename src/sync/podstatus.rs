@@ -208,16 +208,7 @@ pub(super) fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig) -> PodVi
         .slots
         .iter()
         .any(|s| s.kind == ContainerKind::Init && !s.succeeded);
-    let host_network = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.host_network)
-        .unwrap_or(false);
-    let pod_ip = if host_network {
-        cfg.host_ip.clone()
-    } else {
-        "127.0.0.1".to_string()
-    };
+    let pod_ip = super::probes::pod_ip(&pod, &cfg.host_ip);
     let conditions = w
         .conditions
         .iter()

@@ -32,9 +32,9 @@ pub const POST_START_TIMEOUT: Duration = Duration::from_secs(120);
 /// startup probe, failed postStart hook).
 #[derive(Debug, Clone)]
 pub(super) struct Kill {
-    /// preStop still running: the stop signal waits for it (or for the deadline).
+    /// preStop still running: the stop signal waits for it (or for the deadline). Once it is
+    /// false the stop signal has been sent.
     hook_pending: bool,
-    signaled: bool,
     killed: bool,
     /// Stop signal (if the hook still runs) or SIGKILL is due here.
     deadline: Instant,
@@ -240,7 +240,6 @@ impl SyncLoop {
         }
         inst.health.kill = Some(Kill {
             hook_pending: job.is_some(),
-            signaled: job.is_none(),
             killed: false,
             deadline: now + grace,
         });
@@ -421,7 +420,6 @@ impl SyncLoop {
                     return;
                 };
                 k.hook_pending = false;
-                k.signaled = true;
                 k.deadline = k.deadline.max(now + MIN_GRACE);
                 if let Err(e) = self.runtime.signal_container(id, stop_signal) {
                     log::warn!("{name} {cname}: stop {id}: {e}");
@@ -571,10 +569,9 @@ impl SyncLoop {
                 if k.hook_pending {
                     // The preStop hook used the whole grace period: stop now, kill soon.
                     k.hook_pending = false;
-                    k.signaled = true;
                     k.deadline = now + MIN_GRACE;
                     signals.push((inst.id.clone(), inst.stop_signal));
-                } else if k.signaled {
+                } else {
                     k.killed = true;
                     signals.push((inst.id.clone(), libc::SIGKILL));
                 }
