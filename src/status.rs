@@ -62,6 +62,15 @@ pub enum EventType {
     Warning,
 }
 
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+}
+
 /// An event, deduplicated like the kubelet's event recorder: the same (pod, container,
 /// reason, message) bumps `count` and `last_timestamp` instead of adding a row.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -9,8 +9,8 @@ use k8s_openapi::api::core::v1::{Container, ContainerState, ContainerStatus, Tol
 use k8s_openapi::jiff::Timestamp;
 
 use super::table::kubectl_describe;
-use super::time::{rfc1123z, since, since_str};
-use crate::status::{EventRecord, EventType, PodView};
+use super::time::{event_age, rfc1123z, since, since_str};
+use crate::status::{EventRecord, PodView};
 
 /// The `describe` text of `view` with its `events`, ages relative to `now`.
 pub fn render_describe(view: &PodView, events: &[EventRecord], now: Timestamp) -> String {
@@ -398,20 +398,8 @@ fn events_section(w: &mut String, events: &[EventRecord], now: Timestamp) {
     w.push_str("Events:\n  Type\tReason\tAge\tFrom\tMessage\n");
     w.push_str("  ----\t------\t----\t----\t-------\n");
     for e in events {
-        let type_ = match e.type_ {
-            EventType::Normal => "Normal",
-            EventType::Warning => "Warning",
-        };
-        let age = if e.count > 1 {
-            format!(
-                "{} (x{} over {})",
-                since_str(&e.last_timestamp, now),
-                e.count,
-                since_str(&e.first_timestamp, now)
-            )
-        } else {
-            since_str(&e.first_timestamp, now)
-        };
+        let type_ = e.type_.as_str();
+        let age = event_age(e, now);
         let _ = writeln!(
             w,
             "  {type_}\t{}\t{age}\tpodvisor\t{}",
@@ -424,6 +412,7 @@ fn events_section(w: &mut String, events: &[EventRecord], now: Timestamp) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::status::EventType;
     use crate::status::SourceErrorView;
     use k8s_openapi::api::core::v1::{
         ContainerPort, ContainerStateRunning, ContainerStateTerminated, HostPathVolumeSource, Pod,

@@ -5,8 +5,8 @@
 use k8s_openapi::jiff::Timestamp;
 
 use super::table::kubectl_table;
-use super::time::since_str;
-use crate::status::{EventRecord, EventType};
+use super::time::event_age;
+use crate::status::EventRecord;
 
 /// The events table, oldest first (the order the daemon keeps), ages relative to `now`.
 pub fn render_events(events: &[EventRecord], now: Timestamp) -> String {
@@ -36,21 +36,9 @@ pub fn render_events(events: &[EventRecord], now: Timestamp) -> String {
             text.push_str(&ns);
             text.push('\t');
         }
-        let type_ = match e.type_ {
-            EventType::Normal => "Normal",
-            EventType::Warning => "Warning",
-        };
+        let type_ = e.type_.as_str();
         // kubectl: a repeated event shows `<last> (xN over <first>)`.
-        let seen = if e.count > 1 {
-            format!(
-                "{} (x{} over {})",
-                since_str(&e.last_timestamp, now),
-                e.count,
-                since_str(&e.first_timestamp, now)
-            )
-        } else {
-            since_str(&e.last_timestamp, now)
-        };
+        let seen = event_age(e, now);
         text.push_str(&format!(
             "{seen}\t{type_}\t{}\t{object}\t{}\n",
             e.reason,
@@ -64,6 +52,7 @@ pub fn render_events(events: &[EventRecord], now: Timestamp) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::status::EventType;
 
     fn ev(pod: &str, type_: EventType, reason: &str, msg: &str, last: &str) -> EventRecord {
         EventRecord {

@@ -97,6 +97,20 @@ pub fn rfc1123z(t: Timestamp) -> String {
     t.strftime("%a, %d %b %Y %H:%M:%S %z").to_string()
 }
 
+/// An event's age as kubectl shows it: `<last>`, or `<last> (xN over <first>)` when repeated.
+pub fn event_age(e: &crate::status::EventRecord, now: Timestamp) -> String {
+    if e.count > 1 {
+        format!(
+            "{} (x{} over {})",
+            since_str(&e.last_timestamp, now),
+            e.count,
+            since_str(&e.first_timestamp, now)
+        )
+    } else {
+        since_str(&e.last_timestamp, now)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
