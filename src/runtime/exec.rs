@@ -392,7 +392,7 @@ impl Executor for TenantExecutor {
 fn install_seccomp(profile: &LinuxSeccomp) -> Result<(), String> {
     // SAFETY: prctl with integer arguments.
     let nnp = unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) } == 1;
-    if !nnp && !has_effective_cap(CAP_SYS_ADMIN) {
+    if !nnp && !super::procfs::has_effective_cap(CAP_SYS_ADMIN) {
         // SAFETY: prctl with integer arguments.
         if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
             return Err(format!(
@@ -416,17 +416,6 @@ fn install_seccomp(profile: &LinuxSeccomp) -> Result<(), String> {
 /// Capability number of CAP_SYS_ADMIN (linux/capability.h).
 const CAP_SYS_ADMIN: u32 = 21;
 
-fn has_effective_cap(cap: u32) -> bool {
-    fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("CapEff:"))
-                .and_then(|l| u64::from_str_radix(l[7..].trim(), 16).ok())
-        })
-        .is_some_and(|mask| mask & (1u64 << cap) != 0)
-}
-
 /// SIGCHLD plus the signals forwarded to the command, blocked and read through a signalfd.
 fn signal_fd(extra: &[Signal]) -> Result<SignalFd, ExecError> {
     let mut mask = SigSet::empty();
@@ -440,14 +429,7 @@ fn signal_fd(extra: &[Signal]) -> Result<SignalFd, ExecError> {
 }
 
 fn try_reap(pid: Pid) -> Result<Option<WaitStatus>, ExecError> {
-    match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
-        Ok(s @ (WaitStatus::Exited(..) | WaitStatus::Signaled(..))) => Ok(Some(s)),
-        Ok(_) => Ok(None),
-        Err(source) => Err(ExecError::Sys {
-            what: "waitpid",
-            source,
-        }),
-    }
+    super::procfs::try_reap(pid).map_err(sys("waitpid"))
 }
 
 /// The kubelet's exit code: the code, or 128+signal.
@@ -507,14 +489,7 @@ fn kill_tree(pid: Pid) {
 }
 
 fn set_nonblocking(fd: BorrowedFd<'_>) -> Result<(), ExecError> {
-    use nix::fcntl::{fcntl, FcntlArg, OFlag};
-    let flags = fcntl(fd.as_raw_fd(), FcntlArg::F_GETFL).map_err(sys("fcntl"))?;
-    fcntl(
-        fd.as_raw_fd(),
-        FcntlArg::F_SETFL(OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK),
-    )
-    .map_err(sys("fcntl"))?;
-    Ok(())
+    super::procfs::set_nonblocking(fd).map_err(sys("fcntl"))
 }
 
 fn poll_ready(pfd: &PollFd) -> bool {

@@ -4,6 +4,9 @@
 //! to another process. A [`ProcessId`] pairs the pid with the process start time (field 22 of
 //! `/proc/<pid>/stat`, clock ticks since boot); [`ProcessId::is_alive`] checks both. Signals go
 //! through a pidfd opened after that check, so they cannot reach a recycled pid.
+//!
+//! Also the small process helpers the monitor and the exec helper share: effective
+//! capabilities, a non-blocking reap, non-blocking fds.
 
 use std::fs;
 use std::io;
@@ -145,6 +148,39 @@ pub fn reap_pidfd(fd: &OwnedFd) {
             libc::WEXITED | libc::WNOHANG,
         );
     }
+}
+
+/// Whether this process's effective capability set holds capability number `cap`
+/// (linux/capability.h), from `/proc/self/status`.
+pub fn has_effective_cap(cap: u32) -> bool {
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("CapEff:"))
+                .and_then(|l| u64::from_str_radix(l[7..].trim(), 16).ok())
+        })
+        .is_some_and(|mask| mask & (1u64 << cap) != 0)
+}
+
+/// Reaps `pid` if it has exited or was killed; `None` while it runs (or only stopped).
+pub fn try_reap(pid: nix::unistd::Pid) -> nix::Result<Option<nix::sys::wait::WaitStatus>> {
+    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+    match waitpid(pid, Some(WaitPidFlag::WNOHANG))? {
+        s @ (WaitStatus::Exited(..) | WaitStatus::Signaled(..)) => Ok(Some(s)),
+        _ => Ok(None),
+    }
+}
+
+/// Sets O_NONBLOCK on `fd`.
+pub fn set_nonblocking(fd: std::os::fd::BorrowedFd<'_>) -> nix::Result<()> {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    let flags = fcntl(fd.as_raw_fd(), FcntlArg::F_GETFL)?;
+    fcntl(
+        fd.as_raw_fd(),
+        FcntlArg::F_SETFL(OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK),
+    )?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant, SystemTime};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{self, SigSet, SigmaskHow, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::wait::WaitStatus;
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
@@ -318,17 +318,8 @@ fn run_inner(paths: &ContainerPaths, ready: fs::File) -> Result<(), ShimError> {
     Ok(())
 }
 
-/// Whether the effective capability set holds CAP_SYS_RESOURCE (bit 24).
-fn has_cap_sys_resource() -> bool {
-    fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("CapEff:"))
-                .and_then(|l| u64::from_str_radix(l[7..].trim(), 16).ok())
-        })
-        .is_some_and(|mask| mask & (1 << 24) != 0)
-}
+/// Capability number of CAP_SYS_RESOURCE (linux/capability.h).
+const CAP_SYS_RESOURCE: u32 = 24;
 
 struct Started {
     init: Pid,
@@ -363,7 +354,7 @@ fn create_and_start(
         // container then gets our own value rather than failing to start.
         let own: Option<i32> = own_oom.as_deref().and_then(|v| v.trim().parse().ok());
         if let (Some(want), Some(own)) = (process.oom_score_adj(), own) {
-            if want < own && !has_cap_sys_resource() {
+            if want < own && !super::procfs::has_effective_cap(CAP_SYS_RESOURCE) {
                 log::warn!(
                     "container {}: oom_score_adj {want} needs CAP_SYS_RESOURCE; using {own}",
                     cfg.id
@@ -599,32 +590,17 @@ fn pump(
 }
 
 fn try_reap(init: Pid) -> Result<Option<WaitStatus>, ShimError> {
-    match waitpid(init, Some(WaitPidFlag::WNOHANG)) {
-        Ok(WaitStatus::StillAlive) => Ok(None),
-        Ok(s @ (WaitStatus::Exited(..) | WaitStatus::Signaled(..))) => Ok(Some(s)),
-        Ok(_) => Ok(None),
-        Err(source) => Err(ShimError::Sys {
-            what: "waitpid",
-            source,
-        }),
-    }
+    super::procfs::try_reap(init).map_err(|source| ShimError::Sys {
+        what: "waitpid",
+        source,
+    })
 }
 
 fn set_nonblocking(fd: &OwnedFd) -> Result<(), ShimError> {
-    use nix::fcntl::{fcntl, FcntlArg, OFlag};
-    let flags = fcntl(fd.as_raw_fd(), FcntlArg::F_GETFL).map_err(|source| ShimError::Sys {
+    super::procfs::set_nonblocking(fd.as_fd()).map_err(|source| ShimError::Sys {
         what: "fcntl",
         source,
-    })?;
-    fcntl(
-        fd.as_raw_fd(),
-        FcntlArg::F_SETFL(OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK),
-    )
-    .map_err(|source| ShimError::Sys {
-        what: "fcntl",
-        source,
-    })?;
-    Ok(())
+    })
 }
 
 /// The kubelet's view of an exit.
