@@ -94,13 +94,7 @@ pub fn detect_node_info() -> NodeInfo {
         .unwrap_or(1);
     let memory = fs::read_to_string("/proc/meminfo")
         .ok()
-        .and_then(|m| {
-            m.lines()
-                .find(|l| l.starts_with("MemTotal:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<u64>().ok())
-        })
-        .map(|kb| kb * 1024)
+        .and_then(|m| cgroups::allocatable::parse_mem_total(&m))
         .unwrap_or(0);
     NodeInfo {
         name,
