@@ -194,12 +194,6 @@ fn parse_time(s: &str) -> Option<SystemTime> {
     Some(SystemTime::from(ts))
 }
 
-fn digest_hex(digest: &str) -> Option<&str> {
-    digest
-        .strip_prefix("sha256:")
-        .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
-}
-
 impl ImageStore {
     fn used_dir(&self) -> PathBuf {
         self.dir.join("used")
@@ -227,20 +221,24 @@ impl ImageStore {
     }
 
     fn last_used(&self, digest: &str) -> Option<SystemTime> {
-        let hex = digest_hex(digest)?;
-        fs::metadata(self.used_dir().join(hex))
+        let digest = Digest::parse(digest).ok()?;
+        fs::metadata(self.used_dir().join(digest.hex()))
             .and_then(|m| m.modified())
             .ok()
     }
 
     /// Removes use marks of images the store no longer has. The caller holds the lock.
-    pub(super) fn prune_used_marks(&self, kept: &BTreeSet<String>) {
+    pub(super) fn prune_used_marks(&self, kept: &std::collections::HashSet<Digest>) {
         let Ok(entries) = fs::read_dir(self.used_dir()) else {
             return;
         };
         for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if !kept.contains(&format!("sha256:{name}")) {
+            let keep = e
+                .file_name()
+                .to_str()
+                .and_then(Digest::from_hex)
+                .is_some_and(|d| kept.contains(&d));
+            if !keep {
                 let _ = fs::remove_file(e.path());
             }
         }

@@ -784,7 +784,7 @@ impl ImageStore {
                 self.layers.remove(&l)?;
             }
         }
-        self.prune_used_marks(&manifests.iter().map(Digest::to_string).collect());
+        self.prune_used_marks(&manifests);
         Ok(())
     }
 
