@@ -62,7 +62,7 @@ use crate::cgroups::resources as cgroup_resources;
 use crate::pod::qos::{self, effective_requests, QosError};
 use crate::pod::quantity::{parse_bytes, parse_cpu_millis, QuantityError};
 
-use super::user::{open_root, openat2_in_root};
+use crate::fsutil::{open_root, openat2_in_root};
 pub use super::user::{resolve_user, UserError, UserRequest};
 
 /// Files and namespaces prepared by the pod sandbox, shared by all containers of the pod.
