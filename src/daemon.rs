@@ -22,6 +22,8 @@ use crate::images::{ImageGcPolicy, ImageStore, PinnedImages, RegistryConfig, Sta
 use crate::prober::scheduler::Prober;
 use crate::runtime::linux::{LinuxRuntime, RuntimeConfig};
 use crate::runtime::{Runtime, RuntimeEvent};
+use crate::security::apparmor::{AppArmorHost, DefaultProfile};
+use crate::security::NodeSecurity;
 use crate::sources::{self, FileSourceConfig, SourceEvent, UrlSourceConfig};
 use crate::status::SnapshotCell;
 use crate::sync::executor::{ImageService, PulledImage, ThreadPool};
@@ -201,6 +203,21 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
     rcfg.log_max_size = cfg.container_log_max_size;
     rcfg.log_max_files = cfg.container_log_max_files;
     rcfg.node.name = cfg.node_name.clone();
+    let apparmor = AppArmorHost::detect_and_load();
+    match &apparmor {
+        AppArmorHost::Enabled {
+            default_profile: DefaultProfile::Unavailable(_),
+            ..
+        } => log::warn!("{}", apparmor.describe()),
+        _ => log::info!("{}", apparmor.describe()),
+    }
+    rcfg.security = NodeSecurity::for_host(
+        &paths.root_dir,
+        &cfg.allowed_unsafe_sysctls,
+        cfg.seccomp_default,
+        apparmor,
+    );
+    let security = rcfg.security.clone();
     let host_ip = rcfg.node.host_ip.clone();
     let allocatable = node_allocatable(&cfg);
     let (stats_root, stats_parent) = (rcfg.cgroup_root.clone(), rcfg.cgroup_parent.clone());
@@ -252,6 +269,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
             store_dir: paths.root_dir.join("static-pods"),
             host_ip,
             allocatable,
+            security,
         },
         runtime,
         Box::new(pool),

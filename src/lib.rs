@@ -15,7 +15,9 @@
 //! - [`api`], [`cli`]: the local API on a unix socket and the CLI views over it.
 //! - [`daemon`]: `podvisor run`, wiring the managers together.
 //! - [`status`]: the published view of pods and events (snapshots) for the API and CLI.
-//! - [`fsutil`]: small filesystem helpers (atomic writes).
+//! - [`security`]: confinement: seccomp and AppArmor profiles, sysctls, device rules, and
+//!   what a node can give (validated against every manifest).
+//! - [`fsutil`]: small filesystem helpers (atomic writes, openat2 below a directory).
 
 pub mod api;
 pub mod cgroups;
@@ -29,6 +31,7 @@ pub mod play;
 pub mod pod;
 pub mod prober;
 pub mod runtime;
+pub mod security;
 pub mod sources;
 pub mod status;
 pub mod sync;

@@ -130,13 +130,17 @@ enum Command {
         #[command(flatten)]
         client: ClientArgs,
     },
-    /// Check manifests offline with the daemon's parser and validation.
+    /// Check manifests offline with the daemon's parser and validation, against this host
+    /// (AppArmor, seccomp profiles under --root-dir) and the daemon's configuration.
     Validate {
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// Node name used for the static-pod name suffix (default: this host's name).
         #[arg(long = "hostname-override")]
         hostname_override: Option<String>,
+        /// The daemon's KubeletConfiguration file (allowedUnsafeSysctls, seccompDefault).
+        #[arg(long)]
+        config: Option<PathBuf>,
     },
     /// Run one Pod manifest in the foreground; Ctrl-C stops it gracefully.
     Play {
@@ -405,7 +409,13 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Validate {
             files,
             hostname_override,
-        } => validate(&files, hostname_override.as_deref()),
+            config,
+        } => validate(
+            &files,
+            hostname_override.as_deref(),
+            config.as_deref(),
+            &g.root_dir,
+        ),
         Command::Play {
             file,
             keep_logs,
@@ -432,11 +442,31 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
 }
 
 /// `podvisor validate`: every file is checked; exit 1 if any is invalid.
-fn validate(files: &[PathBuf], hostname_override: Option<&str>) -> anyhow::Result<i32> {
+fn validate(
+    files: &[PathBuf],
+    hostname_override: Option<&str>,
+    config: Option<&std::path::Path>,
+    root_dir: &std::path::Path,
+) -> anyhow::Result<i32> {
     let node = podvisor::config::resolve_node_name(hostname_override)?;
+    let kubelet = match config {
+        Some(path) => {
+            let data = std::fs::read(path).with_context(|| {
+                format!("failed to read kubelet config file {}", path.display())
+            })?;
+            podvisor::config::parse_kubelet_config(&data, &path.display().to_string())?
+        }
+        None => podvisor::config::KubeletConfig::default(),
+    };
+    let security = podvisor::security::NodeSecurity::for_host(
+        root_dir,
+        &kubelet.allowed_unsafe_sysctls,
+        kubelet.seccomp_default.unwrap_or(false),
+        podvisor::security::apparmor::AppArmorHost::detect(),
+    );
     let mut bad = 0;
     for f in files {
-        match podvisor::pod::static_pod::validate_file(f, &node) {
+        match podvisor::pod::static_pod::validate_file(f, &node, &security) {
             Ok(pods) => {
                 for p in pods {
                     println!("{}: ok: pod {} (uid {})", f.display(), p.full_name, p.uid());

@@ -478,6 +478,8 @@ fn defaults_without_config_file() {
                 minimum_age: Duration::from_secs(120),
             },
             reservation: Default::default(),
+            allowed_unsafe_sysctls: vec![],
+            seccomp_default: false,
             api_socket: PathBuf::from("/run/podvisor/podvisor.sock"),
             registry_config: None,
             docker_config: None,

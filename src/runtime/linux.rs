@@ -38,6 +38,8 @@ use crate::cgroups::resources::PodCgroupConfig;
 use crate::cgroups::{self, CgroupRoot};
 use crate::fsutil;
 use crate::images::ImageStore;
+use crate::security::apparmor::{self, AppArmorHost};
+use crate::security::{self, NodeSecurity};
 
 /// Settings of the real runtime.
 #[derive(Debug, Clone)]
@@ -56,6 +58,8 @@ pub struct RuntimeConfig {
     pub log_max_size: u64,
     pub log_max_files: u32,
     pub node: NodeInfo,
+    /// The confinement this node offers (sysctls, seccomp, AppArmor).
+    pub security: NodeSecurity,
     /// How long a monitor may take to report that its container started.
     pub start_timeout: Duration,
 }
@@ -64,7 +68,6 @@ impl RuntimeConfig {
     /// Defaults for a node: the current executable as monitor, kubelet log defaults.
     pub fn new(root_dir: PathBuf, log_dir: PathBuf) -> io::Result<RuntimeConfig> {
         Ok(RuntimeConfig {
-            root_dir,
             log_dir,
             shim_binary: std::env::current_exe()?,
             cgroup_root: CgroupRoot::default(),
@@ -73,6 +76,8 @@ impl RuntimeConfig {
             log_max_size: 10 * 1024 * 1024,
             log_max_files: 5,
             node: detect_node_info(),
+            security: NodeSecurity::for_host(&root_dir, &[], false, AppArmorHost::detect()),
+            root_dir,
             start_timeout: Duration::from_secs(60),
         })
     }
@@ -367,6 +372,17 @@ impl LinuxRuntime {
         })?;
         let cgroup_path = cgroups::container_cgroup(&self.cfg.cgroup_parent, qos, &uid, id);
         let rootfs = paths.rootfs().rootfs;
+        let host_devices = if security::is_privileged(req.container) {
+            security::devices::host_devices(Path::new("/dev")).map_err(|source| {
+                RuntimeError::Io {
+                    what: "list host devices in",
+                    path: PathBuf::from("/dev"),
+                    source,
+                }
+            })?
+        } else {
+            Vec::new()
+        };
         let built = spec::build_spec(&SpecRequest {
             pod,
             container: req.container,
@@ -381,12 +397,15 @@ impl LinuxRuntime {
                 .as_ref()
                 .and_then(|s| s.priority_class_name.as_deref())
                 == Some("system-node-critical"),
+            security: &self.cfg.security,
+            host_devices: &host_devices,
         })
         .map_err(|source| RuntimeError::Spec {
             pod: pod_name.clone(),
             container: cname.clone(),
             source: Box::new(source),
         })?;
+        self.ensure_apparmor_profile(&built.spec, id)?;
         let log_path = crate::logs::container_log_path(
             &self.cfg.log_dir,
             &pod_ns,
@@ -444,6 +463,29 @@ impl LinuxRuntime {
             fsutil::write_json_atomic_volatile(&paths.meta(), &meta),
         )?;
         Ok((meta, shim_cfg))
+    }
+
+    /// Loads podvisor's default AppArmor profile if the spec uses it and a policy reload (or
+    /// `aa-teardown`) removed it since start, as containerd checks before every container.
+    fn ensure_apparmor_profile(
+        &self,
+        spec: &oci_spec::runtime::Spec,
+        id: &str,
+    ) -> Result<(), RuntimeError> {
+        let wants_default = spec
+            .process()
+            .as_ref()
+            .and_then(|p| p.apparmor_profile().as_deref())
+            == Some(apparmor::DEFAULT_PROFILE);
+        match &self.cfg.security.apparmor {
+            AppArmorHost::Enabled { securityfs, .. } if wants_default => {
+                apparmor::ensure_default_profile(securityfs).map_err(|e| RuntimeError::Start {
+                    id: id.to_string(),
+                    message: format!("AppArmor: {e}"),
+                })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Spawns the monitor and waits for its start report.

@@ -86,7 +86,12 @@ pub struct SyncConfig {
     pub host_ip: String,
     /// Node allocatable for admission; `None` admits every pod.
     pub allocatable: Option<crate::cgroups::resources::Amounts>,
+    /// What the node offers for confinement: manifests are validated against it.
+    pub security: crate::security::NodeSecurity,
 }
+
+/// How often manifests refused for the node's state (a missing profile) are checked again.
+const RECHECK_PERIOD: Duration = Duration::from_secs(20);
 
 #[derive(Debug, Clone)]
 struct Finished {
@@ -224,6 +229,8 @@ pub struct SyncLoop {
     reported_dups: BTreeSet<(String, String)>,
     dirty: bool,
     probe_state: probes::ProbeState,
+    /// When refused manifests are checked again next (see `PodConfig::recheck`).
+    next_recheck: Instant,
 }
 
 fn rfc3339(t: SystemTime) -> String {
@@ -258,7 +265,7 @@ impl SyncLoop {
         snapshots: SnapshotCell,
     ) -> Result<SyncLoop, crate::runtime::RuntimeError> {
         let store = DesiredStore::new(cfg.store_dir.clone());
-        let mut config = PodConfig::new(&cfg.node_name);
+        let mut config = PodConfig::new(&cfg.node_name, cfg.security.clone());
         let persisted = store.load_all();
         config.seed(persisted, |p| {
             if p.source.starts_with("http://") || p.source.starts_with("https://") {
@@ -296,6 +303,7 @@ impl SyncLoop {
             started,
             reported_dups: BTreeSet::new(),
             dirty: true,
+            next_recheck: started + RECHECK_PERIOD,
         };
         s.reconcile();
         s.publish();
@@ -354,6 +362,14 @@ impl SyncLoop {
 
     /// Called when a deadline passed (or periodically): advances timers.
     pub fn tick(&mut self) {
+        let now = self.clock.now();
+        if now >= self.next_recheck {
+            self.next_recheck = now + RECHECK_PERIOD;
+            if self.config.has_refused() {
+                let notices = self.config.recheck(&self.now_str());
+                self.on_notices(notices);
+            }
+        }
         self.reconcile();
         self.publish();
     }
@@ -384,6 +400,9 @@ impl SyncLoop {
         if !(self.file_ready && self.url_ready) {
             consider(Some(self.started + self.cfg.sources_ready_timeout));
         }
+        if self.config.has_refused() {
+            consider(Some(self.next_recheck));
+        }
         d
     }
 
@@ -396,7 +415,13 @@ impl SyncLoop {
             _ => {}
         }
         let now = self.now_str();
-        for n in self.config.apply(se, &now) {
+        let notices = self.config.apply(se, &now);
+        self.on_notices(notices);
+    }
+
+    /// Records what the configuration merge said: source errors as events, recoveries.
+    fn on_notices(&mut self, notices: Vec<ConfigNotice>) {
+        for n in notices {
             match n {
                 ConfigNotice::SourceError {
                     source,

@@ -375,6 +375,7 @@ fn harness_full(
             store_dir: store_dir.clone(),
             host_ip: "10.0.0.1".into(),
             allocatable,
+            security: crate::security::NodeSecurity::default(),
         },
         Arc::new(rt.clone()),
         Box::new(InlineExecutor {
