@@ -620,4 +620,36 @@ mod tests {
         let bare = default_profile_text("x", "unconfined", |_| false);
         assert!(bare.starts_with("@{PROC}=/proc/\n"), "{bare}");
     }
+
+    #[test]
+    fn apparmor_parser_compiles_the_default_profile() {
+        let Some(parser) = parser() else {
+            eprintln!("skipped: no apparmor_parser (Debian package apparmor)");
+            return;
+        };
+        for with_policy in [true, false] {
+            let text = default_profile_text(DEFAULT_PROFILE, "unconfined", |m| {
+                with_policy && Path::new(POLICY_DIR).join(m).exists()
+            });
+            // -Q: compile only, whether or not this kernel has AppArmor.
+            let mut child = Command::new(parser)
+                .args(["-Q", "-K"])
+                .stdin(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn apparmor_parser");
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(text.as_bytes())
+                .expect("write profile");
+            let out = child.wait_with_output().expect("wait");
+            assert!(
+                out.status.success(),
+                "{}\n{text}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
 }

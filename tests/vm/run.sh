@@ -26,13 +26,15 @@ overall_timeout=${PODVISOR_VM_TIMEOUT:-400}
 boot_timeout=${PODVISOR_VM_BOOT_TIMEOUT:-90}
 mem=${PODVISOR_VM_MEM:-1024}
 smp=${PODVISOR_VM_SMP:-2}
-# Kernel modules podvisor needs that Debian builds as modules (dependencies follow).
-modules=(overlay)
+# Kernel modules podvisor needs that Debian builds as modules (dependencies follow); brd gives
+# the block device /dev/ram0 of the device-filter scenarios.
+modules=(overlay brd)
 # Every scenario the guest must report; a missing line is a failure.
 expected=(
   qos-guaranteed qos-burstable qos-besteffort
   oom-killed oom-child pids-limit cpu-throttled
   refused-outofcpu refused-outofmemory
+  device-filter privileged-device apparmor-default apparmor-localhost
   monitors-outside-pods pod-cgroup-removed cycles-50
 )
 if [ -n "${PODVISOR_VM_ONLY:-}" ]; then
@@ -44,9 +46,9 @@ log() { echo "vm-test: $*"; }
 die() { echo "vm-test: error: $*" >&2; exit 2; }
 
 [ "$(id -u)" = 0 ] || die "must run as root (umoci builds the test image with root-owned files)"
-for tool in qemu-system-x86_64 cpio busybox umoci apt-get dpkg-deb strip; do
+for tool in qemu-system-x86_64 cpio busybox umoci apt-get dpkg-deb strip apparmor_parser; do
   command -v "$tool" >/dev/null 2>&1 ||
-    die "missing $tool (apt-get install qemu-system-x86 cpio busybox-static umoci binutils)"
+    die "missing $tool (apt-get install qemu-system-x86 cpio busybox-static umoci binutils apparmor)"
 done
 busybox_bin=$(command -v busybox)
 # The Debian busybox package puts a dynamic busybox at /bin/busybox only with busybox (not
@@ -105,9 +107,14 @@ cp "$busybox_bin" "$stage/bin/busybox"
 for applet in $("$busybox_bin" --list-full); do
   [ -e "$stage/$applet" ] || ln -s /bin/busybox "$stage/$applet"
 done
-# podvisor without symbols and debug info, its shared libraries and the dynamic loader
+# podvisor without symbols and debug info, apparmor_parser (the VM kernel has AppArmor) and the
+# policy includes it uses, their shared libraries and the dynamic loader
 strip --strip-all -o "$stage/usr/bin/podvisor" "$podvisor"
-{ ldd "$podvisor" 2>/dev/null || true; } | awk '/=> \//{print $3} /^[[:space:]]*\//{print $1}' | while read -r lib; do
+cp "$(command -v apparmor_parser)" "$stage/usr/sbin/apparmor_parser"
+for d in abi tunables abstractions; do
+  [ -d "/etc/apparmor.d/$d" ] && mkdir -p "$stage/etc/apparmor.d" && cp -a "/etc/apparmor.d/$d" "$stage/etc/apparmor.d/"
+done
+{ ldd "$podvisor" "$(command -v apparmor_parser)" 2>/dev/null || true; } | awk '/:$/ {next} /=> \//{print $3} /^[[:space:]]*\//{print $1}' | sort -u | while read -r lib; do
   mkdir -p "$stage$(dirname "$lib")"
   cp -L "$lib" "$stage$lib"
 done
@@ -136,7 +143,7 @@ for m in "${modules[@]}"; do add_module "$m"; done
 "$repo/tests/images/build-busybox.sh" "$stage/vm/images/busybox.tar" >/dev/null
 # init, scenarios, manifests, configuration
 cp "$here/init" "$stage/init"
-cp "$here/scenarios.sh" "$here/kubelet-config.yaml" "$stage/vm/"
+cp "$here/scenarios.sh" "$here/kubelet-config.yaml" "$here/apparmor-missing.yaml" "$stage/vm/"
 cp -r "$here/manifests" "$stage/vm/manifests"
 chmod 755 "$stage/init" "$stage/vm/scenarios.sh"
 initrd=$cache/initrd.cpio
