@@ -239,3 +239,133 @@ fn a_container_sees_no_podvisor_state_fds_or_environment() {
     assert!(lines[2].contains("No such file or directory"), "{lines:?}");
     assert!(lines[3].contains("No such file or directory"), "{lines:?}");
 }
+
+/// `podvisor --root-dir ROOT validate ARGS... FILES...`: success and the whole output.
+fn validate(root: &str, args: &[&str], files: &[&Path]) -> (bool, String) {
+    let out = std::process::Command::new(common::podvisor_bin())
+        .args(["--root-dir", root, "validate"])
+        .args(args)
+        .args(files)
+        .output()
+        .expect("podvisor validate");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn validate_refuses_unsafe_sysctls_and_unavailable_profiles_naming_the_field() {
+    let env = TestEnv::new("validate-sec");
+    let m = env.dir.path().join("m.yaml");
+    fs::write(
+        &m,
+        "apiVersion: v1\n\
+         kind: Pod\n\
+         metadata: {name: sec}\n\
+         spec:\n\
+         \x20 hostNetwork: true\n\
+         \x20 securityContext:\n\
+         \x20   sysctls:\n\
+         \x20   - {name: kernel.shm_rmid_forced, value: '1'}\n\
+         \x20   - {name: kernel.msgmax, value: '65536'}\n\
+         \x20   - {name: net.ipv4.ip_local_port_range, value: '1024 65000'}\n\
+         \x20 containers:\n\
+         \x20 - name: main\n\
+         \x20   image: busybox:1.35\n\
+         \x20   securityContext:\n\
+         \x20     seccompProfile: {type: Localhost, localhostProfile: p.json}\n\
+         \x20     appArmorProfile: {type: Localhost, localhostProfile: strict}\n",
+    )
+    .expect("write");
+    let root = env.root.display().to_string();
+    let (ok, text) = validate(&root, &[], &[&m]);
+    assert!(!ok, "{text}");
+    let f = m.display();
+    for want in [
+        format!("{f}:9:8: spec.securityContext.sysctls[1].name: forbidden sysctl \"kernel.msgmax\""),
+        format!("{f}:10:8: spec.securityContext.sysctls[2].name: forbidden sysctl \"net.ipv4.ip_local_port_range\": net.* sysctls are not allowed with hostNetwork"),
+        format!("{f}:15:41: spec.containers[0].securityContext.seccompProfile.localhostProfile: seccomp profile root {root}/seccomp: No such file"),
+        format!("{f}:16:7: spec.containers[0].securityContext.appArmorProfile: AppArmor is not available on this host"),
+    ] {
+        assert!(text.contains(&want), "want {want}\nin {text}");
+    }
+    assert!(!text.contains("sysctls[0]"), "{text}");
+
+    // The node's configuration and profiles make the same manifest valid (but AppArmor).
+    let cfg = env.dir.path().join("kubelet.yaml");
+    fs::write(
+        &cfg,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nallowedUnsafeSysctls: ['kernel.msg*']\n",
+    )
+    .expect("write");
+    fs::create_dir_all(env.root.join("seccomp")).expect("mkdir");
+    let p = env.root.join("seccomp/p.json");
+    fs::write(&p, r#"{"defaultAction": "SCMP_ACT_ALLOW"}"#).expect("write");
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).expect("chmod");
+    let cfg_arg = cfg.display().to_string();
+    let (ok, text) = validate(&root, &[], &[&m]);
+    assert!(!ok);
+    assert!(!text.contains("localhostProfile"), "{text}");
+    let (_, text) = validate(&root, &["--config", &cfg_arg], &[&m]);
+    assert!(!text.contains("kernel.msgmax"), "{text}");
+    assert!(text.contains("sysctls[2]"), "{text}");
+
+    // A pattern that is not namespaced stops at the configuration, naming the field.
+    fs::write(
+        &cfg,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nallowedUnsafeSysctls:\n- net.core.*\n- vm.swappiness\n",
+    )
+    .expect("write");
+    let (ok, text) = validate(&root, &["--config", &cfg_arg], &[&m]);
+    assert!(!ok);
+    assert!(
+        text.contains(&format!("{cfg_arg}:5:3: allowedUnsafeSysctls[1]: \"vm.swappiness\" is not known to be namespaced")),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_manifest_waiting_for_its_seccomp_profile_starts_once_the_profile_exists() {
+    use common::daemon::{wait_for, Daemon};
+    let env = TestEnv::new("late-profile");
+    let _ = env.images();
+    let dir = env.dir.path().join("manifests");
+    fs::create_dir_all(&dir).expect("mkdir");
+    let d = Daemon::start(&env, &dir);
+    assert!(d.log().contains("AppArmor: "), "{}", d.log());
+    fs::write(
+        dir.join("late.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: late}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: busybox:1.35\n    securityContext:\n      seccompProfile: {type: Localhost, localhostProfile: late.json}\n    command: [sh, -c, 'trap \"exit 0\" TERM; while true; do sleep 0.2; done']\n",
+    )
+    .expect("write");
+    wait_for("the refusal", Duration::from_secs(30), || {
+        d.events().iter().any(|e| {
+            e.reason == "SourceError"
+                && e.message
+                    .contains("spec.containers[0].securityContext.seccompProfile.localhostProfile")
+        })
+    });
+    assert!(d.pod("late").is_none());
+    // No edit of the manifest: the profile appearing is enough.
+    fs::create_dir_all(env.root.join("seccomp")).expect("mkdir");
+    let p = env.root.join("seccomp/late.json");
+    fs::write(&p, r#"{"defaultAction": "SCMP_ACT_ALLOW"}"#).expect("write");
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).expect("chmod");
+    wait_for("the pod running", Duration::from_secs(90), || {
+        d.any_running()
+    });
+    fs::remove_file(dir.join("late.yaml")).expect("rm");
+    wait_for("the pod gone", Duration::from_secs(60), || {
+        d.pods().is_some_and(|p| p.is_empty())
+            && fs::read_dir(env.root.join("containers"))
+                .map(|e| e.count() == 0)
+                .unwrap_or(false)
+    });
+    d.stop();
+    env.assert_clean();
+}

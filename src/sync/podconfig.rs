@@ -313,6 +313,48 @@ mod tests {
     }
 
     #[test]
+    fn refused_content_is_checked_again_when_the_node_changes() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().expect("tempdir");
+        let security = NodeSecurity {
+            seccomp_root: root.path().to_path_buf(),
+            ..NodeSecurity::default()
+        };
+        let mut c = PodConfig::new("n", security);
+        let m = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  securityContext:\n    seccompProfile: {type: Localhost, localhostProfile: x.json}\n  containers:\n  - {name: c, image: busybox}\n";
+        let n = c.apply(changed("/m/p.yaml", m.as_bytes().to_vec()), NOW);
+        assert!(
+            matches!(&n[..], [ConfigNotice::SourceError { message, .. }] if message.contains("localhostProfile")),
+            "{n:?}"
+        );
+        assert!(c.has_refused() && c.desired().0.is_empty());
+        // Still missing: the same error again, marked repeated.
+        let n = c.recheck(NOW);
+        assert!(
+            matches!(&n[..], [ConfigNotice::SourceError { repeated: true, .. }]),
+            "{n:?}"
+        );
+        let p = root.path().join("x.json");
+        std::fs::write(&p, r#"{"defaultAction": "SCMP_ACT_ALLOW"}"#).expect("write");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let n = c.recheck(NOW);
+        assert_eq!(
+            n,
+            vec![ConfigNotice::SourceRecovered {
+                source: "/m/p.yaml".into()
+            }]
+        );
+        assert!(!c.has_refused());
+        assert!(c.desired().0.contains_key("default/p-n"));
+        // Content too large to keep is not checked again.
+        let mut big = m.as_bytes().to_vec();
+        big.extend(std::iter::repeat_n(b'#', RECHECK_MAX_BYTES));
+        std::fs::remove_file(&p).expect("rm");
+        c.apply(changed("/m/q.yaml", big), NOW);
+        assert!(!c.has_refused());
+    }
+
+    #[test]
     fn bad_content_keeps_the_last_known_good_pod() {
         let mut c = PodConfig::new("node1", NodeSecurity::default());
         assert!(c
