@@ -8,6 +8,7 @@
 //! events into sync-loop events. SIGTERM/SIGINT end the daemon and leave every container
 //! running under its monitor: the next daemon re-adopts them.
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
@@ -218,6 +219,18 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         apparmor,
     );
     let security = rcfg.security.clone();
+    // Where Localhost seccomp profiles go (root only; profiles must be root's and not
+    // writable by others, see security::seccomp).
+    if !security.seccomp_root.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&security.seccomp_root)
+            .map_err(|source| DaemonError::Io {
+                what: "create the seccomp profile directory",
+                source,
+            })?;
+    }
     let host_ip = rcfg.node.host_ip.clone();
     let allocatable = node_allocatable(&cfg);
     let (stats_root, stats_parent) = (rcfg.cgroup_root.clone(), rcfg.cgroup_parent.clone());

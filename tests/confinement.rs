@@ -369,3 +369,147 @@ fn a_manifest_waiting_for_its_seccomp_profile_starts_once_the_profile_exists() {
     d.stop();
     env.assert_clean();
 }
+
+#[test]
+fn sub_paths_stay_in_their_volume_and_are_pinned_then_unmounted() {
+    let env = TestEnv::new("subpath");
+    let vol = env.dir.path().join("vol");
+    fs::create_dir_all(vol.join("sub")).expect("mkdir");
+    fs::write(vol.join("sub/file"), "inside\n").expect("write");
+    std::os::unix::fs::symlink("/", vol.join("escape")).expect("symlink");
+    std::os::unix::fs::symlink("sub", vol.join("alias")).expect("symlink");
+    let manifest_running = |name: &str, sub: &str, script: &str| {
+        pod(&format!(
+            "metadata: {{name: {name}}}\nspec:\n  restartPolicy: Never\n  volumes:\n  - {{name: v, hostPath: {{path: {}}}}}\n  containers:\n  - name: main\n    image: busybox:1.35\n    volumeMounts: [{{name: v, mountPath: /m, subPath: {sub}}}]\n    command: [sh, -c, {script:?}]\n",
+            vol.display()
+        ))
+    };
+    let manifest = |name: &str, sub: &str| {
+        manifest_running(
+            name,
+            sub,
+            "cat /m/file; grep -c ' /m ' /proc/self/mountinfo",
+        )
+    };
+    // A subPath and a symlink to it inside the volume: mounted through the pin.
+    for (name, sub) in [("subpath", "sub"), ("alias", "alias")] {
+        let (exit, lines) = run(&env, &manifest(name, sub));
+        assert_eq!(exit.exit_code, 0, "{lines:?}");
+        assert_eq!(lines, vec!["inside", "1"]);
+    }
+    // The container's spec mounts the pin, a bind mount of the checked directory.
+    let p = manifest_running("pinned", "sub", "sleep 60");
+    let (rt, rx) = env.runtime();
+    rt.run_pod_sandbox(&p).expect("sandbox");
+    let info = rt
+        .start_container(&ContainerRequest {
+            pod: &p,
+            container: &p.spec.as_ref().expect("spec").containers[0],
+            kind: ContainerKind::App,
+            restart_count: 0,
+        })
+        .expect("start");
+    let dir = env.root.join("containers").join(&info.meta.id);
+    let config: serde_json::Value =
+        serde_json::from_slice(&fs::read(dir.join("config.json")).expect("config")).expect("json");
+    let pin = dir.join("subpaths/0");
+    assert!(
+        config["mounts"]
+            .as_array()
+            .expect("mounts")
+            .iter()
+            .any(|m| m["destination"] == "/m" && m["source"] == pin.display().to_string()),
+        "{config}"
+    );
+    assert!(podvisor::runtime::rootfs::is_mounted(&pin));
+    rt.signal_container(&info.meta.id, libc::SIGKILL)
+        .expect("kill");
+    wait_exit(&rx, &info.meta.id, T);
+    rt.remove_container(&info.meta.id).expect("remove");
+    rt.remove_pod_sandbox(p.metadata.uid.as_deref().expect("uid"))
+        .expect("remove sandbox");
+    env.assert_clean();
+
+    // A symlink out of the volume is refused, naming the field; nothing is left mounted.
+    let p = manifest("escape", "escape");
+    rt.run_pod_sandbox(&p).expect("sandbox");
+    let e = rt
+        .start_container(&ContainerRequest {
+            pod: &p,
+            container: &p.spec.as_ref().expect("spec").containers[0],
+            kind: ContainerKind::App,
+            restart_count: 0,
+        })
+        .expect_err("escape refused")
+        .to_string();
+    assert!(
+        e.contains("spec.containers[0].volumeMounts[0].subPath: subPath \"escape\""),
+        "{e}"
+    );
+    rt.remove_pod_sandbox(p.metadata.uid.as_deref().expect("uid"))
+        .expect("remove sandbox");
+    env.assert_clean();
+    assert!(
+        vol.join("sub/file").exists(),
+        "the volume's content survives"
+    );
+}
+
+fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    fs::symlink_metadata(p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .mode()
+        & 0o7777
+}
+
+#[test]
+fn state_logs_socket_and_profile_directory_get_the_kubelets_modes() {
+    use common::daemon::{wait_for, Daemon};
+    let env = TestEnv::new("modes");
+    let _ = env.images();
+    // A root directory an installer left world-readable is made root-only.
+    fs::set_permissions(&env.root, fs::Permissions::from_mode(0o755)).expect("chmod");
+    let dir = env.dir.path().join("manifests");
+    fs::create_dir_all(&dir).expect("mkdir");
+    let d = Daemon::start(&env, &dir);
+    fs::write(
+        dir.join("m.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: m}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: busybox:1.35\n    command: [sh, -c, 'trap \"exit 0\" TERM; echo up; while true; do sleep 0.2; done']\n",
+    )
+    .expect("write");
+    wait_for("the pod running", Duration::from_secs(60), || {
+        d.any_running()
+    });
+    for (p, want) in [
+        (env.root.clone(), 0o700),
+        (env.root.join("containers"), 0o700),
+        (env.root.join("pods"), 0o700),
+        (env.root.join("seccomp"), 0o700),
+        (d.socket.clone(), 0o600),
+    ] {
+        assert_eq!(mode(&p), want, "{}", p.display());
+    }
+    let pod_dirs: Vec<_> = fs::read_dir(env.root.join("pods"))
+        .expect("pods")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(pod_dirs.len(), 1);
+    assert_eq!(mode(&pod_dirs[0]), 0o700);
+    let log_pod_dir = fs::read_dir(&env.logs)
+        .expect("logs")
+        .flatten()
+        .next()
+        .expect("pod log dir")
+        .path();
+    assert_eq!(mode(&log_pod_dir), 0o755);
+    assert_eq!(mode(&log_pod_dir.join("main")), 0o755);
+    assert_eq!(mode(&log_pod_dir.join("main/0.log")), 0o640);
+    fs::remove_file(dir.join("m.yaml")).expect("rm");
+    wait_for("the pod gone", Duration::from_secs(60), || {
+        d.pods().is_some_and(|p| p.is_empty())
+    });
+    d.stop();
+    env.assert_clean();
+}

@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -196,11 +196,15 @@ impl LinuxRuntime {
         events: Sender<RuntimeEvent>,
     ) -> Result<LinuxRuntime, RuntimeError> {
         cgroups::validate_parent(&cfg.cgroup_parent)?;
-        for d in [cfg.containers_dir(), cfg.pods_dir()] {
+        // root only, whatever existed: the state holds specs (environment values), images with
+        // setuid binaries and container root filesystems (the kubelet's root dir is 0750
+        // root:root; containerd keeps its snapshots 0700).
+        for d in [cfg.root_dir.clone(), cfg.containers_dir(), cfg.pods_dir()] {
             fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
                 .create(&d)
+                .and_then(|()| fs::set_permissions(&d, fs::Permissions::from_mode(0o700)))
                 .map_err(|source| RuntimeError::Io {
                     what: "create",
                     path: d.clone(),
@@ -399,6 +403,7 @@ impl LinuxRuntime {
                 == Some("system-node-critical"),
             security: &self.cfg.security,
             host_devices: &host_devices,
+            sub_path_pins: Some(&paths.rootfs().sub_paths),
         })
         .map_err(|source| RuntimeError::Spec {
             pod: pod_name.clone(),
@@ -802,8 +807,11 @@ fn run_cleanup(binary: &Path, paths: &ContainerPaths) -> Result<(), RuntimeError
     }
 }
 
-/// Removes a container directory without descending into mount points.
+/// Removes a container directory without descending into mount points (pinned subPaths are
+/// unmounted first).
 fn remove_container_dir(dir: &Path) -> io::Result<()> {
+    super::rootfs::unpin_sub_paths(&super::rootfs::RootfsPaths::in_dir(dir).sub_paths)
+        .map_err(io::Error::other)?;
     let rootfs = dir.join("rootfs");
     if super::rootfs::is_mounted(&rootfs) {
         return Err(io::Error::other(format!(

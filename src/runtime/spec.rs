@@ -1,8 +1,9 @@
 //! OCI runtime spec generation for one container of a Pod, with the semantics the kubelet
 //! and containerd's CRI plugin give it together.
 //!
-//! [`build_spec`] is pure except for `subPath` volume mounts (they are checked, and created
-//! like the kubelet does, below the volume directory). The process user is left as uid 0 and
+//! [`build_spec`] is pure except for `subPath` volume mounts (they are checked, created like
+//! the kubelet does below the volume directory, and pinned) and `Localhost` seccomp profiles
+//! (read from the profile root). The process user is left as uid 0 and
 //! returned as a [`UserRequest`]: [`resolve_user`] resolves it once the rootfs is mounted.
 //!
 //! Choices where the upstream behaviour is unspecified or where podvisor differs:
@@ -32,9 +33,10 @@
 //!   always appends its own allow rules; the spec carries the device cgroup rules explicitly
 //!   so that it stands alone.
 //! - **subPath**: resolved below the volume with `openat2(RESOLVE_BENEATH)` (symlinks leaving
-//!   the volume are refused) and missing directories are created; the mount itself later
-//!   re-resolves the path string, so a container racing to swap a directory for a symlink in
-//!   between is not defended against (the kubelet binds through /proc/self/fd for that).
+//!   the volume are refused), missing directories created, and the result pinned: bind-mounted
+//!   through `/proc/self/fd` on `<container-dir>/subpaths/<n>` (as the kubelet binds through
+//!   /proc/<pid>/fd), which the container mounts. A container swapping a directory for a
+//!   symlink after the check changes nothing.
 //! - **oom_score_adj**: lowering it (Guaranteed/critical pods get -997) needs
 //!   CAP_SYS_RESOURCE, and libcontainer's `build()` writes it to the CALLER's own
 //!   /proc/self/oom_score_adj too; on hosts without that capability the create fails with
@@ -149,6 +151,9 @@ pub struct SpecRequest<'a> {
     /// The host's device nodes, given to privileged containers (see
     /// [`security::devices::host_devices`]); unused otherwise.
     pub host_devices: &'a [LinuxDevice],
+    /// Where subPath sources are pinned (see [`super::rootfs::pin_sub_path`]); `None` mounts
+    /// the checked path itself (tests).
+    pub sub_path_pins: Option<&'a Path>,
 }
 
 /// The generated spec and what is left to do with it.
@@ -323,6 +328,7 @@ pub fn build_spec(req: &SpecRequest<'_>) -> Result<ContainerSpec, SpecError> {
         path,
         node: req.node,
     };
+    check_path_names(&ctx)?;
     check_unsupported(&ctx)?;
 
     let hostname = pod_hostname(&ctx, req.sandbox)?;
@@ -379,7 +385,13 @@ pub fn build_spec(req: &SpecRequest<'_>) -> Result<ContainerSpec, SpecError> {
     root.set_path(req.rootfs.to_path_buf());
     root.set_readonly(Some(read_only_root));
 
-    let (mounts, rootfs_propagation) = mounts(&ctx, req.sandbox, privileged, read_only_root)?;
+    let (mounts, rootfs_propagation) = mounts(
+        &ctx,
+        req.sandbox,
+        privileged,
+        read_only_root,
+        req.sub_path_pins,
+    )?;
 
     let mut linux = Linux::default();
     linux.set_namespaces(Some(namespaces(req.sandbox)));
@@ -439,6 +451,28 @@ pub fn build_spec(req: &SpecRequest<'_>) -> Result<ContainerSpec, SpecError> {
         user,
         stop_signal: stop_signal(&ctx, image_config)?,
     })
+}
+
+/// The names that become path components of podvisor's state and logs
+/// (`<log-dir>/<namespace>_<name>_<uid>/<container>/`, container ids): validation refuses bad
+/// ones (DNS names), and the runtime checks again that each is one plain path component, so
+/// that no manifest reaches outside those directories.
+fn check_path_names(ctx: &Ctx<'_>) -> Result<(), SpecError> {
+    let plain = |s: &str| !s.is_empty() && s != "." && s != ".." && !s.contains(['/', '\0']);
+    let meta = &ctx.pod.metadata;
+    let why = "must be a single path component (no '/', not '.' or '..')";
+    let name = meta.name.as_deref().unwrap_or("");
+    if !plain(name) {
+        return Err(invalid("metadata.name".into(), name, why));
+    }
+    let ns = meta.namespace.as_deref().unwrap_or("default");
+    if !plain(ns) {
+        return Err(invalid("metadata.namespace".into(), ns, why));
+    }
+    if !plain(&ctx.container.name) {
+        return Err(invalid(ctx.field("name"), &ctx.container.name, why));
+    }
+    Ok(())
 }
 
 fn check_unsupported(ctx: &Ctx<'_>) -> Result<(), SpecError> {
@@ -1066,6 +1100,7 @@ fn mounts(
     sandbox: &SandboxMounts,
     privileged: bool,
     read_only_root: bool,
+    pin_dir: Option<&Path>,
 ) -> Result<(Vec<Mount>, Option<String>), SpecError> {
     let sys_mode = if privileged { "rw" } else { "ro" };
     let defaults = vec![
@@ -1218,7 +1253,21 @@ fn mounts(
             };
         let source = match vm.sub_path.as_deref().filter(|s| !s.is_empty()) {
             None => volume_path.clone(),
-            Some(sub) => prepare_sub_path(volume_path, sub, &format!("{field}.subPath"))?,
+            Some(sub) => {
+                let sub_field = format!("{field}.subPath");
+                let (path, fd) = prepare_sub_path(volume_path, sub, &sub_field)?;
+                match pin_dir {
+                    Some(dir) => super::rootfs::pin_sub_path(dir, j, &fd).map_err(|source| {
+                        SpecError::SubPath {
+                            field: sub_field,
+                            sub_path: sub.to_string(),
+                            volume_path: volume_path.clone(),
+                            source,
+                        }
+                    })?,
+                    None => path,
+                }
+            }
         };
         let options = vec![
             "rbind".to_string(),
@@ -1240,8 +1289,13 @@ fn mounts(
 }
 
 /// Checks that `sub` stays below `volume` (relative, no `..`, symlinks resolved beneath the
-/// volume) and creates missing directories with the volume's mode, like the kubelet.
-fn prepare_sub_path(volume: &Path, sub: &str, field: &str) -> Result<PathBuf, SpecError> {
+/// volume) and creates missing directories with the volume's mode, like the kubelet. Returns
+/// the path and the resolved file or directory, open with `O_PATH`.
+fn prepare_sub_path(
+    volume: &Path,
+    sub: &str,
+    field: &str,
+) -> Result<(PathBuf, OwnedFd), SpecError> {
     let rel = Path::new(sub);
     if rel.is_absolute() || rel.components().any(|c| c == Component::ParentDir) {
         return Err(invalid(
@@ -1259,7 +1313,7 @@ fn prepare_sub_path(volume: &Path, sub: &str, field: &str) -> Result<PathBuf, Sp
     let root = open_root(volume).map_err(err)?;
     let resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
     match openat2_in_root(&root, rel, libc::O_PATH, resolve) {
-        Ok(_) => return Ok(volume.join(rel)),
+        Ok(fd) => return Ok((volume.join(rel), fd)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(err(e)),
     }
@@ -1292,7 +1346,7 @@ fn prepare_sub_path(volume: &Path, sub: &str, field: &str) -> Result<PathBuf, Sp
         };
         dir = next;
     }
-    Ok(volume.join(rel))
+    Ok((volume.join(rel), dir))
 }
 
 fn parse_capability(name: &str, field: String) -> Result<Capability, SpecError> {
@@ -1629,6 +1683,7 @@ mod tests {
             critical: false,
             security: &NodeSecurity::default(),
             host_devices: &[],
+            sub_path_pins: None,
         })
     }
 
@@ -2252,6 +2307,43 @@ mod tests {
     }
 
     #[test]
+    fn names_that_become_paths_are_checked_again() {
+        let bad_container = pod(json!({
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "../../etc"}]}
+        }));
+        let spec = bad_container.spec.as_ref().expect("spec");
+        let n = node();
+        let img = image(json!({"Cmd": ["x"]}));
+        let sb = sandbox(false);
+        let e = build_spec(&SpecRequest {
+            pod: &bad_container,
+            container: &spec.containers[0],
+            image: &img,
+            rootfs: Path::new("/r"),
+            sandbox: &sb,
+            cgroups_path: "/x",
+            node: &n,
+            critical: false,
+            security: &NodeSecurity::default(),
+            host_devices: &[],
+            sub_path_pins: None,
+        })
+        .expect_err("path name")
+        .to_string();
+        assert!(
+            e.starts_with("spec.containers[0].name: invalid value \"../../etc\""),
+            "{e}"
+        );
+        let mut p = pod_with(json!({}), json!({}));
+        p.metadata.namespace = Some("a/b".into());
+        assert!(err(&p).starts_with("metadata.namespace: invalid value \"a/b\""));
+        p.metadata.namespace = None;
+        p.metadata.name = Some("..".into());
+        assert!(err(&p).starts_with("metadata.name: invalid value \"..\""));
+    }
+
+    #[test]
     fn pod_level_resources_leave_the_container_spec_alone() {
         // The pod cgroup carries pod-level limits; the container gets only its own.
         let p = pod_with(
@@ -2288,6 +2380,7 @@ mod tests {
             critical: false,
             security: &NodeSecurity::default(),
             host_devices: &[],
+            sub_path_pins: None,
         };
         let e = build_spec(&req).expect_err("tty");
         assert_eq!(
@@ -2645,6 +2738,7 @@ mod tests {
                 critical: false,
                 security: &security,
                 host_devices: std::slice::from_ref(&loop0),
+                sub_path_pins: None,
             })
         };
         let cs = build(&p).expect("privileged");
@@ -2860,6 +2954,7 @@ mod tests {
                 critical: false,
                 security: &security,
                 host_devices: &[],
+                sub_path_pins: None,
             })
         };
         // seccompDefault: unset means RuntimeDefault.
@@ -2912,6 +3007,7 @@ mod tests {
                 critical: false,
                 security: &security,
                 host_devices: &[],
+                sub_path_pins: None,
             })
             .map(|cs| process(&cs).apparmor_profile().clone())
         };
@@ -3028,6 +3124,7 @@ mod tests {
             critical: true,
             security: &NodeSecurity::default(),
             host_devices: &[],
+            sub_path_pins: None,
         })
         .expect("build");
         assert_eq!(process(&cs).oom_score_adj(), Some(-997));
@@ -3141,6 +3238,7 @@ mod tests {
                 critical: false,
                 security: &NodeSecurity::default(),
                 host_devices: &[],
+                sub_path_pins: None,
             })
         };
         let cs = run(json!({"privileged": true}), &n).expect("privileged");
