@@ -37,18 +37,24 @@ fn script_pod(name: &str, security: &str, script: &str) -> Pod {
     ))
 }
 
+/// Starts the first container of `p` (its sandbox must exist).
+fn start(
+    rt: &impl Runtime,
+    p: &Pod,
+) -> Result<podvisor::runtime::ContainerInfo, podvisor::runtime::RuntimeError> {
+    rt.start_container(&ContainerRequest {
+        pod: p,
+        container: &p.spec.as_ref().expect("spec").containers[0],
+        kind: ContainerKind::App,
+        restart_count: 0,
+    })
+}
+
 /// Runs the pod's container to its end and returns its exit and log lines, then removes it.
 fn run(env: &TestEnv, p: &Pod) -> (ExitRecord, Vec<String>) {
     let (rt, rx) = env.runtime();
     rt.run_pod_sandbox(p).expect("sandbox");
-    let info = rt
-        .start_container(&ContainerRequest {
-            pod: p,
-            container: &p.spec.as_ref().expect("spec").containers[0],
-            kind: ContainerKind::App,
-            restart_count: 0,
-        })
-        .expect("start");
+    let info = start(&rt, p).expect("start");
     let exit = wait_exit(&rx, &info.meta.id, T);
     let lines = log_lines(&info.meta.log_path);
     rt.remove_container(&info.meta.id).expect("remove");
@@ -360,12 +366,7 @@ fn a_manifest_waiting_for_its_seccomp_profile_starts_once_the_profile_exists() {
         d.any_running()
     });
     fs::remove_file(dir.join("late.yaml")).expect("rm");
-    wait_for("the pod gone", Duration::from_secs(60), || {
-        d.pods().is_some_and(|p| p.is_empty())
-            && fs::read_dir(env.root.join("containers"))
-                .map(|e| e.count() == 0)
-                .unwrap_or(false)
-    });
+    d.wait_all_gone(&env, Duration::from_secs(60));
     d.stop();
     env.assert_clean();
 }
@@ -401,14 +402,7 @@ fn sub_paths_stay_in_their_volume_and_are_pinned_then_unmounted() {
     let p = manifest_running("pinned", "sub", "sleep 60");
     let (rt, rx) = env.runtime();
     rt.run_pod_sandbox(&p).expect("sandbox");
-    let info = rt
-        .start_container(&ContainerRequest {
-            pod: &p,
-            container: &p.spec.as_ref().expect("spec").containers[0],
-            kind: ContainerKind::App,
-            restart_count: 0,
-        })
-        .expect("start");
+    let info = start(&rt, &p).expect("start");
     let dir = env.root.join("containers").join(&info.meta.id);
     let config: serde_json::Value =
         serde_json::from_slice(&fs::read(dir.join("config.json")).expect("config")).expect("json");
@@ -433,15 +427,7 @@ fn sub_paths_stay_in_their_volume_and_are_pinned_then_unmounted() {
     // A symlink out of the volume is refused, naming the field; nothing is left mounted.
     let p = manifest("escape", "escape");
     rt.run_pod_sandbox(&p).expect("sandbox");
-    let e = rt
-        .start_container(&ContainerRequest {
-            pod: &p,
-            container: &p.spec.as_ref().expect("spec").containers[0],
-            kind: ContainerKind::App,
-            restart_count: 0,
-        })
-        .expect_err("escape refused")
-        .to_string();
+    let e = start(&rt, &p).expect_err("escape refused").to_string();
     assert!(
         e.contains("spec.containers[0].volumeMounts[0].subPath: subPath \"escape\""),
         "{e}"
@@ -507,9 +493,7 @@ fn state_logs_socket_and_profile_directory_get_the_kubelets_modes() {
     assert_eq!(mode(&log_pod_dir.join("main")), 0o755);
     assert_eq!(mode(&log_pod_dir.join("main/0.log")), 0o640);
     fs::remove_file(dir.join("m.yaml")).expect("rm");
-    wait_for("the pod gone", Duration::from_secs(60), || {
-        d.pods().is_some_and(|p| p.is_empty())
-    });
+    d.wait_all_gone(&env, Duration::from_secs(60));
     d.stop();
     env.assert_clean();
 }

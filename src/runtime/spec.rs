@@ -1687,6 +1687,27 @@ mod tests {
         })
     }
 
+    /// Builds the first container of `p` on a node offering `security`.
+    fn build_on(
+        p: &Pod,
+        security: &NodeSecurity,
+        host_devices: &[LinuxDevice],
+    ) -> Result<ContainerSpec, SpecError> {
+        build_spec(&SpecRequest {
+            pod: p,
+            container: &p.spec.as_ref().expect("spec").containers[0],
+            image: &image(json!({"Cmd": ["x"]})),
+            rootfs: Path::new("/r"),
+            sandbox: &sandbox(false),
+            cgroups_path: "/x",
+            node: &node(),
+            critical: false,
+            security,
+            host_devices,
+            sub_path_pins: None,
+        })
+    }
+
     fn build(p: &Pod) -> Result<ContainerSpec, SpecError> {
         let host_network = p
             .spec
@@ -2312,25 +2333,9 @@ mod tests {
             "metadata": {"name": "p"},
             "spec": {"containers": [{"name": "../../etc"}]}
         }));
-        let spec = bad_container.spec.as_ref().expect("spec");
-        let n = node();
-        let img = image(json!({"Cmd": ["x"]}));
-        let sb = sandbox(false);
-        let e = build_spec(&SpecRequest {
-            pod: &bad_container,
-            container: &spec.containers[0],
-            image: &img,
-            rootfs: Path::new("/r"),
-            sandbox: &sb,
-            cgroups_path: "/x",
-            node: &n,
-            critical: false,
-            security: &NodeSecurity::default(),
-            host_devices: &[],
-            sub_path_pins: None,
-        })
-        .expect_err("path name")
-        .to_string();
+        let e = build_on(&bad_container, &NodeSecurity::default(), &[])
+            .expect_err("path name")
+            .to_string();
         assert!(
             e.starts_with("spec.containers[0].name: invalid value \"../../etc\""),
             "{e}"
@@ -2722,25 +2727,8 @@ mod tests {
         loop0.set_path(PathBuf::from("/dev/loop0"));
         loop0.set_typ(oci_spec::runtime::LinuxDeviceType::B);
         loop0.set_major(7);
-        let n = node();
-        let img = image(json!({"Cmd": ["x"]}));
-        let sb = sandbox(false);
         let (dir, security) = apparmor_node(&format!("{} (enforce)\n", apparmor::DEFAULT_PROFILE));
-        let build = |c: &Pod| {
-            build_spec(&SpecRequest {
-                pod: c,
-                container: &c.spec.as_ref().expect("spec").containers[0],
-                image: &img,
-                rootfs: Path::new("/r"),
-                sandbox: &sb,
-                cgroups_path: "/x",
-                node: &n,
-                critical: false,
-                security: &security,
-                host_devices: std::slice::from_ref(&loop0),
-                sub_path_pins: None,
-            })
-        };
+        let build = |c: &Pod| build_on(c, &security, std::slice::from_ref(&loop0));
         let cs = build(&p).expect("privileged");
         assert_eq!(caps(&cs).0.len(), ALL_CAPABILITIES.len());
         assert_eq!(linux(&cs).masked_paths(), &None);
@@ -2797,29 +2785,7 @@ mod tests {
             .devices()
             .clone()
             .expect("dev");
-        let rules: Vec<(bool, String)> =
-            devices.iter().map(|d| (d.allow(), d.to_string())).collect();
-        let want = [
-            (false, "a *:* rwm"),
-            (true, "c *:* m"),
-            (true, "b *:* m"),
-            (true, "c 1:3 rwm"),
-            (true, "c 1:8 rwm"),
-            (true, "c 1:7 rwm"),
-            (true, "c 5:0 rwm"),
-            (true, "c 1:5 rwm"),
-            (true, "c 1:9 rwm"),
-            (true, "c 5:1 rwm"),
-            (true, "c 136:* rwm"),
-            (true, "c 5:2 rwm"),
-            (true, "c 10:200 rwm"),
-        ];
-        assert_eq!(
-            rules,
-            want.iter()
-                .map(|(a, s)| (*a, s.to_string()))
-                .collect::<Vec<_>>()
-        );
+        assert_eq!(devices, security::devices::cgroup_rules(false));
         assert_eq!(linux(&cs).devices(), &None);
     }
 
@@ -2939,24 +2905,7 @@ mod tests {
             seccomp_root: dir.path().to_path_buf(),
             ..NodeSecurity::default()
         };
-        let n = node();
-        let img = image(json!({"Cmd": ["x"]}));
-        let sb = sandbox(false);
-        let build = |p: &Pod| {
-            build_spec(&SpecRequest {
-                pod: p,
-                container: &p.spec.as_ref().expect("spec").containers[0],
-                image: &img,
-                rootfs: Path::new("/r"),
-                sandbox: &sb,
-                cgroups_path: "/x",
-                node: &n,
-                critical: false,
-                security: &security,
-                host_devices: &[],
-                sub_path_pins: None,
-            })
-        };
+        let build = |p: &Pod| build_on(p, &security, &[]);
         // seccompDefault: unset means RuntimeDefault.
         let unset = build(&pod_with(json!({}), json!({}))).expect("unset");
         assert_eq!(
@@ -2991,25 +2940,9 @@ mod tests {
     #[test]
     fn apparmor_profiles() {
         let (_d, security) = apparmor_node("podvisor-default (enforce)\nmine (enforce)\n");
-        let n = node();
-        let img = image(json!({"Cmd": ["x"]}));
-        let sb = sandbox(false);
         let profile = |c: serde_json::Value| {
             let p = pod_with(json!({"securityContext": c}), json!({}));
-            build_spec(&SpecRequest {
-                pod: &p,
-                container: &p.spec.as_ref().expect("spec").containers[0],
-                image: &img,
-                rootfs: Path::new("/r"),
-                sandbox: &sb,
-                cgroups_path: "/x",
-                node: &n,
-                critical: false,
-                security: &security,
-                host_devices: &[],
-                sub_path_pins: None,
-            })
-            .map(|cs| process(&cs).apparmor_profile().clone())
+            build_on(&p, &security, &[]).map(|cs| process(&cs).apparmor_profile().clone())
         };
         assert_eq!(
             profile(json!({})).expect("default"),

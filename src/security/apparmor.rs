@@ -26,7 +26,7 @@ use std::process::{Command, Stdio};
 
 use k8s_openapi::api::core::v1::{AppArmorProfile, Container, Pod};
 
-use super::Violation;
+use super::{profile_type, ProfileType, Violation};
 
 /// The name podvisor's default profile is loaded under.
 pub const DEFAULT_PROFILE: &str = "podvisor-default";
@@ -366,25 +366,13 @@ pub fn choice(
 }
 
 fn parse_field(p: &AppArmorProfile, field: &str) -> Result<AppArmorChoice, Violation> {
-    let localhost = p.localhost_profile.as_deref();
-    match p.type_.as_str() {
-        "Unconfined" | "RuntimeDefault" if localhost.is_some() => Err(Violation::new(
-            format!("{field}.localhostProfile"),
-            format!(
-                "may only be set when type is Localhost (type is {})",
-                p.type_
-            ),
-        )),
-        "Unconfined" => Ok(AppArmorChoice::Unconfined),
-        "RuntimeDefault" => Ok(AppArmorChoice::RuntimeDefault),
-        "Localhost" => Ok(AppArmorChoice::Localhost(check_name(
-            localhost.unwrap_or(""),
+    match profile_type(&p.type_, p.localhost_profile.as_deref(), field)? {
+        ProfileType::Unconfined => Ok(AppArmorChoice::Unconfined),
+        ProfileType::RuntimeDefault => Ok(AppArmorChoice::RuntimeDefault),
+        ProfileType::Localhost(name) => Ok(AppArmorChoice::Localhost(check_name(
+            name.unwrap_or(""),
             &format!("{field}.localhostProfile"),
         )?)),
-        other => Err(Violation::new(
-            format!("{field}.type"),
-            format!("{other:?} is not one of RuntimeDefault, Unconfined, Localhost"),
-        )),
     }
 }
 

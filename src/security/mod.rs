@@ -91,6 +91,37 @@ impl Violation {
     }
 }
 
+/// The type of a `seccompProfile` or `appArmorProfile`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProfileType<'a> {
+    Unconfined,
+    RuntimeDefault,
+    /// With `localhostProfile` as written (checked by the caller).
+    Localhost(Option<&'a str>),
+}
+
+/// Reads a profile's `type` and checks that `localhostProfile` is set only with Localhost
+/// (API validation). `field` is the profile's field path.
+pub fn profile_type<'a>(
+    type_: &str,
+    localhost: Option<&'a str>,
+    field: &str,
+) -> Result<ProfileType<'a>, Violation> {
+    match type_ {
+        "Unconfined" | "RuntimeDefault" if localhost.is_some() => Err(Violation::new(
+            format!("{field}.localhostProfile"),
+            format!("may only be set when type is Localhost (type is {type_})"),
+        )),
+        "Unconfined" => Ok(ProfileType::Unconfined),
+        "RuntimeDefault" => Ok(ProfileType::RuntimeDefault),
+        "Localhost" => Ok(ProfileType::Localhost(localhost)),
+        other => Err(Violation::new(
+            format!("{field}.type"),
+            format!("{other:?} is not one of RuntimeDefault, Unconfined, Localhost"),
+        )),
+    }
+}
+
 /// What the node offers for confinement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeSecurity {

@@ -31,7 +31,7 @@ use oci_spec::runtime::{
 
 use super::seccomp_default::{self, ArgOp, HostArch, Rule, When};
 use super::sysctl::KernelVersion;
-use super::Violation;
+use super::{profile_type, ProfileType, Violation};
 
 /// Largest Localhost profile read (Docker's default profile is ~20 KB).
 const MAX_PROFILE_BYTES: u64 = 1 << 20;
@@ -76,18 +76,10 @@ pub fn choice(
 }
 
 fn parse_profile(p: &SeccompProfile, field: &str) -> Result<SeccompChoice, Violation> {
-    let localhost = p.localhost_profile.as_deref();
-    match p.type_.as_str() {
-        "Unconfined" | "RuntimeDefault" if localhost.is_some() => Err(Violation::new(
-            format!("{field}.localhostProfile"),
-            format!(
-                "may only be set when type is Localhost (type is {})",
-                p.type_
-            ),
-        )),
-        "Unconfined" => Ok(SeccompChoice::Unconfined),
-        "RuntimeDefault" => Ok(SeccompChoice::RuntimeDefault),
-        "Localhost" => {
+    match profile_type(&p.type_, p.localhost_profile.as_deref(), field)? {
+        ProfileType::Unconfined => Ok(SeccompChoice::Unconfined),
+        ProfileType::RuntimeDefault => Ok(SeccompChoice::RuntimeDefault),
+        ProfileType::Localhost(localhost) => {
             let path = localhost.filter(|s| !s.is_empty()).ok_or_else(|| {
                 Violation::new(
                     format!("{field}.localhostProfile"),
@@ -106,10 +98,6 @@ fn parse_profile(p: &SeccompProfile, field: &str) -> Result<SeccompChoice, Viola
             }
             Ok(SeccompChoice::Localhost(path.to_string()))
         }
-        other => Err(Violation::new(
-            format!("{field}.type"),
-            format!("{other:?} is not one of RuntimeDefault, Unconfined, Localhost"),
-        )),
     }
 }
 

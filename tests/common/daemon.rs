@@ -89,6 +89,16 @@ impl Daemon {
             .unwrap_or_default()
     }
 
+    /// Waits until the daemon lists no pod and no container directory is left.
+    pub fn wait_all_gone(&self, env: &TestEnv, timeout: Duration) {
+        wait_for("every pod and container gone", timeout, || {
+            self.pods().is_some_and(|p| p.is_empty())
+                && fs::read_dir(env.root.join("containers"))
+                    .map(|e| e.count() == 0)
+                    .unwrap_or(false)
+        });
+    }
+
     /// Whether any container of any pod runs.
     pub fn any_running(&self) -> bool {
         self.pods()

@@ -229,6 +229,16 @@ scenario_refused() { # NAME REASON
 
 pod_log() { podvisor logs "$1" -c main 2>/dev/null; }
 log_has() { pod_log "$1" | grep -q -e "$2"; }
+# wait_terminated POD: once its container ended, $out holds its log on one line; otherwise
+# $errs says so and it returns 1
+wait_terminated() {
+  if wait_until 60 has_terminated "$1"; then
+    out=$(pod_log "$1" | tr '\n' ' ')
+    return 0
+  fi
+  errs="not terminated after 60 s (phase $(pod_field "$1" phase));"
+  return 1
+}
 
 # Issue 11: mknod of the host's /dev/ram0 works, opening it is denied by the eBPF filter.
 scenario_device_filter() {
@@ -248,10 +258,7 @@ scenario_device_filter() {
 
 scenario_privileged_device() {
   n=privileged-device errs=""
-  if ! wait_until 60 has_terminated $n; then
-    errs="not terminated after 60 s (phase $(pod_field $n phase));"
-  else
-    out=$(pod_log $n | tr '\n' ' ')
+  if wait_terminated $n; then
     log_has $n read-ok || errs="$errs /dev/ram0 not readable: $out;"
     log_has $n kcore-read || errs="$errs /proc/kcore not readable (an AppArmor profile?): $out;"
     log_has $n podvisor-default && errs="$errs a privileged container got the default profile: $out;"
@@ -282,10 +289,7 @@ scenario_apparmor_default() {
 # `podvisor validate`, naming the field.
 scenario_apparmor_localhost() {
   n=apparmor-localhost errs=""
-  if ! wait_until 60 has_terminated $n; then
-    errs="not terminated after 60 s (phase $(pod_field $n phase));"
-  else
-    out=$(pod_log $n | tr '\n' ' ')
+  if wait_terminated $n; then
     log_has $n "^podvisor-default (enforce)" || errs="$errs profile not applied: $out;"
     log_has $n kcore-denied || errs="$errs /proc/kcore readable under the profile: $out;"
   fi
