@@ -15,10 +15,12 @@
 //! - [`api`], [`cli`]: the local API on a unix socket and the CLI views over it.
 //! - [`daemon`]: `podvisor run`, wiring the managers together.
 //! - [`status`]: the published view of pods and events (snapshots) for the API and CLI.
-//! - [`fsutil`]: small filesystem helpers (atomic writes).
+//! - [`fsutil`]: small filesystem helpers (atomic and durable writes, torn records).
+//! - [`check`]: `podvisor check`, the consistency check of the persistent state.
 
 pub mod api;
 pub mod cgroups;
+pub mod check;
 pub mod cli;
 pub mod config;
 pub mod daemon;
