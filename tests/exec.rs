@@ -252,6 +252,8 @@ fn exec_cmd(env: &TestEnv, d: &Daemon, args: &[&str]) -> Command {
     let mut c = Command::new(common::podvisor_bin());
     c.arg("--root-dir")
         .arg(&env.root)
+        .arg("--runtime-dir")
+        .arg(&env.run)
         .arg("exec")
         .arg("--api-socket")
         .arg(&d.socket)

@@ -1273,6 +1273,13 @@ impl Runtime for LinuxRuntime {
         if !paths.meta().exists() {
             return Err(RuntimeError::NotFound { id: id.to_string() });
         }
+        // Its runtime directory goes with the container's end.
+        if !paths.shim_config().exists() {
+            return Err(RuntimeError::Exec {
+                id: id.to_string(),
+                source: Box::new(super::exec::ExecError::NotRunning { id: id.to_string() }),
+            });
+        }
         // libcontainer runs only in the helper process (`shim exec`), never in this one.
         super::exec::exec_capture(&self.cfg.shim_binary, &paths.dir, cmd, timeout).map_err(
             |source| RuntimeError::Exec {
