@@ -409,3 +409,37 @@ fn pods_come_back_after_a_simulated_reboot_and_power_cut() {
     d.stop();
     env.assert_clean();
 }
+
+#[test]
+fn containers_of_the_earlier_single_directory_layout_are_listed_and_removed() {
+    let env = TestEnv::new("reboot-legacy");
+    let (rt, _rx) = env.runtime();
+    // An exited container as podvisor wrote it before the runtime dir existed: every file in
+    // <root>/containers/<id>, no boot id in its identity.
+    let id = "0d1e2f3a-main-3-abcdef14";
+    let dir = env.root.join("containers").join(id);
+    fs::create_dir_all(&dir).expect("mkdir");
+    let meta = serde_json::json!({
+        "id": id, "pod_uid": "0d1e2f3a-0000", "pod_namespace": "default", "pod_name": "old",
+        "container_name": "main", "kind": "app", "restart_count": 3, "image": "busybox:1.35",
+        "image_digest": "sha256:00", "log_path": "/nonexistent/3.log", "stop_signal": 15,
+        "created_at": "2026-01-01T00:00:00Z"
+    });
+    fs::write(dir.join("meta.json"), meta.to_string()).expect("meta");
+    let exit = serde_json::json!({
+        "exit_code": 2, "signal": null, "oom_killed": false, "started_at": "",
+        "finished_at": "2026-01-01T00:00:01Z", "reason": "Error"
+    });
+    fs::write(dir.join("exit.json"), exit.to_string()).expect("exit");
+    fs::write(dir.join("shim.json"), b"{}").expect("shim.json");
+    fs::write(dir.join("cleaned"), b"").expect("cleaned");
+    let list = rt.list_containers().expect("list");
+    let c = list.iter().find(|c| c.meta.id == id).expect("listed");
+    match &c.state {
+        ContainerState::Exited(e) => assert_eq!((e.exit_code, c.meta.restart_count), (2, 3)),
+        other => panic!("{other:?}"),
+    }
+    rt.remove_container(id).expect("remove");
+    assert!(!dir.exists());
+    env.assert_clean();
+}

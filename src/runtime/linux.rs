@@ -337,10 +337,16 @@ impl LinuxRuntime {
         if id.is_empty() || id.contains('/') || id == "." || id == ".." {
             return Err(RuntimeError::NotFound { id: id.to_string() });
         }
-        Ok(ContainerPaths::new(
+        let (run, record) = (
             self.cfg.containers_dir().join(id),
             self.cfg.records_dir().join(id),
-        ))
+        );
+        // A container of podvisor's earlier single-directory layout (all files in the record
+        // directory) is handled in place: its monitor, of the earlier version, may still run.
+        if !run.exists() && record.join("shim.json").exists() {
+            return Ok(ContainerPaths::new(record.clone(), record));
+        }
+        Ok(ContainerPaths::new(run, record))
     }
 
     fn prepare(
@@ -656,18 +662,6 @@ impl LinuxRuntime {
             let path = path.to_path_buf();
             move |source| RuntimeError::Io { what, path, source }
         };
-        // A container of podvisor's earlier single-directory layout still running under its
-        // monitor: its writable layer is in use.
-        if shim::monitor_alive(&ContainerPaths::new(&paths.record, &paths.record)) {
-            return Err(RuntimeError::Start {
-                id: meta.id.clone(),
-                message: format!(
-                    "its monitor from an earlier podvisor version still runs (lock {}): \
-                     stop it or reboot before this version takes the container over",
-                    paths.record.join("shim.lock").display()
-                ),
-            });
-        }
         let exit = match fsutil::load_json::<ExitRecord>(&paths.exit())
             .map_err(io("read", &paths.exit()))?
         {
@@ -687,7 +681,9 @@ impl LinuxRuntime {
                 exit
             }
         };
-        if paths.dir.exists() {
+        // (A container of the earlier single-directory layout keeps its runtime files with its
+        // records; only the writable layer goes below.)
+        if paths.dir != paths.record && paths.dir.exists() {
             let rootfs = paths.rootfs();
             super::rootfs::unmount_if_mounted(&rootfs.rootfs).map_err(|e| RuntimeError::Io {
                 what: "unmount",
@@ -822,6 +818,13 @@ impl LinuxRuntime {
                     return Ok(None);
                 }
             }
+        } else if paths.shim_config().exists()
+            && (meta.boot_id == self.boot_id || meta.boot_id.is_empty())
+        {
+            // This boot (or an earlier layout's record, whose boot is unknown): its monitor
+            // died; the helper kills what is left of the container.
+            self.run_cleanup(paths)?;
+            shim::read_json::<ExitRecord>(&paths.exit()).map_err(shim_err(&meta.id))?
         } else if meta.boot_id != self.boot_id {
             self.finish_lost(
                 paths,
@@ -829,15 +832,12 @@ impl LinuxRuntime {
                 "the node rebooted or lost power while the container ran (it belongs to an \
                  earlier boot)",
             )?
-        } else if !paths.shim_config().exists() {
+        } else {
             self.finish_lost(
                 paths,
                 &meta,
                 "its runtime state was removed while its monitor was gone",
             )?
-        } else {
-            self.run_cleanup(paths)?;
-            shim::read_json::<ExitRecord>(&paths.exit()).map_err(shim_err(&meta.id))?
         };
         Ok(Some(ContainerInfo {
             meta,

@@ -92,7 +92,9 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> ShimError + '_ {
 pub struct ShimConfig {
     pub id: String,
     /// The container's record directory under the root dir (identity, exit record, writable
-    /// layer).
+    /// layer). Empty in containers of podvisor's earlier single-directory layout, which keep
+    /// everything in one directory.
+    #[serde(default)]
     pub record_dir: PathBuf,
     /// Directory that holds libcontainer's state for this container.
     pub youki_root: PathBuf,
@@ -144,7 +146,12 @@ impl ContainerPaths {
     /// directory comes from its `shim.json`).
     pub fn open(dir: &Path) -> Result<(ContainerPaths, ShimConfig), ShimError> {
         let cfg: ShimConfig = read_json(&dir.join("shim.json"))?;
-        Ok((ContainerPaths::new(dir, cfg.record_dir.clone()), cfg))
+        let record = if cfg.record_dir.as_os_str().is_empty() {
+            dir.to_path_buf()
+        } else {
+            cfg.record_dir.clone()
+        };
+        Ok((ContainerPaths::new(dir, record), cfg))
     }
     /// Identity ([`super::ContainerMeta`]); written last at creation, so its presence marks a
     /// complete container.
@@ -375,6 +382,10 @@ fn run_inner(dir: &Path, ready: fs::File) -> Result<(), ShimError> {
 /// unfinished by the next boot and finished again.
 fn finish(paths: &ContainerPaths) -> Result<(), ShimError> {
     fs::write(paths.cleaned(), b"").map_err(io_err(&paths.cleaned()))?;
+    // A container of the earlier single-directory layout has its records there too.
+    if paths.dir == paths.record {
+        return Ok(());
+    }
     remove_runtime_dir(paths).map_err(io_err(&paths.dir))
 }
 

@@ -219,6 +219,10 @@ pub struct SyncLoop {
     /// Pods with data on disk at start (emptyDir volumes), not yet claimed by a worker: after
     /// a reboot these have no sandbox; unclaimed ones are removed once the sources reported.
     data_on_disk: BTreeSet<String>,
+    /// Uids of the desired-pod records found at start, not yet claimed by a worker. A record
+    /// no worker claims once the sources reported (a generation replaced while the daemon was
+    /// down, or by a power cut before its removal finished) is deleted.
+    persisted: BTreeSet<String>,
     events: EventLog,
     snapshots: SnapshotCell,
     file_ready: bool,
@@ -263,6 +267,10 @@ impl SyncLoop {
         let store = DesiredStore::new(cfg.store_dir.clone());
         let mut config = PodConfig::new(&cfg.node_name);
         let persisted = store.recover();
+        let persisted_uids = persisted
+            .iter()
+            .filter_map(|p| p.pod.metadata.uid.clone())
+            .collect();
         config.seed(persisted, |p| {
             if p.source.starts_with("http://") || p.source.starts_with("https://") {
                 SourceKind::Http
@@ -295,6 +303,7 @@ impl SyncLoop {
             adopted,
             sandboxes_on_disk,
             data_on_disk,
+            persisted: persisted_uids,
             events: EventLog::new(1000),
             probe_state: probes::ProbeState::default(),
             snapshots,
@@ -555,6 +564,7 @@ impl SyncLoop {
                     }
                 }
                 log::info!("pod {uid}: not defined by any source: removing its containers");
+                self.persisted.remove(&uid);
                 self.removals.insert(
                     uid.clone(),
                     Removal {
@@ -571,6 +581,18 @@ impl SyncLoop {
                         hooks_pending: BTreeSet::new(),
                     },
                 );
+            }
+        }
+        if ready {
+            // Desired-pod records nothing claimed: nothing of them is on disk either.
+            for uid in std::mem::take(&mut self.persisted) {
+                if self.removals.contains_key(&uid) {
+                    continue;
+                }
+                log::info!("pod {uid}: no source defines it any more: removing its record");
+                if let Err(e) = self.store.remove(&uid) {
+                    log::warn!("pod {uid}: {e}");
+                }
             }
         }
         let names: Vec<String> = self.workers.keys().cloned().collect();
@@ -639,6 +661,7 @@ impl SyncLoop {
         };
         // Re-adopt what a previous run left: the sandbox and the containers of this uid.
         self.data_on_disk.remove(&uid);
+        self.persisted.remove(&uid);
         if let Some(created) = self.sandboxes_on_disk.remove(&uid) {
             w.sandbox = SandboxPhase::Ready;
             w.start_time = Some(created.clone());

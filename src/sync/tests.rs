@@ -1,6 +1,7 @@
 //! Sync-loop unit tests against a recording fake runtime, an inline executor and a fake clock.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fs;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -1882,4 +1883,41 @@ fn a_dead_sandbox_is_created_again_once_the_pod_stopped() {
         2,
         "both run again in the new sandbox: {running:?}"
     );
+}
+
+#[test]
+fn a_replaced_generation_left_in_the_store_is_dropped_once_the_sources_report() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("static-pods");
+    let rt = FakeRuntime::default();
+    let mut h1 = harness_with(rt.clone(), store.clone());
+    h1.scan_done();
+    h1.file("web.yaml", &pod_yaml("web", "busybox", ""));
+    let old = h1
+        .snap()
+        .find_pod("web")
+        .and_then(|v| v.pod.metadata.uid.clone())
+        .expect("uid");
+    // The spec is edited; a power cut comes before the old generation's record was removed.
+    let old_record = fs::read(store.join(format!("{old}.json"))).expect("old record");
+    h1.file("web.yaml", &pod_yaml("web", "busybox:1.36", ""));
+    h1.advance(Duration::from_secs(60));
+    drop(h1);
+    fs::write(store.join(format!("{old}.json")), old_record).expect("restore old record");
+    rt.reboot();
+    {
+        let mut st = rt.state.lock().expect("lock");
+        st.containers.retain(|_, c| c.meta.pod_uid != old);
+        st.pod_data.remove(&old);
+    }
+    let mut h2 = harness_with(rt.clone(), store.clone());
+    assert!(store.join(format!("{old}.json")).exists());
+    h2.file("web.yaml", &pod_yaml("web", "busybox:1.36", ""));
+    h2.scan_done();
+    assert!(
+        !store.join(format!("{old}.json")).exists(),
+        "stale record left"
+    );
+    assert_eq!(fs::read_dir(&store).expect("store").count(), 1);
+    assert!(h2.snap().find_pod("web").is_some());
 }

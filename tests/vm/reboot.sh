@@ -155,6 +155,9 @@ verify() { # NAME ORDERLY(0|1)
     *) errs="$errs counter's memory emptyDir survived the reboot ($_c);" ;;
   esac
   out=$(podvisor check 2>&1) || errs="$errs podvisor check: $(echo "$out" | tail -n 3 | tr '\n' ' ');"
+  # one desired-pod record per pod: none of a replaced generation is left
+  echo "$out" | tail -n 1 | grep -q ' 6 desired pod(s)' ||
+    errs="$errs desired-pod records: $(echo "$out" | tail -n 1);"
   say "INFO $_name: $(echo "$out" | tail -n 1)"
   if [ -z "$errs" ]; then
     say "PASS $_name"
