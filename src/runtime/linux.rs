@@ -9,8 +9,12 @@
 //! pidfds. At start it makes the runtime dir this boot's ([`super::rundir`]); containers of an
 //! earlier boot are reported exited with containerd's unknown status (255, `Unknown`), their
 //! records and logs kept, everything else of them removed.
+//!
+//! Submodules: `records` (a container's two directories and what a listing finds in them:
+//! complete, interrupted, monitor dead, lost with an earlier boot), `watcher` (the exit
+//! watcher thread).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fs;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
@@ -26,8 +30,6 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
-use nix::sys::eventfd::{EfdFlags, EventFd};
 
 use super::procfs::{self, ProcessId};
 use super::rundir;
@@ -35,13 +37,20 @@ use super::sandbox::{self, SandboxDirs, SandboxPaths};
 use super::shim::{self, ContainerPaths, ShimConfig, ShimState, StartReport};
 use super::spec::{self, NodeInfo, SandboxMounts, SpecRequest};
 use super::{
-    ContainerInfo, ContainerMeta, ContainerRequest, ContainerState, ExecOutput, ExitRecord,
-    Runtime, RuntimeError, RuntimeEvent, SandboxInfo,
+    ContainerInfo, ContainerMeta, ContainerRequest, ContainerState, ExecOutput, Runtime,
+    RuntimeError, RuntimeEvent, SandboxInfo,
 };
 use crate::cgroups::resources::PodCgroupConfig;
 use crate::cgroups::{self, CgroupRoot};
-use crate::fsutil::{self, Loaded};
+use crate::fsutil;
 use crate::images::ImageStore;
+
+mod records;
+mod watcher;
+
+use records::{remove_container_dirs, remove_orphan_runtime_dirs};
+pub use records::{UNKNOWN_EXIT_CODE, UNKNOWN_EXIT_REASON};
+use watcher::ExitWatcher;
 
 /// Settings of the real runtime.
 #[derive(Debug, Clone)]
@@ -316,37 +325,6 @@ impl LinuxRuntime {
             }
         })?;
         self.update_burstable_tier()
-    }
-
-    /// Whether a monitor of pod `uid` still runs (read from the container records).
-    fn pod_has_live_container(&self, uid: &str) -> bool {
-        let Ok(entries) = fs::read_dir(self.cfg.records_dir()) else {
-            return false;
-        };
-        entries.flatten().any(|e| {
-            let Ok(paths) = self.container_paths(&e.file_name().to_string_lossy()) else {
-                return false;
-            };
-            matches!(fsutil::load_json::<ContainerMeta>(&paths.meta()),
-                Ok(Loaded::Ok(m)) if m.pod_uid == uid)
-                && shim::monitor_alive(&paths)
-        })
-    }
-
-    fn container_paths(&self, id: &str) -> Result<ContainerPaths, RuntimeError> {
-        if id.is_empty() || id.contains('/') || id == "." || id == ".." {
-            return Err(RuntimeError::NotFound { id: id.to_string() });
-        }
-        let (run, record) = (
-            self.cfg.containers_dir().join(id),
-            self.cfg.records_dir().join(id),
-        );
-        // A container of podvisor's earlier single-directory layout (all files in the record
-        // directory) is handled in place: its monitor, of the earlier version, may still run.
-        if !run.exists() && record.join("shim.json").exists() {
-            return Ok(ContainerPaths::new(record.clone(), record));
-        }
-        Ok(ContainerPaths::new(run, record))
     }
 
     fn prepare(
@@ -636,244 +614,6 @@ impl LinuxRuntime {
     fn run_cleanup(&self, paths: &ContainerPaths) -> Result<(), RuntimeError> {
         run_cleanup(&self.cfg.shim_binary, paths)
     }
-
-    /// Removes what is left of a container whose creation never completed (no identity, or a
-    /// torn one: a power cut before the monitor made it durable).
-    fn remove_incomplete(&self, paths: &ContainerPaths, name: &str) {
-        if let Err(e) = remove_container_dirs(paths) {
-            log::warn!("container dir {}: {e}", paths.record.display());
-        }
-        let _ = self.images.remove_lease(name);
-    }
-
-    /// Finishes a container whose monitor is gone without having cleaned up, when nothing of
-    /// it can live any more: one of an earlier boot (lost with its node), or one whose runtime
-    /// directory vanished. Keeps its own exit record if it has one, else records containerd's
-    /// status for a container whose task is gone (exit code 255, reason `Unknown`); removes
-    /// the runtime directory and the writable layer; marks it cleaned. Its identity, exit
-    /// record and logs stay: restart counts and `logs --previous` follow it.
-    fn finish_lost(
-        &self,
-        paths: &ContainerPaths,
-        meta: &ContainerMeta,
-        why: &str,
-    ) -> Result<ExitRecord, RuntimeError> {
-        let io = |what: &'static str, path: &Path| {
-            let path = path.to_path_buf();
-            move |source| RuntimeError::Io { what, path, source }
-        };
-        let exit = match fsutil::load_json::<ExitRecord>(&paths.exit())
-            .map_err(io("read", &paths.exit()))?
-        {
-            Loaded::Ok(exit) => exit,
-            Loaded::Missing | Loaded::Torn(_) => {
-                let exit = ExitRecord {
-                    exit_code: UNKNOWN_EXIT_CODE,
-                    signal: None,
-                    oom_killed: false,
-                    started_at: meta.created_at.clone(),
-                    finished_at: super::now_rfc3339(),
-                    reason: UNKNOWN_EXIT_REASON.into(),
-                    message: Some(why.to_string()),
-                };
-                fsutil::write_json_atomic(&paths.exit(), &exit)
-                    .map_err(io("write", &paths.exit()))?;
-                exit
-            }
-        };
-        // (A container of the earlier single-directory layout keeps its runtime files with its
-        // records; only the writable layer goes below.)
-        if paths.dir != paths.record && paths.dir.exists() {
-            let rootfs = paths.rootfs();
-            super::rootfs::unmount_if_mounted(&rootfs.rootfs).map_err(|e| RuntimeError::Io {
-                what: "unmount",
-                path: rootfs.rootfs.clone(),
-                source: io::Error::other(e),
-            })?;
-            shim::remove_runtime_dir(paths).map_err(io("remove", &paths.dir))?;
-        }
-        super::rootfs::remove_rootfs(&paths.rootfs()).map_err(|e| RuntimeError::Io {
-            what: "remove the writable layer of",
-            path: paths.record.clone(),
-            source: io::Error::other(e),
-        })?;
-        fs::write(paths.cleaned(), b"").map_err(io("write", &paths.cleaned()))?;
-        log::info!(
-            "pod {}/{} container {} ({}, restart {}): {why}: reported exited with {} ({}); \
-             its log is kept",
-            meta.pod_namespace,
-            meta.pod_name,
-            meta.container_name,
-            meta.id,
-            meta.restart_count,
-            exit.exit_code,
-            exit.reason
-        );
-        Ok(exit)
-    }
-
-    fn container_info(
-        &self,
-        paths: &ContainerPaths,
-    ) -> Result<Option<ContainerInfo>, RuntimeError> {
-        let shim_err = |id: &str| {
-            let id = id.to_string();
-            move |source| RuntimeError::Shim {
-                id,
-                source: Box::new(source),
-            }
-        };
-        let name = paths
-            .record
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let alive = shim::monitor_alive(paths);
-        let meta = match fsutil::load_json::<ContainerMeta>(&paths.meta()) {
-            Ok(Loaded::Ok(m)) => m,
-            // Crashed while being created: nothing was started from it.
-            Ok(Loaded::Missing) if !alive => {
-                self.remove_incomplete(paths, &name);
-                return Ok(None);
-            }
-            // A torn identity: a power cut before the monitor made it durable. The container
-            // ran for milliseconds at most; its log file still counts for restart counts.
-            Ok(Loaded::Torn(why)) if !alive => {
-                log::warn!(
-                    "{}: torn identity record ({why}): an interrupted creation, removing it",
-                    paths.meta().display()
-                );
-                self.remove_incomplete(paths, &name);
-                return Ok(None);
-            }
-            Ok(Loaded::Missing) => return Ok(None),
-            Ok(Loaded::Torn(why)) => {
-                return Err(RuntimeError::Start {
-                    id: name,
-                    message: format!("{} is torn ({why})", paths.meta().display()),
-                })
-            }
-            Err(source) => {
-                return Err(RuntimeError::Io {
-                    what: "read",
-                    path: paths.meta(),
-                    source,
-                })
-            }
-        };
-        if alive {
-            // Give a monitor that is just starting a moment to record itself.
-            let deadline = Instant::now() + Duration::from_secs(2);
-            let state = loop {
-                let st: ShimState = shim::read_json_opt(&paths.state())
-                    .map_err(shim_err(&meta.id))?
-                    .unwrap_or_default();
-                if st.shim.is_some() || Instant::now() >= deadline {
-                    break st;
-                }
-                thread::sleep(Duration::from_millis(10));
-            };
-            if let Some(shim_id) = state.shim {
-                if !self.watcher.is_watched(&meta.id) {
-                    if let Ok(Some(fd)) = shim_id.open_pidfd() {
-                        self.watcher.watch(&meta, paths.clone(), fd)?;
-                    }
-                }
-            }
-            let st = match (state.init, state.started_at) {
-                (Some(init), Some(started_at)) => ContainerState::Running {
-                    pid: init.pid,
-                    started_at,
-                },
-                _ => ContainerState::Created,
-            };
-            return Ok(Some(ContainerInfo { meta, state: st }));
-        }
-        if self.watcher.is_watched(&meta.id) {
-            // The monitor just exited; the watcher reports it as an event.
-            if let Ok(Loaded::Ok(exit)) = fsutil::load_json::<ExitRecord>(&paths.exit()) {
-                return Ok(Some(ContainerInfo {
-                    meta,
-                    state: ContainerState::Exited(exit),
-                }));
-            }
-        }
-        let exit = if paths.cleaned().exists() {
-            match fsutil::load_json::<ExitRecord>(&paths.exit()) {
-                Ok(Loaded::Ok(exit)) => exit,
-                // `cleaned` is written after the (durable) exit record: only a removal
-                // interrupted half-way by an older version, or damage, leaves one without the
-                // other.
-                other => {
-                    log::warn!(
-                        "{}: cleaned container without a readable exit record ({}): removing it",
-                        paths.record.display(),
-                        match other {
-                            Ok(Loaded::Torn(why)) => why,
-                            Err(e) => e.to_string(),
-                            _ => "missing".to_string(),
-                        }
-                    );
-                    self.remove_incomplete(paths, &name);
-                    return Ok(None);
-                }
-            }
-        } else if paths.shim_config().exists()
-            && (meta.boot_id == self.boot_id || meta.boot_id.is_empty())
-        {
-            // This boot (or an earlier layout's record, whose boot is unknown): its monitor
-            // died; the helper kills what is left of the container.
-            self.run_cleanup(paths)?;
-            shim::read_json::<ExitRecord>(&paths.exit()).map_err(shim_err(&meta.id))?
-        } else if meta.boot_id != self.boot_id {
-            self.finish_lost(
-                paths,
-                &meta,
-                "the node rebooted or lost power while the container ran (it belongs to an \
-                 earlier boot)",
-            )?
-        } else {
-            self.finish_lost(
-                paths,
-                &meta,
-                "its runtime state was removed while its monitor was gone",
-            )?
-        };
-        Ok(Some(ContainerInfo {
-            meta,
-            state: ContainerState::Exited(exit),
-        }))
-    }
-}
-
-/// containerd's exit code for a container whose task is gone (node reboot): `unknownExitCode`.
-pub const UNKNOWN_EXIT_CODE: i32 = 255;
-/// containerd's reason for it: `unknownExitReason`.
-pub const UNKNOWN_EXIT_REASON: &str = "Unknown";
-
-/// Removes runtime directories of containers that have no record (a removal interrupted
-/// between the two), unless a monitor still holds them. Runs at start, before any worker.
-fn remove_orphan_runtime_dirs(cfg: &RuntimeConfig) {
-    let Ok(entries) = fs::read_dir(cfg.containers_dir()) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let id = e.file_name().to_string_lossy().into_owned();
-        let paths = ContainerPaths::new(e.path(), cfg.records_dir().join(&id));
-        if paths.record.exists() || shim::monitor_alive(&paths) {
-            continue;
-        }
-        let rootfs = paths.rootfs().rootfs;
-        let r = super::rootfs::unmount_if_mounted(&rootfs)
-            .map_err(io::Error::other)
-            .and_then(|()| shim::remove_runtime_dir(&paths));
-        match r {
-            Ok(()) => log::info!(
-                "container {id}: removed runtime state without a record (interrupted removal)"
-            ),
-            Err(e) => log::warn!("container {id}: runtime state without a record: {e}"),
-        }
-    }
 }
 
 impl Drop for LinuxRuntime {
@@ -974,27 +714,6 @@ fn run_cleanup(binary: &Path, paths: &ContainerPaths) -> Result<(), RuntimeError
             ),
         })
     }
-}
-
-/// Removes a container's two directories without descending into mount points.
-fn remove_container_dirs(paths: &ContainerPaths) -> io::Result<()> {
-    let rootfs = paths.rootfs().rootfs;
-    if super::rootfs::is_mounted(&rootfs) {
-        return Err(io::Error::other(format!(
-            "{} is still mounted",
-            rootfs.display()
-        )));
-    }
-    // meta.json first: a removal interrupted below (daemon killed) then looks like an
-    // interrupted creation, which the next listing removes. Deleted in directory order, a
-    // half-removed directory could keep meta.json but lose exit.json, and stay forever as an
-    // unreadable container.
-    match fs::remove_file(paths.meta()) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    fsutil::remove_tree_no_mounts(&paths.dir)?;
-    fsutil::remove_tree_no_mounts(&paths.record)
 }
 
 fn new_container_id(uid: &str, name: &str, restart_count: u32) -> String {
@@ -1287,154 +1006,6 @@ impl Runtime for LinuxRuntime {
                 source: Box::new(source),
             },
         )
-    }
-}
-
-struct Watched {
-    id: String,
-    pod_uid: String,
-    paths: ContainerPaths,
-    pidfd: OwnedFd,
-}
-
-/// The exit-watcher: epoll over monitor pidfds.
-struct ExitWatcher {
-    cfg: RuntimeConfig,
-    epoll: Epoll,
-    stop: EventFd,
-    next: AtomicU64,
-    watched: Mutex<HashMap<u64, Watched>>,
-    events: Mutex<Sender<RuntimeEvent>>,
-}
-
-const STOP_TOKEN: u64 = 0;
-
-impl ExitWatcher {
-    fn new(cfg: RuntimeConfig, events: Sender<RuntimeEvent>) -> io::Result<ExitWatcher> {
-        let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
-        let stop = EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)?;
-        epoll.add(&stop, EpollEvent::new(EpollFlags::EPOLLIN, STOP_TOKEN))?;
-        Ok(ExitWatcher {
-            cfg,
-            epoll,
-            stop,
-            next: AtomicU64::new(1),
-            watched: Mutex::new(HashMap::new()),
-            events: Mutex::new(events),
-        })
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Watched>> {
-        // A panic while holding this lock cannot leave the map inconsistent (single inserts
-        // and removes), so a poisoned lock is still usable.
-        self.watched.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn watch(
-        &self,
-        meta: &ContainerMeta,
-        paths: ContainerPaths,
-        pidfd: OwnedFd,
-    ) -> Result<(), RuntimeError> {
-        let token = self.next.fetch_add(1, Ordering::Relaxed);
-        let mut map = self.lock();
-        self.epoll
-            .add(&pidfd, EpollEvent::new(EpollFlags::EPOLLIN, token))
-            .map_err(|e| RuntimeError::Io {
-                what: "watch monitor of",
-                path: paths.dir.clone(),
-                source: e.into(),
-            })?;
-        map.insert(
-            token,
-            Watched {
-                id: meta.id.clone(),
-                pod_uid: meta.pod_uid.clone(),
-                paths,
-                pidfd,
-            },
-        );
-        Ok(())
-    }
-
-    fn is_watched(&self, id: &str) -> bool {
-        self.lock().values().any(|w| w.id == id)
-    }
-
-    /// Stops watching `id`; returns its pidfd.
-    fn forget(&self, id: &str) -> Option<OwnedFd> {
-        let mut map = self.lock();
-        let token = map.iter().find(|(_, w)| w.id == id).map(|(t, _)| *t)?;
-        let w = map.remove(&token)?;
-        let _ = self.epoll.delete(&w.pidfd);
-        Some(w.pidfd)
-    }
-
-    fn shutdown(&self) {
-        let _ = self.stop.arm();
-    }
-
-    fn run(&self) {
-        let mut events = [EpollEvent::empty(); 32];
-        loop {
-            let n = match self.epoll.wait(&mut events, EpollTimeout::NONE) {
-                Ok(n) => n,
-                Err(nix::Error::EINTR) => continue,
-                Err(e) => {
-                    log::error!("exit watcher: epoll_wait: {e}");
-                    return;
-                }
-            };
-            for ev in &events[..n] {
-                let token = ev.data();
-                if token == STOP_TOKEN {
-                    return;
-                }
-                let w = {
-                    let mut map = self.lock();
-                    match map.remove(&token) {
-                        Some(w) => {
-                            let _ = self.epoll.delete(&w.pidfd);
-                            w
-                        }
-                        None => continue,
-                    }
-                };
-                procfs::reap_pidfd(&w.pidfd);
-                self.report(w);
-            }
-        }
-    }
-
-    fn report(&self, w: Watched) {
-        let paths = &w.paths;
-        if !paths.cleaned().exists() {
-            if let Err(e) = run_cleanup(&self.cfg.shim_binary, paths) {
-                log::error!("container {}: {e}", w.id);
-            }
-        }
-        let exit = match shim::read_json::<ExitRecord>(&paths.exit()) {
-            Ok(e) => e,
-            Err(e) => {
-                log::error!("container {}: {e}", w.id);
-                ExitRecord {
-                    exit_code: 137,
-                    signal: None,
-                    oom_killed: false,
-                    started_at: String::new(),
-                    finished_at: super::now_rfc3339(),
-                    reason: "ContainerStatusUnknown".into(),
-                    message: Some(e.to_string()),
-                }
-            }
-        };
-        let tx = self.events.lock().unwrap_or_else(|p| p.into_inner());
-        // The receiver may be gone while shutting down: nothing left to tell.
-        let _ = tx.send(RuntimeEvent::ContainerExited {
-            id: w.id,
-            pod_uid: w.pod_uid,
-            exit,
-        });
     }
 }
 

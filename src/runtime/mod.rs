@@ -63,6 +63,12 @@ pub enum RuntimeError {
     SandboxNotReady { pod: String, message: String },
     #[error(transparent)]
     RunDir(#[from] rundir::RunDirError),
+    #[error("container {id}: rootfs: {source}")]
+    Rootfs {
+        id: String,
+        #[source]
+        source: rootfs::RootfsError,
+    },
     #[error("container {id}: {message}")]
     Start { id: String, message: String },
     #[error("container {id}: {source}")]

@@ -21,7 +21,8 @@
 #   PODVISOR_VM_BOOT_TIMEOUT  limit until the guest reports it started (default 90)
 #   PODVISOR_VM_MEM      guest memory in MiB (default 1024)
 #   PODVISOR_VM_ONLY     comma-separated scenario names to run instead of all of them (the
-#                        reboot series runs when one of its names is listed)
+#                        reboot series runs when one of its names, or "reboot" for all of
+#                        them, is listed)
 #   PODVISOR_VM_SMP      guest cpus (default 2; each is one host thread of qemu's TCG)
 #   PODVISOR_VM_CUTS     power cuts in the reboot series (default 3, one boot each; 0 leaves
 #                        only the orderly reboot); the churn before a cut cycles through
@@ -54,10 +55,14 @@ expected=("${scenarios[@]}" "${series[@]}")
 run_scenarios=1
 run_series=1
 if [ -n "${PODVISOR_VM_ONLY:-}" ]; then
-  IFS=, read -r -a expected <<< "$PODVISOR_VM_ONLY"
-  run_scenarios="" run_series=""
-  for name in "${expected[@]}"; do
-    case "$name" in reboot-* | power-cut-*) run_series=1 ;; *) run_scenarios=1 ;; esac
+  IFS=, read -r -a only_names <<< "$PODVISOR_VM_ONLY"
+  expected=() run_scenarios="" run_series=""
+  for name in "${only_names[@]}"; do
+    case "$name" in
+      reboot) run_series=1 expected+=("${series[@]}") ;; # the whole series
+      reboot-* | power-cut-*) run_series=1 expected+=("$name") ;;
+      *) run_scenarios=1 expected+=("$name") ;;
+    esac
   done
 fi
 
