@@ -40,20 +40,6 @@ spec:
     emptyDir: {medium: Memory}
 ";
 
-fn start(
-    rt: &impl Runtime,
-    p: &k8s_openapi::api::core::v1::Pod,
-) -> podvisor::runtime::ContainerInfo {
-    let c = &p.spec.as_ref().expect("spec").containers[0];
-    rt.start_container(&ContainerRequest {
-        pod: p,
-        container: c,
-        kind: ContainerKind::App,
-        restart_count: 0,
-    })
-    .expect("start container")
-}
-
 fn first_line_with(log: &Path, needle: &str) -> Option<String> {
     if !log.exists() {
         return None;
@@ -71,7 +57,7 @@ fn runtime_reports_containers_of_an_earlier_boot_lost_and_keeps_pod_data() {
     let before = {
         let (rt, _rx) = env.runtime();
         rt.run_pod_sandbox(&p).expect("sandbox");
-        let info = start(&rt, &p);
+        let info = common::start_container(&rt, &p, 0, 0);
         wait_for("first output", T, || {
             first_line_with(&info.meta.log_path, "starts=").is_some()
         });
@@ -124,14 +110,7 @@ fn runtime_reports_containers_of_an_earlier_boot_lost_and_keeps_pod_data() {
 
     // The pod starts again: new sandbox, disk emptyDir kept, memory emptyDir empty.
     rt.run_pod_sandbox(&p).expect("sandbox again");
-    let again = rt
-        .start_container(&ContainerRequest {
-            pod: &p,
-            container: &p.spec.as_ref().expect("spec").containers[0],
-            kind: ContainerKind::App,
-            restart_count: 1,
-        })
-        .expect("start again");
+    let again = common::start_container(&rt, &p, 0, 1);
     wait_for("second output", T, || {
         first_line_with(&again.meta.log_path, "starts=").is_some()
     });
@@ -194,7 +173,7 @@ fn sandbox_with_a_dead_namespace_is_never_joined_and_is_created_again() {
     assert!(rt.list_pod_sandboxes().expect("list").is_empty());
     rt.run_pod_sandbox(&p).expect("sandbox again");
     assert!(podvisor::runtime::rundir::is_nsfs(&net));
-    let info = start(&rt, &p);
+    let info = common::start_container(&rt, &p, 0, 0);
     rt.signal_container(&info.meta.id, libc::SIGKILL)
         .expect("kill");
     wait_exit(&rx, &info.meta.id, T);

@@ -23,14 +23,7 @@ fn start(
     p: &k8s_openapi::api::core::v1::Pod,
     idx: usize,
 ) -> podvisor::runtime::ContainerInfo {
-    let c = &p.spec.as_ref().expect("spec").containers[idx];
-    rt.start_container(&ContainerRequest {
-        pod: p,
-        container: c,
-        kind: ContainerKind::App,
-        restart_count: 0,
-    })
-    .expect("start container")
+    common::start_container(rt, p, idx, 0)
 }
 
 /// Creates the pod's sandbox, starts its first container and waits (up to `timeout`) for

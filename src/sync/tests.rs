@@ -507,6 +507,12 @@ impl Harness {
     fn snap(&self) -> Arc<Snapshot> {
         self.snapshots.get()
     }
+    fn uid(&self, pod: &str) -> String {
+        self.snap()
+            .find_pod(pod)
+            .and_then(|v| v.pod.metadata.uid.clone())
+            .expect("uid")
+    }
     fn waiting_reason(&self, pod: &str, container: &str) -> Option<String> {
         let snap = self.snap();
         let v = snap.find_pod(pod)?;
@@ -1011,11 +1017,7 @@ fn restart_reconciles_with_what_runs() {
     h1.scan_done();
     h1.file("keep.yaml", &pod_yaml("keep", "busybox", ""));
     h1.file("gone.yaml", &pod_yaml("gone", "busybox", ""));
-    let keep_uid = h1
-        .snap()
-        .find_pod("keep")
-        .and_then(|v| v.pod.metadata.uid.clone())
-        .expect("uid");
+    let keep_uid = h1.uid("keep");
     let running_before = rt.running_ids();
     assert_eq!(running_before.len(), 2);
     // The daemon dies; containers and the store stay. A second daemon starts: keep.yaml is
@@ -1825,11 +1827,7 @@ fn a_dead_sandbox_is_created_again_once_the_pod_stopped() {
         "two.yaml",
         "apiVersion: v1\nkind: Pod\nmetadata: {name: two}\nspec:\n  terminationGracePeriodSeconds: 5\n  containers:\n  - {name: a, image: busybox}\n  - {name: b, image: busybox}\n",
     );
-    let uid = h
-        .snap()
-        .find_pod("two")
-        .and_then(|v| v.pod.metadata.uid.clone())
-        .expect("uid");
+    let uid = h.uid("two");
     let ids = h.rt.running_ids();
     assert_eq!(ids.len(), 2);
     let name_of = |rt: &FakeRuntime, id: &str| {
@@ -1893,11 +1891,7 @@ fn a_replaced_generation_left_in_the_store_is_dropped_once_the_sources_report() 
     let mut h1 = harness_with(rt.clone(), store.clone());
     h1.scan_done();
     h1.file("web.yaml", &pod_yaml("web", "busybox", ""));
-    let old = h1
-        .snap()
-        .find_pod("web")
-        .and_then(|v| v.pod.metadata.uid.clone())
-        .expect("uid");
+    let old = h1.uid("web");
     // The spec is edited; a power cut comes before the old generation's record was removed.
     let old_record = fs::read(store.join(format!("{old}.json"))).expect("old record");
     h1.file("web.yaml", &pod_yaml("web", "busybox:1.36", ""));

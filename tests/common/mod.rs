@@ -156,15 +156,7 @@ impl TestEnv {
             std::thread::sleep(Duration::from_millis(20));
         }
         reap_zombies();
-        let base = self.dir.path().to_string_lossy().to_string();
-        let mut mounts: Vec<String> = fs::read_to_string("/proc/self/mountinfo")
-            .expect("mountinfo")
-            .lines()
-            .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
-            .filter(|m| m.starts_with(&base))
-            .collect();
-        mounts.sort();
-        for m in mounts.iter().rev() {
+        for m in mounts_under(self.dir.path()).iter().rev() {
             match nix::mount::umount2(m.as_str(), nix::mount::MntFlags::MNT_DETACH) {
                 // Listed twice, or gone with its parent.
                 Ok(()) | Err(nix::Error::EINVAL) | Err(nix::Error::ENOENT) => {}
@@ -229,13 +221,7 @@ impl TestEnv {
     /// Asserts that nothing of this environment is left: no mount under the temp dir, no
     /// cgroup under the test's parent, no process rooted in or running from the temp dir.
     pub fn assert_clean(&self) {
-        let base = self.dir.path().to_string_lossy().to_string();
-        let mounts: Vec<String> = fs::read_to_string("/proc/self/mountinfo")
-            .expect("mountinfo")
-            .lines()
-            .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
-            .filter(|m| m.starts_with(&base))
-            .collect();
+        let mounts = mounts_under(self.dir.path());
         assert!(mounts.is_empty(), "mounts left behind: {mounts:?}");
         let mut cgroups = Vec::new();
         for top in cgroup_dirs(&self.cgroup_parent) {
@@ -254,6 +240,36 @@ impl TestEnv {
     }
 }
 
+/// Mount points under `dir` (from /proc/self/mountinfo), sorted: parents first.
+pub fn mounts_under(dir: &Path) -> Vec<String> {
+    let base = dir.to_string_lossy().to_string();
+    let mut mounts: Vec<String> = fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
+        .filter(|m| m.starts_with(&base))
+        .collect();
+    mounts.sort();
+    mounts
+}
+
+/// Starts container `idx` of `pod` (an app container) with `restart_count`.
+pub fn start_container(
+    rt: &impl podvisor::runtime::Runtime,
+    pod: &Pod,
+    idx: usize,
+    restart_count: u32,
+) -> podvisor::runtime::ContainerInfo {
+    let c = &pod.spec.as_ref().expect("spec").containers[idx];
+    rt.start_container(&podvisor::runtime::ContainerRequest {
+        pod,
+        container: c,
+        kind: podvisor::runtime::ContainerKind::App,
+        restart_count,
+    })
+    .expect("start container")
+}
+
 impl Drop for TestEnv {
     fn drop(&mut self) {
         // A test that failed half-way may leave containers, mounts and cgroups: kill what runs
@@ -267,15 +283,7 @@ impl Drop for TestEnv {
                 nix::sys::signal::Signal::SIGKILL,
             );
         }
-        let base = self.dir.path().to_string_lossy().to_string();
-        let mut mounts: Vec<String> = fs::read_to_string("/proc/self/mountinfo")
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
-            .filter(|m| m.starts_with(&base))
-            .collect();
-        mounts.sort();
-        for m in mounts.iter().rev() {
+        for m in mounts_under(self.dir.path()).iter().rev() {
             let _ = nix::mount::umount2(m.as_str(), nix::mount::MntFlags::MNT_DETACH);
         }
         for top in cgroup_dirs(&self.cgroup_parent) {
