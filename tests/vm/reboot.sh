@@ -8,8 +8,8 @@
 #   setup    import the image, run six pods, stop the daemon (its containers keep running, as
 #            under systemd), sync, power off: an orderly reboot follows.
 #   cut-N    verify the previous boot, then churn (manifest edits, container kills or an image
-#            import, in turn) and cut the power (sysrq b: no sync, no shutdown) at a moment
-#            that differs from cut to cut.
+#            import, in turn; podvisor_vm.churn=edits,kills,import sets the cycle) and cut the
+#            power (sysrq b: no sync, no shutdown) at a moment that differs from cut to cut.
 #   final    verify the last cut, stop the daemon, power off.
 #
 # A verification starts `podvisor check --dry-run` before the daemon (no inconsistent record
@@ -45,6 +45,9 @@ wait_until() { # SECONDS CMD...: CMD every 0.5 s until it succeeds; 1 on timeout
 arg() { sed -n "s/.*podvisor_vm\.$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
 phase=$(arg phase)
 cuts=$(arg cuts)
+# the churn before cut N: the ((N-1) mod count)th of this list (edits, kills, import)
+churn=$(arg churn)
+churn=${churn:-edits,kills,import}
 
 # --- the disk ------------------------------------------------------------------------------
 mkdir -p /disk
@@ -191,8 +194,16 @@ init_pid_of() { # POD: the pid of the first container process of the pod's cgrou
 }
 churn_and_cut() { # CUT-NUMBER
   _delay=$((200 + ($1 * 733) % 2400))
-  case $((($1 - 1) % 3)) in
-    0)
+  _kinds=$(echo "$churn" | tr ',' ' ')
+  set -- "$1" $_kinds
+  _n=$1
+  shift
+  _i=$(((_n - 1) % $#))
+  shift "$_i"
+  _kind=$1
+  set -- "$_n"
+  case "$_kind" in
+    edits)
       save_state "manifest edits"
       edit logger "$1.1"
       edit pair "$1.1"
@@ -201,7 +212,7 @@ churn_and_cut() { # CUT-NUMBER
       usleep $((_delay * 1000))
       cut_power "manifest edits (${_delay} ms after the last edit)"
       ;;
-    1)
+    kills)
       save_state "container kills"
       for p in web counter hostnet; do kill -9 "$(init_pid_of $p)" 2>/dev/null; done
       usleep $((_delay * 1000))
@@ -209,7 +220,7 @@ churn_and_cut() { # CUT-NUMBER
       usleep 100000
       cut_power "container kills (${_delay} ms after the first kills, 100 ms after the last)"
       ;;
-    *)
+    import)
       # At a point of the import that moves from cut to cut: 15..90 % of the time a whole
       # import took in the setup phase (spooling, blob commits, layer unpacking, records).
       _full=$(cat "$STATE/import-ms" 2>/dev/null || echo 3000)
@@ -218,6 +229,9 @@ churn_and_cut() { # CUT-NUMBER
       podvisor image import /vm/images/churn.tar --ref "example.com/churn:$1" >/dev/null 2>&1 &
       usleep $((_delay * 1000))
       cut_power "an image import (${_delay} ms into it; a whole import took ${_full} ms)"
+      ;;
+    *)
+      say "FAIL power-cut-$1: unknown churn $_kind (podvisor_vm.churn=$churn)"
       ;;
   esac
 }

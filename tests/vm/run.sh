@@ -27,6 +27,7 @@
 #   PODVISOR_VM_CUTS     power cuts in the reboot series (default 3, one boot each; 0 leaves
 #                        only the orderly reboot); the churn before a cut cycles through
 #                        manifest edits, container kills and an image import
+#   PODVISOR_VM_CHURN    the churn cycle before the cuts (default edits,kills,import)
 #   PODVISOR_VM_DISK_MB  size of the series' ext4 disk (default 512)
 set -euo pipefail
 
@@ -38,6 +39,7 @@ boot_timeout=${PODVISOR_VM_BOOT_TIMEOUT:-90}
 mem=${PODVISOR_VM_MEM:-1024}
 smp=${PODVISOR_VM_SMP:-2}
 cuts=${PODVISOR_VM_CUTS:-3}
+churn=${PODVISOR_VM_CHURN:-edits,kills,import}
 disk_mb=${PODVISOR_VM_DISK_MB:-512}
 # Kernel modules podvisor needs that Debian builds as modules (dependencies follow); the disk
 # of the reboot series needs virtio and ext4 (whose metadata checksums need crc32c).
@@ -249,7 +251,8 @@ if [ -n "$run_series" ]; then
   for ((i = 1; i <= cuts; i++)); do phases+=("cut-$i"); done
   phases+=(final)
   for phase in "${phases[@]}"; do
-    boot_vm "reboot-$phase" "podvisor_vm.phase=$phase podvisor_vm.cuts=$cuts" "${drive[@]}"
+    boot_vm "reboot-$phase" "podvisor_vm.phase=$phase podvisor_vm.cuts=$cuts podvisor_vm.churn=$churn" \
+      "${drive[@]}"
     [ -z "$boot_failed" ] || { problem "$boot_failed: qemu killed"; break; }
     case "$phase" in
       cut-*) grep -aq 'PODVISOR-VM: INFO cutting the power' "$cache/console-reboot-$phase.log" ||
