@@ -1,7 +1,8 @@
 //! check: verifies the image store the way `fsck` verifies a filesystem, for `podvisor check`
 //! after a power cut or on a device whose storage is suspect, and repairs what it can.
 //!
-//! What is verified, under the store lock (so it is safe next to a running daemon):
+//! What is verified (safe next to a running daemon: blobs are hashed without the store lock,
+//! since a committed blob never changes, and everything else under it):
 //! - every blob's content against its digest (a full read of the store);
 //! - every image record parses, is filed under its own name, and its manifest blob lists the
 //!   record's config and layers;
@@ -112,14 +113,17 @@ fn remove_path(p: &PathBuf) -> Result<(), String> {
 impl ImageStore {
     /// Verifies the store and, with `repair`, repairs what it can (see the module doc).
     pub fn check(&self, repair: bool) -> Result<CheckReport, ImageError> {
+        // The long part (reading every blob) does not hold up container starts.
+        let (hashed, suspects) = hash_blobs(self)?;
         let _lock = self.lock()?;
         let mut c = Checker {
             store: self,
             repair,
             report: CheckReport::default(),
         };
+        c.report.blobs = hashed;
         check_leftovers(&mut c)?;
-        let bad_blobs = check_blobs(&mut c)?;
+        let bad_blobs = check_blobs(&mut c, suspects)?;
         check_records(&mut c, &bad_blobs)?;
         check_leases(&mut c)?;
         c.report.layers = self.layers.list()?.len();
@@ -171,30 +175,54 @@ fn check_leftovers(c: &mut Checker<'_>) -> Result<(), ImageError> {
     Ok(())
 }
 
-/// Hashes every blob; returns the digests of those whose content does not match (removed
-/// when repairing).
-fn check_blobs(c: &mut Checker<'_>) -> Result<HashSet<Digest>, ImageError> {
-    let mut bad = HashSet::new();
-    for d in c.store.blobs.list()? {
-        c.report.blobs += 1;
-        let path = c.store.blobs.path(&d);
-        let actual = fs::File::open(&path)
-            .and_then(|f| HashingReader::new(f).finish().map(|(digest, _)| digest))
-            .map_err(|source| ImageError::Io {
-                path: path.clone(),
-                source,
-            })?;
-        if actual != d {
-            bad.insert(d.clone());
-            let store = c.store;
-            c.found(
-                FindingKind::Inconsistent,
-                format!("blob {d}: content does not match its digest (content is {actual})"),
-                Some(("removed", &mut || {
-                    store.blobs.remove(&d).map_err(|e| e.to_string())
-                })),
-            );
+fn blob_digest(store: &ImageStore, d: &Digest) -> Result<Option<Digest>, ImageError> {
+    let path = store.blobs.path(d);
+    match fs::File::open(&path) {
+        Ok(f) => HashingReader::new(f)
+            .finish()
+            .map(|(digest, _)| Some(digest))
+            .map_err(|source| ImageError::Io { path, source }),
+        // Collected meanwhile.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(ImageError::Io { path, source }),
+    }
+}
+
+/// Hashes every blob without the store lock: (blobs read, those whose content did not match).
+fn hash_blobs(store: &ImageStore) -> Result<(usize, Vec<Digest>), ImageError> {
+    let mut n = 0;
+    let mut suspects = Vec::new();
+    for d in store.blobs.list()? {
+        if let Some(actual) = blob_digest(store, &d)? {
+            n += 1;
+            if actual != d {
+                suspects.push(d);
+            }
         }
+    }
+    Ok((n, suspects))
+}
+
+/// Confirms the suspects under the lock; returns the digests of blobs whose content does not
+/// match (removed when repairing).
+fn check_blobs(c: &mut Checker<'_>, suspects: Vec<Digest>) -> Result<HashSet<Digest>, ImageError> {
+    let mut bad = HashSet::new();
+    for d in suspects {
+        let Some(actual) = blob_digest(c.store, &d)? else {
+            continue;
+        };
+        if actual == d {
+            continue;
+        }
+        bad.insert(d.clone());
+        let store = c.store;
+        c.found(
+            FindingKind::Inconsistent,
+            format!("blob {d}: content does not match its digest (content is {actual})"),
+            Some(("removed", &mut || {
+                store.blobs.remove(&d).map_err(|e| e.to_string())
+            })),
+        );
     }
     Ok(bad)
 }
