@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use crate::fsutil::{self, Loaded};
 use crate::images::{CheckReport, Finding, FindingKind, ImageError, ImageStore};
 use crate::runtime::{ContainerMeta, ExitRecord};
+use crate::sync::store::DesiredStore;
 
 /// Errors of `podvisor check`.
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +72,18 @@ fn entries(dir: &Path) -> Result<Vec<PathBuf>, CheckError> {
     }
 }
 
+/// Why the record at `path` is torn, `None` when it is missing or good.
+fn torn<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<String>, CheckError> {
+    match fsutil::load_json::<T>(path) {
+        Ok(Loaded::Torn(why)) => Ok(Some(why)),
+        Ok(_) => Ok(None),
+        Err(source) => Err(CheckError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
 fn finding(kind: FindingKind, message: String, repaired: Option<String>) -> Finding {
     Finding {
         kind,
@@ -86,7 +99,8 @@ pub fn check(root_dir: &Path, repair: bool) -> Result<StateReport, CheckError> {
         images: store.check(repair)?,
         ..StateReport::default()
     };
-    for path in entries(&root_dir.join("static-pods"))? {
+    let store_dir = root_dir.join("static-pods");
+    for path in entries(&store_dir)? {
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -100,54 +114,32 @@ pub fn check(root_dir: &Path, repair: bool) -> Result<StateReport, CheckError> {
                 ),
                 None,
             ));
-            continue;
         }
-        if !name.ends_with(".json") {
-            continue;
-        }
-        report.desired_pods += 1;
-        let loaded =
-            fsutil::load_json::<serde_json::Value>(&path).map_err(|source| CheckError::Io {
+    }
+    let (n, torn_records) = DesiredStore::new(store_dir).scan();
+    report.desired_pods = n;
+    for (path, why) in torn_records {
+        let repaired = if repair {
+            fs::remove_file(&path).map_err(|source| CheckError::Io {
                 path: path.clone(),
                 source,
             })?;
-        if let Loaded::Torn(why) = loaded {
-            let repaired = if repair {
-                fs::remove_file(&path).map_err(|source| CheckError::Io {
-                    path: path.clone(),
-                    source,
-                })?;
-                Some("removed (its manifest defines the pod again)".to_string())
-            } else {
-                None
-            };
-            report.findings.push(finding(
-                FindingKind::Inconsistent,
-                format!("desired-pod record {} is torn ({why})", path.display()),
-                repaired,
-            ));
-        }
+            Some("removed (its manifest defines the pod again)".to_string())
+        } else {
+            None
+        };
+        report.findings.push(finding(
+            FindingKind::Inconsistent,
+            format!("desired-pod record {} is torn ({why})", path.display()),
+            repaired,
+        ));
     }
     for dir in entries(&root_dir.join("containers"))? {
         if !dir.is_dir() {
             continue;
         }
         report.containers += 1;
-        let load = |name: &str| {
-            let p = dir.join(name);
-            match name {
-                "meta.json" => fsutil::load_json::<ContainerMeta>(&p).map(|l| match l {
-                    Loaded::Torn(w) => Some(w),
-                    _ => None,
-                }),
-                _ => fsutil::load_json::<ExitRecord>(&p).map(|l| match l {
-                    Loaded::Torn(w) => Some(w),
-                    _ => None,
-                }),
-            }
-            .map_err(|source| CheckError::Io { path: p, source })
-        };
-        if let Some(why) = load("meta.json")? {
+        if let Some(why) = torn::<ContainerMeta>(&dir.join("meta.json"))? {
             report.findings.push(finding(
                 FindingKind::Interrupted,
                 format!(
@@ -158,7 +150,7 @@ pub fn check(root_dir: &Path, repair: bool) -> Result<StateReport, CheckError> {
                 None,
             ));
         }
-        if let Some(why) = load("exit.json")? {
+        if let Some(why) = torn::<ExitRecord>(&dir.join("exit.json"))? {
             report.findings.push(finding(
                 FindingKind::Inconsistent,
                 format!(
@@ -171,4 +163,47 @@ pub fn check(root_dir: &Path, repair: bool) -> Result<StateReport, CheckError> {
         }
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn torn_state_records_are_reported_and_desired_pods_repaired() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        fs::create_dir_all(root.join("static-pods")).expect("mkdir");
+        fs::write(root.join("static-pods/u1.json"), b"").expect("torn record");
+        fs::write(root.join("static-pods/.u2.json.tmp-5"), b"{").expect("temp");
+        fs::create_dir_all(root.join("containers/c1")).expect("mkdir");
+        fs::write(root.join("containers/c1/meta.json"), b"").expect("torn identity");
+        fs::write(root.join("containers/c1/exit.json"), b"{\"exit_code\"").expect("torn exit");
+        let r = check(root, false).expect("check");
+        assert!(!r.consistent());
+        assert_eq!((r.desired_pods, r.containers), (1, 1));
+        let kinds: Vec<(FindingKind, bool)> = r
+            .all_findings()
+            .map(|f| (f.kind, f.repaired.is_some()))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (FindingKind::Interrupted, false),
+                (FindingKind::Inconsistent, false),
+                (FindingKind::Interrupted, false),
+                (FindingKind::Inconsistent, false),
+            ],
+            "{:#?}",
+            r.findings
+        );
+        assert!(root.join("static-pods/u1.json").exists(), "dry run");
+        let r = check(root, true).expect("check");
+        assert!(
+            !root.join("static-pods/u1.json").exists(),
+            "torn record removed"
+        );
+        // The torn exit record is the daemon's to handle: still inconsistent.
+        assert!(!r.consistent());
+    }
 }

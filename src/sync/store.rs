@@ -108,10 +108,22 @@ impl DesiredStore {
         self.read_all(true)
     }
 
-    fn read_all(&self, remove_torn: bool) -> Vec<StaticPod> {
-        let mut out = Vec::new();
+    /// (record files, those that are empty or torn with why), for `podvisor check`.
+    pub fn scan(&self) -> (usize, Vec<(PathBuf, String)>) {
+        let mut n = 0;
+        let mut torn = Vec::new();
+        for path in self.record_paths() {
+            n += 1;
+            if let Ok(Loaded::Torn(why)) = fsutil::load_json::<Record>(&path) {
+                torn.push((path, why));
+            }
+        }
+        (n, torn)
+    }
+
+    fn record_paths(&self) -> Vec<PathBuf> {
         let Ok(entries) = fs::read_dir(&self.dir) else {
-            return out;
+            return Vec::new();
         };
         let mut paths: Vec<PathBuf> = entries
             .flatten()
@@ -119,7 +131,12 @@ impl DesiredStore {
             .filter(|p| p.extension().is_some_and(|x| x == "json"))
             .collect();
         paths.sort();
-        for path in paths {
+        paths
+    }
+
+    fn read_all(&self, remove_torn: bool) -> Vec<StaticPod> {
+        let mut out = Vec::new();
+        for path in self.record_paths() {
             match fsutil::load_json::<Record>(&path) {
                 Ok(Loaded::Ok(r)) => out.push(StaticPod {
                     pod: r.pod,
