@@ -101,7 +101,7 @@ count_running() {
 count_monitors() {
   _n=0
   for _c in /proc/[0-9]*/cmdline; do
-    tr '\0' ' ' < "$_c" 2>/dev/null | grep -q '^[^ ]*podvisor shim run ' && _n=$((_n + 1))
+    { tr '\0' ' ' < "$_c"; } 2>/dev/null | grep -q '^[^ ]*podvisor shim run ' && _n=$((_n + 1))
   done
   echo $_n
 }
@@ -176,8 +176,9 @@ verify() { # NAME ORDERLY(0|1)
 }
 
 # --- churn and power cut -------------------------------------------------------------------
-cut_power() { # WHAT
+cut_power() { # WHAT DELAY-MS: announces the cut (the serial line drains meanwhile), cuts
   say "INFO cutting the power during $1"
+  usleep $(($2 * 1000))
   echo b > /proc/sysrq-trigger
   sleep 10
   say "FAIL power-cut: sysrq b did not reset the VM"
@@ -209,16 +210,14 @@ churn_and_cut() { # CUT-NUMBER
       edit pair "$1.1"
       sleep 1
       edit logger "$1.2"
-      usleep $((_delay * 1000))
-      cut_power "manifest edits (${_delay} ms after the last edit)"
+      cut_power "manifest edits (${_delay} ms after the last edit)" "$_delay"
       ;;
     kills)
       save_state "container kills"
       for p in web counter hostnet; do kill -9 "$(init_pid_of $p)" 2>/dev/null; done
       usleep $((_delay * 1000))
       kill -9 "$(init_pid_of logger)" 2>/dev/null
-      usleep 100000
-      cut_power "container kills (${_delay} ms after the first kills, 100 ms after the last)"
+      cut_power "container kills (${_delay} ms after the first kills, 100 ms after the last)" 100
       ;;
     import)
       # At a point of the import that moves from cut to cut: 15..90 % of the time a whole
@@ -227,8 +226,7 @@ churn_and_cut() { # CUT-NUMBER
       _delay=$((_full * (15 + ($1 * 37) % 76) / 100))
       save_state "an image import"
       podvisor image import /vm/images/churn.tar --ref "example.com/churn:$1" >/dev/null 2>&1 &
-      usleep $((_delay * 1000))
-      cut_power "an image import (${_delay} ms into it; a whole import took ${_full} ms)"
+      cut_power "an image import (${_delay} ms into it; a whole import took ${_full} ms)" "$_delay"
       ;;
     *)
       say "FAIL power-cut-$1: unknown churn $_kind (podvisor_vm.churn=$churn)"
