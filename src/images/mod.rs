@@ -13,7 +13,8 @@
 //!   downloading, kept to resume); `lock`: the flock serializing mutations.
 //!
 //! Pulls from OCI registries: `registry` (mirrors, auth, TLS config), `client` (the
-//! distribution API over ureq), `pull` (`ImageStore::pull`).
+//! distribution API over ureq), `resolve` (what the fetched
+//! documents mean, pure), `pull` (`ImageStore::pull`).
 
 mod archive;
 mod blobs;
@@ -24,6 +25,7 @@ mod layer;
 mod manifest;
 mod pull;
 mod records;
+mod resolve;
 pub mod reference;
 pub mod registry;
 mod store;
@@ -34,15 +36,17 @@ mod tests;
 
 pub use archive::ArchiveError;
 pub use blobs::BlobError;
-pub use client::RetryPolicy;
+pub use client::{parse_challenge, Challenge, FetchedManifest, RetryPolicy};
 pub use digest::Digest;
 pub use gc::{
     FsStats, FsUsage, GcReport, ImageGcPolicy, ImageUsage, PinnedImages, RemovedImage, Statvfs,
 };
 pub use layer::{unpack_layer_file, LayerError};
+pub use manifest::HostPlatform;
 pub use pull::{PullError, PullProgress, What, PULL_CONCURRENCY};
 pub use records::{ImageRecord, LayerRecord, RecordError};
+pub use resolve::{decode_document, plan_image, Document, ImageManifest, ImagePlan};
 pub use reference::{Reference, ReferenceError};
 pub use registry::{RegistryConfig, RegistryConfigError};
 pub use store::{ImageError, ImageStore, ImportOptions, MIN_DIGEST_PREFIX};
-pub use unpack::UnpackError;
+pub use unpack::{unpack, UnpackError};
