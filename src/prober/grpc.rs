@@ -12,7 +12,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use super::hpack::{self, Decoder};
+use super::hpack::{self, field_size, Decoder, MAX_HEADER_LIST};
 use super::{ProbeResult, USER_AGENT};
 
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -215,6 +215,13 @@ fn exchange<S: Read + Write>(
                 if flags & END_HEADERS != 0 {
                     resp.headers.extend(dec.decode(&block)?);
                     block.clear();
+                    // Headers and trailers together, however many blocks a server sends.
+                    let size: usize = resp.headers.iter().map(|(n, v)| field_size(n, v)).sum();
+                    if size > MAX_HEADER_LIST {
+                        return Err(CallError::Protocol(format!(
+                            "response headers larger than {MAX_HEADER_LIST} bytes"
+                        )));
+                    }
                     if block_ends_stream {
                         return Ok(resp);
                     }
@@ -485,6 +492,24 @@ mod tests {
             .expect("addr")
             .port();
         assert!(!probe("127.0.0.1", closed, "", Duration::from_secs(1)).passed());
+    }
+
+    #[test]
+    fn header_blocks_without_end_are_bounded() {
+        // Block after block of 4 KiB headers on stream 1, never ending the stream: the probe
+        // fails once the headers add up to more than the limit instead of collecting them.
+        let mut out = Vec::new();
+        let value = "v".repeat(4000);
+        for _ in 0..100 {
+            frame(&mut out, HEADERS, END_HEADERS, 1, &hpack::encode(&[("x-pad", &value)]));
+        }
+        match probe_reply(&out) {
+            ProbeResult::Failure { message } => assert_eq!(
+                message,
+                "error: health rpc probe failed: http2: response headers larger than 65536 bytes"
+            ),
+            r => panic!("{r:?}"),
+        }
     }
 
     #[test]
