@@ -16,6 +16,7 @@
 //! - [`daemon`]: `podvisor run`, wiring the managers together.
 //! - [`status`]: the published view of pods and events (snapshots) for the API and CLI.
 //! - [`fsutil`]: small filesystem helpers (atomic writes).
+//! - [`httpclient`]: the limits and deadlines every network read goes through.
 
 pub mod api;
 pub mod cgroups;
@@ -23,6 +24,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod fsutil;
+pub mod httpclient;
 pub mod images;
 pub mod logs;
 pub mod play;
