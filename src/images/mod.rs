@@ -43,7 +43,7 @@ pub use gc::{
 };
 pub use layer::{unpack_layer_file, LayerError};
 pub use manifest::HostPlatform;
-pub use pull::{PullError, PullProgress, What, PULL_CONCURRENCY};
+pub use pull::{PullError, PullProgress, TokenError, What, PULL_CONCURRENCY};
 pub use records::{ImageRecord, LayerRecord, RecordError};
 pub use resolve::{decode_document, plan_image, Document, ImageManifest, ImagePlan};
 pub use reference::{Reference, ReferenceError};

@@ -21,6 +21,7 @@ use super::reference::Reference;
 use super::registry::{RegistryConfig, Source};
 use super::resolve::{decode_document, plan_image, Document};
 use super::store::{ImageError, ImageStore};
+use crate::httpclient::HttpError;
 
 /// Concurrent layer downloads per pull.
 pub const PULL_CONCURRENCY: usize = 3;
@@ -48,12 +49,12 @@ impl fmt::Display for What {
 /// Errors of a pull.
 #[derive(Debug, thiserror::Error)]
 pub enum PullError {
-    #[error("pull {reference}: {what} from {registry}: {detail} (after {attempts} attempts)")]
+    #[error("pull {reference}: {what} from {registry}: {source} (after {attempts} attempts)")]
     Transport {
         reference: String,
         registry: String,
         what: What,
-        detail: String,
+        source: HttpError,
         attempts: u32,
     },
     #[error("pull {reference}: {what} from {registry}: HTTP {status} (after {attempts} attempts)")]
@@ -77,11 +78,11 @@ pub enum PullError {
         registry: String,
         what: What,
     },
-    #[error("pull {reference}: token from {realm}: {detail}")]
+    #[error("pull {reference}: token from {realm}: {source}")]
     Token {
         reference: String,
         realm: String,
-        detail: String,
+        source: TokenError,
     },
     #[error("pull {reference}: tls setup for {host}: {detail}")]
     Tls {
@@ -104,12 +105,11 @@ pub enum PullError {
         got: u64,
         detail: String,
     },
-    #[error("pull {reference}: blob {digest} is larger than its descriptor's {expected} bytes (got {got})")]
+    #[error("pull {reference}: blob {digest} is larger than its descriptor's {expected} bytes")]
     SizeMismatch {
         reference: String,
         digest: Digest,
         expected: u64,
-        got: u64,
     },
     #[error("pull {reference}: {what} is larger than the {limit}-byte limit")]
     TooLarge {
@@ -154,6 +154,23 @@ pub enum PullError {
     },
     #[error("pull {reference}: cancelled after another download failed")]
     Cancelled { reference: String },
+}
+
+/// Why a bearer token could not be had from a registry's token realm.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("bad realm: {0}")]
+    BadRealm(String),
+    #[error("refusing a plain http token realm for an https registry")]
+    InsecureRealm,
+    #[error("{source} (after {attempts} attempts)")]
+    Http { source: HttpError, attempts: u32 },
+    #[error("HTTP {0}")]
+    Status(u16),
+    #[error("response is not a token: {0}")]
+    Json(String),
+    #[error("response holds no token")]
+    NoToken,
 }
 
 /// Pull progress reported to the caller's callback (on the calling thread).
