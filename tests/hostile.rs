@@ -97,7 +97,10 @@ fn daemon_polling_a_gzip_bomb_url_stays_bounded() {
         .find(|e| e.source == url)
         .map(|e| e.message)
         .unwrap_or_default();
-    eprintln!("daemon with a gzip bomb manifest URL: peak RSS {} KiB: {message}", peak >> 10);
+    eprintln!(
+        "daemon with a gzip bomb manifest URL: peak RSS {} KiB: {message}",
+        peak >> 10
+    );
     assert!(peak < BOUND, "daemon peak RSS {peak} bytes, bound {BOUND}");
     assert!(
         message.contains("larger than the 10485760-byte limit (counted after decompression)"),
@@ -131,7 +134,10 @@ fn image_pull_of_a_gzip_bomb_manifest_stays_bounded() {
         .spawn()
         .expect("podvisor image pull");
     let (ok, stderr, peak) = common::wait_with_peak_rss(child);
-    eprintln!("image pull of a gzip bomb manifest: peak RSS {} KiB", peak >> 10);
+    eprintln!(
+        "image pull of a gzip bomb manifest: peak RSS {} KiB",
+        peak >> 10
+    );
     assert!(!ok, "the pull succeeded:\n{stderr}");
     assert!(peak < BOUND, "pull peak RSS {peak} bytes, bound {BOUND}");
     assert!(

@@ -61,7 +61,9 @@ impl Server {
     pub fn start(route: impl Fn(&str) -> Hostile + Send + Sync + 'static) -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
         let port = listener.local_addr().expect("local addr").port();
-        listener.set_nonblocking(true).expect("nonblocking listener");
+        listener
+            .set_nonblocking(true)
+            .expect("nonblocking listener");
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = Arc::clone(&stop);
         let route: Arc<Route> = Arc::new(route);
@@ -145,7 +147,7 @@ fn serve(mut conn: TcpStream, route: &Route, stop: &AtomicBool) {
                 "HTTP/1.1 302 Found\r\nLocation: {path}\r\nContent-Length: 0\r\n\
                  Connection: close\r\n\r\n"
             )
-                .as_bytes(),
+            .as_bytes(),
         ),
         Hostile::TrickleBody => {
             let mut r = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1073741824\r\n\r\n");
@@ -225,6 +227,8 @@ pub fn run_in_child(module: &str, name: &str, url: &str) -> u64 {
         None => name.to_string(),
     };
     let exe = std::env::current_exe().expect("test binary");
+    // Reaped below by wait4, which also gives its rusage (std's wait does not).
+    #[allow(clippy::zombie_processes)]
     let mut child = Command::new(exe)
         .args([test.as_str(), "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_URL, url)

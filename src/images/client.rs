@@ -31,10 +31,10 @@ use ureq::{Agent, Body};
 
 use super::digest::Digest;
 use super::pull::{PullError, TokenError, What};
-use crate::httpclient::{self, read_body, HttpError, Limits};
 use super::registry::{
     base64_encode, Credentials, Endpoint, RegistryConfig, Scheme, SYSTEM_CA_BUNDLE,
 };
+use crate::httpclient::{self, read_body, HttpError, Limits};
 
 pub const MT_DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
 /// Largest manifest or index accepted.
@@ -912,7 +912,14 @@ mod tests {
     use std::sync::OnceLock;
 
     /// The hostile behaviours, by the name their request paths end in.
-    const BEHAVIOURS: [&str; 6] = ["bomb", "endless", "slow-head", "trickle", "huge-head", "loop"];
+    const BEHAVIOURS: [&str; 6] = [
+        "bomb",
+        "endless",
+        "slow-head",
+        "trickle",
+        "huge-head",
+        "loop",
+    ];
 
     fn behaviour(name: &str) -> Hostile {
         match name {
@@ -946,8 +953,13 @@ mod tests {
             attempts: 1,
             ..RetryPolicy::default()
         };
-        let client = Client::new(&cfg, "hostile/app:v1", retry, Arc::new(AtomicBool::new(false)))
-            .with_limits(TEST_LIMITS);
+        let client = Client::new(
+            &cfg,
+            "hostile/app:v1",
+            retry,
+            Arc::new(AtomicBool::new(false)),
+        )
+        .with_limits(TEST_LIMITS);
         let dir = tempfile::tempdir().expect("tempdir");
         let timeout = |phase| HttpError::Timeout {
             phase,
@@ -1038,7 +1050,10 @@ mod tests {
             "hostile_registries_end_in_named_errors_with_bounded_memory",
             &server.url(""),
         );
-        eprintln!("registry client against hostile servers: peak RSS {} KiB", peak >> 10);
+        eprintln!(
+            "registry client against hostile servers: peak RSS {} KiB",
+            peak >> 10
+        );
         let bound = 3 * MAX_MANIFEST + (64 << 20);
         assert!(peak < bound, "peak RSS {peak} bytes, bound {bound}");
     }

@@ -501,7 +501,13 @@ mod tests {
         let mut out = Vec::new();
         let value = "v".repeat(4000);
         for _ in 0..100 {
-            frame(&mut out, HEADERS, END_HEADERS, 1, &hpack::encode(&[("x-pad", &value)]));
+            frame(
+                &mut out,
+                HEADERS,
+                END_HEADERS,
+                1,
+                &hpack::encode(&[("x-pad", &value)]),
+            );
         }
         match probe_reply(&out) {
             ProbeResult::Failure { message } => assert_eq!(
@@ -530,7 +536,10 @@ mod tests {
         assert_eq!(probe_reply(&out), ProbeResult::Success);
         match probe_reply(&out[..out.len() - 3]) {
             ProbeResult::Failure { message } => {
-                assert!(message.starts_with("error: health rpc probe failed"), "{message}")
+                assert!(
+                    message.starts_with("error: health rpc probe failed"),
+                    "{message}"
+                )
             }
             r => panic!("{r:?}"),
         }

@@ -468,7 +468,11 @@ mod tests {
         // 15 (60 KB) are not.
         let value = "v".repeat(4000);
         let mut insert = vec![0x40, 1, b'x'];
-        insert.extend([0x7f, 0x80 + ((4000 - 127) % 128) as u8, ((4000 - 127) / 128) as u8]);
+        insert.extend([
+            0x7f,
+            0x80 + ((4000 - 127) % 128) as u8,
+            ((4000 - 127) / 128) as u8,
+        ]);
         insert.extend(value.as_bytes());
         let mut ok = insert.clone();
         ok.extend([0x80 | 62; 14]);

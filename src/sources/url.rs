@@ -633,7 +633,10 @@ mod tests {
             "hostile_servers_end_in_named_errors_with_bounded_memory",
             &server.url(""),
         );
-        eprintln!("url source against hostile servers: peak RSS {} KiB", peak >> 10);
+        eprintln!(
+            "url source against hostile servers: peak RSS {} KiB",
+            peak >> 10
+        );
         // The 10 MiB body limit, the buffer growing to twice that, and the test binary.
         let bound = 3 * MAX_MANIFEST_BYTES + (64 << 20);
         assert!(peak < bound, "peak RSS {peak} bytes, bound {bound}");

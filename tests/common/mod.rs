@@ -47,7 +47,11 @@ pub fn wait_with_peak_rss(mut child: std::process::Child) -> (bool, String, u64)
     let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     assert_eq!(rc, pid, "wait4: {}", std::io::Error::last_os_error());
     let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
-    (ok, stderr, u64::try_from(usage.ru_maxrss).expect("ru_maxrss") << 10)
+    (
+        ok,
+        stderr,
+        u64::try_from(usage.ru_maxrss).expect("ru_maxrss") << 10,
+    )
 }
 
 pub fn require_root() {
