@@ -218,6 +218,19 @@ pub fn child_url() -> Option<String> {
     std::env::var(CHILD_URL).ok()
 }
 
+/// Runs test `module::name` like [`run_in_child`] and asserts its peak RSS: below three
+/// times `max_body` (the body limit, and the buffer growing to twice that) plus 64 MiB for
+/// the test binary itself. Prints the peak, naming the client `what`.
+pub fn assert_child_memory_bounded(module: &str, name: &str, url: &str, what: &str, max_body: u64) {
+    let peak = run_in_child(module, name, url);
+    eprintln!(
+        "{what} against hostile servers: peak RSS {} KiB",
+        peak >> 10
+    );
+    let bound = 3 * max_body + (64 << 20);
+    assert!(peak < bound, "{what}: peak RSS {peak} bytes, bound {bound}");
+}
+
 /// Runs test `module::name` (the path `module_path!()` gives, crate name first) alone in a
 /// child process of this test binary with `url` as its [`child_url`], requires it to pass,
 /// and returns its peak RSS in bytes (`ru_maxrss`: the child's VmHWM when it ended).
