@@ -8,6 +8,7 @@
 //! events into sync-loop events. SIGTERM/SIGINT end the daemon and leave every container
 //! running under its monitor: the next daemon re-adopts them.
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
@@ -22,6 +23,8 @@ use crate::images::{ImageGcPolicy, ImageStore, PinnedImages, RegistryConfig, Sta
 use crate::prober::scheduler::Prober;
 use crate::runtime::linux::{LinuxRuntime, RuntimeConfig};
 use crate::runtime::{Runtime, RuntimeEvent};
+use crate::security::apparmor::{AppArmorHost, DefaultProfile};
+use crate::security::NodeSecurity;
 use crate::sources::{self, FileSourceConfig, SourceEvent, UrlSourceConfig};
 use crate::status::SnapshotCell;
 use crate::sync::executor::{ImageService, PulledImage, ThreadPool};
@@ -55,6 +58,10 @@ pub enum DaemonError {
 #[derive(Debug, Clone)]
 pub struct DaemonPaths {
     pub root_dir: std::path::PathBuf,
+    /// `--runtime-dir`: per-boot state (tmpfs).
+    pub run_dir: std::path::PathBuf,
+    /// `--boot-id-file`: where the boot ID is read (tests change it to simulate a reboot).
+    pub boot_id_file: std::path::PathBuf,
     /// `--log-dir`: overrides podLogsDir.
     pub log_dir: Option<std::path::PathBuf>,
     /// `--cgroup-parent`: overrides cgroupRoot.
@@ -188,11 +195,12 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         .log_dir
         .clone()
         .unwrap_or_else(|| cfg.pod_logs_dir.clone());
-    let mut rcfg =
-        RuntimeConfig::new(paths.root_dir.clone(), log_dir).map_err(|source| DaemonError::Io {
+    let mut rcfg = RuntimeConfig::new(paths.root_dir.clone(), paths.run_dir.clone(), log_dir)
+        .map_err(|source| DaemonError::Io {
             what: "locate the podvisor binary",
             source,
         })?;
+    rcfg.boot_id_file = paths.boot_id_file.clone();
     rcfg.cgroup_parent = paths
         .cgroup_parent
         .clone()
@@ -201,6 +209,33 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
     rcfg.log_max_size = cfg.container_log_max_size;
     rcfg.log_max_files = cfg.container_log_max_files;
     rcfg.node.name = cfg.node_name.clone();
+    let apparmor = AppArmorHost::detect_and_load();
+    match &apparmor {
+        AppArmorHost::Enabled {
+            default_profile: DefaultProfile::Unavailable(_),
+            ..
+        } => log::warn!("{}", apparmor.describe()),
+        _ => log::info!("{}", apparmor.describe()),
+    }
+    rcfg.security = NodeSecurity::for_host(
+        &paths.root_dir,
+        &cfg.allowed_unsafe_sysctls,
+        cfg.seccomp_default,
+        apparmor,
+    );
+    let security = rcfg.security.clone();
+    // Where Localhost seccomp profiles go (root only; profiles must be root's and not
+    // writable by others, see security::seccomp).
+    if !security.seccomp_root.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&security.seccomp_root)
+            .map_err(|source| DaemonError::Io {
+                what: "create the seccomp profile directory",
+                source,
+            })?;
+    }
     let host_ip = rcfg.node.host_ip.clone();
     let allocatable = node_allocatable(&cfg);
     let (stats_root, stats_parent) = (rcfg.cgroup_root.clone(), rcfg.cgroup_parent.clone());
@@ -252,6 +287,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
             store_dir: paths.root_dir.join("static-pods"),
             host_ip,
             allocatable,
+            security,
         },
         runtime,
         Box::new(pool),

@@ -15,11 +15,16 @@
 //! - [`api`], [`cli`]: the local API on a unix socket and the CLI views over it.
 //! - [`daemon`]: `podvisor run`, wiring the managers together.
 //! - [`status`]: the published view of pods and events (snapshots) for the API and CLI.
-//! - [`fsutil`]: small filesystem helpers (atomic writes).
+//! - [`security`]: confinement: seccomp and AppArmor profiles, sysctls, device rules, and
+//!   what a node can give (validated against every manifest).
+//! - [`fsutil`]: small filesystem helpers (atomic and durable writes, torn records, openat2
+//!   below a directory).
+//! - [`check`]: `podvisor check`, the consistency check of the persistent state.
 //! - [`httpclient`]: the limits and deadlines every network read goes through.
 
 pub mod api;
 pub mod cgroups;
+pub mod check;
 pub mod cli;
 pub mod config;
 pub mod daemon;
@@ -31,6 +36,7 @@ pub mod play;
 pub mod pod;
 pub mod prober;
 pub mod runtime;
+pub mod security;
 pub mod sources;
 pub mod status;
 pub mod sync;

@@ -31,6 +31,7 @@ use crate::runtime::linux::{LinuxRuntime, RuntimeConfig};
 use crate::runtime::{
     ContainerKind, ContainerRequest, ContainerState, ExitRecord, Runtime, RuntimeEvent,
 };
+use crate::security::apparmor::AppArmorHost;
 use crate::sync::backoff::should_restart;
 
 /// Errors of `podvisor play`.
@@ -136,7 +137,10 @@ struct Running {
 /// Runs the pod in the foreground; returns the process exit code (0 when every container
 /// that ended last exited 0).
 pub fn play(opts: &PlayOptions) -> Result<i32, PlayError> {
-    let pod = manifest::load_pod_file(&opts.manifest)?;
+    let mut runtime_cfg = opts.runtime.clone();
+    // Load the default AppArmor profile now, so that a failure is known before validation.
+    runtime_cfg.security.apparmor = AppArmorHost::detect_and_load();
+    let pod = manifest::load_pod_file(&opts.manifest, &runtime_cfg.security)?;
     let images = Arc::new(ImageStore::open(&opts.runtime.root_dir.join("images"))?);
     // Air-gapped devices ship images in images/preload/*.tar: import them (pinned) first.
     // A bad archive is logged by the store and does not stop the others.
@@ -154,7 +158,7 @@ pub fn play(opts: &PlayOptions) -> Result<i32, PlayError> {
     let sigfd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
         .map_err(PlayError::Signals)?;
     let (tx, rx) = mpsc::channel();
-    let runtime = LinuxRuntime::new(opts.runtime.clone(), images, tx)?;
+    let runtime = LinuxRuntime::new(runtime_cfg, images, tx)?;
     let result = run_pod(&runtime, &pod, &rx, &sigfd);
     let code = match result {
         Ok(code) => code,

@@ -27,6 +27,7 @@ use crate::pod::manifest::is_dns1123_subdomain;
 use crate::pod::quantity::parse_bytes;
 
 use crate::cgroups::allocatable::{self, MemoryThreshold, Reservation};
+use crate::security::sysctl::SysctlPattern;
 pub use duration::{parse_go_duration, DurationError};
 use raw::RawKubeletConfiguration;
 
@@ -59,6 +60,7 @@ pub const DEFAULT_CONTAINER_LOG_MAX_FILES: u32 = 5;
 /// The KubeletConfiguration fields podvisor implements (besides `apiVersion` and `kind`).
 /// Any other field present in a file is reported in `unimplemented_fields`.
 pub const IMPLEMENTED_FIELDS: &[&str] = &[
+    "allowedUnsafeSysctls",
     "cgroupRoot",
     "containerLogMaxFiles",
     "containerLogMaxSize",
@@ -71,6 +73,7 @@ pub const IMPLEMENTED_FIELDS: &[&str] = &[
     "kubeReserved",
     "podLogsDir",
     "podPidsLimit",
+    "seccompDefault",
     "staticPodPath",
     "staticPodURL",
     "staticPodURLHeader",
@@ -209,6 +212,10 @@ pub struct KubeletConfig {
     pub image_minimum_gc_age: Option<Duration>,
     /// `systemReserved`, `kubeReserved` (cpu, memory) and `evictionHard["memory.available"]`.
     pub reservation: Reservation,
+    /// `allowedUnsafeSysctls`: names or `*`-ended prefixes of namespaced sysctls.
+    pub allowed_unsafe_sysctls: Vec<SysctlPattern>,
+    /// `seccompDefault`.
+    pub seccomp_default: Option<bool>,
     /// Known fields present in the file that podvisor does not implement, sorted.
     pub unimplemented_fields: Vec<String>,
 }
@@ -245,6 +252,11 @@ pub struct DaemonConfig {
     pub image_gc: crate::images::ImageGcPolicy,
     /// What node allocatable keeps back from the pods.
     pub reservation: Reservation,
+    /// Sysctls pods may set beyond the kubelet's safe set.
+    pub allowed_unsafe_sysctls: Vec<SysctlPattern>,
+    /// RuntimeDefault seccomp for containers that set no profile (default false, as the
+    /// kubelet).
+    pub seccomp_default: bool,
     /// Unix socket of the local API.
     pub api_socket: PathBuf,
     /// `--registry-config`, as given.
@@ -350,6 +362,8 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
             }
         },
         reservation: file.reservation,
+        allowed_unsafe_sysctls: file.allowed_unsafe_sysctls,
+        seccomp_default: file.seccomp_default.unwrap_or(false),
         api_socket,
         registry_config: flags.registry_config.clone(),
         docker_config: flags.docker_config.clone(),
@@ -673,6 +687,17 @@ fn validate(
         message,
     })?;
 
+    let allowed_unsafe_sysctls = raw
+        .allowed_unsafe_sysctls
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, p)| {
+            SysctlPattern::parse(&p.value)
+                .map_err(|m| err(&format!("allowedUnsafeSysctls[{i}]"), &p.referenced, m))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+
     let mut unimplemented_fields: Vec<String> = raw
         .present_fields()
         .into_iter()
@@ -698,6 +723,8 @@ fn validate(
         image_gc_low_threshold_percent,
         image_minimum_gc_age,
         reservation,
+        allowed_unsafe_sysctls,
+        seccomp_default: raw.seccomp_default,
         unimplemented_fields,
     })
 }

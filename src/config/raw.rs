@@ -154,7 +154,7 @@ kubelet_configuration! {
     system_reserved_cgroup => "systemReservedCgroup": String,
     kube_reserved_cgroup => "kubeReservedCgroup": String,
     enforce_node_allocatable => "enforceNodeAllocatable": Vec<String>,
-    allowed_unsafe_sysctls => "allowedUnsafeSysctls": Vec<String>,
+    allowed_unsafe_sysctls => "allowedUnsafeSysctls": Vec<Spanned<String>>,
     default_pod_sysctls => "defaultPodSysctls": StringMap,
     volume_plugin_dir => "volumePluginDir": String,
     provider_id => "providerID": String,

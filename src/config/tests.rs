@@ -142,6 +142,40 @@ fn kubeadm_config_parses_and_lists_unimplemented_fields() {
 }
 
 #[test]
+fn unsafe_sysctls_and_seccomp_default_are_read_and_checked() {
+    let cfg = parse(&with_header(
+        "seccompDefault: true\nallowedUnsafeSysctls:\n- net.core.*\n- kernel/msgmax\n",
+    ))
+    .expect("config");
+    assert_eq!(cfg.seccomp_default, Some(true));
+    assert_eq!(
+        cfg.allowed_unsafe_sysctls
+            .iter()
+            .map(|p| p.to_string())
+            .collect::<Vec<_>>(),
+        vec!["net.core.*", "kernel.msgmax"]
+    );
+    assert!(
+        cfg.unimplemented_fields.is_empty(),
+        "{:?}",
+        cfg.unimplemented_fields
+    );
+    for (body, want) in [
+        (
+            "allowedUnsafeSysctls: [net.core.*, vm.swappiness]\n",
+            "kubelet.yaml:3:36: allowedUnsafeSysctls[1]: \"vm.swappiness\" is not known to be namespaced",
+        ),
+        (
+            "allowedUnsafeSysctls:\n- 'net.*.x'\n",
+            "kubelet.yaml:4:3: allowedUnsafeSysctls[0]: \"net.*.x\" is not a sysctl name or a prefix",
+        ),
+    ] {
+        let e = parse(&with_header(body)).expect_err("invalid").to_string();
+        assert!(e.starts_with(want), "{e}\nwant {want}");
+    }
+}
+
+#[test]
 fn json_config_parses() {
     let json = r#"{
   "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -478,6 +512,8 @@ fn defaults_without_config_file() {
                 minimum_age: Duration::from_secs(120),
             },
             reservation: Default::default(),
+            allowed_unsafe_sysctls: vec![],
+            seccomp_default: false,
             api_socket: PathBuf::from("/run/podvisor/podvisor.sock"),
             registry_config: None,
             docker_config: None,

@@ -6,7 +6,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -75,6 +75,8 @@ pub struct CriLogWriter {
 
 /// Log files may hold secrets a container prints: owner read-write, group read (as containerd).
 const LOG_FILE_MODE: u32 = 0o640;
+/// Mode of the log directories podvisor creates.
+const LOG_DIR_MODE: u32 = 0o755;
 
 fn open_append(path: &Path) -> Result<(File, u64), LogError> {
     let open_err = |source| LogError::Open {
@@ -101,10 +103,15 @@ impl CriLogWriter {
             });
         }
         if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            fs::create_dir_all(dir).map_err(|source| LogError::CreateDir {
-                path: dir.to_owned(),
-                source,
-            })?;
+            // The kubelet's mode for pod log directories (log files are 0640).
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(LOG_DIR_MODE)
+                .create(dir)
+                .map_err(|source| LogError::CreateDir {
+                    path: dir.to_owned(),
+                    source,
+                })?;
         }
         let (file, size) = open_append(path)?;
         Ok(CriLogWriter {

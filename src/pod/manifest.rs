@@ -20,6 +20,7 @@ use serde_saphyr::{Location, Spanned};
 use sha2::{Digest, Sha256};
 
 use super::validation::{self, FieldError, ValidationOptions};
+use crate::security::NodeSecurity;
 
 /// Largest manifest accepted (the kubelet's maxConfigLength).
 pub const MAX_MANIFEST_BYTES: usize = 10 * 1024 * 1024;
@@ -634,9 +635,10 @@ pub fn parse_pod(data: &[u8], source_name: &str) -> Result<Pod, ManifestError> {
 /// Reads a manifest file for `podvisor play`: the same parsing and validation as static pods,
 /// but the name stays as written (no node suffix) and no kubelet annotations are added;
 /// namespace `default` and a deterministic UID are applied.
-pub fn load_pod_file(path: &Path) -> Result<Pod, ManifestError> {
+pub fn load_pod_file(path: &Path, security: &NodeSecurity) -> Result<Pod, ManifestError> {
     let data = read_manifest_file(path)?;
-    super::static_pod::load_manifest_for_play(&data, &path.display().to_string()).map(|p| p.pod)
+    super::static_pod::load_manifest_for_play(&data, &path.display().to_string(), security)
+        .map(|p| p.pod)
 }
 
 /// RFC 1123 DNS label: lowercase alphanumerics and '-', 1-63 characters, alphanumeric ends.

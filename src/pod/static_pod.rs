@@ -21,6 +21,7 @@ use sha2::{Digest, Sha256};
 
 use super::manifest::{self, ManifestError, RawNode};
 use super::validation::{self, FieldError, ValidationOptions};
+use crate::security::NodeSecurity;
 
 /// Annotation naming the source kind (`file` or `http`).
 pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
@@ -71,14 +72,36 @@ impl StaticPod {
 }
 
 /// Loads every pod of a manifest from `source` for node `node_name`, or the first error
-/// (holding every problem of the failing pod). `now_rfc3339` becomes the
-/// `kubernetes.io/config.seen` annotation. An empty `node_name` leaves names unsuffixed.
+/// (holding every problem of the failing pod), as a node with the kubelet's defaults and no
+/// AppArmor would ([`NodeSecurity::default`]; the daemon uses [`load_manifest_on`]).
+/// `now_rfc3339` becomes the `kubernetes.io/config.seen` annotation. An empty `node_name`
+/// leaves names unsuffixed.
 pub fn load_manifest(
     data: &[u8],
     source: &str,
     kind: SourceKind,
     node_name: &str,
     now_rfc3339: &str,
+) -> Result<Vec<StaticPod>, ManifestError> {
+    load_manifest_on(
+        data,
+        source,
+        kind,
+        node_name,
+        now_rfc3339,
+        &NodeSecurity::default(),
+    )
+}
+
+/// [`load_manifest`] for a node offering `security`: sysctls, seccomp and AppArmor profiles
+/// it cannot give are refused, naming the field.
+pub fn load_manifest_on(
+    data: &[u8],
+    source: &str,
+    kind: SourceKind,
+    node_name: &str,
+    now_rfc3339: &str,
+    security: &NodeSecurity,
 ) -> Result<Vec<StaticPod>, ManifestError> {
     load(
         data,
@@ -88,19 +111,26 @@ pub fn load_manifest(
             node_name,
             now_rfc3339,
         },
+        security,
     )
 }
 
 /// `podvisor validate FILE`: reads one manifest file (10 MB limit; the manifest directory's
-/// name filter is not applied) and loads it as a file source for `node_name`.
-pub fn validate_file(path: &Path, node_name: &str) -> Result<Vec<StaticPod>, ManifestError> {
+/// name filter is not applied) and loads it as a file source for `node_name` on a node
+/// offering `security`.
+pub fn validate_file(
+    path: &Path,
+    node_name: &str,
+    security: &NodeSecurity,
+) -> Result<Vec<StaticPod>, ManifestError> {
     let data = manifest::read_manifest_file(path)?;
-    load_manifest(
+    load_manifest_on(
         &data,
         &path.display().to_string(),
         SourceKind::File,
         node_name,
         &crate::runtime::now_rfc3339(),
+        security,
     )
 }
 
@@ -109,8 +139,9 @@ pub fn validate_file(path: &Path, node_name: &str) -> Result<Vec<StaticPod>, Man
 pub(crate) fn load_manifest_for_play(
     data: &[u8],
     source: &str,
+    security: &NodeSecurity,
 ) -> Result<StaticPod, ManifestError> {
-    let mut pods = load(data, source, SourceKind::File, &Defaults::Play)?;
+    let mut pods = load(data, source, SourceKind::File, &Defaults::Play, security)?;
     match pods.pop() {
         Some(p) if pods.is_empty() => Ok(p),
         _ => Err(ManifestError::invalid_field(
@@ -144,6 +175,7 @@ fn load(
     source: &str,
     kind: SourceKind,
     defaults: &Defaults<'_>,
+    security: &NodeSecurity,
 ) -> Result<Vec<StaticPod>, ManifestError> {
     let text = manifest::manifest_text(data, source)?;
     let docs = manifest::parse_documents(text, source)?;
@@ -179,7 +211,7 @@ fn load(
                     .collect(),
             })?;
         for (prefix, node) in items {
-            let pod = build(doc, &prefix, node, source, kind, defaults)?;
+            let pod = build(doc, &prefix, node, source, kind, defaults, security)?;
             // Like the kubelet's filterInvalidPods: one source may not name a pod twice.
             if pods
                 .iter()
@@ -360,6 +392,7 @@ fn build(
     source: &str,
     kind: SourceKind,
     defaults: &Defaults<'_>,
+    security: &NodeSecurity,
 ) -> Result<StaticPod, ManifestError> {
     let mut pod: Pod = manifest::from_tree(node).map_err(|e| {
         ManifestError::invalid_field(
@@ -409,6 +442,7 @@ fn build(
     }
     let opts = ValidationOptions {
         written_name: Some(written_name),
+        security: Some(security),
     };
     let errors = validation::validate_pod(&pod, &opts);
     if !errors.is_empty() {
@@ -1144,20 +1178,21 @@ status: {}
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(".web.yaml.bak");
         std::fs::write(&path, manifest("", "")).expect("write");
-        let pods = validate_file(&path, "edge-1").expect("valid");
+        let pods = validate_file(&path, "edge-1", &NodeSecurity::default()).expect("valid");
         assert_eq!(pods[0].full_name, "default/web-edge-1");
         assert_eq!(pods[0].source, path.display().to_string());
-        let pod = manifest::load_pod_file(&path).expect("play");
+        let pod = manifest::load_pod_file(&path, &NodeSecurity::default()).expect("play");
         // play always accepted manifests without apiVersion/kind; wrong values are refused.
         std::fs::write(
             &path,
             "metadata: {name: p}\nspec: {containers: [{name: a, image: b}]}\n",
         )
         .expect("write");
-        let bare = manifest::load_pod_file(&path).expect("play without apiVersion/kind");
+        let bare = manifest::load_pod_file(&path, &NodeSecurity::default())
+            .expect("play without apiVersion/kind");
         assert_eq!(bare.metadata.name.as_deref(), Some("p"));
         std::fs::write(&path, "kind: Deployment\nmetadata: {name: p}\n").expect("write");
-        let msg = manifest::load_pod_file(&path)
+        let msg = manifest::load_pod_file(&path, &NodeSecurity::default())
             .expect_err("deployment")
             .to_string();
         assert!(
@@ -1165,7 +1200,7 @@ status: {}
             "{msg}"
         );
         assert!(matches!(
-            validate_file(&path, "n"),
+            validate_file(&path, "n", &NodeSecurity::default()),
             Err(ManifestError::Invalid { .. })
         ));
         std::fs::write(&path, manifest("", "")).expect("write");
@@ -1179,7 +1214,7 @@ status: {}
             manifest("    ports:\n    - containerPort: 70000", ""),
         )
         .expect("write");
-        let msg = manifest::load_pod_file(&path)
+        let msg = manifest::load_pod_file(&path, &NodeSecurity::default())
             .expect_err("invalid")
             .to_string();
         assert!(
@@ -1187,7 +1222,11 @@ status: {}
             "{msg}"
         );
         assert!(matches!(
-            validate_file(&dir.path().join("missing.yaml"), "n"),
+            validate_file(
+                &dir.path().join("missing.yaml"),
+                "n",
+                &NodeSecurity::default()
+            ),
             Err(ManifestError::Read { .. })
         ));
     }

@@ -13,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::manifest::{is_dns1123_label, is_dns1123_subdomain, TextPos};
 use super::quantity;
+use crate::security::{self, NodeSecurity};
 
 /// One problem with one field.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,19 +53,33 @@ impl fmt::Display for FieldError {
 
 /// What the validation is told beyond the pod.
 #[derive(Debug, Clone, Default)]
-pub struct ValidationOptions {
+pub struct ValidationOptions<'a> {
     /// The name as it was written, when `metadata.name` carries a node suffix: messages then
     /// say which part is too long.
     pub written_name: Option<String>,
+    /// The confinement the node offers (sysctls, seccomp and AppArmor profiles); `None`: the
+    /// kubelet's defaults on a host without AppArmor.
+    pub security: Option<&'a NodeSecurity>,
 }
 
 /// Validates `pod` as a static pod; empty when it is valid.
-pub fn validate_pod(pod: &Pod, opts: &ValidationOptions) -> Vec<FieldError> {
+pub fn validate_pod(pod: &Pod, opts: &ValidationOptions<'_>) -> Vec<FieldError> {
     let mut v = Errors::default();
     validate_metadata(pod, opts, &mut v);
     match &pod.spec {
         None => v.push("spec", "required"),
         Some(spec) => validate_spec(spec, &mut v),
+    }
+    let default_node;
+    let node = match opts.security {
+        Some(n) => n,
+        None => {
+            default_node = NodeSecurity::default();
+            &default_node
+        }
+    };
+    for e in security::validate_pod(pod, node) {
+        v.push(e.field, e.message);
     }
     v.0
 }
@@ -78,7 +93,7 @@ impl Errors {
     }
 }
 
-fn validate_metadata(pod: &Pod, opts: &ValidationOptions, v: &mut Errors) {
+fn validate_metadata(pod: &Pod, opts: &ValidationOptions<'_>, v: &mut Errors) {
     let name = pod.metadata.name.as_deref().unwrap_or("");
     if name.is_empty() || opts.written_name.as_deref() == Some("") {
         v.push("metadata.name", "required");

@@ -5,8 +5,8 @@
 //! The command joins the container through libcontainer's tenant builder: the namespaces of the
 //! container's init (checked by pid and start time first, so a recycled pid is never joined),
 //! its cgroup, and the process section of the container's own `config.json` (environment,
-//! resolved user and groups, cwd, capabilities, no_new_privileges, rlimits, OOM score) with
-//! `args` replaced and no AppArmor profile. libcontainer clones the calling process without
+//! resolved user and groups, cwd, capabilities, no_new_privileges, rlimits, OOM score and
+//! AppArmor profile, as `runc exec` keeps them) with `args` replaced. libcontainer clones the calling process without
 //! exec, so this only ever runs in the fresh, single-threaded `shim exec` process, never in the
 //! daemon or the CLI.
 //!
@@ -50,7 +50,7 @@ use nix::unistd::Pid;
 use oci_spec::runtime::{LinuxSeccomp, Process, Spec};
 use serde::{Deserialize, Serialize};
 
-use super::shim::{self, ContainerPaths, ShimConfig, ShimError, ShimState};
+use super::shim::{self, ContainerPaths, ShimError, ShimState};
 use super::ExecOutput;
 use crate::fsutil;
 
@@ -225,13 +225,12 @@ fn check_running(paths: &ContainerPaths, id: &str) -> Result<(), ExecError> {
 }
 
 /// The container's process section with `cmd` as its arguments: same environment, user,
-/// cwd, capabilities, no_new_privileges and rlimits; no AppArmor profile or SELinux label.
+/// cwd, capabilities, no_new_privileges, rlimits and AppArmor profile; no SELinux label.
 fn tenant_process(spec: &Spec, cmd: &[String], terminal: bool) -> Option<Process> {
     let mut p = spec.process().clone()?;
     p.set_args(Some(cmd.to_vec()));
     p.set_terminal(Some(terminal));
     p.set_console_size(None);
-    p.set_apparmor_profile(None);
     p.set_selinux_label(None);
     Some(p)
 }
@@ -244,8 +243,7 @@ fn dir_names(dir: &Path) -> HashSet<std::ffi::OsString> {
 
 /// Creates the command inside the container; returns its pid (our child).
 fn spawn_tenant(dir: &Path, cmd: &[String], tio: TenantIo) -> Result<Pid, ExecError> {
-    let paths = ContainerPaths::new(dir);
-    let cfg: ShimConfig = shim::read_json(&paths.shim_config())?;
+    let (paths, cfg) = ContainerPaths::open(dir)?;
     check_running(&paths, &cfg.id)?;
     let spec: Spec = shim::read_json(&paths.config())?;
     let terminal = matches!(tio, TenantIo::Console(..));
@@ -808,8 +806,7 @@ fn receive_master(listener: &UnixListener) -> Result<OwnedFd, ExecError> {
 }
 
 fn interactive_tty(dir: &Path, cmd: &[String], stdin: bool) -> Result<i32, ExecError> {
-    let paths = ContainerPaths::new(dir);
-    let cfg: ShimConfig = shim::read_json(&paths.shim_config())?;
+    let (_, cfg) = ContainerPaths::open(dir)?;
     let state_dir = cfg.youki_root.join(&cfg.id);
     // Unix socket paths are limited to 108 bytes: bind by a name relative to the state
     // directory; libcontainer reaches it through a symlink it makes there.
@@ -1156,7 +1153,7 @@ mod tests {
         assert_eq!(t.user(), p.user());
         assert_eq!(t.capabilities(), p.capabilities());
         assert_eq!(t.no_new_privileges(), Some(true));
-        assert_eq!(t.apparmor_profile(), &None);
+        assert_eq!(t.apparmor_profile().as_deref(), Some("docker-default"));
         assert_eq!(t.terminal(), Some(true));
         spec.set_process(None);
         assert!(tenant_process(&spec, &cmd, false).is_none());

@@ -1,5 +1,7 @@
 //! rootfs: a container's root filesystem, an overlayfs of the image's unpacked layers (shared,
-//! read-only) plus a per-container upper and work directory.
+//! read-only) plus a per-container upper and work directory; and the container's pinned
+//! `subPath` sources (`<container-dir>/subpaths/<n>`, see [`pin_sub_path`]), unmounted with
+//! the rootfs.
 //!
 //! Layer directories are passed to overlayfs as paths RELATIVE to the layers directory (the
 //! caller's working directory is switched there for the mount syscall), because the mount
@@ -9,6 +11,8 @@
 
 use std::fs;
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
@@ -41,6 +45,8 @@ pub struct RootfsPaths {
     pub work: PathBuf,
     /// An empty lower layer for images without layers.
     pub empty: PathBuf,
+    /// Mount points of the container's pinned subPath sources.
+    pub sub_paths: PathBuf,
 }
 
 impl RootfsPaths {
@@ -50,6 +56,7 @@ impl RootfsPaths {
             upper: container_dir.join("upper"),
             work: container_dir.join("work"),
             empty: container_dir.join("empty"),
+            sub_paths: container_dir.join("subpaths"),
         }
     }
 }
@@ -147,8 +154,67 @@ pub fn unescape_mountinfo(s: &str) -> String {
     out
 }
 
-/// Unmounts the rootfs if mounted (lazily if busy) and removes the writable layer.
+/// Bind-mounts the file or directory open as `target` (an `O_PATH` descriptor from a
+/// resolution that stayed below its volume) on `<dir>/<index>`, through `/proc/self/fd`: the
+/// kubelet's way of pinning a subPath. Whatever happens to the path afterwards (a container
+/// swapping a directory for a symlink), the container mounts what was checked.
+pub fn pin_sub_path(dir: &Path, index: usize, target: &OwnedFd) -> io::Result<PathBuf> {
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .recursive(true)
+        .create(dir)?;
+    let pin = dir.join(index.to_string());
+    let is_dir = nix::sys::stat::fstat(target.as_raw_fd())
+        .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+        .map_err(io::Error::from)?;
+    if is_dir {
+        fs::DirBuilder::new().mode(0o700).create(&pin)?;
+    } else {
+        fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&pin)?;
+    }
+    let source = PathBuf::from(format!("/proc/self/fd/{}", target.as_raw_fd()));
+    mount(
+        Some(&source),
+        &pin,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(io::Error::from)?;
+    Ok(pin)
+}
+
+/// Unmounts and removes the pinned subPath sources in `dir` (lazily when busy). Fails, leaving
+/// them, when one cannot be unmounted: removing it would delete the volume's content.
+pub fn unpin_sub_paths(dir: &Path) -> Result<(), RootfsError> {
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(RootfsError::Create {
+                path: dir.to_path_buf(),
+                source,
+            })
+        }
+    };
+    for e in entries.flatten() {
+        let pin = e.path();
+        unmount_if_mounted(&pin)?;
+        // Not recursive: an empty directory or file once unmounted.
+        let _ = fs::remove_dir(&pin).or_else(|_| fs::remove_file(&pin));
+    }
+    let _ = fs::remove_dir(dir);
+    Ok(())
+}
+
+/// Unmounts the rootfs if mounted (lazily if busy) and the pinned subPaths, and removes the
+/// writable layer.
 pub fn remove_rootfs(paths: &RootfsPaths) -> Result<(), RootfsError> {
+    unpin_sub_paths(&paths.sub_paths)?;
     unmount_if_mounted(&paths.rootfs)?;
     for dir in [&paths.upper, &paths.work, &paths.empty] {
         remove_dir_all_quiet(dir);

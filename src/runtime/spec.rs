@@ -1,8 +1,9 @@
 //! OCI runtime spec generation for one container of a Pod, with the semantics the kubelet
 //! and containerd's CRI plugin give it together.
 //!
-//! [`build_spec`] is pure except for `subPath` volume mounts (they are checked, and created
-//! like the kubelet does, below the volume directory). The process user is left as uid 0 and
+//! [`build_spec`] is pure except for `subPath` volume mounts (they are checked, created like
+//! the kubelet does below the volume directory, and pinned) and `Localhost` seccomp profiles
+//! (read from the profile root). The process user is left as uid 0 and
 //! returned as a [`UserRequest`]: [`resolve_user`] resolves it once the rootfs is mounted.
 //!
 //! Choices where the upstream behaviour is unspecified or where podvisor differs:
@@ -15,33 +16,35 @@
 //! - **Image `User` group**: "uid:gid" / "name:group" in the image config are honoured (as
 //!   Docker, Podman and CRI-O do). The kubelet + containerd pair drops the group part and takes
 //!   the passwd gid instead; securityContext.runAsUser still discards the image user entirely.
-//! - **RuntimeDefault seccomp**: containerd ships Docker's ALLOWLIST profile (default action
-//!   ERRNO, several hundred allowed syscalls, argument filters for clone/personality, extra
-//!   syscalls per capability). Here it is a DENYLIST: default ALLOW, EPERM for the syscalls
-//!   Docker's profile never allows to an unprivileged container. New kernel syscalls are thus
-//!   allowed until listed, and capability-conditional rules (e.g. `ptrace` with
-//!   CAP_SYS_PTRACE) are not modelled: the denylist applies whatever the capabilities.
-//! - **Privileged**: all capabilities, no masked/readonly paths, rw /sys and cgroupfs, and an
-//!   allow-all device cgroup; host devices are NOT added to /dev (containerd adds them).
+//! - **Confinement** follows containerd's CRI plugin (see [`crate::security`]): its default
+//!   capabilities, masked and read-only paths and device cgroup rules; seccomp per the
+//!   container's or pod's `seccompProfile` (containerd's default profile for RuntimeDefault,
+//!   `<root-dir>/seccomp/<file>` for Localhost, RuntimeDefault for unset ones only with
+//!   `seccompDefault`); AppArmor `podvisor-default` (containerd's rules) unless the container
+//!   asks otherwise, where the host has AppArmor; sysctls from the kubelet's safe set and
+//!   `allowedUnsafeSysctls`.
+//! - **Privileged**: all of podvisor's capabilities, no seccomp filter, no default AppArmor
+//!   profile, no masked/readonly paths, rw /sys and cgroupfs, every host device node in /dev
+//!   and an allow-all device rule (containerd's `WithPrivileged` + `WithHostDevices`).
 //! - **/etc/hosts** is always read-write (the kubelet manages it), `/etc/hostname` and
 //!   `/etc/resolv.conf` are read-only when `readOnlyRootFilesystem` is set (containerd).
 //! - **Devices**: libcontainer 0.7 itself creates /dev/null, zero, full, tty, random, urandom,
 //!   the /dev/fd, stdin, stdout, stderr and /dev/ptmx symlinks (and /dev/kcore), and libcgroups
-//!   always appends its own allow rules; the spec carries containerd's device cgroup rules
-//!   explicitly so that it stands alone.
+//!   always appends its own allow rules; the spec carries the device cgroup rules explicitly
+//!   so that it stands alone.
 //! - **subPath**: resolved below the volume with `openat2(RESOLVE_BENEATH)` (symlinks leaving
-//!   the volume are refused) and missing directories are created; the mount itself later
-//!   re-resolves the path string, so a container racing to swap a directory for a symlink in
-//!   between is not defended against (the kubelet binds through /proc/self/fd for that).
+//!   the volume are refused), missing directories created, and the result pinned: bind-mounted
+//!   through `/proc/self/fd` on `<container-dir>/subpaths/<n>` (as the kubelet binds through
+//!   /proc/<pid>/fd), which the container mounts. A container swapping a directory for a
+//!   symlink after the check changes nothing.
 //! - **oom_score_adj**: lowering it (Guaranteed/critical pods get -997) needs
 //!   CAP_SYS_RESOURCE, and libcontainer's `build()` writes it to the CALLER's own
 //!   /proc/self/oom_score_adj too; on hosts without that capability the create fails with
 //!   EACCES. The spec states the kubelet's value; the runtime decides how to cope.
-//! - **Not modelled**: the kubelet's safe-sysctl allowlist (sysctls are passed as written,
-//!   '/'-separated names converted), setHostnameAsFQDN (no cluster domain: the FQDN is the
-//!   hostname), hostnameOverride, AppArmor (only `Localhost` is refused) and SELinux options
-//!   (ignored), `procMount: Unmasked` (refused). Pod-level `spec.resources` is enforced on the
-//!   pod cgroup (see `cgroups`), not in the container's spec.
+//! - **Not modelled**: setHostnameAsFQDN (no cluster domain: the FQDN is the hostname),
+//!   hostnameOverride, SELinux options (ignored), `procMount: Unmasked` (refused). Pod-level
+//!   `spec.resources` is enforced on the pod cgroup (see `cgroups`), not in the container's
+//!   spec.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
@@ -53,16 +56,19 @@ use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, PodSpec, SecurityContex
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use oci_spec::image::ImageConfiguration;
 use oci_spec::runtime::{
-    Arch, Capabilities, Capability, Linux, LinuxCapabilities, LinuxCpu, LinuxDeviceCgroup,
-    LinuxDeviceType, LinuxMemory, LinuxNamespace, LinuxNamespaceType, LinuxResources, LinuxSeccomp,
-    LinuxSeccompAction, LinuxSyscall, Mount, Process, Root, Spec, User,
+    Capabilities, Capability, Linux, LinuxCapabilities, LinuxCpu, LinuxDevice, LinuxMemory,
+    LinuxNamespace, LinuxNamespaceType, LinuxResources, LinuxSeccomp, Mount, Process, Root, Spec,
+    User,
 };
 
 use crate::cgroups::resources as cgroup_resources;
 use crate::pod::qos::{self, effective_requests, QosError};
 use crate::pod::quantity::{parse_bytes, parse_cpu_millis, QuantityError};
 
-use super::user::{open_root, openat2_in_root};
+use crate::fsutil::{open_root, openat2_in_root};
+use crate::security::{self, apparmor, seccomp, NodeSecurity, Violation};
+pub use crate::security::{DEFAULT_CAPABILITIES, MASKED_PATHS, READONLY_PATHS};
+
 pub use super::user::{resolve_user, UserError, UserRequest};
 
 /// Files and namespaces prepared by the pod sandbox, shared by all containers of the pod.
@@ -140,6 +146,14 @@ pub struct SpecRequest<'a> {
     pub node: &'a NodeInfo,
     /// Node-critical pod: oom_score_adj -997 (the kubelet's `IsNodeCriticalPod`).
     pub critical: bool,
+    /// The confinement the node offers (sysctls, seccomp, AppArmor).
+    pub security: &'a NodeSecurity,
+    /// The host's device nodes, given to privileged containers (see
+    /// [`security::devices::host_devices`]); unused otherwise.
+    pub host_devices: &'a [LinuxDevice],
+    /// Where subPath sources are pinned (see [`super::rootfs::pin_sub_path`]); `None` mounts
+    /// the checked path itself (tests).
+    pub sub_path_pins: Option<&'a Path>,
 }
 
 /// The generated spec and what is left to do with it.
@@ -198,54 +212,20 @@ pub enum SpecError {
     SandboxMismatch { reason: &'static str },
     #[error("oom_score_adj: {0}")]
     Qos(#[from] QosError),
+    /// A confinement setting the node cannot honour (validation refuses it too).
+    #[error("{}: {}", .0.field, .0.message)]
+    Security(Violation),
+    #[error("{field}: {source}")]
+    SeccompProfile {
+        field: String,
+        source: seccomp::LocalhostError,
+    },
     #[error(transparent)]
     User(#[from] UserError),
 }
 
 /// containerd's `PATH` when neither the image nor the container sets one.
 pub const DEFAULT_PATH_ENV: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-/// containerd's masked paths for unprivileged containers.
-pub const MASKED_PATHS: [&str; 11] = [
-    "/proc/acpi",
-    "/proc/asound",
-    "/proc/kcore",
-    "/proc/keys",
-    "/proc/latency_stats",
-    "/proc/timer_list",
-    "/proc/timer_stats",
-    "/proc/sched_debug",
-    "/proc/scsi",
-    "/sys/firmware",
-    "/sys/devices/virtual/powercap",
-];
-
-/// containerd's read-only paths for unprivileged containers.
-pub const READONLY_PATHS: [&str; 5] = [
-    "/proc/bus",
-    "/proc/fs",
-    "/proc/irq",
-    "/proc/sys",
-    "/proc/sysrq-trigger",
-];
-
-/// containerd's default capability set.
-pub const DEFAULT_CAPABILITIES: [Capability; 14] = [
-    Capability::Chown,
-    Capability::DacOverride,
-    Capability::Fsetid,
-    Capability::Fowner,
-    Capability::Mknod,
-    Capability::NetRaw,
-    Capability::Setgid,
-    Capability::Setuid,
-    Capability::Setfcap,
-    Capability::Setpcap,
-    Capability::NetBindService,
-    Capability::SysChroot,
-    Capability::Kill,
-    Capability::AuditWrite,
-];
 
 /// Every capability oci-spec 0.10 knows, indexed by its kernel number (CAP_CHOWN = 0 ...
 /// CAP_CHECKPOINT_RESTORE = 40).
@@ -291,65 +271,6 @@ pub const ALL_CAPABILITIES: [Capability; 41] = [
     Capability::Perfmon,
     Capability::Bpf,
     Capability::CheckpointRestore,
-];
-
-/// Syscalls Docker's default seccomp profile never allows an unprivileged container; the
-/// RuntimeDefault profile here returns EPERM for them.
-pub const RUNTIME_DEFAULT_DENIED_SYSCALLS: [&str; 52] = [
-    "acct",
-    "add_key",
-    "bpf",
-    "clock_adjtime",
-    "clock_settime",
-    "create_module",
-    "delete_module",
-    "finit_module",
-    "get_kernel_syms",
-    "get_mempolicy",
-    "init_module",
-    "ioperm",
-    "iopl",
-    "kcmp",
-    "kexec_file_load",
-    "kexec_load",
-    "keyctl",
-    "lookup_dcookie",
-    "mbind",
-    "mount",
-    "move_pages",
-    "name_to_handle_at",
-    "nfsservctl",
-    "open_by_handle_at",
-    "perf_event_open",
-    "pivot_root",
-    "process_vm_readv",
-    "process_vm_writev",
-    "ptrace",
-    "query_module",
-    "quotactl",
-    "reboot",
-    "request_key",
-    "set_mempolicy",
-    "setns",
-    "settimeofday",
-    "stime",
-    "swapon",
-    "swapoff",
-    "sysfs",
-    "_sysctl",
-    "umount",
-    "umount2",
-    "unshare",
-    "uselib",
-    "userfaultfd",
-    "ustat",
-    "vm86",
-    "vm86old",
-    // Not in the brief's list but denied by Docker's profile too: the new mount API and
-    // open_tree would bypass the "mount" denial.
-    "fsopen",
-    "fsmount",
-    "open_tree",
 ];
 
 /// Where the container sits in the manifest.
@@ -407,6 +328,7 @@ pub fn build_spec(req: &SpecRequest<'_>) -> Result<ContainerSpec, SpecError> {
         path,
         node: req.node,
     };
+    check_path_names(&ctx)?;
     check_unsupported(&ctx)?;
 
     let hostname = pod_hostname(&ctx, req.sandbox)?;
@@ -441,13 +363,13 @@ pub fn build_spec(req: &SpecRequest<'_>) -> Result<ContainerSpec, SpecError> {
     process.set_args(Some(args));
     process.set_env(Some(env.iter().map(|(k, v)| format!("{k}={v}")).collect()));
     process.set_cwd(cwd);
-    process.set_capabilities(Some(capabilities));
+    process.set_capabilities(Some(capabilities.clone()));
     process.set_rlimits(None);
     // Absent rather than `false`: libcontainer 0.7 treats any present value as "set" and then
     // loads the seccomp filter after dropping capabilities, which the kernel refuses without
     // no_new_privs (runc and the OCI spec treat false like absent).
     process.set_no_new_privileges(no_new_privileges(&ctx, privileged)?.then_some(true));
-    process.set_apparmor_profile(None);
+    process.set_apparmor_profile(apparmor_profile(&ctx, privileged, req.security)?);
     process.set_oom_score_adj(Some(qos::oom_score_adj(
         ctx.pod,
         ctx.container,
@@ -463,15 +385,27 @@ pub fn build_spec(req: &SpecRequest<'_>) -> Result<ContainerSpec, SpecError> {
     root.set_path(req.rootfs.to_path_buf());
     root.set_readonly(Some(read_only_root));
 
-    let (mounts, rootfs_propagation) = mounts(&ctx, req.sandbox, privileged, read_only_root)?;
+    let (mounts, rootfs_propagation) = mounts(
+        &ctx,
+        req.sandbox,
+        privileged,
+        read_only_root,
+        req.sub_path_pins,
+    )?;
 
     let mut linux = Linux::default();
     linux.set_namespaces(Some(namespaces(req.sandbox)));
     linux.set_cgroups_path(Some(PathBuf::from(req.cgroups_path)));
     linux.set_resources(Some(resources(&ctx, privileged)?));
-    linux.set_devices(None);
-    linux.set_sysctl(sysctls(&ctx)?);
-    linux.set_seccomp(seccomp(&ctx, privileged)?);
+    // containerd's WithHostDevices: a privileged container sees the host's device nodes.
+    linux.set_devices(privileged.then(|| req.host_devices.to_vec()));
+    linux.set_sysctl(sysctls(&ctx, req.security)?);
+    linux.set_seccomp(seccomp_filter(
+        &ctx,
+        privileged,
+        &capabilities,
+        req.security,
+    )?);
     linux.set_rootfs_propagation(rootfs_propagation);
     if privileged {
         linux.set_masked_paths(None);
@@ -519,6 +453,28 @@ pub fn build_spec(req: &SpecRequest<'_>) -> Result<ContainerSpec, SpecError> {
     })
 }
 
+/// The names that become path components of podvisor's state and logs
+/// (`<log-dir>/<namespace>_<name>_<uid>/<container>/`, container ids): validation refuses bad
+/// ones (DNS names), and the runtime checks again that each is one plain path component, so
+/// that no manifest reaches outside those directories.
+fn check_path_names(ctx: &Ctx<'_>) -> Result<(), SpecError> {
+    let plain = |s: &str| !s.is_empty() && s != "." && s != ".." && !s.contains(['/', '\0']);
+    let meta = &ctx.pod.metadata;
+    let why = "must be a single path component (no '/', not '.' or '..')";
+    let name = meta.name.as_deref().unwrap_or("");
+    if !plain(name) {
+        return Err(invalid("metadata.name".into(), name, why));
+    }
+    let ns = meta.namespace.as_deref().unwrap_or("default");
+    if !plain(ns) {
+        return Err(invalid("metadata.namespace".into(), ns, why));
+    }
+    if !plain(&ctx.container.name) {
+        return Err(invalid(ctx.field("name"), &ctx.container.name, why));
+    }
+    Ok(())
+}
+
 fn check_unsupported(ctx: &Ctx<'_>) -> Result<(), SpecError> {
     let s = ctx.spec;
     let flag = |v: Option<bool>| v.unwrap_or(false);
@@ -560,13 +516,6 @@ fn check_unsupported(ctx: &Ctx<'_>) -> Result<(), SpecError> {
     if let Some(sc) = ctx.sc() {
         if sc.proc_mount.as_deref().is_some_and(|m| m != "Default") {
             return yet(ctx.field("securityContext.procMount"));
-        }
-        if sc
-            .app_armor_profile
-            .as_ref()
-            .is_some_and(|p| p.type_ == "Localhost")
-        {
-            return yet(ctx.field("securityContext.appArmorProfile"));
         }
     }
     Ok(())
@@ -1151,6 +1100,7 @@ fn mounts(
     sandbox: &SandboxMounts,
     privileged: bool,
     read_only_root: bool,
+    pin_dir: Option<&Path>,
 ) -> Result<(Vec<Mount>, Option<String>), SpecError> {
     let sys_mode = if privileged { "rw" } else { "ro" };
     let defaults = vec![
@@ -1303,7 +1253,21 @@ fn mounts(
             };
         let source = match vm.sub_path.as_deref().filter(|s| !s.is_empty()) {
             None => volume_path.clone(),
-            Some(sub) => prepare_sub_path(volume_path, sub, &format!("{field}.subPath"))?,
+            Some(sub) => {
+                let sub_field = format!("{field}.subPath");
+                let (path, fd) = prepare_sub_path(volume_path, sub, &sub_field)?;
+                match pin_dir {
+                    Some(dir) => super::rootfs::pin_sub_path(dir, j, &fd).map_err(|source| {
+                        SpecError::SubPath {
+                            field: sub_field,
+                            sub_path: sub.to_string(),
+                            volume_path: volume_path.clone(),
+                            source,
+                        }
+                    })?,
+                    None => path,
+                }
+            }
         };
         let options = vec![
             "rbind".to_string(),
@@ -1325,8 +1289,13 @@ fn mounts(
 }
 
 /// Checks that `sub` stays below `volume` (relative, no `..`, symlinks resolved beneath the
-/// volume) and creates missing directories with the volume's mode, like the kubelet.
-fn prepare_sub_path(volume: &Path, sub: &str, field: &str) -> Result<PathBuf, SpecError> {
+/// volume) and creates missing directories with the volume's mode, like the kubelet. Returns
+/// the path and the resolved file or directory, open with `O_PATH`.
+fn prepare_sub_path(
+    volume: &Path,
+    sub: &str,
+    field: &str,
+) -> Result<(PathBuf, OwnedFd), SpecError> {
     let rel = Path::new(sub);
     if rel.is_absolute() || rel.components().any(|c| c == Component::ParentDir) {
         return Err(invalid(
@@ -1344,7 +1313,7 @@ fn prepare_sub_path(volume: &Path, sub: &str, field: &str) -> Result<PathBuf, Sp
     let root = open_root(volume).map_err(err)?;
     let resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
     match openat2_in_root(&root, rel, libc::O_PATH, resolve) {
-        Ok(_) => return Ok(volume.join(rel)),
+        Ok(fd) => return Ok((volume.join(rel), fd)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(err(e)),
     }
@@ -1377,7 +1346,7 @@ fn prepare_sub_path(volume: &Path, sub: &str, field: &str) -> Result<PathBuf, Sp
         };
         dir = next;
     }
-    Ok(volume.join(rel))
+    Ok((volume.join(rel), dir))
 }
 
 fn parse_capability(name: &str, field: String) -> Result<Capability, SpecError> {
@@ -1475,46 +1444,6 @@ fn no_new_privileges(ctx: &Ctx<'_>, privileged: bool) -> Result<bool, SpecError>
     Ok(true)
 }
 
-fn device_rule(
-    allow: bool,
-    typ: LinuxDeviceType,
-    major: Option<i64>,
-    minor: Option<i64>,
-    access: &str,
-) -> LinuxDeviceCgroup {
-    let mut d = LinuxDeviceCgroup::default();
-    d.set_allow(allow);
-    d.set_typ(Some(typ));
-    d.set_major(major);
-    d.set_minor(minor);
-    d.set_access(Some(access.to_string()));
-    d
-}
-
-/// Device cgroup rules: containerd's defaults, or allow-all for privileged containers.
-pub fn device_rules(privileged: bool) -> Vec<LinuxDeviceCgroup> {
-    use LinuxDeviceType::{A, B, C};
-    if privileged {
-        return vec![device_rule(true, A, None, None, "rwm")];
-    }
-    let allow = |typ, major, minor| device_rule(true, typ, major, minor, "rwm");
-    vec![
-        device_rule(false, A, None, None, "rwm"),
-        device_rule(true, C, None, None, "m"),
-        device_rule(true, B, None, None, "m"),
-        allow(C, Some(1), Some(3)),
-        allow(C, Some(1), Some(8)),
-        allow(C, Some(1), Some(7)),
-        allow(C, Some(5), Some(0)),
-        allow(C, Some(1), Some(5)),
-        allow(C, Some(1), Some(9)),
-        allow(C, Some(5), Some(1)),
-        allow(C, Some(136), None),
-        allow(C, Some(5), Some(2)),
-        allow(C, Some(10), Some(200)),
-    ]
-}
-
 fn resources(ctx: &Ctx<'_>, privileged: bool) -> Result<LinuxResources, SpecError> {
     let r = ctx.container.resources.as_ref();
     let requests = effective_requests(r);
@@ -1555,7 +1484,7 @@ fn resources(ctx: &Ctx<'_>, privileged: bool) -> Result<LinuxResources, SpecErro
         cpu.set_period(Some(cgroup_resources::CPU_PERIOD_US));
     }
     let mut res = LinuxResources::default();
-    res.set_devices(Some(device_rules(privileged)));
+    res.set_devices(Some(security::devices::cgroup_rules(privileged)));
     res.set_cpu(Some(cpu));
     if memory_limit != 0 {
         let limit = i64::try_from(memory_limit).map_err(|_| {
@@ -1572,102 +1501,57 @@ fn resources(ctx: &Ctx<'_>, privileged: bool) -> Result<LinuxResources, SpecErro
     Ok(res)
 }
 
-fn sysctls(ctx: &Ctx<'_>) -> Result<Option<HashMap<String, String>>, SpecError> {
-    let list = ctx
-        .spec
-        .security_context
-        .as_ref()
-        .and_then(|p| p.sysctls.as_ref());
-    let Some(list) = list.filter(|l| !l.is_empty()) else {
+/// The pod's sysctls in `.` form, as the node allows them.
+fn sysctls(
+    ctx: &Ctx<'_>,
+    node: &NodeSecurity,
+) -> Result<Option<HashMap<String, String>>, SpecError> {
+    let list = security::pod_sysctls(ctx.pod, node).map_err(SpecError::Security)?;
+    Ok((!list.is_empty()).then(|| list.into_iter().collect()))
+}
+
+/// The container's seccomp filter: none for privileged containers and Unconfined, containerd's
+/// default profile for its bounding capabilities, or the Localhost profile file.
+fn seccomp_filter(
+    ctx: &Ctx<'_>,
+    privileged: bool,
+    caps: &LinuxCapabilities,
+    node: &NodeSecurity,
+) -> Result<Option<LinuxSeccomp>, SpecError> {
+    let (choice, field) = seccomp::choice(ctx.spec, ctx.container, &ctx.path, node.seccomp_default)
+        .map_err(SpecError::Security)?;
+    if privileged {
         return Ok(None);
+    }
+    let profile = match choice {
+        seccomp::SeccompChoice::Unconfined => return Ok(None),
+        seccomp::SeccompChoice::RuntimeDefault => seccomp::runtime_default(
+            node.arch,
+            caps.bounding().as_ref().unwrap_or(&Capabilities::new()),
+            node.kernel,
+        ),
+        seccomp::SeccompChoice::Localhost(rel) => seccomp::load_localhost(&node.seccomp_root, &rel)
+            .map_err(|source| SpecError::SeccompProfile {
+                field: format!(
+                    "{}.localhostProfile",
+                    field.unwrap_or_else(|| ctx.field("securityContext.seccompProfile"))
+                ),
+                source,
+            })?,
     };
-    let mut out = HashMap::new();
-    for (i, s) in list.iter().enumerate() {
-        let field = format!("spec.securityContext.sysctls[{i}].name");
-        let valid = !s.name.is_empty()
-            && s.name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'/' | b'_' | b'-'));
-        if !valid {
-            return Err(invalid(field, &s.name, "not a sysctl name"));
-        }
-        // Kubernetes accepts '/' as the separator: "net/ipv4/conf/eth0.100/x" is
-        // "net.ipv4.conf.eth0/100.x".
-        let name = if s
-            .name
-            .find(['.', '/'])
-            .is_some_and(|i| s.name.as_bytes()[i] == b'/')
-        {
-            s.name
-                .chars()
-                .map(|c| match c {
-                    '/' => '.',
-                    '.' => '/',
-                    c => c,
-                })
-                .collect()
-        } else {
-            s.name.clone()
-        };
-        if out.insert(name, s.value.clone()).is_some() {
-            return Err(invalid(field, &s.name, "duplicate sysctl"));
-        }
-    }
-    Ok(Some(out))
+    Ok(Some(seccomp::for_libcontainer(profile)))
 }
 
-fn host_architectures() -> Vec<Arch> {
-    if cfg!(target_arch = "x86_64") {
-        vec![Arch::ScmpArchX86_64, Arch::ScmpArchX86, Arch::ScmpArchX32]
-    } else if cfg!(target_arch = "aarch64") {
-        vec![Arch::ScmpArchAarch64, Arch::ScmpArchArm]
-    } else {
-        vec![Arch::ScmpArchNative]
-    }
-}
-
-/// The RuntimeDefault profile (see the module documentation for how it differs from
-/// containerd's).
-pub fn runtime_default_seccomp() -> LinuxSeccomp {
-    let mut deny = LinuxSyscall::default();
-    deny.set_names(
-        RUNTIME_DEFAULT_DENIED_SYSCALLS
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
-    );
-    deny.set_action(LinuxSeccompAction::ScmpActErrno);
-    deny.set_errno_ret(Some(libc::EPERM as u32));
-    let mut s = LinuxSeccomp::default();
-    s.set_default_action(LinuxSeccompAction::ScmpActAllow);
-    s.set_architectures(Some(host_architectures()));
-    s.set_syscalls(Some(vec![deny]));
-    s
-}
-
-fn seccomp(ctx: &Ctx<'_>, privileged: bool) -> Result<Option<LinuxSeccomp>, SpecError> {
-    let Some((profile, field)) = sc_setting(
-        ctx,
-        "seccompProfile",
-        |s| s.seccomp_profile.clone(),
-        |p| p.seccomp_profile.clone(),
-    ) else {
-        return Ok(None);
-    };
-    match profile.type_.as_str() {
-        "Unconfined" => Ok(None),
-        // containerd never confines privileged containers.
-        "RuntimeDefault" if privileged => Ok(None),
-        "RuntimeDefault" => Ok(Some(runtime_default_seccomp())),
-        "Localhost" => Err(SpecError::NotSupportedYet {
-            field: format!("{field}.type"),
-        }),
-        other => Err(invalid(
-            format!("{field}.type"),
-            other,
-            "must be RuntimeDefault, Unconfined or Localhost",
-        )),
-    }
+/// The AppArmor profile the container runs under, if any.
+fn apparmor_profile(
+    ctx: &Ctx<'_>,
+    privileged: bool,
+    node: &NodeSecurity,
+) -> Result<Option<String>, SpecError> {
+    let (choice, field) =
+        apparmor::choice(ctx.pod, ctx.container, &ctx.path).map_err(SpecError::Security)?;
+    apparmor::resolve(&choice, field.as_deref(), privileged, &node.apparmor)
+        .map_err(SpecError::Security)
 }
 
 /// Parses "SIGTERM", "TERM", "sigterm", "15", "SIGRTMIN+3".
@@ -1797,6 +1681,30 @@ mod tests {
             cgroups_path: "/podvisor/pod-u-1/c",
             node: &n,
             critical: false,
+            security: &NodeSecurity::default(),
+            host_devices: &[],
+            sub_path_pins: None,
+        })
+    }
+
+    /// Builds the first container of `p` on a node offering `security`.
+    fn build_on(
+        p: &Pod,
+        security: &NodeSecurity,
+        host_devices: &[LinuxDevice],
+    ) -> Result<ContainerSpec, SpecError> {
+        build_spec(&SpecRequest {
+            pod: p,
+            container: &p.spec.as_ref().expect("spec").containers[0],
+            image: &image(json!({"Cmd": ["x"]})),
+            rootfs: Path::new("/r"),
+            sandbox: &sandbox(false),
+            cgroups_path: "/x",
+            node: &node(),
+            critical: false,
+            security,
+            host_devices,
+            sub_path_pins: None,
         })
     }
 
@@ -2405,13 +2313,39 @@ mod tests {
             (
                 json!({"securityContext": {"seccompProfile": {"type": "Localhost", "localhostProfile": "p.json"}}}),
                 json!({}),
-                "spec.containers[0].securityContext.seccompProfile.type is not supported yet",
+                "spec.containers[0].securityContext.seccompProfile.localhostProfile: seccomp profile root",
+            ),
+            (
+                json!({"securityContext": {"appArmorProfile": {"type": "Localhost", "localhostProfile": "p"}}}),
+                json!({}),
+                "spec.containers[0].securityContext.appArmorProfile: AppArmor is not available",
             ),
         ];
         for (c, s, want) in cases {
             let e = err(&pod_with(c, s));
             assert!(e.starts_with(want), "{e} vs {want}");
         }
+    }
+
+    #[test]
+    fn names_that_become_paths_are_checked_again() {
+        let bad_container = pod(json!({
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "../../etc"}]}
+        }));
+        let e = build_on(&bad_container, &NodeSecurity::default(), &[])
+            .expect_err("path name")
+            .to_string();
+        assert!(
+            e.starts_with("spec.containers[0].name: invalid value \"../../etc\""),
+            "{e}"
+        );
+        let mut p = pod_with(json!({}), json!({}));
+        p.metadata.namespace = Some("a/b".into());
+        assert!(err(&p).starts_with("metadata.namespace: invalid value \"a/b\""));
+        p.metadata.namespace = None;
+        p.metadata.name = Some("..".into());
+        assert!(err(&p).starts_with("metadata.name: invalid value \"..\""));
     }
 
     #[test]
@@ -2449,6 +2383,9 @@ mod tests {
             cgroups_path: "/x",
             node: &n,
             critical: false,
+            security: &NodeSecurity::default(),
+            host_devices: &[],
+            sub_path_pins: None,
         };
         let e = build_spec(&req).expect_err("tty");
         assert_eq!(
@@ -2786,11 +2723,19 @@ mod tests {
                                        "seccompProfile": {"type": "RuntimeDefault"}}}),
             json!({}),
         );
-        let cs = ok(&p);
+        let mut loop0 = LinuxDevice::default();
+        loop0.set_path(PathBuf::from("/dev/loop0"));
+        loop0.set_typ(oci_spec::runtime::LinuxDeviceType::B);
+        loop0.set_major(7);
+        let (dir, security) = apparmor_node(&format!("{} (enforce)\n", apparmor::DEFAULT_PROFILE));
+        let build = |c: &Pod| build_on(c, &security, std::slice::from_ref(&loop0));
+        let cs = build(&p).expect("privileged");
         assert_eq!(caps(&cs).0.len(), ALL_CAPABILITIES.len());
         assert_eq!(linux(&cs).masked_paths(), &None);
         assert_eq!(linux(&cs).readonly_paths(), &None);
         assert_eq!(linux(&cs).seccomp(), &None);
+        assert_eq!(process(&cs).apparmor_profile(), &None);
+        assert_eq!(linux(&cs).devices().clone(), Some(vec![loop0.clone()]));
         let m = mount_summary(&cs);
         assert_eq!(m[4].3, "nosuid,noexec,nodev,rw");
         assert_eq!(m[5].3, "nosuid,noexec,nodev,relatime,rw");
@@ -2805,6 +2750,29 @@ mod tests {
             devices.iter().map(|d| d.to_string()).collect::<Vec<_>>(),
             strs(&["a *:* rwm"])
         );
+        // The same request without privileged: no host devices, the default AppArmor profile.
+        let plain = pod_with(json!({}), json!({}));
+        let cs = build(&plain).expect("plain");
+        assert_eq!(linux(&cs).devices(), &None);
+        assert_eq!(
+            process(&cs).apparmor_profile().as_deref(),
+            Some(apparmor::DEFAULT_PROFILE)
+        );
+        drop(dir);
+    }
+
+    /// A node with AppArmor whose loaded profiles are `profiles`.
+    fn apparmor_node(profiles: &str) -> (tempfile::TempDir, NodeSecurity) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("profiles"), profiles).expect("write");
+        let security = NodeSecurity {
+            apparmor: apparmor::AppArmorHost::Enabled {
+                securityfs: dir.path().to_path_buf(),
+                default_profile: apparmor::DefaultProfile::Available,
+            },
+            ..NodeSecurity::default()
+        };
+        (dir, security)
     }
 
     #[test]
@@ -2817,29 +2785,7 @@ mod tests {
             .devices()
             .clone()
             .expect("dev");
-        let rules: Vec<(bool, String)> =
-            devices.iter().map(|d| (d.allow(), d.to_string())).collect();
-        let want = [
-            (false, "a *:* rwm"),
-            (true, "c *:* m"),
-            (true, "b *:* m"),
-            (true, "c 1:3 rwm"),
-            (true, "c 1:8 rwm"),
-            (true, "c 1:7 rwm"),
-            (true, "c 5:0 rwm"),
-            (true, "c 1:5 rwm"),
-            (true, "c 1:9 rwm"),
-            (true, "c 5:1 rwm"),
-            (true, "c 136:* rwm"),
-            (true, "c 5:2 rwm"),
-            (true, "c 10:200 rwm"),
-        ];
-        assert_eq!(
-            rules,
-            want.iter()
-                .map(|(a, s)| (*a, s.to_string()))
-                .collect::<Vec<_>>()
-        );
+        assert_eq!(devices, security::devices::cgroup_rules(false));
         assert_eq!(linux(&cs).devices(), &None);
     }
 
@@ -2868,7 +2814,7 @@ mod tests {
             json!({}),
             json!({"securityContext": {"sysctls": [
                 {"name": "net.ipv4.ip_local_port_range", "value": "1024 65000"},
-                {"name": "net/ipv4/conf/eth0.100/forwarding", "value": "1"}
+                {"name": "net/ipv4/ping_group_range", "value": "0 2147483647"}
             ]}}),
         );
         let s = linux(&ok(&p)).sysctl().clone().expect("sysctl");
@@ -2877,16 +2823,22 @@ mod tests {
             Some("1024 65000")
         );
         assert_eq!(
-            s.get("net.ipv4.conf.eth0/100.forwarding")
-                .map(String::as_str),
-            Some("1")
+            s.get("net.ipv4.ping_group_range").map(String::as_str),
+            Some("0 2147483647")
         );
         assert_eq!(linux(&ok(&pod_with(json!({}), json!({})))).sysctl(), &None);
-        let bad = pod_with(
-            json!({}),
-            json!({"securityContext": {"sysctls": [{"name": "a b", "value": "1"}]}}),
-        );
-        assert!(err(&bad).starts_with("spec.securityContext.sysctls[0].name"));
+        for (name, want) in [
+            ("a b", "not a valid sysctl name"),
+            ("net.core.somaxconn", "allowedUnsafeSysctls"),
+        ] {
+            let bad = pod_with(
+                json!({}),
+                json!({"securityContext": {"sysctls": [{"name": name, "value": "1"}]}}),
+            );
+            let e = err(&bad);
+            assert!(e.starts_with("spec.securityContext.sysctls[0].name"), "{e}");
+            assert!(e.contains(want), "{e}");
+        }
     }
 
     #[test]
@@ -2898,15 +2850,30 @@ mod tests {
             json!({"securityContext": {"seccompProfile": {"type": "RuntimeDefault"}}}),
         );
         let s = linux(&ok(&pod_rd)).seccomp().clone().expect("seccomp");
-        assert_eq!(s.default_action(), LinuxSeccompAction::ScmpActAllow);
-        let rules = s.syscalls().clone().expect("syscalls");
-        assert_eq!(rules.len(), 1);
-        assert_eq!(rules[0].action(), LinuxSeccompAction::ScmpActErrno);
-        assert_eq!(rules[0].errno_ret(), Some(libc::EPERM as u32));
-        for name in ["mount", "ptrace", "unshare", "kexec_load", "bpf", "_sysctl"] {
-            assert!(rules[0].names().iter().any(|n| n == name), "{name}");
-        }
-        assert!(s.architectures().as_ref().is_some_and(|a| !a.is_empty()));
+        // containerd's allow-list; the clone rule in libcontainer's argument order.
+        assert_eq!(
+            s.default_action(),
+            oci_spec::runtime::LinuxSeccompAction::ScmpActErrno
+        );
+        let allowed = seccomp::allowed_syscalls(&s);
+        assert!(allowed.contains("read") && allowed.contains("clone"));
+        assert!(!allowed.contains("mount") && !allowed.contains("unshare"));
+        let clone = s
+            .syscalls()
+            .iter()
+            .flatten()
+            .find(|r| r.names().iter().any(|n| n == "clone"))
+            .expect("clone rule");
+        let arg = &clone.args().clone().expect("args")[0];
+        assert_eq!((arg.value(), arg.value_two()), (0, Some(0x7e02_0000)));
+        // CAP_SYS_ADMIN added: mount and unshare allowed, clone unconditional.
+        let admin = pod_with(
+            json!({"securityContext": {"capabilities": {"add": ["SYS_ADMIN"]},
+                                       "seccompProfile": {"type": "RuntimeDefault"}}}),
+            json!({}),
+        );
+        let s = linux(&ok(&admin)).seccomp().clone().expect("seccomp");
+        assert!(seccomp::allowed_syscalls(&s).contains("mount"));
         // The container's Unconfined overrides the pod's RuntimeDefault.
         let overridden = pod_with(
             json!({"securityContext": {"seccompProfile": {"type": "Unconfined"}}}),
@@ -2918,7 +2885,94 @@ mod tests {
             json!({"securityContext": {"seccompProfile": {"type": "Strict"}}}),
         );
         assert!(err(&bad)
-            .starts_with("spec.securityContext.seccompProfile.type: invalid value \"Strict\""));
+            .starts_with("spec.securityContext.seccompProfile.type: \"Strict\" is not one of"));
+    }
+
+    #[test]
+    fn seccomp_default_and_localhost_profiles() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let profile = dir.path().join("deny-mkdir.json");
+        std::fs::write(
+            &profile,
+            r#"{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["clone"],
+                "action": "SCMP_ACT_ERRNO", "args": [{"index": 0, "value": 256, "valueTwo": 256,
+                "op": "SCMP_CMP_MASKED_EQ"}]}]}"#,
+        )
+        .expect("write");
+        std::fs::set_permissions(&profile, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let security = NodeSecurity {
+            seccomp_default: true,
+            seccomp_root: dir.path().to_path_buf(),
+            ..NodeSecurity::default()
+        };
+        let build = |p: &Pod| build_on(p, &security, &[]);
+        // seccompDefault: unset means RuntimeDefault.
+        let unset = build(&pod_with(json!({}), json!({}))).expect("unset");
+        assert_eq!(
+            linux(&unset).seccomp().as_ref().map(|s| s.default_action()),
+            Some(oci_spec::runtime::LinuxSeccompAction::ScmpActErrno)
+        );
+        let local = pod_with(
+            json!({"securityContext": {"seccompProfile": {"type": "Localhost", "localhostProfile": "deny-mkdir.json"}}}),
+            json!({}),
+        );
+        let s = linux(&build(&local).expect("localhost"))
+            .seccomp()
+            .clone()
+            .expect("seccomp");
+        assert_eq!(
+            s.default_action(),
+            oci_spec::runtime::LinuxSeccompAction::ScmpActAllow
+        );
+        let rules = s.syscalls().clone().expect("rules");
+        assert_eq!(rules[0].names(), &strs(&["clone"]));
+        let missing = pod_with(
+            json!({"securityContext": {"seccompProfile": {"type": "Localhost", "localhostProfile": "gone.json"}}}),
+            json!({}),
+        );
+        let e = build(&missing).expect_err("missing").to_string();
+        assert!(
+            e.starts_with("spec.containers[0].securityContext.seccompProfile.localhostProfile: "),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn apparmor_profiles() {
+        let (_d, security) = apparmor_node("podvisor-default (enforce)\nmine (enforce)\n");
+        let profile = |c: serde_json::Value| {
+            let p = pod_with(json!({"securityContext": c}), json!({}));
+            build_on(&p, &security, &[]).map(|cs| process(&cs).apparmor_profile().clone())
+        };
+        assert_eq!(
+            profile(json!({})).expect("default"),
+            Some("podvisor-default".into())
+        );
+        assert_eq!(
+            profile(json!({"appArmorProfile": {"type": "Localhost", "localhostProfile": "mine"}}))
+                .expect("mine"),
+            Some("mine".into())
+        );
+        assert_eq!(
+            profile(json!({"privileged": true, "appArmorProfile": {"type": "Localhost", "localhostProfile": "mine"}}))
+                .expect("privileged localhost"),
+            Some("mine".into())
+        );
+        assert_eq!(
+            profile(json!({"appArmorProfile": {"type": "Unconfined"}})).expect("unconfined"),
+            None
+        );
+        let e = profile(
+            json!({"appArmorProfile": {"type": "Localhost", "localhostProfile": "theirs"}}),
+        )
+        .expect_err("not loaded")
+        .to_string();
+        assert!(e.contains("\"theirs\" is not loaded"), "{e}");
+        // On a host without AppArmor, containers that ask for nothing get no profile.
+        assert_eq!(
+            process(&ok(&pod_with(json!({}), json!({})))).apparmor_profile(),
+            &None
+        );
     }
 
     // ---- resources ----
@@ -3001,6 +3055,9 @@ mod tests {
             cgroups_path: "/x",
             node: &n,
             critical: true,
+            security: &NodeSecurity::default(),
+            host_devices: &[],
+            sub_path_pins: None,
         })
         .expect("build");
         assert_eq!(process(&cs).oom_score_adj(), Some(-997));
@@ -3112,6 +3169,9 @@ mod tests {
                 cgroups_path: "/x",
                 node: n,
                 critical: false,
+                security: &NodeSecurity::default(),
+                host_devices: &[],
+                sub_path_pins: None,
             })
         };
         let cs = run(json!({"privileged": true}), &n).expect("privileged");

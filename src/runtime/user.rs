@@ -9,15 +9,15 @@
 //! relative to the rootfs, so a hostile image whose `etc/passwd` is a symlink to an absolute
 //! path (or climbs with `..`) reads the file inside the rootfs, never the host's.
 
-use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::User;
+
+use crate::fsutil::{open_root, openat2_in_root};
 
 /// What the container asks to run as, before it is resolved against the rootfs.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -74,74 +74,6 @@ pub enum UserError {
 
 /// Largest passwd/group file read (a hostile image could point them at huge files).
 const MAX_DB_SIZE: u64 = 16 << 20;
-
-#[repr(C)]
-struct OpenHow {
-    flags: u64,
-    mode: u64,
-    resolve: u64,
-}
-
-/// Opens `path` (relative; a leading `/` is ignored) below the directory `root` with
-/// `openat2`, resolving every symlink and `..` as if `root` were `/`. Magic links
-/// (`/proc/self/...`) are refused. `flags` are `open(2)` flags; `O_CLOEXEC` is always added.
-pub(crate) fn openat2_in_root(
-    root: &OwnedFd,
-    path: &Path,
-    flags: libc::c_int,
-    resolve: u64,
-) -> io::Result<OwnedFd> {
-    let rel = path.strip_prefix("/").unwrap_or(path);
-    let rel = if rel.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        rel
-    };
-    let c_path = CString::new(rel.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
-    let how = OpenHow {
-        flags: u64::try_from(flags | libc::O_CLOEXEC)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "negative open flags"))?,
-        mode: 0,
-        resolve,
-    };
-    // SAFETY: the pointers are valid for the duration of the call (c_path and how live on
-    // this frame) and the size passed matches the struct, laid out as `struct open_how`.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            root.as_raw_fd(),
-            c_path.as_ptr(),
-            &how as *const OpenHow,
-            std::mem::size_of::<OpenHow>(),
-        )
-    };
-    if ret < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let fd = libc::c_int::try_from(ret)
-        .map_err(|_| io::Error::other("openat2 returned an out-of-range descriptor"))?;
-    // SAFETY: openat2 succeeded, so fd is a fresh descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Opens a directory as an `O_PATH` root for [`openat2_in_root`].
-pub(crate) fn open_root(path: &Path) -> io::Result<OwnedFd> {
-    let c_path = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
-    // SAFETY: c_path is a valid NUL-terminated string.
-    let fd = unsafe {
-        libc::open(
-            c_path.as_ptr(),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: open succeeded, so fd is a fresh descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
 
 /// Reads a small regular file of the rootfs; `Ok(None)` when it does not exist.
 fn read_db(root: &OwnedFd, rootfs: &Path, file: &str) -> Result<Option<String>, UserError> {

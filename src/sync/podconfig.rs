@@ -10,10 +10,16 @@
 //! At daemon start the pods persisted by the previous run seed their keys as unconfirmed
 //! last-known-good: a source that fails at start keeps them; a file that no longer exists when
 //! the first directory scan completes drops them.
+//!
+//! Manifests are validated against what the node offers ([`NodeSecurity`]): a seccomp or
+//! AppArmor profile that is not there yet refuses the manifest. Sources only report changed
+//! content, so a refused manifest (up to [`RECHECK_MAX_BYTES`]) is kept and checked again by
+//! [`PodConfig::recheck`]: loading the profile later starts the pod without an edit.
 
 use std::collections::BTreeMap;
 
-use crate::pod::static_pod::{load_manifest, SourceKind, StaticPod};
+use crate::pod::static_pod::{load_manifest_on, SourceKind, StaticPod};
+use crate::security::NodeSecurity;
 use crate::sources::SourceEvent;
 use crate::status::SourceErrorView;
 
@@ -47,12 +53,18 @@ struct Entry {
     seq: u64,
     /// False for pods seeded from disk until the source confirms the key.
     confirmed: bool,
+    /// The content that failed to load, kept to be checked again (node state may change).
+    refused: Option<Vec<u8>>,
 }
+
+/// Largest refused manifest kept for [`PodConfig::recheck`].
+pub const RECHECK_MAX_BYTES: usize = 256 * 1024;
 
 /// The merged configuration.
 #[derive(Debug, Clone)]
 pub struct PodConfig {
     node_name: String,
+    security: NodeSecurity,
     entries: BTreeMap<String, Entry>,
     next_seq: u64,
     /// Node-level errors of keys without pods (e.g. the directory is missing).
@@ -60,9 +72,10 @@ pub struct PodConfig {
 }
 
 impl PodConfig {
-    pub fn new(node_name: &str) -> PodConfig {
+    pub fn new(node_name: &str, security: NodeSecurity) -> PodConfig {
         PodConfig {
             node_name: node_name.to_string(),
+            security,
             entries: BTreeMap::new(),
             next_seq: 0,
             dir_error: None,
@@ -85,6 +98,7 @@ impl PodConfig {
                 error: None,
                 seq,
                 confirmed: false,
+                refused: None,
             });
             e.pods.push(p);
         }
@@ -95,9 +109,7 @@ impl PodConfig {
         match ev {
             SourceEvent::FileChanged { path, data } => {
                 let key = path.display().to_string();
-                let parsed = load_manifest(&data, &key, SourceKind::File, &self.node_name, now)
-                    .map_err(|e| e.to_string());
-                self.set(key, SourceKind::File, parsed, now)
+                self.load(key, SourceKind::File, data, now)
             }
             SourceEvent::FileRemoved { path } => {
                 self.entries.remove(&path.display().to_string());
@@ -136,18 +148,53 @@ impl PodConfig {
             }
             SourceEvent::UrlChanged { url, data } => {
                 // As with the kubelet, an empty body means "no pods" (not an error).
-                let parsed = if data.iter().all(u8::is_ascii_whitespace) {
-                    Ok(Vec::new())
+                if data.iter().all(u8::is_ascii_whitespace) {
+                    self.set(url, SourceKind::Http, Ok(Vec::new()), now)
                 } else {
-                    load_manifest(&data, &url, SourceKind::Http, &self.node_name, now)
-                        .map_err(|e| e.to_string())
-                };
-                self.set(url, SourceKind::Http, parsed, now)
+                    self.load(url, SourceKind::Http, data, now)
+                }
             }
             SourceEvent::UrlError { url, message } => {
                 self.set(url, SourceKind::Http, Err(message), now)
             }
         }
+    }
+
+    /// Loads a source's new content, keeping it when it is refused (see the module docs).
+    fn load(
+        &mut self,
+        key: String,
+        kind: SourceKind,
+        data: Vec<u8>,
+        now: &str,
+    ) -> Vec<ConfigNotice> {
+        let parsed = load_manifest_on(&data, &key, kind, &self.node_name, now, &self.security)
+            .map_err(|e| e.to_string());
+        let refused = (parsed.is_err() && data.len() <= RECHECK_MAX_BYTES).then_some(data);
+        let notices = self.set(key.clone(), kind, parsed, now);
+        if let Some(e) = self.entries.get_mut(&key) {
+            e.refused = refused;
+        }
+        notices
+    }
+
+    /// True if some refused content waits to be checked again.
+    pub fn has_refused(&self) -> bool {
+        self.entries.values().any(|e| e.refused.is_some())
+    }
+
+    /// Checks refused content again against the node as it is now; notices as for new
+    /// content (a repeated error is marked `repeated`).
+    pub fn recheck(&mut self, now: &str) -> Vec<ConfigNotice> {
+        let pending: Vec<(String, SourceKind, Vec<u8>)> = self
+            .entries
+            .iter_mut()
+            .filter_map(|(k, e)| e.refused.take().map(|d| (k.clone(), e.kind, d)))
+            .collect();
+        pending
+            .into_iter()
+            .flat_map(|(key, kind, data)| self.load(key, kind, data, now))
+            .collect()
     }
 
     fn set(
@@ -164,8 +211,10 @@ impl PodConfig {
             error: None,
             seq,
             confirmed: true,
+            refused: None,
         });
         e.confirmed = true;
+        e.refused = None;
         match parsed {
             Ok(pods) => {
                 e.pods = pods;
@@ -264,8 +313,50 @@ mod tests {
     }
 
     #[test]
+    fn refused_content_is_checked_again_when_the_node_changes() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().expect("tempdir");
+        let security = NodeSecurity {
+            seccomp_root: root.path().to_path_buf(),
+            ..NodeSecurity::default()
+        };
+        let mut c = PodConfig::new("n", security);
+        let m = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  securityContext:\n    seccompProfile: {type: Localhost, localhostProfile: x.json}\n  containers:\n  - {name: c, image: busybox}\n";
+        let n = c.apply(changed("/m/p.yaml", m.as_bytes().to_vec()), NOW);
+        assert!(
+            matches!(&n[..], [ConfigNotice::SourceError { message, .. }] if message.contains("localhostProfile")),
+            "{n:?}"
+        );
+        assert!(c.has_refused() && c.desired().0.is_empty());
+        // Still missing: the same error again, marked repeated.
+        let n = c.recheck(NOW);
+        assert!(
+            matches!(&n[..], [ConfigNotice::SourceError { repeated: true, .. }]),
+            "{n:?}"
+        );
+        let p = root.path().join("x.json");
+        std::fs::write(&p, r#"{"defaultAction": "SCMP_ACT_ALLOW"}"#).expect("write");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let n = c.recheck(NOW);
+        assert_eq!(
+            n,
+            vec![ConfigNotice::SourceRecovered {
+                source: "/m/p.yaml".into()
+            }]
+        );
+        assert!(!c.has_refused());
+        assert!(c.desired().0.contains_key("default/p-n"));
+        // Content too large to keep is not checked again.
+        let mut big = m.as_bytes().to_vec();
+        big.extend(std::iter::repeat_n(b'#', RECHECK_MAX_BYTES));
+        std::fs::remove_file(&p).expect("rm");
+        c.apply(changed("/m/q.yaml", big), NOW);
+        assert!(!c.has_refused());
+    }
+
+    #[test]
     fn bad_content_keeps_the_last_known_good_pod() {
-        let mut c = PodConfig::new("node1");
+        let mut c = PodConfig::new("node1", NodeSecurity::default());
         assert!(c
             .apply(changed("/m/web.yaml", manifest("web", "busybox")), NOW)
             .is_empty());
@@ -301,7 +392,7 @@ mod tests {
 
     #[test]
     fn repeated_errors_are_flagged_for_rate_limited_logging() {
-        let mut c = PodConfig::new("n");
+        let mut c = PodConfig::new("n", NodeSecurity::default());
         c.apply(changed("/m/a.yaml", manifest("a", "x")), NOW);
         let first = c.apply(changed("/m/a.yaml", b"{".to_vec()), NOW);
         let second = c.apply(changed("/m/a.yaml", b"{".to_vec()), NOW);
@@ -320,7 +411,7 @@ mod tests {
 
     #[test]
     fn duplicate_names_keep_the_first_source() {
-        let mut c = PodConfig::new("n");
+        let mut c = PodConfig::new("n", NodeSecurity::default());
         c.apply(changed("/m/b.yaml", manifest("web", "first")), NOW);
         c.apply(changed("/m/a.yaml", manifest("web", "second")), NOW);
         let (d, dups) = c.desired();
@@ -348,7 +439,7 @@ mod tests {
 
     #[test]
     fn url_errors_keep_pods_and_an_empty_body_removes_them() {
-        let mut c = PodConfig::new("n");
+        let mut c = PodConfig::new("n", NodeSecurity::default());
         let url = "http://127.0.0.1:1/pods".to_string();
         let body = [
             manifest("a", "x"),
@@ -385,12 +476,12 @@ mod tests {
 
     #[test]
     fn seeded_pods_survive_a_failing_source_and_go_when_the_file_is_gone() {
-        let mut fresh = PodConfig::new("n");
+        let mut fresh = PodConfig::new("n", NodeSecurity::default());
         fresh.apply(changed("/m/a.yaml", manifest("a", "x")), NOW);
         fresh.apply(changed("/m/b.yaml", manifest("b", "x")), NOW);
         let persisted: Vec<StaticPod> = fresh.desired().0.into_values().collect();
 
-        let mut c = PodConfig::new("n");
+        let mut c = PodConfig::new("n", NodeSecurity::default());
         c.seed(persisted, |_| SourceKind::File);
         assert_eq!(c.desired().0.len(), 2);
         // a.yaml is now broken: it keeps its pod; b.yaml is not seen by the scan: removed.

@@ -2,6 +2,7 @@
 # Builds a busybox OCI archive offline from Debian's busybox-static, with umoci.
 # Usage: tests/images/build-busybox.sh OUT.tar
 # Then:  podvisor image import OUT.tar --ref docker.io/library/busybox:1.35
+# FILLER_MB=N adds N MiB of random data (/filler) to the layer: another image, slow to import.
 set -eu
 out=${1:?usage: $0 OUT.tar}
 busybox=${BUSYBOX:-/bin/busybox}
@@ -22,6 +23,9 @@ for applet in $("$busybox" --list); do
 done
 printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' > "$rootfs/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' > "$rootfs/etc/group"
+if [ "${FILLER_MB:-0}" -gt 0 ]; then
+  head -c "$((FILLER_MB * 1024 * 1024))" /dev/urandom > "$rootfs/filler"
+fi
 umoci repack --image "$work/oci:latest" "$work/bundle"
 umoci config --image "$work/oci:latest" --config.cmd sh \
   --config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin

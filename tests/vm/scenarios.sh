@@ -227,6 +227,81 @@ scenario_refused() { # NAME REASON
   report $n
 }
 
+pod_log() { podvisor logs "$1" -c main 2>/dev/null; }
+log_has() { pod_log "$1" | grep -q -e "$2"; }
+# wait_terminated POD: once its container ended, $out holds its log on one line; otherwise
+# $errs says so and it returns 1
+wait_terminated() {
+  if wait_until 60 has_terminated "$1"; then
+    out=$(pod_log "$1" | tr '\n' ' ')
+    return 0
+  fi
+  errs="not terminated after 60 s (phase $(pod_field "$1" phase));"
+  return 1
+}
+
+# Issue 11: mknod of the host's /dev/ram0 works, opening it is denied by the eBPF filter.
+scenario_device_filter() {
+  n=device-filter errs=""
+  if ! dd if=/dev/ram0 of=/dev/null bs=512 count=1 2>/dev/null; then
+    errs="the VM itself cannot read /dev/ram0 (brd not loaded?);"
+  elif ! wait_until 60 log_has $n done; then
+    errs="no outcome in the log after 60 s (phase $(pod_field $n phase));"
+  else
+    out=$(pod_log $n | tr '\n' ' ')
+    log_has $n mknod-ok || errs="$errs mknod failed: $out;"
+    log_has $n "can't open '/tmp/d': Operation not permitted" ||
+      errs="$errs the device was not refused with EPERM: $out;"
+  fi
+  report $n
+}
+
+scenario_privileged_device() {
+  n=privileged-device errs=""
+  if wait_terminated $n; then
+    log_has $n read-ok || errs="$errs /dev/ram0 not readable: $out;"
+    log_has $n kcore-read || errs="$errs /proc/kcore not readable (an AppArmor profile?): $out;"
+    log_has $n podvisor-default && errs="$errs a privileged container got the default profile: $out;"
+  fi
+  report $n
+}
+
+# The default AppArmor profile on the container's process and on an exec'd command.
+scenario_apparmor_default() {
+  n=apparmor-default errs=""
+  if ! wait_until 60 pod_running $n; then
+    errs="pod not Running after 60 s (phase $(pod_field $n phase));"
+  else
+    uid=$(pod_uid $n)
+    ccg="$(pod_cgroup "$uid")/$(container_id $n main)"
+    pid=$(first_pid "$ccg")
+    got=$(cat "/proc/$pid/attr/current" 2>&1)
+    [ "$got" = "podvisor-default (enforce)" ] || errs="$errs container process profile \"$got\";"
+    got=$(podvisor exec $n -- cat /proc/self/attr/current 2>&1)
+    [ "$got" = "podvisor-default (enforce)" ] || errs="$errs exec profile \"$got\";"
+    grep -q '^podvisor-default (enforce)$' /sys/kernel/security/apparmor/profiles ||
+      errs="$errs podvisor-default not loaded;"
+  fi
+  report $n
+}
+
+# A Localhost profile applies, even to a privileged container; a missing one is refused by
+# `podvisor validate`, naming the field.
+scenario_apparmor_localhost() {
+  n=apparmor-localhost errs=""
+  if wait_terminated $n; then
+    log_has $n "^podvisor-default (enforce)" || errs="$errs profile not applied: $out;"
+    log_has $n kcore-denied || errs="$errs /proc/kcore readable under the profile: $out;"
+  fi
+  if v=$(podvisor validate /vm/apparmor-missing.yaml 2>&1); then
+    errs="$errs validate accepted a missing profile: $v;"
+  else
+    echo "$v" | grep -q 'spec.containers\[0\].securityContext.appArmorProfile: AppArmor profile "no-such-profile" is not loaded' ||
+      errs="$errs validate said: $v;"
+  fi
+  report $n
+}
+
 # No monitor or daemon process may sit in a pod's cgroups (item 1 of issue 5).
 scenario_monitors_outside_pods() {
   n=monitors-outside-pods errs=""
@@ -357,7 +432,7 @@ want() {
   case ",$only," in *",$1,"*) return 0 ;; *) return 1 ;; esac
 }
 scenario_pods=""
-for p in qos-guaranteed qos-burstable qos-besteffort oom-killed oom-child pids-limit cpu-throttled refused-outofcpu refused-outofmemory; do
+for p in qos-guaranteed qos-burstable qos-besteffort oom-killed oom-child pids-limit cpu-throttled refused-outofcpu refused-outofmemory device-filter privileged-device apparmor-default apparmor-localhost; do
   if want $p; then
     start_pod $p
     scenario_pods="$scenario_pods $p"
@@ -373,6 +448,10 @@ want pids-limit && scenario_pids_limit
 want cpu-throttled && scenario_cpu_throttled
 want refused-outofcpu && scenario_refused refused-outofcpu OutOfcpu
 want refused-outofmemory && scenario_refused refused-outofmemory OutOfmemory
+want device-filter && scenario_device_filter
+want privileged-device && scenario_privileged_device
+want apparmor-default && scenario_apparmor_default
+want apparmor-localhost && scenario_apparmor_localhost
 want monitors-outside-pods && scenario_monitors_outside_pods
 
 scenario_uids=""
