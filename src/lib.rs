@@ -20,6 +20,7 @@
 //! - [`fsutil`]: small filesystem helpers (atomic and durable writes, torn records, openat2
 //!   below a directory).
 //! - [`check`]: `podvisor check`, the consistency check of the persistent state.
+//! - [`httpclient`]: the limits and deadlines every network read goes through.
 
 pub mod api;
 pub mod cgroups;
@@ -28,6 +29,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod fsutil;
+pub mod httpclient;
 pub mod images;
 pub mod logs;
 pub mod play;
