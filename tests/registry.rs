@@ -108,6 +108,7 @@ fn assert_nothing_listed(f: &Fixture) {
 }
 
 #[test]
+#[ignore = "needs root: unpacks pulled layers with their owners (scripts/test runs it)"]
 fn pull_matches_import_byte_for_byte() {
     let reg = Registry::start(false);
     let f = fixture();
@@ -180,6 +181,7 @@ fn host_arch() -> String {
 }
 
 #[test]
+#[ignore = "needs root: unpacks pulled layers with their owners (scripts/test runs it)"]
 fn multi_platform_index_picks_this_machine() {
     let reg = Registry::start(false);
     let f = fixture();
@@ -217,6 +219,7 @@ fn multi_platform_index_picks_this_machine() {
 }
 
 #[test]
+#[ignore = "needs root: unpacks pulled layers with their owners (scripts/test runs it)"]
 fn basic_auth_from_htpasswd_registry() {
     let reg = Registry::start(true);
     let f = fixture();
@@ -265,6 +268,7 @@ fn basic_auth_from_htpasswd_registry() {
 type TokenRequest = (String, Option<String>);
 
 #[test]
+#[ignore = "needs root: unpacks pulled layers with their owners (scripts/test runs it)"]
 fn bearer_token_flow_with_recorded_challenge() {
     let reg = Registry::start(false);
     let f = fixture();
@@ -412,6 +416,7 @@ fn big_layer_digest(img: &TestImage) -> String {
 const REF: &str = "registry.test/f/app:v1";
 
 #[test]
+#[ignore = "needs root: unpacks pulled layers with their owners (scripts/test runs it)"]
 fn retry_after_429_then_success() {
     let img = test_image(&host_arch(), 1000, 10);
     let first = Arc::new(AtomicUsize::new(0));
@@ -479,6 +484,7 @@ fn server_errors_and_not_found_fail_naming_reference_and_digest() {
 }
 
 #[test]
+#[ignore = "needs root: unpacks pulled layers with their owners (scripts/test runs it)"]
 fn connection_reset_mid_layer_resumes_with_range() {
     let big = 2 << 20;
     let img = test_image(&host_arch(), big, 12);
@@ -617,6 +623,7 @@ fn disk_full_during_pull_leaves_store_consistent() {
 }
 
 #[test]
+#[ignore = "needs root: unpacks pulled layers with their owners (scripts/test runs it)"]
 fn sigkill_mid_pull_then_pull_again_completes() {
     let big = 4 << 20;
     let reg = Registry::start(false);
@@ -717,6 +724,7 @@ fn sigkill_mid_pull_then_pull_again_completes() {
 }
 
 #[test]
+#[ignore = "needs root: unpacks pulled layers with their owners (scripts/test runs it)"]
 fn concurrent_pulls_of_one_image_share_downloads() {
     let reg = Registry::start(false);
     let img = test_image(&host_arch(), 1 << 20, 18);
@@ -751,6 +759,7 @@ fn concurrent_pulls_of_one_image_share_downloads() {
 }
 
 #[test]
+#[ignore = "needs root: unpacks pulled layers with their owners (scripts/test runs it)"]
 fn plain_http_only_when_configured() {
     let reg = Registry::start(false);
     let img = test_image(&host_arch(), 10, 19);
@@ -777,6 +786,7 @@ fn plain_http_only_when_configured() {
 }
 
 #[test]
+#[ignore = "needs root: unpacks pulled layers with their owners (scripts/test runs it)"]
 fn docker_schema2_manifest_list() {
     let reg = Registry::start(false);
     let gz_only = |arch: &str, seed: u64| {
