@@ -65,6 +65,7 @@ fn run(env: &TestEnv, p: &Pod) -> (ExitRecord, Vec<String>) {
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn runtime_default_seccomp_allows_fork_and_refuses_namespaces_and_mounts() {
     let env = TestEnv::new("rd-seccomp");
     // fork (clone without namespace flags) must work: libcontainer reads the masked-equal
@@ -88,6 +89,7 @@ fn runtime_default_seccomp_allows_fork_and_refuses_namespaces_and_mounts() {
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn runtime_default_seccomp_checks_clone_flags() {
     // glibc's fork() and pthread_create() (after clone3 answers ENOSYS) call clone(2) without
     // namespace flags: allowed. clone(2) with CLONE_NEWUSER: refused (the profile's
@@ -124,6 +126,7 @@ fn runtime_default_seccomp_checks_clone_flags() {
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn localhost_seccomp_profile_comes_from_the_root_dir() {
     let env = TestEnv::new("local-seccomp");
     let dir = env.root.join("seccomp/profiles");
@@ -175,6 +178,7 @@ fn host_block_device() -> (u64, u64, std::path::PathBuf) {
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn an_unprivileged_root_container_can_mknod_but_not_open_a_block_device() {
     let env = TestEnv::new("mknod");
     let (major, minor, host_path) = host_block_device();
@@ -202,6 +206,7 @@ fn an_unprivileged_root_container_can_mknod_but_not_open_a_block_device() {
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn a_privileged_container_gets_the_host_devices_and_may_open_them() {
     let env = TestEnv::new("privileged");
     let (_, _, host_path) = host_block_device();
@@ -228,6 +233,7 @@ fn a_privileged_container_gets_the_host_devices_and_may_open_them() {
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn a_container_sees_no_podvisor_state_fds_or_environment() {
     let env = TestEnv::new("isolation");
     let root = env.root.display().to_string();
@@ -267,6 +273,7 @@ fn validate(root: &str, args: &[&str], files: &[&Path]) -> (bool, String) {
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn validate_refuses_unsafe_sysctls_and_unavailable_profiles_naming_the_field() {
     let env = TestEnv::new("validate-sec");
     let m = env.dir.path().join("m.yaml");
@@ -338,8 +345,10 @@ fn validate_refuses_unsafe_sysctls_and_unavailable_profiles_naming_the_field() {
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn a_manifest_waiting_for_its_seccomp_profile_starts_once_the_profile_exists() {
-    use common::daemon::{wait_for, Daemon};
+    use common::daemon::Daemon;
+    use common::wait_until;
     let env = TestEnv::new("late-profile");
     let _ = env.images();
     let dir = env.dir.path().join("manifests");
@@ -351,7 +360,7 @@ fn a_manifest_waiting_for_its_seccomp_profile_starts_once_the_profile_exists() {
         "apiVersion: v1\nkind: Pod\nmetadata: {name: late}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: busybox:1.35\n    securityContext:\n      seccompProfile: {type: Localhost, localhostProfile: late.json}\n    command: [sh, -c, 'trap \"exit 0\" TERM; while true; do sleep 0.2; done']\n",
     )
     .expect("write");
-    wait_for("the refusal", Duration::from_secs(30), || {
+    wait_until("the refusal", Duration::from_secs(30), || {
         d.events().iter().any(|e| {
             e.reason == "SourceError"
                 && e.message
@@ -364,7 +373,7 @@ fn a_manifest_waiting_for_its_seccomp_profile_starts_once_the_profile_exists() {
     let p = env.root.join("seccomp/late.json");
     fs::write(&p, r#"{"defaultAction": "SCMP_ACT_ALLOW"}"#).expect("write");
     fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).expect("chmod");
-    wait_for("the pod running", Duration::from_secs(90), || {
+    wait_until("the pod running", Duration::from_secs(90), || {
         d.any_running()
     });
     fs::remove_file(dir.join("late.yaml")).expect("rm");
@@ -374,6 +383,7 @@ fn a_manifest_waiting_for_its_seccomp_profile_starts_once_the_profile_exists() {
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn sub_paths_stay_in_their_volume_and_are_pinned_then_unmounted() {
     let env = TestEnv::new("subpath");
     let vol = env.dir.path().join("vol");
@@ -452,8 +462,10 @@ fn mode(p: &Path) -> u32 {
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn state_logs_socket_and_profile_directory_get_the_kubelets_modes() {
-    use common::daemon::{wait_for, Daemon};
+    use common::daemon::Daemon;
+    use common::wait_until;
     let env = TestEnv::new("modes");
     let _ = env.images();
     // A root directory an installer left world-readable is made root-only.
@@ -466,7 +478,7 @@ fn state_logs_socket_and_profile_directory_get_the_kubelets_modes() {
         "apiVersion: v1\nkind: Pod\nmetadata: {name: m}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: busybox:1.35\n    command: [sh, -c, 'trap \"exit 0\" TERM; echo up; while true; do sleep 0.2; done']\n",
     )
     .expect("write");
-    wait_for("the pod running", Duration::from_secs(60), || {
+    wait_until("the pod running", Duration::from_secs(60), || {
         d.any_running()
     });
     for (p, want) in [

@@ -7,9 +7,10 @@ mod common;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::daemon::{wait_for, Daemon, KeepLogOnPanic};
+use common::daemon::{Daemon, KeepLogOnPanic};
+use common::wait_until;
 use common::TestEnv;
 use podvisor::status::PodView;
 
@@ -58,6 +59,7 @@ fn cli(env: &TestEnv, d: &Daemon, args: &[&str]) -> (bool, String, String) {
 }
 
 #[test]
+#[ignore = "needs root: runs the daemon with real containers (scripts/test runs it)"]
 fn manifest_written_edited_broken_and_deleted() {
     let env = TestEnv::new("lifecycle");
     let _ = env.images();
@@ -67,7 +69,7 @@ fn manifest_written_edited_broken_and_deleted() {
     let file = dir.join("web.yaml");
 
     fs::write(&file, manifest("web", "v1", "")).expect("write");
-    wait_for("web running", T, || running_id(&d, "web").is_some());
+    wait_until("web running", T, || running_id(&d, "web").is_some());
     let first = running_id(&d, "web").expect("id");
     let (ok, out, _) = cli(&env, &d, &["pods"]);
     assert!(
@@ -77,7 +79,7 @@ fn manifest_written_edited_broken_and_deleted() {
 
     // Label-only edit: nothing restarts, the label shows up.
     fs::write(&file, manifest("web", "v1", "    tier: front\n")).expect("write");
-    wait_for("label applied", T, || {
+    wait_until("label applied", T, || {
         d.pod("web")
             .and_then(|v| v.pod.metadata.labels)
             .is_some_and(|l| l.get("tier").is_some_and(|t| t == "front"))
@@ -86,11 +88,11 @@ fn manifest_written_edited_broken_and_deleted() {
 
     // Spec edit: replaced by a new container (new uid), the old one is gone.
     fs::write(&file, manifest("web", "v2", "    tier: front\n")).expect("write");
-    wait_for("replacement running", T, || {
+    wait_until("replacement running", T, || {
         running_id(&d, "web").is_some_and(|id| id != first)
     });
     let second = running_id(&d, "web").expect("id");
-    wait_for("old container removed", T, || {
+    wait_until("old container removed", T, || {
         !env.root
             .join("containers")
             .join(first.trim_start_matches("podvisor://"))
@@ -103,7 +105,7 @@ fn manifest_written_edited_broken_and_deleted() {
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers: [\n",
     )
     .expect("write");
-    wait_for("source error shown", T, || {
+    wait_until("source error shown", T, || {
         d.pod("web").is_some_and(|v| v.source_error.is_some())
     });
     assert_eq!(running_id(&d, "web"), Some(second.clone()));
@@ -114,15 +116,15 @@ fn manifest_written_edited_broken_and_deleted() {
 
     // Fixed again, then deleted: stopped and cleaned.
     fs::write(&file, manifest("web", "v2", "    tier: front\n")).expect("write");
-    wait_for("error cleared", T, || {
+    wait_until("error cleared", T, || {
         d.pod("web").is_some_and(|v| v.source_error.is_none())
     });
     assert_eq!(running_id(&d, "web"), Some(second));
     let (ok, out, _) = cli(&env, &d, &["logs", "web"]);
     assert!(ok && out.contains("v2"), "{out}");
     fs::remove_file(&file).expect("rm");
-    wait_for("pod gone", T, || d.pods().is_some_and(|p| p.is_empty()));
-    wait_for("containers removed", T, || {
+    wait_until("pod gone", T, || d.pods().is_some_and(|p| p.is_empty()));
+    wait_until("containers removed", T, || {
         fs::read_dir(env.root.join("containers"))
             .map(|e| e.count() == 0)
             .unwrap_or(false)
@@ -132,6 +134,7 @@ fn manifest_written_edited_broken_and_deleted() {
 }
 
 #[test]
+#[ignore = "needs root: runs the daemon with real containers (scripts/test runs it)"]
 fn daemon_sigkill_and_restart_readopts_running_containers() {
     let env = TestEnv::new("readopt-daemon");
     let _ = env.images();
@@ -139,22 +142,22 @@ fn daemon_sigkill_and_restart_readopts_running_containers() {
     fs::create_dir_all(&dir).expect("mkdir");
     fs::write(dir.join("a.yaml"), manifest("a", "hi", "")).expect("write");
     let d = Daemon::start(&env, &dir);
-    wait_for("a running", T, || running_id(&d, "a").is_some());
+    wait_until("a running", T, || running_id(&d, "a").is_some());
     let id = running_id(&d, "a").expect("id");
     let pid = init_pid(&env, &id);
     d.kill9();
     // While the daemon is down, the manifest of b appears.
     fs::write(dir.join("b.yaml"), manifest("b", "hi", "")).expect("write");
     let d = Daemon::start(&env, &dir);
-    wait_for("b running", T, || running_id(&d, "b").is_some());
+    wait_until("b running", T, || running_id(&d, "b").is_some());
     assert_eq!(running_id(&d, "a"), Some(id.clone()), "same container");
     assert_eq!(init_pid(&env, &id), pid, "same process");
     assert!(Path::new(&format!("/proc/{pid}")).exists());
     for f in ["a.yaml", "b.yaml"] {
         fs::remove_file(dir.join(f)).expect("rm");
     }
-    wait_for("all gone", T, || d.pods().is_some_and(|p| p.is_empty()));
-    wait_for("containers removed", T, || {
+    wait_until("all gone", T, || d.pods().is_some_and(|p| p.is_empty()));
+    wait_until("containers removed", T, || {
         fs::read_dir(env.root.join("containers"))
             .map(|e| e.count() == 0)
             .unwrap_or(false)
@@ -164,6 +167,7 @@ fn daemon_sigkill_and_restart_readopts_running_containers() {
 }
 
 #[test]
+#[ignore = "needs root: runs the daemon with real containers (scripts/test runs it)"]
 fn sigkill_daemon_ten_times_during_churn_loses_and_duplicates_nothing() {
     let env = TestEnv::new("churn");
     let _keep = KeepLogOnPanic(env.dir.path().join("daemon.log"));
@@ -199,7 +203,7 @@ fn sigkill_daemon_ten_times_during_churn_loses_and_duplicates_nothing() {
         .map(|n| n.to_string())
         .collect();
     assert!(!present.is_empty());
-    wait_for("present pods running", Duration::from_secs(60), || {
+    wait_until("present pods running", Duration::from_secs(60), || {
         present.iter().all(|n| running_id(&d, n).is_some())
             && d.pods().is_some_and(|p| p.len() == present.len())
     });
@@ -221,26 +225,28 @@ fn sigkill_daemon_ten_times_during_churn_loses_and_duplicates_nothing() {
             })
             .collect()
     };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while live_dirs().len() != present.len() {
-        assert!(
-            Instant::now() < deadline,
-            "one live monitor per pod: present {present:?}, live {:?}, pods {:?}",
-            live_dirs(),
-            d.pods().map(|p| p
-                .into_iter()
-                .map(|v| v.pod.metadata.name)
-                .collect::<Vec<_>>())
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    common::wait_until_else(
+        "one live monitor per pod",
+        Duration::from_secs(60),
+        || live_dirs().len() == present.len(),
+        || {
+            format!(
+                "present {present:?}, live {:?}, pods {:?}",
+                live_dirs(),
+                d.pods().map(|p| p
+                    .into_iter()
+                    .map(|v| v.pod.metadata.name)
+                    .collect::<Vec<_>>())
+            )
+        },
+    );
     let procs = common::processes_in_cgroup(&env.cgroup_parent);
     let sleepers = procs.iter().filter(|(_, c)| c.starts_with("sh -c")).count();
     assert_eq!(sleepers, present.len(), "{procs:?}");
     for n in &present {
         fs::remove_file(dir.join(format!("{n}.yaml"))).expect("rm");
     }
-    wait_for("all gone", Duration::from_secs(60), || {
+    wait_until("all gone", Duration::from_secs(60), || {
         d.pods().is_some_and(|p| p.is_empty())
             && fs::read_dir(env.root.join("containers"))
                 .map(|e| e.count() == 0)
@@ -251,6 +257,7 @@ fn sigkill_daemon_ten_times_during_churn_loses_and_duplicates_nothing() {
 }
 
 #[test]
+#[ignore = "needs root: runs the daemon with real containers (scripts/test runs it)"]
 fn validate_reports_file_line_and_field() {
     let env = TestEnv::new("validate");
     let good = env.dir.path().join("good.yaml");
@@ -327,6 +334,7 @@ impl Drop for UrlServer {
 }
 
 #[test]
+#[ignore = "needs root: runs the daemon with real containers (scripts/test runs it)"]
 fn url_source_runs_a_pod_list_and_keeps_it_through_url_errors() {
     let env = TestEnv::new("url");
     let _ = env.images();
@@ -351,7 +359,7 @@ fn url_source_runs_a_pod_list_and_keeps_it_through_url_errors() {
     .expect("config");
     let cfg_arg = cfg.to_string_lossy().to_string();
     let d = Daemon::start_with(&env, &dir, &["--config", &cfg_arg]);
-    wait_for("both URL pods running", T, || {
+    wait_until("both URL pods running", T, || {
         running_id(&d, "u1").is_some() && running_id(&d, "u2").is_some()
     });
     let (id1, id2) = (running_id(&d, "u1"), running_id(&d, "u2"));
@@ -364,7 +372,7 @@ fn url_source_runs_a_pod_list_and_keeps_it_through_url_errors() {
     );
     // The URL fails: the pods keep running and the error is shown.
     srv.set(None);
-    wait_for("URL error shown", T, || {
+    wait_until("URL error shown", T, || {
         d.pod("u1").is_some_and(|v| v.source_error.is_some())
     });
     assert_eq!(
@@ -373,10 +381,10 @@ fn url_source_runs_a_pod_list_and_keeps_it_through_url_errors() {
     );
     // The body drops u1: only u1 is stopped.
     srv.set(Some(manifest("u2", "two", "")));
-    wait_for("u1 gone", T, || d.pod("u1").is_none());
+    wait_until("u1 gone", T, || d.pod("u1").is_none());
     assert_eq!(running_id(&d, "u2"), id2);
     srv.set(Some(String::new()));
-    wait_for("all gone", T, || {
+    wait_until("all gone", T, || {
         d.pods().is_some_and(|p| p.is_empty())
             && fs::read_dir(env.root.join("containers"))
                 .map(|e| e.count() == 0)
@@ -415,6 +423,7 @@ fn waiting_reason(v: &PodView, name: &str) -> Option<String> {
 }
 
 #[test]
+#[ignore = "needs root: runs the daemon with real containers (scripts/test runs it)"]
 fn unreachable_registry_backs_off_and_an_imported_image_starts_the_pod() {
     let env = TestEnv::new("airgap");
     let _ = env.images();
@@ -426,12 +435,12 @@ fn unreachable_registry_backs_off_and_an_imported_image_starts_the_pod() {
     let yaml =
         manifest("air", "landed", "").replace("image: busybox:1.35", &format!("image: {image}"));
     fs::write(dir.join("air.yaml"), yaml).expect("write");
-    wait_for("ErrImagePull", T, || {
+    wait_until("ErrImagePull", T, || {
         d.pod("air")
             .and_then(|v| waiting_reason(&v, "main"))
             .is_some_and(|r| r == "ErrImagePull")
     });
-    wait_for("ImagePullBackOff", T, || {
+    wait_until("ImagePullBackOff", T, || {
         d.pod("air")
             .and_then(|v| waiting_reason(&v, "main"))
             .is_some_and(|r| r == "ImagePullBackOff")
@@ -453,7 +462,7 @@ fn unreachable_registry_backs_off_and_an_imported_image_starts_the_pod() {
         ],
     );
     assert!(ok, "{out}{err}");
-    wait_for("air running", Duration::from_secs(40), || {
+    wait_until("air running", Duration::from_secs(40), || {
         running_id(&d, "air").is_some()
     });
     let v = d.pod("air").expect("pod");
@@ -482,8 +491,8 @@ fn unreachable_registry_backs_off_and_an_imported_image_starts_the_pod() {
     assert!(ok && out.contains("removed 0 image(s)"), "{out}");
 
     fs::remove_file(dir.join("air.yaml")).expect("rm");
-    wait_for("pod gone", T, || d.pods().is_some_and(|p| p.is_empty()));
-    wait_for("containers removed", T, || {
+    wait_until("pod gone", T, || d.pods().is_some_and(|p| p.is_empty()));
+    wait_until("containers removed", T, || {
         fs::read_dir(env.root.join("containers"))
             .map(|e| e.count() == 0)
             .unwrap_or(false)
@@ -512,6 +521,7 @@ fn cli_offline(env: &TestEnv, args: &[&str]) -> (bool, String, String) {
 }
 
 #[test]
+#[ignore = "needs root: runs the daemon with real containers (scripts/test runs it)"]
 fn daemon_pulls_a_missing_image_from_a_registry_mirror() {
     let env = TestEnv::new("pullpod");
     let reg = common::registry::Registry::start(false);
@@ -548,7 +558,7 @@ fn daemon_pulls_a_missing_image_from_a_registry_mirror() {
     let m = manifest("pulled", "from-registry", "")
         .replace("image: busybox:1.35", "image: registry.test/edge/busybox:1");
     fs::write(dir.join("pulled.yaml"), m).expect("write");
-    wait_for("pulled running", T, || running_id(&d, "pulled").is_some());
+    wait_until("pulled running", T, || running_id(&d, "pulled").is_some());
     let (ok, out, _) = cli(&env, &d, &["describe", "pulled"]);
     assert!(ok, "{out}");
     assert!(
@@ -558,7 +568,7 @@ fn daemon_pulls_a_missing_image_from_a_registry_mirror() {
     let (ok, out, _) = cli(&env, &d, &["logs", "pulled"]);
     assert!(ok && out.contains("from-registry"), "{out}");
     fs::remove_file(dir.join("pulled.yaml")).expect("rm");
-    wait_for("pod gone", T, || d.pods().is_some_and(|p| p.is_empty()));
+    wait_until("pod gone", T, || d.pods().is_some_and(|p| p.is_empty()));
     d.stop();
     env.assert_clean();
 }

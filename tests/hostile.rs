@@ -18,7 +18,8 @@ use std::sync::OnceLock;
 use std::thread;
 use std::time::Duration;
 
-use common::daemon::{wait_for, Daemon};
+use common::daemon::Daemon;
+use common::wait_until;
 use common::TestEnv;
 use podvisor::status::SourceErrorView;
 
@@ -78,6 +79,7 @@ fn vm_hwm(pid: u32) -> u64 {
 }
 
 #[test]
+#[ignore = "needs root: runs the daemon (scripts/test runs it)"]
 fn daemon_polling_a_gzip_bomb_url_stays_bounded() {
     let env = TestEnv::new("bomb-url");
     let url = format!("http://{}/pods", bomb_server());
@@ -88,7 +90,7 @@ fn daemon_polling_a_gzip_bomb_url_stays_bounded() {
         podvisor::api::client::get_json::<Vec<SourceErrorView>>(&daemon.socket, "/source-errors")
             .unwrap_or_default()
     };
-    wait_for("the URL's source error", Duration::from_secs(60), || {
+    wait_until("the URL's source error", Duration::from_secs(60), || {
         errors().iter().any(|e| e.source == url)
     });
     let peak = vm_hwm(daemon.pid());
@@ -110,6 +112,7 @@ fn daemon_polling_a_gzip_bomb_url_stays_bounded() {
 }
 
 #[test]
+#[ignore = "needs root: runs the daemon (scripts/test runs it)"]
 fn image_pull_of_a_gzip_bomb_manifest_stays_bounded() {
     let env = TestEnv::new("bomb-pull");
     let addr = bomb_server();

@@ -8,7 +8,8 @@ mod common;
 use std::fs;
 use std::time::{Duration, Instant};
 
-use common::daemon::{wait_for, Daemon};
+use common::daemon::Daemon;
+use common::wait_until;
 use common::TestEnv;
 use podvisor::status::PodView;
 
@@ -67,6 +68,7 @@ spec:
 "#;
 
 #[test]
+#[ignore = "needs root: runs the daemon with real containers (scripts/test runs it)"]
 fn readiness_flips_ready_and_liveness_failure_restarts_the_container() {
     let env = TestEnv::new("probes");
     let _ = env.images();
@@ -75,20 +77,20 @@ fn readiness_flips_ready_and_liveness_failure_restarts_the_container() {
     let d = Daemon::start(&env, &dir);
     fs::write(dir.join("web.yaml"), MANIFEST).expect("write");
 
-    wait_for("pod listed", T, || d.pod("web").is_some());
+    wait_until("pod listed", T, || d.pod("web").is_some());
     let v = d.pod("web").expect("pod");
     assert_eq!(condition(&v, "Ready").as_deref(), Some("False"));
-    wait_for("Ready True", T, || {
+    wait_until("Ready True", T, || {
         d.pod("web")
             .is_some_and(|v| condition(&v, "Ready").as_deref() == Some("True"))
     });
     let v = d.pod("web").expect("pod");
     assert_eq!(condition(&v, "ContainersReady").as_deref(), Some("True"));
-    wait_for("Ready False again", T, || {
+    wait_until("Ready False again", T, || {
         d.pod("web")
             .is_some_and(|v| condition(&v, "Ready").as_deref() == Some("False"))
     });
-    wait_for("restarted after liveness failure", T, || {
+    wait_until("restarted after liveness failure", T, || {
         d.pod("web").is_some_and(|v| restart_count(&v) >= 1)
     });
     let events = d.events();
@@ -119,8 +121,8 @@ fn readiness_flips_ready_and_liveness_failure_restarts_the_container() {
         "{events:#?}"
     );
     fs::remove_file(dir.join("web.yaml")).expect("rm");
-    wait_for("pod gone", T, || d.pod("web").is_none());
-    wait_for("containers removed", T, || {
+    wait_until("pod gone", T, || d.pod("web").is_none());
+    wait_until("containers removed", T, || {
         fs::read_dir(env.root.join("containers"))
             .map(|e| e.count() == 0)
             .unwrap_or(false)
@@ -152,6 +154,7 @@ fn state(v: &PodView) -> (String, Option<bool>) {
 }
 
 #[test]
+#[ignore = "needs root: runs the daemon with real containers (scripts/test runs it)"]
 fn post_start_sleep_holds_the_container_until_it_returns_then_pre_stop_runs_on_removal() {
     let env = TestEnv::new("hooks");
     let _ = env.images();
@@ -160,10 +163,10 @@ fn post_start_sleep_holds_the_container_until_it_returns_then_pre_stop_runs_on_r
     let d = Daemon::start(&env, &dir);
     fs::write(
         dir.join("hooked.yaml"),
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: hooked\nspec:\n  terminationGracePeriodSeconds: 10\n  containers:\n  - name: main\n    image: busybox:1.35\n    command: [sh, -c, 'trap \"exit 0\" TERM; while true; do sleep 0.1; done']\n    lifecycle:\n      postStart: {sleep: {seconds: 2}}\n      preStop: {sleep: {seconds: 1}}\n",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: hooked\nspec:\n  terminationGracePeriodSeconds: 120\n  containers:\n  - name: main\n    image: busybox:1.35\n    command: [sh, -c, 'trap \"exit 0\" TERM; while true; do sleep 0.1; done']\n    lifecycle:\n      postStart: {sleep: {seconds: 2}}\n      preStop: {sleep: {seconds: 1}}\n",
     )
     .expect("write");
-    wait_for("container created", T, || {
+    wait_until("container created", T, || {
         d.events()
             .iter()
             .any(|e| e.reason == "Created" && e.pod.ends_with("hooked-testnode"))
@@ -172,7 +175,7 @@ fn post_start_sleep_holds_the_container_until_it_returns_then_pre_stop_runs_on_r
     let v = d.pod("hooked").expect("pod");
     assert_eq!(state(&v), ("waiting".to_string(), Some(false)));
     assert!(!d.events().iter().any(|e| e.reason == "Started"));
-    wait_for("running after postStart", T, || {
+    wait_until("running after postStart", T, || {
         d.pod("hooked")
             .is_some_and(|v| state(&v) == ("running".to_string(), Some(true)))
     });
@@ -182,16 +185,18 @@ fn post_start_sleep_holds_the_container_until_it_returns_then_pre_stop_runs_on_r
         created.elapsed()
     );
     assert!(d.events().iter().any(|e| e.reason == "Started"));
-    // Removal: the 1 s preStop runs before the stop signal, well within the grace period.
+    // Removal: the 1 s preStop runs before the stop signal, and the container ends on that
+    // TERM: order of events, the pod is gone after the preStop and before its 120 s grace
+    // period would have ended in a SIGKILL.
     let t0 = Instant::now();
     fs::remove_file(dir.join("hooked.yaml")).expect("rm");
-    wait_for("pod gone", T, || d.pod("hooked").is_none());
+    wait_until("pod gone", T, || d.pod("hooked").is_none());
     let took = t0.elapsed();
     assert!(
-        took >= Duration::from_millis(900) && took < Duration::from_secs(8),
+        took >= Duration::from_millis(900) && took < Duration::from_secs(120),
         "{took:?}"
     );
-    wait_for("containers removed", T, || {
+    wait_until("containers removed", T, || {
         fs::read_dir(env.root.join("containers"))
             .map(|e| e.count() == 0)
             .unwrap_or(false)

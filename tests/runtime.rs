@@ -8,7 +8,7 @@ use std::fs;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{log_lines, pod, wait_exit, TestEnv};
+use common::{log_lines, pod, wait_exit, wait_until, TestEnv};
 use podvisor::runtime::linux::LinuxRuntime;
 use podvisor::runtime::{ContainerKind, ContainerRequest, ContainerState, Runtime};
 
@@ -57,6 +57,7 @@ fn finish(rt: &impl Runtime, env: &TestEnv, p: &k8s_openapi::api::core::v1::Pod)
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn container_output_and_exit_code_are_recorded() {
     let env = TestEnv::new("exit");
     let (rt, rx) = env.runtime();
@@ -83,6 +84,7 @@ fn container_output_and_exit_code_are_recorded() {
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn command_args_env_and_working_dir_follow_kubernetes() {
     let env = TestEnv::new("spec");
     let (rt, rx) = env.runtime();
@@ -100,6 +102,7 @@ fn command_args_env_and_working_dir_follow_kubernetes() {
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn image_user_by_name_is_resolved_in_the_rootfs() {
     let env = TestEnv::new("user");
     let (rt, rx) = env.runtime();
@@ -113,6 +116,7 @@ fn image_user_by_name_is_resolved_in_the_rootfs() {
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn bad_command_is_a_start_error_and_leaves_nothing() {
     let env = TestEnv::new("badcmd");
     let (rt, _rx) = env.runtime();
@@ -138,6 +142,7 @@ fn bad_command_is_a_start_error_and_leaves_nothing() {
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn missing_image_is_reported_naming_it() {
     let env = TestEnv::new("noimage");
     let (rt, _rx) = env.runtime();
@@ -157,6 +162,7 @@ fn missing_image_is_reported_naming_it() {
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn stop_signal_then_sigkill_after_grace() {
     let env = TestEnv::new("stop");
     let (rt, rx) = env.runtime();
@@ -191,6 +197,7 @@ fn stop_signal_then_sigkill_after_grace() {
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn oom_kill_is_detected_from_the_cgroup() {
     let env = TestEnv::new("oom");
     let (rt, rx) = env.runtime();
@@ -206,6 +213,7 @@ fn oom_kill_is_detected_from_the_cgroup() {
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn memory_hog_as_pid1_exits_137_oomkilled() {
     let env = TestEnv::new("oom137");
     let (rt, rx) = env.runtime();
@@ -222,6 +230,7 @@ fn memory_hog_as_pid1_exits_137_oomkilled() {
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn pod_containers_share_network_ipc_uts_and_loopback_is_up() {
     let env = TestEnv::new("share");
     let (rt, rx) = env.runtime();
@@ -282,6 +291,7 @@ fn pod_containers_share_network_ipc_uts_and_loopback_is_up() {
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn host_network_pod_uses_the_host_network_namespace() {
     let env = TestEnv::new("hostnet");
     let (rt, rx) = env.runtime();
@@ -303,6 +313,7 @@ fn host_network_pod_uses_the_host_network_namespace() {
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn logs_rotate_without_losing_or_duplicating_lines() {
     let env = TestEnv::new("rotate");
     let mut cfg = env.config();
@@ -329,6 +340,7 @@ fn logs_rotate_without_losing_or_duplicating_lines() {
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn long_lines_are_split_into_partial_records() {
     let env = TestEnv::new("longline");
     let (rt, rx) = env.runtime();
@@ -352,6 +364,7 @@ fn long_lines_are_split_into_partial_records() {
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn running_container_is_readopted_by_a_new_runtime_with_the_same_pid() {
     let env = TestEnv::new("readopt");
     let p = pod(&simple_pod("readopt", "echo started; sleep 1000"));
@@ -363,11 +376,9 @@ fn running_container_is_readopted_by_a_new_runtime_with_the_same_pid() {
             panic!("not running")
         };
         // Let the container print its line before it is killed further down.
-        let deadline = Instant::now() + T;
-        while log_lines_if_any(&info.meta.log_path).is_empty() {
-            assert!(Instant::now() < deadline, "container never logged");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_until("the container's first log line", T, || {
+            !log_lines_if_any(&info.meta.log_path).is_empty()
+        });
         (info.meta.id, pid)
         // The first runtime (the "daemon") goes away here; the monitor stays.
     };
@@ -394,22 +405,20 @@ fn running_container_is_readopted_by_a_new_runtime_with_the_same_pid() {
 
 /// Waits for the first line of a container log under the environment's log dir; its path.
 fn wait_for_log_line(env: &TestEnv, timeout: Duration) -> std::path::PathBuf {
-    let deadline = Instant::now() + timeout;
-    loop {
+    let mut found = None;
+    wait_until("a container's first log line", timeout, || {
         let logs = fs::read_dir(&env.logs).into_iter().flatten().flatten();
-        let found = logs
+        found = logs
             .flat_map(|pod| fs::read_dir(pod.path()).into_iter().flatten().flatten())
             .map(|c| c.path().join("0.log"))
             .find(|l| fs::read(l).is_ok_and(|b| b.contains(&b'\n')));
-        if let Some(l) = found {
-            return l;
-        }
-        assert!(Instant::now() < deadline, "no container logged a line");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        found.is_some()
+    });
+    found.expect("found")
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn sigkilled_play_daemon_leaves_containers_running_and_readoptable() {
     let env = TestEnv::new("killplay");
     let manifest = env.dir.path().join("pod.yaml");
@@ -468,6 +477,7 @@ fn sigkilled_play_daemon_leaves_containers_running_and_readoptable() {
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn sigkilled_monitor_is_cleaned_up_and_reported_unknown() {
     let env = TestEnv::new("killshim");
     let (rt, rx) = env.runtime();
@@ -507,6 +517,7 @@ fn sigkilled_monitor_is_cleaned_up_and_reported_unknown() {
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn play_runs_a_pod_prints_prefixed_output_and_cleans_up() {
     let env = TestEnv::new("play");
     let _ = env.images();
@@ -543,6 +554,7 @@ fn play_runs_a_pod_prints_prefixed_output_and_cleans_up() {
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn play_stops_gracefully_on_sigterm() {
     let env = TestEnv::new("playterm");
     let _ = env.images();
@@ -562,19 +574,13 @@ fn play_stops_gracefully_on_sigterm() {
         .expect("play");
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     // Wait for the container's first line in the log tree, then SIGTERM play.
-    let deadline = Instant::now() + T;
-    loop {
-        let found = walk_logs(&env.logs).iter().any(|p| {
+    wait_until("the container's first log line", T, || {
+        walk_logs(&env.logs).iter().any(|p| {
             fs::read_to_string(p)
                 .map(|s| s.contains(" up"))
                 .unwrap_or(false)
-        });
-        if found {
-            break;
-        }
-        assert!(Instant::now() < deadline, "container never logged");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        })
+    });
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("term");
     let out = child.wait_with_output().expect("wait");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -610,6 +616,7 @@ fn log_lines_if_any(path: &std::path::Path) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn runtime_default_seccomp_applies_with_privilege_escalation_allowed() {
     // allowPrivilegeEscalation defaults to true: no no_new_privs, so libcontainer must load
     // the filter while the init still has CAP_SYS_ADMIN.
@@ -633,6 +640,7 @@ fn runtime_default_seccomp_applies_with_privilege_escalation_allowed() {
 /// such file or directory") or ran `shim cleanup` on it just before its monitor started,
 /// which marked a running container `cleaned` and removed its cgroup and rootfs under it.
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn listing_on_another_thread_never_disturbs_a_container_being_started() {
     use std::sync::atomic::{AtomicBool, Ordering};
     let env = TestEnv::new("list-race");
@@ -713,6 +721,7 @@ fn listing_on_another_thread_never_disturbs_a_container_being_started() {
 /// record, so it is not listed as a sandbox, but its namespaces and /dev/shm are still
 /// mounted and its cgroup exists. The next runtime must finish the teardown.
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn sandbox_without_record_is_torn_down_by_the_next_runtime() {
     let env = TestEnv::new("partial-sandbox");
     let p = pod(&simple_pod("partial", "true"));
@@ -745,6 +754,7 @@ fn sandbox_without_record_is_torn_down_by_the_next_runtime() {
 /// must not stay forever as an unreadable container (it kept meta.json and `cleaned` but lost
 /// exit.json and shim.json, failed every listing and blocked the pod's removal).
 #[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn half_removed_container_directory_is_removed_by_the_next_listing() {
     let env = TestEnv::new("half-removed");
     let p = pod(&simple_pod("halfrm", "exit 3"));

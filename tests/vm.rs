@@ -5,6 +5,7 @@
 use std::process::Command;
 
 #[test]
+#[ignore = "needs root: builds a VM image with root-owned files, boots it (scripts/test runs it)"]
 fn cgroup_v2_scenarios_in_a_vm() {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vm/run.sh");
     let out = Command::new(script)

@@ -640,32 +640,36 @@ mod tests {
         );
     }
 
-    /// An exec that hangs for its whole timeout when the command is "hang".
-    fn slow_exec(
-        _: &str,
-        cmd: &[String],
-        timeout: Duration,
-    ) -> Result<crate::runtime::ExecOutput, crate::runtime::RuntimeError> {
-        let hang = cmd.first().is_some_and(|c| c == "hang");
-        if hang {
-            thread::sleep(timeout);
-        }
-        Ok(crate::runtime::ExecOutput {
-            exit_code: i32::from(hang),
-            stdout: Vec::new(),
-            stderr: Vec::new(),
-            timed_out: hang,
-        })
-    }
-
     #[test]
     fn hanging_probes_do_not_stall_others() {
+        // An exec of "hang" hangs until the test releases it (or its timeout); "ok" returns
+        // at once.
+        let released = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+        let gate = Arc::clone(&released);
+        let hanging_exec =
+            move |_: &str,
+                  cmd: &[String],
+                  timeout: Duration|
+                  -> Result<crate::runtime::ExecOutput, crate::runtime::RuntimeError> {
+                let hang = cmd.first().is_some_and(|c| c == "hang");
+                if hang {
+                    let (lock, cv) = &*gate;
+                    let guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+                    let _ = cv.wait_timeout_while(guard, timeout, |released| !*released);
+                }
+                Ok(crate::runtime::ExecOutput {
+                    exit_code: i32::from(hang),
+                    stdout: Vec::new(),
+                    stderr: Vec::new(),
+                    timed_out: hang,
+                })
+            };
         let (tx, rx) = mpsc::channel();
         let prober = Prober::start(
-            Arc::new(super::super::ExecOnlyRuntime(slow_exec)),
+            Arc::new(super::super::ExecOnlyRuntime(hanging_exec)),
             4,
             move |u| {
-                let _ = tx.send((Instant::now(), u));
+                let _ = tx.send(u);
             },
         )
         .expect("prober");
@@ -682,12 +686,13 @@ mod tests {
             termination_grace: None,
         };
         let t0 = Instant::now();
-        // Three containers whose readiness hangs for 5 s, one healthy one.
+        // Three containers whose readiness hangs (until released, at most an hour), one
+        // healthy one.
         for i in 0..3 {
             prober.add(target(
                 &format!("hang{i}"),
                 t0,
-                vec![exec("hang", ProbeKind::Readiness, 5)],
+                vec![exec("hang", ProbeKind::Readiness, 3600)],
             ));
         }
         prober.add(target(
@@ -695,10 +700,17 @@ mod tests {
             t0,
             vec![exec("ok", ProbeKind::Readiness, 1)],
         ));
-        let (at, u) = rx.recv_timeout(Duration::from_secs(3)).expect("update");
+        // Order of events: the healthy container's result arrives while the three hanging
+        // probes still hang (they only return once released below).
+        let first = rx.recv_timeout(Duration::from_secs(30));
+        {
+            let (lock, cv) = &*released;
+            *lock.lock().unwrap_or_else(|p| p.into_inner()) = true;
+            cv.notify_all();
+        }
+        let u = first.expect("an update while the hanging probes hang");
         assert_eq!(u.container_id, "fast");
         assert_eq!(u.changed, Some(true));
-        assert!(at - t0 < Duration::from_secs(1), "{:?}", at - t0);
         drop(prober);
     }
 }

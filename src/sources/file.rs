@@ -627,6 +627,7 @@ fn read_open_file(file: File) -> ReadOutcome {
 mod tests {
     use super::*;
     use std::io::Write;
+    use std::sync::atomic::{AtomicBool, Ordering};
 
     const WAIT: Duration = Duration::from_secs(3);
 
@@ -805,31 +806,76 @@ mod tests {
 
     #[test]
     fn sources_file_steady_writes_do_not_starve() {
-        let (tmp, handle, rx) = started(&[], Duration::from_secs(60));
+        let (tmp, handle, rx) = started(&[], Duration::from_secs(3600));
         let path = tmp.path().join("busy.yaml");
-        let start = Instant::now();
-        let mut got = None;
-        // A write every 10 ms, well under the 30 ms debounce, for up to 1 s.
-        for i in 0..100u32 {
-            fs::write(&path, format!("v{i}")).expect("write");
-            match rx.recv_timeout(Duration::from_millis(10)) {
-                Ok(SourceEvent::FileScanComplete { .. }) | Err(_) => {}
-                Ok(event) => {
-                    got = Some(event);
-                    break;
-                }
-            }
-        }
-        let elapsed = start.elapsed();
-        assert!(
-            matches!(&got, Some(SourceEvent::FileChanged { path: p, .. }) if *p == path),
-            "{got:?}"
+        // After the initial scan (which would read the file at once).
+        assert_eq!(
+            rx.recv_timeout(WAIT),
+            Ok(SourceEvent::FileScanComplete {
+                dir: tmp.path().to_path_buf()
+            })
         );
+        // A writer that keeps the file open (no close-write event marks its content complete)
+        // and appends every 10 ms (a third of the 30 ms debounce) until the file is reported:
+        // the name is never quiet for the debounce, and the periodic scan is an hour away, so
+        // only the DEBOUNCE_MAX_WAIT cap can report it (on a machine so loaded that the
+        // writer pauses for the debounce, the debounce may; the cap itself is tested
+        // without a clock below). Order of events: the report comes while the writes go on.
+        let writing = AtomicBool::new(true);
+        let (got, writes) = std::thread::scope(|s| {
+            let writer = s.spawn(|| {
+                let mut f = File::create(&path).expect("create");
+                let mut writes = 0u32;
+                // Bounded, so that a failing test ends.
+                let give_up = Instant::now() + 2 * WAIT;
+                while writing.load(Ordering::SeqCst) && Instant::now() < give_up {
+                    writeln!(f, "v{writes}").expect("write");
+                    writes += 1;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                writes
+            });
+            let got = rx.recv_timeout(WAIT);
+            let still_writing = writing.swap(false, Ordering::SeqCst);
+            let writes = writer.join().expect("writer");
+            assert!(still_writing, "the writes stopped first ({writes} writes)");
+            (got, writes)
+        });
         assert!(
-            elapsed < Duration::from_millis(500),
-            "starved for {elapsed:?}"
+            matches!(&got, Ok(SourceEvent::FileChanged { path: p, .. }) if *p == path),
+            "starved ({writes} writes): {got:?}"
         );
         handle.stop();
+    }
+
+    #[test]
+    fn sources_file_pending_read_is_due_after_the_debounce_or_the_cap() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let debounce = ms(30);
+        // (ms since the first event of the last one, complete) -> due, in ms after the first.
+        for (last, complete, due) in [
+            (0, false, 30),
+            (20, false, 50),
+            // Steady events: the cap, not the debounce after the last one.
+            (180, false, 200),
+            (500, false, 200),
+            // A finished write is read at once.
+            (0, true, 0),
+            (500, true, 500),
+        ] {
+            let p = Pending {
+                first: t0,
+                last: t0 + ms(last),
+                complete,
+            };
+            assert_eq!(
+                p.due(debounce),
+                t0 + ms(due),
+                "last {last} ms, complete {complete}"
+            );
+        }
+        assert_eq!(DEBOUNCE_MAX_WAIT, ms(200));
     }
 
     #[test]
@@ -1033,10 +1079,10 @@ mod tests {
     #[test]
     fn sources_file_invalid_config_and_stop_is_prompt() {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let (tx, _rx) = mpsc::channel();
+        let (bad_tx, _) = mpsc::channel();
         let mut bad = cfg(tmp.path(), Duration::ZERO);
         assert!(matches!(
-            start_file_source(bad.clone(), tx.clone()),
+            start_file_source(bad.clone(), bad_tx.clone()),
             Err(SourceError::InvalidConfig {
                 field: "check_frequency",
                 ..
@@ -1045,22 +1091,27 @@ mod tests {
         bad.check_frequency = Duration::from_secs(1);
         bad.debounce = Duration::from_secs(1);
         assert!(matches!(
-            start_file_source(bad, tx.clone()),
+            start_file_source(bad, bad_tx),
             Err(SourceError::InvalidConfig {
                 field: "debounce",
                 ..
             })
         ));
-        let handle = start_file_source(FileSourceConfig::new(tmp.path()), tx).expect("start");
-        std::thread::sleep(Duration::from_millis(20));
-        assert!(handle.is_running());
-        let t = Instant::now();
-        handle.stop();
-        assert!(
-            t.elapsed() < Duration::from_millis(100),
-            "{:?}",
-            t.elapsed()
+        let (tx, rx) = mpsc::channel();
+        // The next scan is an hour away: only the stop can end the thread before it.
+        let handle =
+            start_file_source(cfg(tmp.path(), Duration::from_secs(3600)), tx).expect("start");
+        assert_eq!(
+            rx.recv_timeout(WAIT),
+            Ok(SourceEvent::FileScanComplete {
+                dir: tmp.path().to_path_buf()
+            })
         );
+        assert!(handle.is_running());
+        handle.stop();
+        // Order of events: the thread ends (its sender dropped) before its next scan, and
+        // sends nothing more.
+        assert_eq!(rx.recv_timeout(WAIT), Err(RecvTimeoutError::Disconnected));
     }
 
     #[test]

@@ -5,11 +5,11 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use podvisor::status::{EventRecord, PodView};
 
-use super::TestEnv;
+use super::{wait_until, wait_until_else, TestEnv};
 
 /// How long the daemon may take to answer on its socket.
 const API_UP: Duration = Duration::from_secs(30);
@@ -56,15 +56,12 @@ impl Daemon {
             socket,
             log: log_path,
         };
-        let deadline = Instant::now() + API_UP;
-        while d.pods().is_none() {
-            assert!(
-                Instant::now() < deadline,
-                "daemon API not up; log:\n{}",
-                d.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_until_else(
+            "the daemon's API",
+            API_UP,
+            || d.pods().is_some(),
+            || format!("daemon log:\n{}", d.log()),
+        );
         d
     }
 
@@ -96,7 +93,7 @@ impl Daemon {
 
     /// Waits until the daemon lists no pod and no container directory is left.
     pub fn wait_all_gone(&self, env: &TestEnv, timeout: Duration) {
-        wait_for("every pod and container gone", timeout, || {
+        wait_until("every pod and container gone", timeout, || {
             self.pods().is_some_and(|p| p.is_empty())
                 && fs::read_dir(env.root.join("containers"))
                     .map(|e| e.count() == 0)
@@ -155,15 +152,6 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// Polls `f` every 50 ms until it holds; fails naming `what` after `timeout`.
-pub fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -54,16 +54,51 @@ pub fn wait_with_peak_rss(mut child: std::process::Child) -> (bool, String, u64)
     )
 }
 
+/// Fails unless the test runs as root. Every test that calls it (directly or through
+/// [`TestEnv::new`]) is `#[ignore = "needs root: ..."]`, so a `cargo test` without root lists
+/// it as ignored with its reason; `scripts/test` runs them all (`-- --include-ignored`, as
+/// root) and fails if any test was ignored. Never a silent skip: run without root, such a
+/// test fails here.
 pub fn require_root() {
     assert!(
         nix::unistd::geteuid().is_root(),
-        "these tests create real containers and must run as root"
+        "this test creates real containers, cgroups or mounts and must run as root \
+         (scripts/test, or `cargo test -- --include-ignored` as root)"
     );
     // Monitors orphaned by a killed "daemon" in a test are re-parented to the test process
     // (not to PID 1, which may not reap here), so nothing is left as a zombie.
     // SAFETY: prctl with integer arguments.
     unsafe {
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+}
+
+/// How often [`wait_until`] checks its condition.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Polls `cond` every 50 ms until it holds; fails naming `what` after `timeout`. The one way
+/// the integration tests wait for something to happen: the timeout only bounds how long the
+/// test waits before it gives up (generous, for loaded machines), it is never a performance
+/// assert (those belong in benchmarks).
+pub fn wait_until(what: &str, timeout: Duration, cond: impl FnMut() -> bool) {
+    wait_until_else(what, timeout, cond, String::new);
+}
+
+/// [`wait_until`], with `state()` (what was seen last) appended to the failure message.
+pub fn wait_until_else(
+    what: &str,
+    timeout: Duration,
+    mut cond: impl FnMut() -> bool,
+    state: impl FnOnce() -> String,
+) {
+    let deadline = Instant::now() + timeout;
+    while !cond() {
+        if Instant::now() >= deadline {
+            let state = state();
+            let sep = if state.is_empty() { "" } else { ": " };
+            panic!("timed out after {timeout:?} waiting for {what}{sep}{state}");
+        }
+        std::thread::sleep(POLL);
     }
 }
 
@@ -127,7 +162,16 @@ impl TestEnv {
     /// `clear_run_dir` an empty runtime dir (a tmpfs /run); without it the runtime dir keeps
     /// the earlier boot's files, as a runtime dir on disk would.
     pub fn simulate_reboot(&self, boot: u32, clear_run_dir: bool) {
-        let deadline = Instant::now() + Duration::from_secs(30);
+        const KILLED: Duration = Duration::from_secs(30);
+        let kill = |pids: &[i32]| {
+            for &pid in pids {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            reap_zombies();
+        };
         // Monitors first, as a power cut would stop them: none may see its container end and
         // record an exit.
         let monitors = |run: &Path| -> Vec<i32> {
@@ -147,43 +191,31 @@ impl TestEnv {
                 })
                 .unwrap_or_default()
         };
-        loop {
-            let pids = monitors(&self.run);
-            if pids.is_empty() {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "monitors survive SIGKILL: {pids:?}"
-            );
-            for pid in pids {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-            }
-            reap_zombies();
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        loop {
+        wait_until_else(
+            "every monitor killed",
+            KILLED,
+            || {
+                let pids = monitors(&self.run);
+                kill(&pids);
+                pids.is_empty()
+            },
+            || format!("alive after SIGKILL: {:?}", monitors(&self.run)),
+        );
+        let procs = || {
             let mut procs = processes_under(self.dir.path());
             procs.extend(processes_in_cgroup(&self.cgroup_parent));
-            if procs.is_empty() {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "processes survive SIGKILL: {procs:?}"
-            );
-            for (pid, _) in procs {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-            }
-            reap_zombies();
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            procs
+        };
+        wait_until_else(
+            "every process of the test killed",
+            KILLED,
+            || {
+                let pids: Vec<i32> = procs().into_iter().map(|(pid, _)| pid).collect();
+                kill(&pids);
+                pids.is_empty()
+            },
+            || format!("alive after SIGKILL: {:?}", procs()),
+        );
         reap_zombies();
         for m in mounts_under(self.dir.path()).iter().rev() {
             match nix::mount::umount2(m.as_str(), nix::mount::MntFlags::MNT_DETACH) {

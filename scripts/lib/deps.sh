@@ -1,0 +1,100 @@
+# Installs what podvisor needs on Debian 12 or Raspberry Pi OS (as root). Sourced by
+# scripts/quickstart, scripts/test and .ci/run, so that PATH picks up a Rust installed here:
+#
+#   . scripts/lib/deps.sh
+#   deps_install run     building and running podvisor (scripts/quickstart)
+#   deps_install test    that and everything the test suite needs (scripts/test, CI)
+#
+# Debian packages already installed are left alone (no `apt-get update` when nothing is
+# missing). Rust: Debian 12's rustc (1.63) is older than podvisor's rust-version, so the
+# stable toolchain comes from rustup (https://rustup.rs, its installer into ~/.cargo) unless a
+# cargo new enough is on PATH or in ~/.cargo/bin already.
+
+# Building and running: a C compiler, make and libelf/zlib for libbpf (libcontainer builds it
+# from source for the cgroup v2 device filter; the binary links neither libelf nor zlib),
+# libseccomp-dev and pkg-config for seccomp, apparmor (apparmor_parser loads the default
+# AppArmor profile), busybox-static and umoci for the offline busybox image
+# (tests/images/build-busybox.sh), ca-certificates for crates.io.
+DEPS_RUN=(gcc libc6-dev make pkg-config libseccomp-dev libelf-dev zlib1g-dev apparmor
+  busybox-static umoci ca-certificates)
+# The tests, in addition: skopeo (images converted offline); docker-registry (the CNCF
+# distribution registry) and apache2-utils (htpasswd) for the registry the pull tests run on
+# loopback; qemu-system-x86, cpio and binutils (strip) for the cgroup v2 VM tests
+# (tests/vm/run.sh); python3 (a seccomp test makes raw clone(2) calls with ctypes); e2fsprogs
+# (mkfs.ext4: the disk of the VM's reboot series).
+DEPS_TEST=(skopeo docker-registry apache2-utils qemu-system-x86 cpio binutils python3
+  e2fsprogs)
+
+deps_die() {
+  echo "$0: $*" >&2
+  exit 1
+}
+
+# The Debian packages of $@ that are not installed.
+deps_missing_packages() {
+  local p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' ||
+      echo "$p"
+  done
+}
+
+deps_apt() {
+  local missing
+  mapfile -t missing < <(deps_missing_packages "$@")
+  [ ${#missing[@]} -gt 0 ] || return 0
+  echo "$0: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" \
+    >/dev/null
+}
+
+# The minimum Rust version, from Cargo.toml's rust-version.
+deps_rust_min() {
+  sed -n 's/^rust-version *= *"\([0-9.]*\)".*/\1/p' "$(dirname "${BASH_SOURCE[0]}")/../../Cargo.toml"
+}
+
+# Whether `rustc` on PATH is at least version $1 (major.minor).
+deps_rustc_at_least() {
+  local have
+  have=$(rustc --version 2>/dev/null | sed -n 's/^rustc \([0-9]*\.[0-9]*\).*/\1/p')
+  [ -n "$have" ] || return 1
+  [ "$(printf '%s\n%s\n' "$1" "$have" | sort -V | head -n1)" = "$1" ]
+}
+
+deps_rust() {
+  local min
+  min=$(deps_rust_min)
+  [ -n "$min" ] || deps_die "cannot read rust-version from Cargo.toml"
+  if ! command -v cargo >/dev/null 2>&1 && [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" ]; then
+    export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
+  fi
+  if command -v cargo >/dev/null 2>&1 && deps_rustc_at_least "$min"; then
+    return 0
+  fi
+  if command -v rustup >/dev/null 2>&1; then
+    echo "$0: rustc $(rustc --version 2>/dev/null | cut -d' ' -f2) is older than $min: rustup update stable" >&2
+    rustup toolchain install stable --profile minimal
+    rustup default stable
+  else
+    echo "$0: installing Rust (stable) with rustup into ${CARGO_HOME:-$HOME/.cargo}" >&2
+    deps_apt curl ca-certificates
+    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs |
+      sh -s -- -y --profile minimal --default-toolchain stable --no-modify-path
+    export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
+  fi
+  deps_rustc_at_least "$min" || deps_die "rustc $min or newer is needed, have: $(rustc --version 2>&1)"
+}
+
+# deps_install run|test
+deps_install() {
+  [ "$(id -u)" = 0 ] || deps_die "run as root (installs packages; podvisor runs containers as root)"
+  command -v apt-get >/dev/null 2>&1 || deps_die "apt-get not found: Debian 12 or Raspberry Pi OS expected"
+  case ${1:-} in
+    run) deps_apt "${DEPS_RUN[@]}" ;;
+    test) deps_apt "${DEPS_RUN[@]}" "${DEPS_TEST[@]}" ;;
+    *) deps_die "deps_install run|test" ;;
+  esac
+  deps_rust
+}
