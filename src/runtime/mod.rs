@@ -103,7 +103,7 @@ pub enum RuntimeError {
     #[error("pod {pod}: resources: {source}")]
     PodResources {
         pod: String,
-        source: crate::cgroups::resources::ResourceError,
+        source: crate::cgroups::resources::PodCgroupConfigError,
     },
 }
 
