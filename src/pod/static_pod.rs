@@ -129,7 +129,7 @@ pub fn validate_file(
         &path.display().to_string(),
         SourceKind::File,
         node_name,
-        &crate::runtime::now_rfc3339(),
+        &crate::logs::timestamp::now_rfc3339(),
         security,
     )
 }

@@ -270,6 +270,4 @@ pub trait Runtime: Send + Sync {
 }
 
 /// Current time as RFC 3339 with nanoseconds (UTC).
-pub fn now_rfc3339() -> String {
-    crate::logs::timestamp::format_timestamp(std::time::SystemTime::now())
-}
+pub use crate::logs::timestamp::now_rfc3339;
