@@ -43,14 +43,16 @@ mod tests;
 pub use archive::ArchiveError;
 pub use blobs::BlobError;
 pub use check::{CheckReport, Finding, FindingKind};
-pub use client::{parse_challenge, Challenge, FetchedManifest, RetryPolicy};
+pub use client::{
+    parse_challenge, Challenge, FetchedManifest, RegistryError, RetryPolicy, TokenError, What,
+};
 pub use digest::Digest;
 pub use gc::{
     FsStats, FsUsage, GcReport, ImageGcPolicy, ImageUsage, PinnedImages, RemovedImage, Statvfs,
 };
 pub use layer::{unpack_layer_file, LayerError};
 pub use manifest::HostPlatform;
-pub use pull::{PullError, PullProgress, TokenError, What, PULL_CONCURRENCY};
+pub use pull::{PullError, PullProgress, PULL_CONCURRENCY};
 pub use records::{ImageRecord, LayerRecord, RecordError};
 pub use reference::{Reference, ReferenceError};
 pub use registry::{RegistryConfig, RegistryConfigError};
