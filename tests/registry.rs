@@ -18,7 +18,7 @@ use common::registry::{
 };
 use podvisor::images::{
     ImageError, ImageStore, ImportOptions, PullError, PullProgress, RegistryConfig, RegistryError,
-    RetryPolicy,
+    ResolveError, RetryPolicy,
 };
 
 fn fast_retry() -> RetryPolicy {
@@ -590,7 +590,9 @@ fn unknown_manifest_media_type_is_named() {
     assert!(
         matches!(
             &err,
-            ImageError::Pull(PullError::UnsupportedMediaType { .. })
+            ImageError::Pull(PullError::Resolve(
+                ResolveError::UnsupportedMediaType { .. }
+            ))
         ),
         "{err}"
     );

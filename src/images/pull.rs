@@ -13,12 +13,13 @@ use std::time::Instant;
 use super::archive::{BlobData, PlannedImage, PlannedLayer};
 use super::client::{Client, FetchedManifest, RegistryError, RetryPolicy};
 use super::digest::Digest;
+use super::error::{ImageError, PullError};
 use super::manifest::HostPlatform;
 use super::records::ImageRecord;
 use super::reference::Reference;
 use super::registry::{RegistryConfig, Source};
-use super::resolve::{decode_document, plan_image, Document};
-use super::store::{ImageError, ImageStore};
+use super::resolve::{decode_document, plan_image, Document, ResolveError};
+use super::store::ImageStore;
 
 /// Concurrent layer downloads per pull.
 pub const PULL_CONCURRENCY: usize = 3;
@@ -26,40 +27,6 @@ pub const PULL_CONCURRENCY: usize = 3;
 const MAX_INDEX_HOPS: usize = 4;
 /// Age after which an abandoned download in `tmp/pulls` is removed.
 const STALE_DOWNLOAD: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
-
-/// Errors of a pull.
-#[derive(Debug, thiserror::Error)]
-pub enum PullError {
-    #[error(transparent)]
-    Registry(#[from] RegistryError),
-    #[error("pull {reference}: {what} {digest} has unsupported media type {media_type:?}")]
-    UnsupportedMediaType {
-        reference: String,
-        what: &'static str,
-        digest: String,
-        media_type: String,
-    },
-    #[error("pull {reference}: manifest {digest} is invalid: {detail}")]
-    BadManifest {
-        reference: String,
-        digest: String,
-        detail: String,
-    },
-    #[error("pull {reference}: no image for platform {wanted} in index {digest}; available: {available}")]
-    NoMatchingPlatform {
-        reference: String,
-        digest: String,
-        wanted: String,
-        available: String,
-    },
-    #[error("pull {reference}: storing image {digest}: {source}")]
-    Commit {
-        reference: String,
-        digest: String,
-        #[source]
-        source: Box<ImageError>,
-    },
-}
 
 /// Pull progress reported to the caller's callback (on the calling thread).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -342,9 +309,10 @@ fn resolve(
             }
         }
     }
-    Err(PullError::BadManifest {
+    Err(ResolveError::BadManifest {
         reference: name.to_string(),
         digest: doc.digest.to_string(),
         detail: format!("more than {MAX_INDEX_HOPS} nested indexes"),
-    })
+    }
+    .into())
 }
