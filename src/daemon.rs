@@ -360,7 +360,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
 
 /// Node allocatable from this host's capacity and the configured reservations; `None` (every
 /// pod admitted, logged) when the capacity cannot be read.
-fn node_allocatable(cfg: &DaemonConfig) -> Option<crate::cgroups::resources::Amounts> {
+fn node_allocatable(cfg: &DaemonConfig) -> Option<crate::pod::resources::Amounts> {
     match crate::cgroups::allocatable::host_capacity() {
         Ok(capacity) => {
             let a = crate::cgroups::allocatable::allocatable(capacity, &cfg.reservation);

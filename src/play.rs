@@ -26,7 +26,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 use crate::images::ImageStore;
 use crate::logs::{FollowStart, LogFollower, Stream};
-use crate::pod::manifest;
+use crate::pod::{manifest, static_pod};
 use crate::runtime::linux::{LinuxRuntime, RuntimeConfig};
 use crate::runtime::{
     ContainerKind, ContainerRequest, ContainerState, ExitRecord, Runtime, RuntimeEvent,
@@ -140,7 +140,7 @@ pub fn play(opts: &PlayOptions) -> Result<i32, PlayError> {
     let mut runtime_cfg = opts.runtime.clone();
     // Load the default AppArmor profile now, so that a failure is known before validation.
     runtime_cfg.security.apparmor = AppArmorHost::detect_and_load();
-    let pod = manifest::load_pod_file(&opts.manifest, &runtime_cfg.security)?;
+    let pod = static_pod::load_pod_file(&opts.manifest, &runtime_cfg.security)?;
     let images = Arc::new(ImageStore::open(&opts.runtime.root_dir.join("images"))?);
     // Air-gapped devices ship images in images/preload/*.tar: import them (pinned) first.
     // A bad archive is logged by the store and does not stop the others.

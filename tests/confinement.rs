@@ -26,7 +26,7 @@ fn pod(yaml: &str) -> Pod {
         std::process::id(),
         std::time::Instant::now()
     );
-    podvisor::pod::manifest::apply_defaults(&mut p, &seed, yaml.as_bytes());
+    podvisor::pod::static_pod::apply_defaults(&mut p, &seed, yaml.as_bytes());
     p
 }
 

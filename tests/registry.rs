@@ -17,7 +17,8 @@ use common::registry::{
     Registry, TestImage, Tmpfs, PASSWORD, USER,
 };
 use podvisor::images::{
-    ImageError, ImageStore, ImportOptions, PullError, PullProgress, RegistryConfig, RetryPolicy,
+    ImageError, ImageStore, ImportOptions, PullError, PullProgress, RegistryConfig, RegistryError,
+    ResolveError, RetryPolicy,
 };
 
 fn fast_retry() -> RetryPolicy {
@@ -233,7 +234,10 @@ fn basic_auth_from_htpasswd_registry() {
     assert!(
         matches!(
             &err,
-            ImageError::Pull(PullError::Unauthorized { status: 401, .. })
+            ImageError::Pull(PullError::Registry(RegistryError::Unauthorized {
+                status: 401,
+                ..
+            }))
         ),
         "{err}"
     );
@@ -456,11 +460,11 @@ fn server_errors_and_not_found_fail_naming_reference_and_digest() {
     assert!(
         matches!(
             &err,
-            ImageError::Pull(PullError::Status {
+            ImageError::Pull(PullError::Registry(RegistryError::Status {
                 status: 500,
                 attempts: 3,
                 ..
-            })
+            }))
         ),
         "{err}"
     );
@@ -473,7 +477,10 @@ fn server_errors_and_not_found_fail_naming_reference_and_digest() {
         .0
         .expect_err("404");
     assert!(
-        matches!(&err, ImageError::Pull(PullError::NotFound { .. })),
+        matches!(
+            &err,
+            ImageError::Pull(PullError::Registry(RegistryError::NotFound { .. }))
+        ),
         "{err}"
     );
     assert_names(
@@ -533,7 +540,10 @@ fn truncated_and_corrupt_blobs_are_rejected() {
     });
     let err = pull(&f, REF, &cfg).0.expect_err("truncated");
     assert!(
-        matches!(&err, ImageError::Pull(PullError::Truncated { .. })),
+        matches!(
+            &err,
+            ImageError::Pull(PullError::Registry(RegistryError::Truncated { .. }))
+        ),
         "{err}"
     );
     assert_names(&err, &[REF, &big_layer_digest(&img)]);
@@ -550,7 +560,10 @@ fn truncated_and_corrupt_blobs_are_rejected() {
     });
     let err = pull(&g, REF, &cfg2).0.expect_err("corrupt");
     assert!(
-        matches!(&err, ImageError::Pull(PullError::DigestMismatch { .. })),
+        matches!(
+            &err,
+            ImageError::Pull(PullError::Registry(RegistryError::DigestMismatch { .. }))
+        ),
         "{err}"
     );
     assert_names(&err, &[REF, &big_layer_digest(&img2)]);
@@ -583,7 +596,9 @@ fn unknown_manifest_media_type_is_named() {
     assert!(
         matches!(
             &err,
-            ImageError::Pull(PullError::UnsupportedMediaType { .. })
+            ImageError::Pull(PullError::Resolve(
+                ResolveError::UnsupportedMediaType { .. }
+            ))
         ),
         "{err}"
     );
@@ -774,7 +789,10 @@ fn plain_http_only_when_configured() {
         .0
         .expect_err("https to an http registry");
     assert!(
-        matches!(&err, ImageError::Pull(PullError::Transport { .. })),
+        matches!(
+            &err,
+            ImageError::Pull(PullError::Registry(RegistryError::Transport { .. }))
+        ),
         "{err}"
     );
     assert_names(&err, &[&reference, &format!("https://{}", reg.addr)]);

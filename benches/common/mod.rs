@@ -212,8 +212,8 @@ pub fn template_pod() -> Result<Pod> {
     let name = "bench.yaml";
     let data = TEMPLATE_POD.as_bytes();
     let mut pod = podvisor::pod::manifest::parse_pod(data, name).context("parse template pod")?;
-    podvisor::pod::manifest::validate(&pod, name).context("validate template pod")?;
-    podvisor::pod::manifest::apply_defaults(&mut pod, name, data);
+    podvisor::pod::validation::validate(&pod, name).context("validate template pod")?;
+    podvisor::pod::static_pod::apply_defaults(&mut pod, name, data);
     Ok(pod)
 }
 

@@ -9,7 +9,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::resources::Amounts;
+use crate::pod::resources::Amounts;
 
 /// Errors reading node capacity.
 #[derive(Debug, thiserror::Error)]

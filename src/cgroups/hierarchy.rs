@@ -260,7 +260,7 @@ impl CgroupRoot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cgroups::resources::Amounts;
+    use crate::pod::resources::Amounts;
 
     fn read(p: &Path) -> String {
         fs::read_to_string(p)

@@ -1,18 +1,14 @@
-//! resources: the kubelet's resource arithmetic — CPU shares, weights and quotas
-//! (`pkg/kubelet/cm/helpers_linux.go`), a pod's effective requests and limits
-//! (`component-helpers/resource.PodRequests` / `PodLimits`) and the pod cgroup's values
-//! (`ResourceConfigForPod`).
+//! resources: the kubelet's pod cgroup values — CPU shares, weights and quotas
+//! (`pkg/kubelet/cm/helpers_linux.go`) and the pod cgroup's values (`ResourceConfigForPod`),
+//! from the pod's effective requests and limits ([`crate::pod::resources`]).
 //!
 //! Only `cpu` and `memory` are computed; pod overhead and hugepages are not supported by
 //! podvisor.
 
-use std::collections::BTreeMap;
+use k8s_openapi::api::core::v1::Pod;
 
-use k8s_openapi::api::core::v1::{Container, Pod, ResourceRequirements};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-
-use crate::pod::qos::{effective_requests, qos_class, QosClass, QosError};
-use crate::pod::quantity::{parse_bytes, parse_cpu_millis, parse_nanos, QuantityError};
+use crate::pod::qos::{qos_class, QosClass, QosError};
+use crate::pod::resources::{limits_declared, pod_limits, pod_requests, Amounts, ResourceError};
 
 /// Smallest cpu.shares value (`MinShares`).
 pub const MIN_SHARES: u64 = 2;
@@ -25,18 +21,13 @@ pub const CPU_PERIOD_US: u64 = 100_000;
 /// Smallest CFS quota in microseconds (`MinQuotaPeriod`).
 pub const MIN_QUOTA_US: u64 = 1000;
 
-/// A resource amount of the pod could not be read.
+/// The pod cgroup's values could not be computed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ResourceError {
-    #[error("{field}: {source}")]
-    Quantity {
-        field: String,
-        source: QuantityError,
-    },
+pub enum PodCgroupConfigError {
+    #[error(transparent)]
+    Resource(#[from] ResourceError),
     #[error("qos class: {0}")]
     Qos(#[from] QosError),
-    #[error("pod has no spec")]
-    MissingSpec,
 }
 
 /// The kubelet's `MilliCPUToShares`: 1024 shares per CPU, clamped to [2, 262144]; no request
@@ -64,170 +55,6 @@ pub fn milli_cpu_to_quota(milli_cpu: u64, period_us: u64) -> u64 {
     (milli_cpu.saturating_mul(period_us) / 1000).max(MIN_QUOTA_US)
 }
 
-/// CPU (millicores) and memory (bytes) of a pod or container.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Amounts {
-    pub cpu_millis: u64,
-    pub memory_bytes: u64,
-}
-
-impl Amounts {
-    fn add(self, o: Amounts) -> Amounts {
-        Amounts {
-            cpu_millis: self.cpu_millis.saturating_add(o.cpu_millis),
-            memory_bytes: self.memory_bytes.saturating_add(o.memory_bytes),
-        }
-    }
-    fn max(self, o: Amounts) -> Amounts {
-        Amounts {
-            cpu_millis: self.cpu_millis.max(o.cpu_millis),
-            memory_bytes: self.memory_bytes.max(o.memory_bytes),
-        }
-    }
-}
-
-fn amounts(list: &BTreeMap<String, Quantity>, field: &str) -> Result<Amounts, ResourceError> {
-    let q = |name: &str, f: fn(&Quantity) -> Result<u64, QuantityError>| {
-        list.get(name)
-            .map(|v| {
-                f(v).map_err(|source| ResourceError::Quantity {
-                    field: format!("{field}.{name}"),
-                    source,
-                })
-            })
-            .transpose()
-            .map(Option::unwrap_or_default)
-    };
-    Ok(Amounts {
-        cpu_millis: q("cpu", parse_cpu_millis)?,
-        memory_bytes: q("memory", parse_bytes)?,
-    })
-}
-
-#[derive(Clone, Copy)]
-enum Kind {
-    Requests,
-    Limits,
-}
-
-fn container_amounts(c: &Container, path: &str, kind: Kind) -> Result<Amounts, ResourceError> {
-    let r = c.resources.as_ref();
-    match kind {
-        Kind::Requests => amounts(
-            &effective_requests(r),
-            &format!("{path}.resources.requests"),
-        ),
-        Kind::Limits => amounts(
-            &r.and_then(|r| r.limits.clone()).unwrap_or_default(),
-            &format!("{path}.resources.limits"),
-        ),
-    }
-}
-
-/// The pod-level `spec.resources`, when it sets cpu or memory.
-fn pod_level(pod: &Pod) -> Option<&ResourceRequirements> {
-    let has = |l: &Option<BTreeMap<String, Quantity>>| {
-        l.as_ref()
-            .is_some_and(|l| l.contains_key("cpu") || l.contains_key("memory"))
-    };
-    pod.spec
-        .as_ref()?
-        .resources
-        .as_ref()
-        .filter(|r| has(&r.requests) || has(&r.limits))
-}
-
-/// Sum of app containers and sidecars, or the largest init container step if larger: the
-/// rule of `PodRequests`/`PodLimits`; pod-level resources replace it when `pod_level_wins`.
-fn aggregate(pod: &Pod, kind: Kind, pod_level_wins: bool) -> Result<Amounts, ResourceError> {
-    let spec = pod.spec.as_ref().ok_or(ResourceError::MissingSpec)?;
-    let mut total = Amounts::default();
-    for (i, c) in spec.containers.iter().enumerate() {
-        total = total.add(container_amounts(
-            c,
-            &format!("spec.containers[{i}]"),
-            kind,
-        )?);
-    }
-    let mut sidecars = Amounts::default();
-    let mut init_max = Amounts::default();
-    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
-        let a = container_amounts(c, &format!("spec.initContainers[{i}]"), kind)?;
-        if c.restart_policy.as_deref() == Some("Always") {
-            // A sidecar runs next to the later init containers and the app containers.
-            total = total.add(a);
-            sidecars = sidecars.add(a);
-            init_max = init_max.max(sidecars);
-        } else {
-            init_max = init_max.max(a.add(sidecars));
-        }
-    }
-    let mut result = total.max(init_max);
-    // Pod-level resources replace the aggregate for the resources they name.
-    if let Some(r) = pod_level(pod).filter(|_| pod_level_wins) {
-        let list = match kind {
-            Kind::Requests => effective_requests(Some(r)),
-            Kind::Limits => r.limits.clone().unwrap_or_default(),
-        };
-        let field = match kind {
-            Kind::Requests => "spec.resources.requests",
-            Kind::Limits => "spec.resources.limits",
-        };
-        let a = amounts(&list, field)?;
-        if list.contains_key("cpu") {
-            result.cpu_millis = a.cpu_millis;
-        }
-        if list.contains_key("memory") {
-            result.memory_bytes = a.memory_bytes;
-        }
-    }
-    Ok(result)
-}
-
-/// The pod's effective requests (`resource.PodRequests`): what admission counts.
-pub fn pod_requests(pod: &Pod) -> Result<Amounts, ResourceError> {
-    aggregate(pod, Kind::Requests, true)
-}
-
-/// The containers' aggregated requests, ignoring pod-level resources
-/// (`resource.AggregateContainerRequests`).
-pub fn aggregate_container_requests(pod: &Pod) -> Result<Amounts, ResourceError> {
-    aggregate(pod, Kind::Requests, false)
-}
-
-/// The pod's effective limits (`resource.PodLimits`); 0 means no limit for that resource.
-pub fn pod_limits(pod: &Pod) -> Result<Amounts, ResourceError> {
-    aggregate(pod, Kind::Limits, true)
-}
-
-/// Whether every app container declares a positive limit of `name` (init containers are not
-/// looked at, as in the kubelet), or the pod-level resources set one.
-fn limits_declared(pod: &Pod, name: &str) -> Result<bool, ResourceError> {
-    let spec = pod.spec.as_ref().ok_or(ResourceError::MissingSpec)?;
-    let positive =
-        |l: Option<&BTreeMap<String, Quantity>>, field: String| match l.and_then(|l| l.get(name)) {
-            None => Ok(false),
-            Some(q) => parse_nanos(q)
-                .map(|v| v > 0)
-                .map_err(|source| ResourceError::Quantity { field, source }),
-        };
-    if let Some(r) = pod_level(pod) {
-        if positive(r.limits.as_ref(), format!("spec.resources.limits.{name}"))? {
-            return Ok(true);
-        }
-    }
-    for (i, c) in spec.containers.iter().enumerate() {
-        let limits = c.resources.as_ref().and_then(|r| r.limits.as_ref());
-        if !positive(
-            limits,
-            format!("spec.containers[{i}].resources.limits.{name}"),
-        )? {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
 /// The values of a pod cgroup (`ResourceConfigForPod` plus `podPidsLimit`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PodCgroupConfig {
@@ -246,7 +73,10 @@ pub struct PodCgroupConfig {
 
 impl PodCgroupConfig {
     /// The kubelet's `ResourceConfigForPod` for `pod`, with `pids_limit` (podPidsLimit) added.
-    pub fn for_pod(pod: &Pod, pids_limit: Option<i64>) -> Result<PodCgroupConfig, ResourceError> {
+    pub fn for_pod(
+        pod: &Pod,
+        pids_limit: Option<i64>,
+    ) -> Result<PodCgroupConfig, PodCgroupConfigError> {
         let qos = qos_class(pod)?;
         let requests = pod_requests(pod)?;
         let limits = pod_limits(pod)?;
@@ -389,27 +219,6 @@ mod tests {
     }
 
     #[test]
-    fn init_containers_count_by_the_max_rule_and_sidecars_add_up() {
-        // Apps 300m; init 1 needs 500m alone; sidecar 100m runs with init 2 (400m+100m)
-        // and with the apps (300m+100m).
-        let p = pod(serde_json::json!({"metadata": {"name": "i"}, "spec": {
-            "initContainers": [
-                {"name": "i1", "resources": {"requests": {"cpu": "500m", "memory": "10Mi"}}},
-                {"name": "s", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}},
-                {"name": "i2", "resources": {"requests": {"cpu": "450m"}}}
-            ],
-            "containers": [{"name": "a", "resources": {"requests": {"cpu": "300m", "memory": "20Mi"}}}]
-        }}));
-        assert_eq!(
-            pod_requests(&p).expect("requests"),
-            Amounts {
-                cpu_millis: 550,
-                memory_bytes: 20 << 20
-            }
-        );
-    }
-
-    #[test]
     fn pod_level_resources_replace_the_sum() {
         let p = pod(serde_json::json!({"metadata": {"name": "p"}, "spec": {
             "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "2", "memory": "1Gi"}},
@@ -422,20 +231,5 @@ mod tests {
         assert_eq!(c.memory_max, Some(1 << 30));
         // memory request defaults to the pod-level limit.
         assert_eq!(c.requests.memory_bytes, 1 << 30);
-    }
-
-    #[test]
-    fn bad_quantity_names_the_field() {
-        let p = pod(
-            serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [
-                {"name": "a", "resources": {"requests": {"cpu": "1"}, "limits": {"memory": "x"}}}
-            ]}}),
-        );
-        let err = pod_limits(&p).expect_err("bad");
-        assert!(
-            err.to_string()
-                .starts_with("spec.containers[0].resources.limits.memory"),
-            "{err}"
-        );
     }
 }

@@ -23,8 +23,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Deserialize;
 use serde_saphyr::{Location, MessageFormatter, Spanned};
 
-use crate::pod::manifest::is_dns1123_subdomain;
 use crate::pod::quantity::parse_bytes;
+use crate::pod::validation::is_dns1123_subdomain;
 
 use crate::cgroups::allocatable::{self, MemoryThreshold, Reservation};
 use crate::security::sysctl::SysctlPattern;

@@ -99,7 +99,7 @@ fn kubeadm_config_parses_and_lists_unimplemented_fields() {
     assert_eq!(
         cfg.reservation,
         crate::cgroups::allocatable::Reservation {
-            system_reserved: crate::cgroups::resources::Amounts {
+            system_reserved: crate::pod::resources::Amounts {
                 cpu_millis: 500,
                 memory_bytes: 512 << 20,
             },

@@ -23,10 +23,11 @@ use std::fs;
 use std::path::PathBuf;
 
 use super::digest::{Digest, HashingReader};
+use super::error::ImageError;
 use super::layer::TMP_LAYER_PREFIX;
 use super::manifest::RawManifest;
 use super::records::ImageRecord;
-use super::store::{ImageError, ImageStore};
+use super::store::ImageStore;
 use crate::fsutil::{self, Loaded};
 
 /// Whether a finding is a normal leftover of an interrupted write or a broken invariant.

@@ -14,6 +14,7 @@
 //! errors are retried.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
@@ -30,11 +31,126 @@ use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig};
 use ureq::{Agent, Body};
 
 use super::digest::Digest;
-use super::pull::{PullError, TokenError, What};
 use super::registry::{
     base64_encode, Credentials, Endpoint, RegistryConfig, Scheme, SYSTEM_CA_BUNDLE,
 };
 use crate::httpclient::{self, read_body, HttpError, Limits};
+
+/// What a request was for, in error messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum What {
+    Manifest(String),
+    Blob(String),
+}
+
+impl fmt::Display for What {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            What::Manifest(m) => write!(f, "manifest {m}"),
+            What::Blob(d) => write!(f, "blob {d}"),
+        }
+    }
+}
+
+/// Errors of a registry request (the low-level client); `reference` names the image pulled.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("pull {reference}: {what} from {registry}: {source} (after {attempts} attempts)")]
+    Transport {
+        reference: String,
+        registry: String,
+        what: What,
+        source: HttpError,
+        attempts: u32,
+    },
+    #[error("pull {reference}: {what} from {registry}: HTTP {status} (after {attempts} attempts)")]
+    Status {
+        reference: String,
+        registry: String,
+        what: What,
+        status: u16,
+        attempts: u32,
+    },
+    #[error("pull {reference}: {what} from {registry}: HTTP {status}, access denied (check the credentials in registries.yaml or config.json)")]
+    Unauthorized {
+        reference: String,
+        registry: String,
+        what: What,
+        status: u16,
+    },
+    #[error("pull {reference}: {what} not found on {registry}")]
+    NotFound {
+        reference: String,
+        registry: String,
+        what: What,
+    },
+    #[error("pull {reference}: token from {realm}: {source}")]
+    Token {
+        reference: String,
+        realm: String,
+        source: TokenError,
+    },
+    #[error("pull {reference}: tls setup for {host}: {detail}")]
+    Tls {
+        reference: String,
+        host: String,
+        detail: String,
+    },
+    #[error("pull {reference}: {digest} does not match its content: content digest is {actual}")]
+    DigestMismatch {
+        reference: String,
+        digest: Digest,
+        actual: Digest,
+    },
+    #[error("pull {reference}: blob {digest} from {registry} is truncated: got {got} of {expected} bytes: {detail}")]
+    Truncated {
+        reference: String,
+        registry: String,
+        digest: Digest,
+        expected: u64,
+        got: u64,
+        detail: String,
+    },
+    #[error("pull {reference}: blob {digest} is larger than its descriptor's {expected} bytes")]
+    SizeMismatch {
+        reference: String,
+        digest: Digest,
+        expected: u64,
+    },
+    #[error("pull {reference}: {what} is larger than the {limit}-byte limit")]
+    TooLarge {
+        reference: String,
+        what: What,
+        limit: u64,
+    },
+    #[error("pull {reference}: writing blob {digest} to {path}: {source}")]
+    Write {
+        reference: String,
+        digest: String,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("pull {reference}: cancelled after another download failed")]
+    Cancelled { reference: String },
+}
+
+/// Why a bearer token could not be had from a registry's token realm.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("bad realm: {0}")]
+    BadRealm(String),
+    #[error("refusing a plain http token realm for an https registry")]
+    InsecureRealm,
+    #[error("{source} (after {attempts} attempts)")]
+    Http { source: HttpError, attempts: u32 },
+    #[error("HTTP {0}")]
+    Status(u16),
+    #[error("response is not a token: {0}")]
+    Json(String),
+    #[error("response holds no token")]
+    NoToken,
+}
 
 pub const MT_DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
 /// Largest manifest or index accepted.
@@ -236,13 +352,13 @@ impl<'a> Client<'a> {
         }
     }
 
-    fn agent(&self, host: &str) -> Result<Agent, PullError> {
+    fn agent(&self, host: &str) -> Result<Agent, RegistryError> {
         let mut agents = self.agents.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(a) = agents.get(host) {
             return Ok(a.clone());
         }
         let tls = self.cfg.tls(host);
-        let roots = load_roots(tls.ca_file.as_deref()).map_err(|detail| PullError::Tls {
+        let roots = load_roots(tls.ca_file.as_deref()).map_err(|detail| RegistryError::Tls {
             reference: self.reference.clone(),
             host: host.to_string(),
             detail,
@@ -263,7 +379,7 @@ impl<'a> Client<'a> {
         Ok(agent)
     }
 
-    fn sleep(&self, attempt: u32, retry_after: Option<Duration>) -> Result<(), PullError> {
+    fn sleep(&self, attempt: u32, retry_after: Option<Duration>) -> Result<(), RegistryError> {
         let d = self.retry.delay(attempt, retry_after);
         let step = Duration::from_millis(50);
         let mut slept = Duration::ZERO;
@@ -275,9 +391,9 @@ impl<'a> Client<'a> {
         Ok(())
     }
 
-    pub fn check_cancel(&self) -> Result<(), PullError> {
+    pub fn check_cancel(&self) -> Result<(), RegistryError> {
         if self.cancel.load(Ordering::Relaxed) {
-            return Err(PullError::Cancelled {
+            return Err(RegistryError::Cancelled {
                 reference: self.reference.clone(),
             });
         }
@@ -294,7 +410,7 @@ impl<'a> Client<'a> {
         headers: &[(&str, String)],
         limits: &Limits,
         what: &What,
-    ) -> Result<Response<Body>, PullError> {
+    ) -> Result<Response<Body>, RegistryError> {
         let url = format!("{}{}/{repo}/{path}", ep.origin(), ep.base);
         let scope = format!("repository:{repo}:pull");
         let key = (ep.host.clone(), scope.clone());
@@ -348,7 +464,7 @@ impl<'a> Client<'a> {
                         .insert(key.clone(), header);
                 }
                 401 | 403 => {
-                    return Err(PullError::Unauthorized {
+                    return Err(RegistryError::Unauthorized {
                         reference: self.reference.clone(),
                         registry: ep.to_string(),
                         what: what.clone(),
@@ -356,7 +472,7 @@ impl<'a> Client<'a> {
                     })
                 }
                 404 => {
-                    return Err(PullError::NotFound {
+                    return Err(RegistryError::NotFound {
                         reference: self.reference.clone(),
                         registry: ep.to_string(),
                         what: what.clone(),
@@ -365,7 +481,7 @@ impl<'a> Client<'a> {
                 429 | 500 | 502 | 503 | 504 => {
                     attempt += 1;
                     if attempt >= self.retry.attempts {
-                        return Err(PullError::Status {
+                        return Err(RegistryError::Status {
                             reference: self.reference.clone(),
                             registry: ep.to_string(),
                             what: what.clone(),
@@ -383,7 +499,7 @@ impl<'a> Client<'a> {
                     self.sleep(attempt, retry_after)?;
                 }
                 other => {
-                    return Err(PullError::Status {
+                    return Err(RegistryError::Status {
                         reference: self.reference.clone(),
                         registry: ep.to_string(),
                         what: what.clone(),
@@ -395,8 +511,14 @@ impl<'a> Client<'a> {
         }
     }
 
-    fn transport(&self, ep: &Endpoint, what: &What, source: HttpError, attempts: u32) -> PullError {
-        PullError::Transport {
+    fn transport(
+        &self,
+        ep: &Endpoint,
+        what: &What,
+        source: HttpError,
+        attempts: u32,
+    ) -> RegistryError {
+        RegistryError::Transport {
             reference: self.reference.clone(),
             registry: ep.to_string(),
             what: what.clone(),
@@ -412,9 +534,9 @@ impl<'a> Client<'a> {
         challenge: Option<Challenge>,
         scope: &str,
         what: &What,
-    ) -> Result<String, PullError> {
+    ) -> Result<String, RegistryError> {
         let creds = self.cfg.credentials(&ep.host);
-        let unauthorized = || PullError::Unauthorized {
+        let unauthorized = || RegistryError::Unauthorized {
             reference: self.reference.clone(),
             registry: ep.to_string(),
             what: what.clone(),
@@ -447,8 +569,8 @@ impl<'a> Client<'a> {
         service: Option<&str>,
         scope: &str,
         creds: Option<&Credentials>,
-    ) -> Result<String, PullError> {
-        let token_err = |source: TokenError| PullError::Token {
+    ) -> Result<String, RegistryError> {
+        let token_err = |source: TokenError| RegistryError::Token {
             reference: self.reference.clone(),
             realm: realm.to_string(),
             source,
@@ -525,7 +647,7 @@ impl<'a> Client<'a> {
         repo: &str,
         tag_or_digest: &str,
         expected: Option<&Digest>,
-    ) -> Result<FetchedManifest, PullError> {
+    ) -> Result<FetchedManifest, RegistryError> {
         let what = match expected {
             Some(d) => What::Manifest(d.to_string()),
             None => What::Manifest(tag_or_digest.to_string()),
@@ -553,7 +675,7 @@ impl<'a> Client<'a> {
             let body = match read_body(resp.body_mut(), &self.limits) {
                 Ok(b) => b,
                 Err(HttpError::BodyTooLarge { limit }) => {
-                    return Err(PullError::TooLarge {
+                    return Err(RegistryError::TooLarge {
                         reference: self.reference.clone(),
                         what,
                         limit,
@@ -571,7 +693,7 @@ impl<'a> Client<'a> {
             let digest = Digest::of(&body);
             if let Some(exp) = expected.or(header_digest.as_ref()) {
                 if exp != &digest {
-                    return Err(PullError::DigestMismatch {
+                    return Err(RegistryError::DigestMismatch {
                         reference: self.reference.clone(),
                         digest: exp.clone(),
                         actual: digest,
@@ -612,11 +734,11 @@ impl<'a> Client<'a> {
         size: u64,
         dir: &Path,
         progress: ProgressFn<'_>,
-    ) -> Result<PathBuf, PullError> {
+    ) -> Result<PathBuf, RegistryError> {
         let done = dir.join(digest.hex());
         let partial = dir.join(format!("{}.partial", digest.hex()));
         let what = What::Blob(digest.to_string());
-        let write_err = |path: &Path, source: io::Error| PullError::Write {
+        let write_err = |path: &Path, source: io::Error| RegistryError::Write {
             reference: self.reference.clone(),
             digest: digest.to_string(),
             path: path.to_path_buf(),
@@ -703,7 +825,7 @@ impl<'a> Client<'a> {
                 416 => {
                     attempt += 1;
                     if attempt >= self.retry.attempts {
-                        return Err(PullError::Status {
+                        return Err(RegistryError::Status {
                             reference: self.reference.clone(),
                             registry: ep.to_string(),
                             what,
@@ -738,7 +860,7 @@ impl<'a> Client<'a> {
                         HttpError::BodyTooLarge { .. } => {
                             drop(file);
                             let _ = fs::remove_file(&partial);
-                            return Err(PullError::SizeMismatch {
+                            return Err(RegistryError::SizeMismatch {
                                 reference: self.reference.clone(),
                                 digest: digest.clone(),
                                 expected: size,
@@ -763,7 +885,7 @@ impl<'a> Client<'a> {
                     format!("connection closed after {have} of {size} bytes (truncated)")
                 });
                 if attempt >= self.retry.attempts {
-                    return Err(PullError::Truncated {
+                    return Err(RegistryError::Truncated {
                         reference: self.reference.clone(),
                         registry: ep.to_string(),
                         digest: digest.clone(),
@@ -788,7 +910,7 @@ impl<'a> Client<'a> {
         if &actual != digest {
             drop(file);
             let _ = fs::remove_file(&partial);
-            return Err(PullError::DigestMismatch {
+            return Err(RegistryError::DigestMismatch {
                 reference: self.reference.clone(),
                 digest: digest.clone(),
                 actual,
@@ -806,10 +928,10 @@ impl<'a> Client<'a> {
         repo: &str,
         digest: &Digest,
         size: u64,
-    ) -> Result<Vec<u8>, PullError> {
+    ) -> Result<Vec<u8>, RegistryError> {
         let what = What::Blob(digest.to_string());
         if size > MAX_CONFIG {
-            return Err(PullError::TooLarge {
+            return Err(RegistryError::TooLarge {
                 reference: self.reference.clone(),
                 what,
                 limit: MAX_CONFIG,
@@ -826,7 +948,7 @@ impl<'a> Client<'a> {
                 Ok(b) if b.len() as u64 == size => {
                     let actual = Digest::of(&b);
                     if &actual != digest {
-                        return Err(PullError::DigestMismatch {
+                        return Err(RegistryError::DigestMismatch {
                             reference: self.reference.clone(),
                             digest: digest.clone(),
                             actual,
@@ -835,7 +957,7 @@ impl<'a> Client<'a> {
                     return Ok(b);
                 }
                 Err(HttpError::BodyTooLarge { .. }) => {
-                    return Err(PullError::SizeMismatch {
+                    return Err(RegistryError::SizeMismatch {
                         reference: self.reference.clone(),
                         digest: digest.clone(),
                         expected: size,
@@ -849,7 +971,7 @@ impl<'a> Client<'a> {
             };
             attempt += 1;
             if attempt >= self.retry.attempts {
-                return Err(PullError::Truncated {
+                return Err(RegistryError::Truncated {
                     reference: self.reference.clone(),
                     registry: ep.to_string(),
                     digest: digest.clone(),
@@ -975,16 +1097,16 @@ mod tests {
         for name in BEHAVIOURS {
             let body_too_large = matches!(name, "bomb" | "endless");
             match client.manifest(&ep, "r/app", name, None) {
-                Err(PullError::TooLarge { limit, .. }) if body_too_large => {
+                Err(RegistryError::TooLarge { limit, .. }) if body_too_large => {
                     assert_eq!(limit, MAX_MANIFEST)
                 }
-                Err(PullError::Transport { source, .. }) if !body_too_large => {
+                Err(RegistryError::Transport { source, .. }) if !body_too_large => {
                     assert_eq!(source, http(name), "manifest {name}")
                 }
                 other => panic!("manifest {name}: {other:?}"),
             }
             match client.manifest(&ep, "r/app", &format!("tok-{name}"), None) {
-                Err(PullError::Token {
+                Err(RegistryError::Token {
                     source: TokenError::Http { source, .. },
                     ..
                 }) => {
@@ -1002,13 +1124,13 @@ mod tests {
             let layer = client.blob_to_file(&ep, "r/app", &blob, 1000, dir.path(), &|_| {});
             for (what, r) in [("config", config.map(|_| ())), ("layer", layer.map(|_| ()))] {
                 match r {
-                    Err(PullError::SizeMismatch { expected, .. }) if body_too_large => {
+                    Err(RegistryError::SizeMismatch { expected, .. }) if body_too_large => {
                         assert_eq!(expected, 1000)
                     }
-                    Err(PullError::Truncated { detail, .. }) if name == "trickle" => {
+                    Err(RegistryError::Truncated { detail, .. }) if name == "trickle" => {
                         assert!(detail.contains("timed out"), "{what} {name}: {detail}")
                     }
-                    Err(PullError::Transport { source, .. }) if !body_too_large => {
+                    Err(RegistryError::Transport { source, .. }) if !body_too_large => {
                         assert_eq!(source, http(name), "{what} {name}")
                     }
                     other => panic!("{what} {name}: {other:?}"),

@@ -26,9 +26,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use super::digest::Digest;
+use super::error::ImageError;
 use super::records::ImageRecord;
 use super::reference::Reference;
-use super::store::{ImageError, ImageStore};
+use super::store::ImageStore;
 
 /// The kubelet's image GC settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

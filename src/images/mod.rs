@@ -26,6 +26,7 @@ mod blobs;
 mod check;
 mod client;
 pub mod digest;
+mod error;
 mod gc;
 mod layer;
 mod manifest;
@@ -43,17 +44,20 @@ mod tests;
 pub use archive::ArchiveError;
 pub use blobs::BlobError;
 pub use check::{CheckReport, Finding, FindingKind};
-pub use client::{parse_challenge, Challenge, FetchedManifest, RetryPolicy};
+pub use client::{
+    parse_challenge, Challenge, FetchedManifest, RegistryError, RetryPolicy, TokenError, What,
+};
 pub use digest::Digest;
+pub use error::{ImageError, PullError};
 pub use gc::{
     FsStats, FsUsage, GcReport, ImageGcPolicy, ImageUsage, PinnedImages, RemovedImage, Statvfs,
 };
 pub use layer::{unpack_layer_file, LayerError};
 pub use manifest::HostPlatform;
-pub use pull::{PullError, PullProgress, TokenError, What, PULL_CONCURRENCY};
+pub use pull::{PullProgress, PULL_CONCURRENCY};
 pub use records::{ImageRecord, LayerRecord, RecordError};
 pub use reference::{Reference, ReferenceError};
 pub use registry::{RegistryConfig, RegistryConfigError};
-pub use resolve::{decode_document, plan_image, Document, ImageManifest, ImagePlan};
-pub use store::{ImageError, ImageStore, ImportOptions, MIN_DIGEST_PREFIX};
+pub use resolve::{decode_document, plan_image, Document, ImageManifest, ImagePlan, ResolveError};
+pub use store::{ImageStore, ImportOptions, MIN_DIGEST_PREFIX};
 pub use unpack::{unpack, UnpackError};

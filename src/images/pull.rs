@@ -5,23 +5,21 @@
 //! commit path. Errors name the reference and, where one is involved, the digest.
 
 use std::collections::HashMap;
-use std::fmt;
-use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Instant;
 
 use super::archive::{BlobData, PlannedImage, PlannedLayer};
-use super::client::{Client, FetchedManifest, RetryPolicy};
+use super::client::{Client, FetchedManifest, RegistryError, RetryPolicy};
 use super::digest::Digest;
+use super::error::{ImageError, PullError};
 use super::manifest::HostPlatform;
 use super::records::ImageRecord;
 use super::reference::Reference;
 use super::registry::{RegistryConfig, Source};
-use super::resolve::{decode_document, plan_image, Document};
-use super::store::{ImageError, ImageStore};
-use crate::httpclient::HttpError;
+use super::resolve::{decode_document, plan_image, Document, ResolveError};
+use super::store::ImageStore;
 
 /// Concurrent layer downloads per pull.
 pub const PULL_CONCURRENCY: usize = 3;
@@ -29,149 +27,6 @@ pub const PULL_CONCURRENCY: usize = 3;
 const MAX_INDEX_HOPS: usize = 4;
 /// Age after which an abandoned download in `tmp/pulls` is removed.
 const STALE_DOWNLOAD: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
-
-/// What a request was for, in error messages.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum What {
-    Manifest(String),
-    Blob(String),
-}
-
-impl fmt::Display for What {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            What::Manifest(m) => write!(f, "manifest {m}"),
-            What::Blob(d) => write!(f, "blob {d}"),
-        }
-    }
-}
-
-/// Errors of a pull.
-#[derive(Debug, thiserror::Error)]
-pub enum PullError {
-    #[error("pull {reference}: {what} from {registry}: {source} (after {attempts} attempts)")]
-    Transport {
-        reference: String,
-        registry: String,
-        what: What,
-        source: HttpError,
-        attempts: u32,
-    },
-    #[error("pull {reference}: {what} from {registry}: HTTP {status} (after {attempts} attempts)")]
-    Status {
-        reference: String,
-        registry: String,
-        what: What,
-        status: u16,
-        attempts: u32,
-    },
-    #[error("pull {reference}: {what} from {registry}: HTTP {status}, access denied (check the credentials in registries.yaml or config.json)")]
-    Unauthorized {
-        reference: String,
-        registry: String,
-        what: What,
-        status: u16,
-    },
-    #[error("pull {reference}: {what} not found on {registry}")]
-    NotFound {
-        reference: String,
-        registry: String,
-        what: What,
-    },
-    #[error("pull {reference}: token from {realm}: {source}")]
-    Token {
-        reference: String,
-        realm: String,
-        source: TokenError,
-    },
-    #[error("pull {reference}: tls setup for {host}: {detail}")]
-    Tls {
-        reference: String,
-        host: String,
-        detail: String,
-    },
-    #[error("pull {reference}: {digest} does not match its content: content digest is {actual}")]
-    DigestMismatch {
-        reference: String,
-        digest: Digest,
-        actual: Digest,
-    },
-    #[error("pull {reference}: blob {digest} from {registry} is truncated: got {got} of {expected} bytes: {detail}")]
-    Truncated {
-        reference: String,
-        registry: String,
-        digest: Digest,
-        expected: u64,
-        got: u64,
-        detail: String,
-    },
-    #[error("pull {reference}: blob {digest} is larger than its descriptor's {expected} bytes")]
-    SizeMismatch {
-        reference: String,
-        digest: Digest,
-        expected: u64,
-    },
-    #[error("pull {reference}: {what} is larger than the {limit}-byte limit")]
-    TooLarge {
-        reference: String,
-        what: What,
-        limit: u64,
-    },
-    #[error("pull {reference}: {what} {digest} has unsupported media type {media_type:?}")]
-    UnsupportedMediaType {
-        reference: String,
-        what: &'static str,
-        digest: String,
-        media_type: String,
-    },
-    #[error("pull {reference}: manifest {digest} is invalid: {detail}")]
-    BadManifest {
-        reference: String,
-        digest: String,
-        detail: String,
-    },
-    #[error("pull {reference}: no image for platform {wanted} in index {digest}; available: {available}")]
-    NoMatchingPlatform {
-        reference: String,
-        digest: String,
-        wanted: String,
-        available: String,
-    },
-    #[error("pull {reference}: writing blob {digest} to {path}: {source}")]
-    Write {
-        reference: String,
-        digest: String,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("pull {reference}: storing image {digest}: {source}")]
-    Commit {
-        reference: String,
-        digest: String,
-        #[source]
-        source: Box<ImageError>,
-    },
-    #[error("pull {reference}: cancelled after another download failed")]
-    Cancelled { reference: String },
-}
-
-/// Why a bearer token could not be had from a registry's token realm.
-#[derive(Debug, thiserror::Error)]
-pub enum TokenError {
-    #[error("bad realm: {0}")]
-    BadRealm(String),
-    #[error("refusing a plain http token realm for an https registry")]
-    InsecureRealm,
-    #[error("{source} (after {attempts} attempts)")]
-    Http { source: HttpError, attempts: u32 },
-    #[error("HTTP {0}")]
-    Status(u16),
-    #[error("response is not a token: {0}")]
-    Json(String),
-    #[error("response holds no token")]
-    NoToken,
-}
 
 /// Pull progress reported to the caller's callback (on the calling thread).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -311,7 +166,7 @@ impl ImageStore {
         progress: &mut dyn FnMut(&PullProgress),
     ) -> Result<HashMap<Digest, PathBuf>, PullError> {
         let dir = self.pulls_dir();
-        std::fs::create_dir_all(&dir).map_err(|source| PullError::Write {
+        std::fs::create_dir_all(&dir).map_err(|source| RegistryError::Write {
             reference: name.to_string(),
             digest: res.manifest.digest.to_string(),
             path: dir.clone(),
@@ -367,7 +222,7 @@ impl ImageStore {
                     results
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
-                        .push(r.map(|p| (l.digest.clone(), p)));
+                        .push(r.map(|p| (l.digest.clone(), p)).map_err(PullError::from));
                     if failed {
                         cancel.store(true, Ordering::Relaxed);
                         break;
@@ -386,7 +241,7 @@ impl ImageStore {
                 Ok((d, p)) => {
                     files.insert(d, p);
                 }
-                Err(PullError::Cancelled { .. }) => {}
+                Err(PullError::Registry(RegistryError::Cancelled { .. })) => {}
                 Err(e) => {
                     first_err.get_or_insert(e);
                 }
@@ -454,9 +309,10 @@ fn resolve(
             }
         }
     }
-    Err(PullError::BadManifest {
+    Err(ResolveError::BadManifest {
         reference: name.to_string(),
         digest: doc.digest.to_string(),
         detail: format!("more than {MAX_INDEX_HOPS} nested indexes"),
-    })
+    }
+    .into())
 }

@@ -12,7 +12,32 @@ use super::manifest::{
     is_index_media_type, HostPlatform, RawConfig, RawIndex, RawManifest, MT_OCI_CONFIG,
     MT_OCI_MANIFEST,
 };
-use super::pull::PullError;
+
+/// A registry document (manifest, index, config) that cannot be pulled; `reference` names
+/// the image pulled.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    #[error("pull {reference}: {what} {digest} has unsupported media type {media_type:?}")]
+    UnsupportedMediaType {
+        reference: String,
+        what: &'static str,
+        digest: String,
+        media_type: String,
+    },
+    #[error("pull {reference}: manifest {digest} is invalid: {detail}")]
+    BadManifest {
+        reference: String,
+        digest: String,
+        detail: String,
+    },
+    #[error("pull {reference}: no image for platform {wanted} in index {digest}; available: {available}")]
+    NoMatchingPlatform {
+        reference: String,
+        digest: String,
+        wanted: String,
+        available: String,
+    },
+}
 
 const MT_DOCKER_CONFIG: &str = "application/vnd.docker.container.image.v1+json";
 
@@ -49,22 +74,22 @@ pub fn decode_document(
     name: &str,
     doc: &FetchedManifest,
     host: &HostPlatform,
-) -> Result<Document, PullError> {
-    let bad = |detail: String| PullError::BadManifest {
+) -> Result<Document, ResolveError> {
+    let bad = |detail: String| ResolveError::BadManifest {
         reference: name.to_string(),
         digest: doc.digest.to_string(),
         detail,
     };
     if is_index(name, doc)? {
         let index: RawIndex = serde_json::from_slice(&doc.bytes).map_err(|e| bad(e.to_string()))?;
-        let chosen =
-            host.select(&index.manifests)
-                .map_err(|available| PullError::NoMatchingPlatform {
-                    reference: name.to_string(),
-                    digest: doc.digest.to_string(),
-                    wanted: host.to_string(),
-                    available,
-                })?;
+        let chosen = host.select(&index.manifests).map_err(|available| {
+            ResolveError::NoMatchingPlatform {
+                reference: name.to_string(),
+                digest: doc.digest.to_string(),
+                wanted: host.to_string(),
+                available,
+            }
+        })?;
         let chosen = Digest::parse(&chosen.digest)
             .map_err(|_| bad(format!("invalid digest {:?}", chosen.digest)))?;
         return Ok(Document::Index { chosen });
@@ -75,7 +100,7 @@ pub fn decode_document(
     }
     let config_mt = m.config.media_type.as_deref().unwrap_or(MT_OCI_CONFIG);
     if config_mt != MT_OCI_CONFIG && config_mt != MT_DOCKER_CONFIG {
-        return Err(PullError::UnsupportedMediaType {
+        return Err(ResolveError::UnsupportedMediaType {
             reference: name.to_string(),
             what: "config",
             digest: m.config.digest.clone(),
@@ -84,14 +109,14 @@ pub fn decode_document(
     }
     let config = Digest::parse(&m.config.digest)
         .map_err(|_| bad(format!("invalid config digest {:?}", m.config.digest)))?;
-    let size = |digest: &str, size: i64| -> Result<u64, PullError> {
+    let size = |digest: &str, size: i64| -> Result<u64, ResolveError> {
         u64::try_from(size).map_err(|_| bad(format!("negative size for {digest}")))
     };
     let mut layers = Vec::new();
     for l in &m.layers {
         let mt = l.media_type.as_deref().unwrap_or("");
         if !is_layer_media_type(mt) {
-            return Err(PullError::UnsupportedMediaType {
+            return Err(ResolveError::UnsupportedMediaType {
                 reference: name.to_string(),
                 what: "layer",
                 digest: l.digest.clone(),
@@ -115,8 +140,8 @@ pub fn plan_image(
     name: &str,
     manifest: &ImageManifest,
     config: &[u8],
-) -> Result<ImagePlan, PullError> {
-    let bad_config = |detail: String| PullError::BadManifest {
+) -> Result<ImagePlan, ResolveError> {
+    let bad_config = |detail: String| ResolveError::BadManifest {
         reference: name.to_string(),
         digest: manifest.config.to_string(),
         detail,
@@ -124,7 +149,7 @@ pub fn plan_image(
     let c: RawConfig =
         serde_json::from_slice(config).map_err(|e| bad_config(format!("image config: {e}")))?;
     if c.rootfs.diff_ids.len() != manifest.layers.len() {
-        return Err(PullError::BadManifest {
+        return Err(ResolveError::BadManifest {
             reference: name.to_string(),
             digest: manifest.digest.to_string(),
             detail: format!(
@@ -153,8 +178,8 @@ pub fn plan_image(
 
 /// Whether `doc` is an index: by its media type, else (OCI allows documents without one) by
 /// its shape.
-fn is_index(name: &str, doc: &FetchedManifest) -> Result<bool, PullError> {
-    let unsupported = |media_type: &str| PullError::UnsupportedMediaType {
+fn is_index(name: &str, doc: &FetchedManifest) -> Result<bool, ResolveError> {
+    let unsupported = |media_type: &str| ResolveError::UnsupportedMediaType {
         reference: name.to_string(),
         what: "manifest",
         digest: doc.digest.to_string(),
@@ -166,7 +191,7 @@ fn is_index(name: &str, doc: &FetchedManifest) -> Result<bool, PullError> {
         Some(other) => Err(unsupported(other)),
         None => {
             let v: serde_json::Value =
-                serde_json::from_slice(&doc.bytes).map_err(|e| PullError::BadManifest {
+                serde_json::from_slice(&doc.bytes).map_err(|e| ResolveError::BadManifest {
                     reference: name.to_string(),
                     digest: doc.digest.to_string(),
                     detail: e.to_string(),

@@ -18,12 +18,11 @@ use super::archive::{
 };
 use super::blobs::{unique_tmp_name, BlobError, BlobStore, Spooled};
 use super::digest::Digest;
-use super::layer::{LayerError, Layers};
+use super::error::ImageError;
+use super::layer::Layers;
 use super::manifest::{HostPlatform, RawConfig, RawManifest};
-use super::pull::PullError;
-use super::records::{now_rfc3339, ImageRecord, LayerRecord, Leases, RecordError, Records};
+use super::records::{now_rfc3339, ImageRecord, LayerRecord, Leases, Records};
 use super::reference::{Reference, ReferenceError};
-use super::registry::RegistryConfigError;
 
 /// Minimum length of a digest hex prefix accepted by `resolve`.
 pub const MIN_DIGEST_PREFIX: usize = 12;
@@ -31,73 +30,6 @@ pub const MIN_DIGEST_PREFIX: usize = 12;
 const PRELOAD_STATE: &str = ".imported.json";
 /// Directory under `tmp/` holding pull downloads; not removed as a leftover.
 const PULLS_DIR: &str = "pulls";
-
-/// Errors of the image store.
-#[derive(Debug, thiserror::Error)]
-pub enum ImageError {
-    #[error(transparent)]
-    Reference(#[from] ReferenceError),
-    #[error(transparent)]
-    Archive(#[from] ArchiveError),
-    #[error(transparent)]
-    Blob(#[from] BlobError),
-    #[error(transparent)]
-    Layer(#[from] LayerError),
-    #[error(transparent)]
-    Record(#[from] RecordError),
-    #[error("image store i/o on {path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("locking image store {path}: {source}")]
-    Lock {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("image {digest} in {archive} has no name: pass a reference to name it")]
-    NoName { archive: PathBuf, digest: String },
-    #[error(
-        "image {digest} in {archive} is named only by tag {tag:?}: pass a reference to name it"
-    )]
-    TagOnly {
-        archive: PathBuf,
-        digest: String,
-        tag: String,
-    },
-    #[error("archive {archive} holds {count} images: a single reference cannot name them all")]
-    ReferenceForManyImages { archive: PathBuf, count: usize },
-    #[error("reference {reference} pins digest {expected} but the archive's image is {actual}")]
-    ReferenceDigestMismatch {
-        reference: String,
-        expected: String,
-        actual: String,
-    },
-    #[error("image {query:?} not found")]
-    NotFound { query: String },
-    #[error("{query:?} matches several images: {matches}")]
-    Ambiguous { query: String, matches: String },
-    #[error("image {reference} ({digest}) is in use by {holders}: stop them first")]
-    Leased {
-        reference: String,
-        digest: String,
-        holders: String,
-    },
-    #[error("image record {reference} has a malformed digest")]
-    BadRecord { reference: String },
-    #[error(transparent)]
-    Pull(#[from] PullError),
-    #[error(transparent)]
-    RegistryConfig(#[from] RegistryConfigError),
-    #[error("image config {digest} is invalid: {source}")]
-    Config {
-        digest: String,
-        #[source]
-        source: serde_json::Error,
-    },
-}
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> ImageError + '_ {
     move |source| ImageError::Io {

@@ -1,4 +1,5 @@
-//! UTC timestamps for CRI logs, computed from `SystemTime` with the civil-from-days algorithm
+//! UTC timestamps, the crate's one time formatter (used by logs, records, pod annotations and
+//! container status), computed from `SystemTime` with the civil-from-days algorithm
 //! (no calendar crate): record timestamps in containerd's fixed-width RFC3339Nano form
 //! (`2024-01-02T03:04:05.123456789Z`), rotation suffixes (`20240102-030405`), and the shape
 //! check applied to timestamps read back from a log file.
@@ -71,6 +72,21 @@ pub fn format_timestamp(t: SystemTime) -> String {
     format!(
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:09}Z",
         c.year, c.month, c.day, c.hour, c.minute, c.second, c.nanos
+    )
+}
+
+/// The current time as [`format_timestamp`] gives it (RFC 3339 with nanoseconds, UTC): the
+/// form of container and pod times and the static pods' `kubernetes.io/config.seen`.
+pub fn now_rfc3339() -> String {
+    format_timestamp(SystemTime::now())
+}
+
+/// Formats `t` as RFC 3339 UTC with whole seconds (`2024-01-02T03:04:05Z`), truncating.
+pub fn format_timestamp_secs(t: SystemTime) -> String {
+    let c = civil(t);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        c.year, c.month, c.day, c.hour, c.minute, c.second
     )
 }
 
@@ -153,6 +169,18 @@ pub fn validate_timestamp(ts: &[u8]) -> Result<(), &'static str> {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn whole_second_timestamps() {
+        let at = |secs| format_timestamp_secs(UNIX_EPOCH + Duration::from_secs(secs));
+        assert_eq!(at(0), "1970-01-01T00:00:00Z");
+        assert_eq!(at(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(at(1_700_000_000), "2023-11-14T22:13:20Z");
+        assert_eq!(
+            format_timestamp_secs(UNIX_EPOCH + Duration::new(1_700_000_000, 999_999_999)),
+            "2023-11-14T22:13:20Z"
+        );
+    }
 
     fn at(secs: i64, nanos: u32) -> SystemTime {
         if secs >= 0 {

@@ -17,10 +17,42 @@ use k8s_openapi::api::core::v1::Pod;
 use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_saphyr::{Location, Spanned};
-use sha2::{Digest, Sha256};
 
-use super::validation::{self, FieldError, ValidationOptions};
-use crate::security::NodeSecurity;
+/// One problem with one field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// The field path, e.g. `spec.containers[0].image`.
+    pub field: String,
+    pub message: String,
+    /// Where the field (or its closest written ancestor) is in the manifest text.
+    pub pos: Option<TextPos>,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        FieldError {
+            field: field.into(),
+            message: message.into(),
+            pos: None,
+        }
+    }
+
+    /// The same error located at `pos`.
+    pub fn at(mut self, pos: Option<TextPos>) -> Self {
+        self.pos = pos;
+        self
+    }
+}
+
+/// `:line:column: field: message` (the caller prefixes the source name).
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(p) = self.pos {
+            write!(f, ":{}:{}", p.line, p.column)?;
+        }
+        write!(f, ": {}: {}", self.field, self.message)
+    }
+}
 
 /// Largest manifest accepted (the kubelet's maxConfigLength).
 pub const MAX_MANIFEST_BYTES: usize = 10 * 1024 * 1024;
@@ -632,138 +664,9 @@ pub fn parse_pod(data: &[u8], source_name: &str) -> Result<Pod, ManifestError> {
     }
 }
 
-/// Reads a manifest file for `podvisor play`: the same parsing and validation as static pods,
-/// but the name stays as written (no node suffix) and no kubelet annotations are added;
-/// namespace `default` and a deterministic UID are applied.
-pub fn load_pod_file(path: &Path, security: &NodeSecurity) -> Result<Pod, ManifestError> {
-    let data = read_manifest_file(path)?;
-    super::static_pod::load_manifest_for_play(&data, &path.display().to_string(), security)
-        .map(|p| p.pod)
-}
-
-/// RFC 1123 DNS label: lowercase alphanumerics and '-', 1-63 characters, alphanumeric ends.
-pub fn is_dns1123_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-/// RFC 1123 DNS subdomain: dot-separated labels, at most 253 characters.
-pub fn is_dns1123_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_label)
-}
-
-/// Validates a parsed Pod as a static pod (its name as written), reporting every problem
-/// (without line numbers: use [`super::static_pod::load_manifest`] for those).
-pub fn validate(pod: &Pod, source_name: &str) -> Result<(), ManifestError> {
-    let errors = validation::validate_pod(pod, &ValidationOptions::default());
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(ManifestError::Invalid {
-            source_name: source_name.into(),
-            errors,
-        })
-    }
-}
-
-/// The API server's default `imagePullPolicy` for `image` (`SetDefaults_Container`): `Always`
-/// when the tag is `latest` or there is no tag (and no digest), otherwise `IfNotPresent`.
-pub fn default_pull_policy(image: &str) -> &'static str {
-    let (name, has_digest) = match image.split_once('@') {
-        Some((n, _)) => (n, true),
-        None => (image, false),
-    };
-    let last = name.rsplit('/').next().unwrap_or(name);
-    match last.split_once(':') {
-        Some((_, "latest")) => "Always",
-        Some(_) => "IfNotPresent",
-        None if has_digest => "IfNotPresent",
-        None => "Always",
-    }
-}
-
-/// Applies the defaults a pod gets without a node: namespace `default`, unless set a UID
-/// derived from the source and the manifest bytes (the same manifest always gets the same UID),
-/// and the default pull policies.
-pub fn apply_defaults(pod: &mut Pod, source_name: &str, data: &[u8]) {
-    if pod.metadata.namespace.as_deref().unwrap_or("").is_empty() {
-        pod.metadata.namespace = Some("default".into());
-    }
-    if pod.metadata.uid.as_deref().unwrap_or("").is_empty() {
-        let mut h = Sha256::new();
-        h.update(source_name.as_bytes());
-        h.update([0u8]);
-        h.update(data);
-        pod.metadata.uid = Some(hex::encode(&h.finalize()[..16]));
-    }
-    default_pull_policies(pod);
-}
-
-/// Sets every container's unset `imagePullPolicy` to [`default_pull_policy`] of its image.
-pub fn default_pull_policies(pod: &mut Pod) {
-    if let Some(spec) = pod.spec.as_mut() {
-        let inits = spec.init_containers.iter_mut().flatten();
-        for c in inits.chain(spec.containers.iter_mut()) {
-            if c.image_pull_policy.as_deref().unwrap_or("").is_empty() {
-                let policy = default_pull_policy(c.image.as_deref().unwrap_or(""));
-                c.image_pull_policy = Some(policy.to_string());
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const GOOD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    image: busybox\n    resources:\n      limits: {memory: 64Mi, cpu: 500m}\n";
-
-    #[test]
-    fn parses_and_defaults_a_pod() {
-        let mut pod = parse_pod(GOOD.as_bytes(), "web.yaml").expect("parse");
-        validate(&pod, "web.yaml").expect("valid");
-        apply_defaults(&mut pod, "web.yaml", GOOD.as_bytes());
-        assert_eq!(pod.metadata.namespace.as_deref(), Some("default"));
-        let uid = pod.metadata.uid.clone().expect("uid");
-        assert_eq!(uid.len(), 32);
-        let mut again = parse_pod(GOOD.as_bytes(), "web.yaml").expect("parse");
-        apply_defaults(&mut again, "web.yaml", GOOD.as_bytes());
-        assert_eq!(again.metadata.uid, Some(uid));
-        let limits = pod.spec.expect("spec").containers[0]
-            .resources
-            .clone()
-            .expect("resources")
-            .limits
-            .expect("limits");
-        assert_eq!(limits["memory"].0, "64Mi");
-    }
-
-    #[test]
-    fn pull_policy_defaults_like_the_api_server() {
-        for (image, want) in [
-            ("busybox", "Always"),
-            ("busybox:latest", "Always"),
-            ("busybox:1.36", "IfNotPresent"),
-            ("registry.local:5000/app", "Always"),
-            ("registry.local:5000/app:2", "IfNotPresent"),
-            ("registry.local:5000/app:latest", "Always"),
-            ("busybox@sha256:0123", "IfNotPresent"),
-            ("busybox:latest@sha256:0123", "Always"),
-        ] {
-            assert_eq!(default_pull_policy(image), want, "{image}");
-        }
-        let mut pod = parse_pod(GOOD.as_bytes(), "web.yaml").expect("parse");
-        apply_defaults(&mut pod, "web.yaml", GOOD.as_bytes());
-        let spec = pod.spec.expect("spec");
-        assert_eq!(
-            spec.containers[0].image_pull_policy.as_deref(),
-            Some("Always")
-        );
-    }
 
     #[test]
     fn json_manifests_parse_too() {
@@ -823,22 +726,6 @@ mod tests {
             start.elapsed()
         );
         assert!(err.to_string().starts_with("bomb.yaml"), "{err}");
-    }
-
-    #[test]
-    fn validation_names_the_field() {
-        let cases = [
-            ("metadata: {name: Web}\nspec: {containers: [{name: a, image: b}]}\n", "metadata.name"),
-            ("metadata: {name: w}\nspec: {containers: []}\n", "spec.containers"),
-            ("metadata: {name: w}\nspec: {containers: [{name: a}]}\n", "spec.containers[0].image"),
-            ("metadata: {name: w}\nspec: {initContainers: [{name: a, image: x}], containers: [{name: a, image: b}]}\n", "spec.containers[0].name"),
-            ("metadata: {name: w}\n", "spec"),
-        ];
-        for (y, field) in cases {
-            let pod = parse_pod(y.as_bytes(), "v.yaml").expect("parse");
-            let msg = validate(&pod, "v.yaml").expect_err(y).to_string();
-            assert!(msg.contains(&format!(": {field}:")), "{field} not in {msg}");
-        }
     }
 
     #[test]

@@ -15,10 +15,11 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, Pod, ResourceRequirements};
+use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use super::quantity::{parse_bytes, parse_nanos, QuantityError};
+use super::quantity::{parse_bytes, parse_nanos};
+use super::resources::{aggregate_container_requests, effective_requests, ResourceError};
 
 /// The three Kubernetes QoS classes (serialized as `status.qosClass` spells them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -50,16 +51,11 @@ impl QosClass {
     }
 }
 
-/// A resource quantity in the pod could not be read.
+/// A resource quantity in the pod could not be read, or the node's capacity is unknown.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QosError {
-    #[error("{field}: {source}")]
-    Quantity {
-        field: String,
-        source: QuantityError,
-    },
-    #[error("pod has no spec")]
-    MissingSpec,
+    #[error(transparent)]
+    Resource(#[from] ResourceError),
     #[error("node memory capacity is zero")]
     ZeroCapacity,
 }
@@ -71,17 +67,6 @@ pub const BEST_EFFORT_OOM_SCORE_ADJ: i32 = 1000;
 
 const QOS_RESOURCES: [&str; 2] = ["cpu", "memory"];
 
-/// A container's requests after defaulting them to its limits, as the API server does.
-pub fn effective_requests(r: Option<&ResourceRequirements>) -> BTreeMap<String, Quantity> {
-    let mut requests = r.and_then(|r| r.requests.clone()).unwrap_or_default();
-    if let Some(limits) = r.and_then(|r| r.limits.as_ref()) {
-        for (name, q) in limits {
-            requests.entry(name.clone()).or_insert_with(|| q.clone());
-        }
-    }
-    requests
-}
-
 /// Adds the positive cpu/memory quantities of `list` into `sums` (nano units); returns the
 /// names that were positive.
 fn accumulate(
@@ -92,7 +77,7 @@ fn accumulate(
     let mut found = Vec::new();
     for name in QOS_RESOURCES {
         let Some(q) = list.get(name) else { continue };
-        let v = parse_nanos(q).map_err(|source| QosError::Quantity {
+        let v = parse_nanos(q).map_err(|source| ResourceError::Quantity {
             field: format!("{field}.{name}"),
             source,
         })?;
@@ -107,7 +92,7 @@ fn accumulate(
 
 /// Computes the pod's QoS class like `ComputePodQOS`.
 pub fn qos_class(pod: &Pod) -> Result<QosClass, QosError> {
-    let spec = pod.spec.as_ref().ok_or(QosError::MissingSpec)?;
+    let spec = pod.spec.as_ref().ok_or(ResourceError::MissingSpec)?;
     let mut requests = BTreeMap::new();
     let mut limits = BTreeMap::new();
     let mut guaranteed = true;
@@ -177,12 +162,13 @@ pub fn qos_class(pod: &Pod) -> Result<QosClass, QosError> {
 fn memory_request(c: &Container, path: &str) -> Result<i128, QosError> {
     match effective_requests(c.resources.as_ref()).get("memory") {
         None => Ok(0),
-        Some(q) => parse_bytes(q)
-            .map(i128::from)
-            .map_err(|source| QosError::Quantity {
+        Some(q) => parse_bytes(q).map(i128::from).map_err(|source| {
+            ResourceError::Quantity {
                 field: format!("{path}.resources.requests.memory"),
                 source,
-            }),
+            }
+            .into()
+        }),
     }
 }
 
@@ -191,11 +177,11 @@ fn memory_request(c: &Container, path: &str) -> Result<i128, QosError> {
 /// pod-level memory request).
 fn remaining_pod_memory_per_container(pod: &Pod) -> Result<i128, QosError> {
     let Some(spec) = pod.spec.as_ref() else {
-        return Err(QosError::MissingSpec);
+        return Err(ResourceError::MissingSpec.into());
     };
     let pod_request = match effective_requests(spec.resources.as_ref()).get("memory") {
         None => return Ok(0),
-        Some(q) => parse_bytes(q).map_err(|source| QosError::Quantity {
+        Some(q) => parse_bytes(q).map_err(|source| ResourceError::Quantity {
             field: "spec.resources.requests.memory".into(),
             source,
         })?,
@@ -207,14 +193,7 @@ fn remaining_pod_memory_per_container(pod: &Pod) -> Result<i128, QosError> {
     if containers == 0 {
         return Ok(0);
     }
-    let aggregated =
-        crate::cgroups::resources::aggregate_container_requests(pod).map_err(|e| match e {
-            crate::cgroups::resources::ResourceError::Quantity { field, source } => {
-                QosError::Quantity { field, source }
-            }
-            crate::cgroups::resources::ResourceError::Qos(q) => q,
-            crate::cgroups::resources::ResourceError::MissingSpec => QosError::MissingSpec,
-        })?;
+    let aggregated = aggregate_container_requests(pod)?;
     let containers = i128::try_from(containers).unwrap_or(i128::MAX);
     Ok((i128::from(pod_request) - i128::from(aggregated.memory_bytes)) / containers)
 }
@@ -256,7 +235,7 @@ pub fn oom_score_adj(
         &format!("container {:?}", container.name),
     )?);
     if is_sidecar(pod, container) {
-        let spec = pod.spec.as_ref().ok_or(QosError::MissingSpec)?;
+        let spec = pod.spec.as_ref().ok_or(ResourceError::MissingSpec)?;
         let mut min_request: Option<i128> = None;
         for (i, c) in spec.containers.iter().enumerate() {
             let r = memory_request(c, &format!("spec.containers[{i}]"))?;

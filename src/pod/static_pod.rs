@@ -19,8 +19,8 @@ use std::path::Path;
 use k8s_openapi::api::core::v1::{Pod, Toleration};
 use sha2::{Digest, Sha256};
 
-use super::manifest::{self, ManifestError, RawNode};
-use super::validation::{self, FieldError, ValidationOptions};
+use super::manifest::{self, FieldError, ManifestError, RawNode};
+use super::validation::{self, ValidationOptions};
 use crate::security::NodeSecurity;
 
 /// Annotation naming the source kind (`file` or `http`).
@@ -129,7 +129,7 @@ pub fn validate_file(
         &path.display().to_string(),
         SourceKind::File,
         node_name,
-        &crate::runtime::now_rfc3339(),
+        &crate::logs::timestamp::now_rfc3339(),
         security,
     )
 }
@@ -415,7 +415,7 @@ fn build(
     if pod.metadata.namespace.as_deref().unwrap_or("").is_empty() {
         pod.metadata.namespace = Some("default".into());
     }
-    manifest::default_pull_policies(&mut pod);
+    default_pull_policies(&mut pod);
     let full_name = format!(
         "{}/{}",
         pod.metadata.namespace.as_deref().unwrap_or(""),
@@ -484,9 +484,108 @@ fn add_no_execute_toleration(tolerations: &mut Option<Vec<Toleration>>) {
     }
 }
 
+/// Reads a manifest file for `podvisor play`: the same parsing and validation as static pods,
+/// but the name stays as written (no node suffix) and no kubelet annotations are added;
+/// namespace `default` and a deterministic UID are applied.
+pub fn load_pod_file(path: &Path, security: &NodeSecurity) -> Result<Pod, ManifestError> {
+    let data = manifest::read_manifest_file(path)?;
+    load_manifest_for_play(&data, &path.display().to_string(), security).map(|p| p.pod)
+}
+
+/// The API server's default `imagePullPolicy` for `image` (`SetDefaults_Container`): `Always`
+/// when the tag is `latest` or there is no tag (and no digest), otherwise `IfNotPresent`.
+pub fn default_pull_policy(image: &str) -> &'static str {
+    let (name, has_digest) = match image.split_once('@') {
+        Some((n, _)) => (n, true),
+        None => (image, false),
+    };
+    let last = name.rsplit('/').next().unwrap_or(name);
+    match last.split_once(':') {
+        Some((_, "latest")) => "Always",
+        Some(_) => "IfNotPresent",
+        None if has_digest => "IfNotPresent",
+        None => "Always",
+    }
+}
+
+/// Applies the defaults a pod gets without a node: namespace `default`, unless set a UID
+/// derived from the source and the manifest bytes (the same manifest always gets the same UID),
+/// and the default pull policies.
+pub fn apply_defaults(pod: &mut Pod, source_name: &str, data: &[u8]) {
+    if pod.metadata.namespace.as_deref().unwrap_or("").is_empty() {
+        pod.metadata.namespace = Some("default".into());
+    }
+    if pod.metadata.uid.as_deref().unwrap_or("").is_empty() {
+        let mut h = Sha256::new();
+        h.update(source_name.as_bytes());
+        h.update([0u8]);
+        h.update(data);
+        pod.metadata.uid = Some(hex::encode(&h.finalize()[..16]));
+    }
+    default_pull_policies(pod);
+}
+
+/// Sets every container's unset `imagePullPolicy` to [`default_pull_policy`] of its image.
+pub fn default_pull_policies(pod: &mut Pod) {
+    if let Some(spec) = pod.spec.as_mut() {
+        let inits = spec.init_containers.iter_mut().flatten();
+        for c in inits.chain(spec.containers.iter_mut()) {
+            if c.image_pull_policy.as_deref().unwrap_or("").is_empty() {
+                let policy = default_pull_policy(c.image.as_deref().unwrap_or(""));
+                c.image_pull_policy = Some(policy.to_string());
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const GOOD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    image: busybox\n    resources:\n      limits: {memory: 64Mi, cpu: 500m}\n";
+
+    #[test]
+    fn parses_and_defaults_a_pod() {
+        let mut pod = manifest::parse_pod(GOOD.as_bytes(), "web.yaml").expect("parse");
+        validation::validate(&pod, "web.yaml").expect("valid");
+        apply_defaults(&mut pod, "web.yaml", GOOD.as_bytes());
+        assert_eq!(pod.metadata.namespace.as_deref(), Some("default"));
+        let uid = pod.metadata.uid.clone().expect("uid");
+        assert_eq!(uid.len(), 32);
+        let mut again = manifest::parse_pod(GOOD.as_bytes(), "web.yaml").expect("parse");
+        apply_defaults(&mut again, "web.yaml", GOOD.as_bytes());
+        assert_eq!(again.metadata.uid, Some(uid));
+        let limits = pod.spec.expect("spec").containers[0]
+            .resources
+            .clone()
+            .expect("resources")
+            .limits
+            .expect("limits");
+        assert_eq!(limits["memory"].0, "64Mi");
+    }
+
+    #[test]
+    fn pull_policy_defaults_like_the_api_server() {
+        for (image, want) in [
+            ("busybox", "Always"),
+            ("busybox:latest", "Always"),
+            ("busybox:1.36", "IfNotPresent"),
+            ("registry.local:5000/app", "Always"),
+            ("registry.local:5000/app:2", "IfNotPresent"),
+            ("registry.local:5000/app:latest", "Always"),
+            ("busybox@sha256:0123", "IfNotPresent"),
+            ("busybox:latest@sha256:0123", "Always"),
+        ] {
+            assert_eq!(default_pull_policy(image), want, "{image}");
+        }
+        let mut pod = manifest::parse_pod(GOOD.as_bytes(), "web.yaml").expect("parse");
+        apply_defaults(&mut pod, "web.yaml", GOOD.as_bytes());
+        let spec = pod.spec.expect("spec");
+        assert_eq!(
+            spec.containers[0].image_pull_policy.as_deref(),
+            Some("Always")
+        );
+    }
 
     const NOW: &str = "2025-01-02T03:04:05Z";
 
@@ -1181,18 +1280,18 @@ status: {}
         let pods = validate_file(&path, "edge-1", &NodeSecurity::default()).expect("valid");
         assert_eq!(pods[0].full_name, "default/web-edge-1");
         assert_eq!(pods[0].source, path.display().to_string());
-        let pod = manifest::load_pod_file(&path, &NodeSecurity::default()).expect("play");
+        let pod = load_pod_file(&path, &NodeSecurity::default()).expect("play");
         // play always accepted manifests without apiVersion/kind; wrong values are refused.
         std::fs::write(
             &path,
             "metadata: {name: p}\nspec: {containers: [{name: a, image: b}]}\n",
         )
         .expect("write");
-        let bare = manifest::load_pod_file(&path, &NodeSecurity::default())
-            .expect("play without apiVersion/kind");
+        let bare =
+            load_pod_file(&path, &NodeSecurity::default()).expect("play without apiVersion/kind");
         assert_eq!(bare.metadata.name.as_deref(), Some("p"));
         std::fs::write(&path, "kind: Deployment\nmetadata: {name: p}\n").expect("write");
-        let msg = manifest::load_pod_file(&path, &NodeSecurity::default())
+        let msg = load_pod_file(&path, &NodeSecurity::default())
             .expect_err("deployment")
             .to_string();
         assert!(
@@ -1214,7 +1313,7 @@ status: {}
             manifest("    ports:\n    - containerPort: 70000", ""),
         )
         .expect("write");
-        let msg = manifest::load_pod_file(&path, &NodeSecurity::default())
+        let msg = load_pod_file(&path, &NodeSecurity::default())
             .expect_err("invalid")
             .to_string();
         assert!(

@@ -6,50 +6,13 @@
 //! by the caller, which has the manifest text ([`super::static_pod`]).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements, Volume};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use super::manifest::{is_dns1123_label, is_dns1123_subdomain, TextPos};
+use super::manifest::{FieldError, ManifestError};
 use super::quantity;
 use crate::security::{self, NodeSecurity};
-
-/// One problem with one field.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldError {
-    /// The field path, e.g. `spec.containers[0].image`.
-    pub field: String,
-    pub message: String,
-    /// Where the field (or its closest written ancestor) is in the manifest text.
-    pub pos: Option<TextPos>,
-}
-
-impl FieldError {
-    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        FieldError {
-            field: field.into(),
-            message: message.into(),
-            pos: None,
-        }
-    }
-
-    /// The same error located at `pos`.
-    pub fn at(mut self, pos: Option<TextPos>) -> Self {
-        self.pos = pos;
-        self
-    }
-}
-
-/// `:line:column: field: message` (the caller prefixes the source name).
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(p) = self.pos {
-            write!(f, ":{}:{}", p.line, p.column)?;
-        }
-        write!(f, ": {}: {}", self.field, self.message)
-    }
-}
 
 /// What the validation is told beyond the pod.
 #[derive(Debug, Clone, Default)]
@@ -82,6 +45,35 @@ pub fn validate_pod(pod: &Pod, opts: &ValidationOptions<'_>) -> Vec<FieldError> 
         v.push(e.field, e.message);
     }
     v.0
+}
+
+/// Validates a parsed Pod as a static pod (its name as written), reporting every problem
+/// (without line numbers: use [`super::static_pod::load_manifest`] for those).
+pub fn validate(pod: &Pod, source_name: &str) -> Result<(), ManifestError> {
+    let errors = validate_pod(pod, &ValidationOptions::default());
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ManifestError::Invalid {
+            source_name: source_name.into(),
+            errors,
+        })
+    }
+}
+
+/// RFC 1123 DNS label: lowercase alphanumerics and '-', 1-63 characters, alphanumeric ends.
+pub fn is_dns1123_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// RFC 1123 DNS subdomain: dot-separated labels, at most 253 characters.
+pub fn is_dns1123_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_label)
 }
 
 #[derive(Default)]
@@ -752,6 +744,22 @@ fn bracket(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn validation_names_the_field() {
+        let cases = [
+            ("metadata: {name: Web}\nspec: {containers: [{name: a, image: b}]}\n", "metadata.name"),
+            ("metadata: {name: w}\nspec: {containers: []}\n", "spec.containers"),
+            ("metadata: {name: w}\nspec: {containers: [{name: a}]}\n", "spec.containers[0].image"),
+            ("metadata: {name: w}\nspec: {initContainers: [{name: a, image: x}], containers: [{name: a, image: b}]}\n", "spec.containers[0].name"),
+            ("metadata: {name: w}\n", "spec"),
+        ];
+        for (y, field) in cases {
+            let pod = crate::pod::manifest::parse_pod(y.as_bytes(), "v.yaml").expect("parse");
+            let msg = validate(&pod, "v.yaml").expect_err(y).to_string();
+            assert!(msg.contains(&format!(": {field}:")), "{field} not in {msg}");
+        }
+    }
 
     #[test]
     fn port_names_follow_iana_svc_name() {

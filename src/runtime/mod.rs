@@ -103,7 +103,7 @@ pub enum RuntimeError {
     #[error("pod {pod}: resources: {source}")]
     PodResources {
         pod: String,
-        source: crate::cgroups::resources::ResourceError,
+        source: crate::cgroups::resources::PodCgroupConfigError,
     },
 }
 
@@ -270,6 +270,4 @@ pub trait Runtime: Send + Sync {
 }
 
 /// Current time as RFC 3339 with nanoseconds (UTC).
-pub fn now_rfc3339() -> String {
-    crate::logs::timestamp::format_timestamp(std::time::SystemTime::now())
-}
+pub use crate::logs::timestamp::now_rfc3339;

@@ -62,8 +62,9 @@ use oci_spec::runtime::{
 };
 
 use crate::cgroups::resources as cgroup_resources;
-use crate::pod::qos::{self, effective_requests, QosError};
+use crate::pod::qos::{self, QosError};
 use crate::pod::quantity::{parse_bytes, parse_cpu_millis, QuantityError};
+use crate::pod::resources::effective_requests;
 
 use crate::fsutil::{open_root, openat2_in_root};
 use crate::security::{self, apparmor, seccomp, NodeSecurity, Violation};

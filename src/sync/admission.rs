@@ -5,7 +5,7 @@
 
 use super::{podstatus, PodWorker, SyncLoop};
 use crate::cgroups::allocatable::{admit, Rejection};
-use crate::cgroups::resources::{pod_requests, Amounts};
+use crate::pod::resources::{pod_requests, Amounts};
 use crate::status::EventType;
 
 impl SyncLoop {

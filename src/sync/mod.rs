@@ -85,7 +85,7 @@ pub struct SyncConfig {
     pub store_dir: PathBuf,
     pub host_ip: String,
     /// Node allocatable for admission; `None` admits every pod.
-    pub allocatable: Option<crate::cgroups::resources::Amounts>,
+    pub allocatable: Option<crate::pod::resources::Amounts>,
     /// What the node offers for confinement: manifests are validated against it.
     pub security: crate::security::NodeSecurity,
 }

@@ -404,7 +404,7 @@ fn harness_with_images(rt: FakeRuntime, images: FakeImages, store_dir: PathBuf) 
 fn harness_allocatable(
     rt: FakeRuntime,
     store_dir: PathBuf,
-    allocatable: Option<crate::cgroups::resources::Amounts>,
+    allocatable: Option<crate::pod::resources::Amounts>,
 ) -> Harness {
     harness_full(rt, FakeImages::default(), store_dir, allocatable)
 }
@@ -413,7 +413,7 @@ fn harness_full(
     rt: FakeRuntime,
     images: FakeImages,
     store_dir: PathBuf,
-    allocatable: Option<crate::cgroups::resources::Amounts>,
+    allocatable: Option<crate::pod::resources::Amounts>,
 ) -> Harness {
     let done = Arc::new(Mutex::new(VecDeque::new()));
     let clock = FakeClock {
@@ -1170,7 +1170,7 @@ fn small_node(rt: FakeRuntime, dir: &tempfile::TempDir) -> Harness {
     harness_allocatable(
         rt,
         dir.path().join("static-pods"),
-        Some(crate::cgroups::resources::Amounts {
+        Some(crate::pod::resources::Amounts {
             cpu_millis: 1000,
             memory_bytes: 1 << 30,
         }),

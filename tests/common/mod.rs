@@ -473,14 +473,14 @@ pub fn reap_zombies_named(names: &[&str]) {
 /// Parses a manifest, validates it and gives it a unique UID.
 pub fn pod(yaml: &str) -> Pod {
     let mut pod = podvisor::pod::manifest::parse_pod(yaml.as_bytes(), "test.yaml").expect("parse");
-    podvisor::pod::manifest::validate(&pod, "test.yaml").expect("valid");
+    podvisor::pod::validation::validate(&pod, "test.yaml").expect("valid");
     let seed = format!(
         "{yaml}{}{}{:?}",
         std::process::id(),
         SEQ.fetch_add(1, Ordering::Relaxed),
         Instant::now()
     );
-    podvisor::pod::manifest::apply_defaults(&mut pod, &seed, yaml.as_bytes());
+    podvisor::pod::static_pod::apply_defaults(&mut pod, &seed, yaml.as_bytes());
     pod
 }
 

@@ -1,0 +1,248 @@
+//! resources: a pod's request and limit arithmetic, the kubelet's
+//! `component-helpers/resource/helpers.go`: a container's effective requests (requests
+//! defaulted to limits), a pod's effective requests and limits (`PodRequests` / `PodLimits`:
+//! app containers and sidecars summed, the largest init step if larger, pod-level
+//! `spec.resources` replacing the sum) and whether every container declares a limit.
+//!
+//! A leaf: QoS ([`super::qos`]), the pod cgroup values (`cgroups::resources`), admission and the
+//! OCI spec all read resources through it. Only `cpu` and `memory` are computed; pod overhead
+//! and hugepages are not supported by podvisor.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, Pod, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use super::quantity::{parse_bytes, parse_cpu_millis, parse_nanos, QuantityError};
+
+/// A resource amount of the pod could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResourceError {
+    #[error("{field}: {source}")]
+    Quantity {
+        field: String,
+        source: QuantityError,
+    },
+    #[error("pod has no spec")]
+    MissingSpec,
+}
+
+/// A container's requests after defaulting them to its limits, as the API server does.
+pub fn effective_requests(r: Option<&ResourceRequirements>) -> BTreeMap<String, Quantity> {
+    let mut requests = r.and_then(|r| r.requests.clone()).unwrap_or_default();
+    if let Some(limits) = r.and_then(|r| r.limits.as_ref()) {
+        for (name, q) in limits {
+            requests.entry(name.clone()).or_insert_with(|| q.clone());
+        }
+    }
+    requests
+}
+
+/// CPU (millicores) and memory (bytes) of a pod or container.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Amounts {
+    pub cpu_millis: u64,
+    pub memory_bytes: u64,
+}
+
+impl Amounts {
+    fn add(self, o: Amounts) -> Amounts {
+        Amounts {
+            cpu_millis: self.cpu_millis.saturating_add(o.cpu_millis),
+            memory_bytes: self.memory_bytes.saturating_add(o.memory_bytes),
+        }
+    }
+    fn max(self, o: Amounts) -> Amounts {
+        Amounts {
+            cpu_millis: self.cpu_millis.max(o.cpu_millis),
+            memory_bytes: self.memory_bytes.max(o.memory_bytes),
+        }
+    }
+}
+
+fn amounts(list: &BTreeMap<String, Quantity>, field: &str) -> Result<Amounts, ResourceError> {
+    let q = |name: &str, f: fn(&Quantity) -> Result<u64, QuantityError>| {
+        list.get(name)
+            .map(|v| {
+                f(v).map_err(|source| ResourceError::Quantity {
+                    field: format!("{field}.{name}"),
+                    source,
+                })
+            })
+            .transpose()
+            .map(Option::unwrap_or_default)
+    };
+    Ok(Amounts {
+        cpu_millis: q("cpu", parse_cpu_millis)?,
+        memory_bytes: q("memory", parse_bytes)?,
+    })
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Requests,
+    Limits,
+}
+
+fn container_amounts(c: &Container, path: &str, kind: Kind) -> Result<Amounts, ResourceError> {
+    let r = c.resources.as_ref();
+    match kind {
+        Kind::Requests => amounts(
+            &effective_requests(r),
+            &format!("{path}.resources.requests"),
+        ),
+        Kind::Limits => amounts(
+            &r.and_then(|r| r.limits.clone()).unwrap_or_default(),
+            &format!("{path}.resources.limits"),
+        ),
+    }
+}
+
+/// The pod-level `spec.resources`, when it sets cpu or memory.
+pub fn pod_level(pod: &Pod) -> Option<&ResourceRequirements> {
+    let has = |l: &Option<BTreeMap<String, Quantity>>| {
+        l.as_ref()
+            .is_some_and(|l| l.contains_key("cpu") || l.contains_key("memory"))
+    };
+    pod.spec
+        .as_ref()?
+        .resources
+        .as_ref()
+        .filter(|r| has(&r.requests) || has(&r.limits))
+}
+
+/// Sum of app containers and sidecars, or the largest init container step if larger: the
+/// rule of `PodRequests`/`PodLimits`; pod-level resources replace it when `pod_level_wins`.
+fn aggregate(pod: &Pod, kind: Kind, pod_level_wins: bool) -> Result<Amounts, ResourceError> {
+    let spec = pod.spec.as_ref().ok_or(ResourceError::MissingSpec)?;
+    let mut total = Amounts::default();
+    for (i, c) in spec.containers.iter().enumerate() {
+        total = total.add(container_amounts(
+            c,
+            &format!("spec.containers[{i}]"),
+            kind,
+        )?);
+    }
+    let mut sidecars = Amounts::default();
+    let mut init_max = Amounts::default();
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        let a = container_amounts(c, &format!("spec.initContainers[{i}]"), kind)?;
+        if c.restart_policy.as_deref() == Some("Always") {
+            // A sidecar runs next to the later init containers and the app containers.
+            total = total.add(a);
+            sidecars = sidecars.add(a);
+            init_max = init_max.max(sidecars);
+        } else {
+            init_max = init_max.max(a.add(sidecars));
+        }
+    }
+    let mut result = total.max(init_max);
+    // Pod-level resources replace the aggregate for the resources they name.
+    if let Some(r) = pod_level(pod).filter(|_| pod_level_wins) {
+        let list = match kind {
+            Kind::Requests => effective_requests(Some(r)),
+            Kind::Limits => r.limits.clone().unwrap_or_default(),
+        };
+        let field = match kind {
+            Kind::Requests => "spec.resources.requests",
+            Kind::Limits => "spec.resources.limits",
+        };
+        let a = amounts(&list, field)?;
+        if list.contains_key("cpu") {
+            result.cpu_millis = a.cpu_millis;
+        }
+        if list.contains_key("memory") {
+            result.memory_bytes = a.memory_bytes;
+        }
+    }
+    Ok(result)
+}
+
+/// The pod's effective requests (`resource.PodRequests`): what admission counts.
+pub fn pod_requests(pod: &Pod) -> Result<Amounts, ResourceError> {
+    aggregate(pod, Kind::Requests, true)
+}
+
+/// The containers' aggregated requests, ignoring pod-level resources
+/// (`resource.AggregateContainerRequests`).
+pub fn aggregate_container_requests(pod: &Pod) -> Result<Amounts, ResourceError> {
+    aggregate(pod, Kind::Requests, false)
+}
+
+/// The pod's effective limits (`resource.PodLimits`); 0 means no limit for that resource.
+pub fn pod_limits(pod: &Pod) -> Result<Amounts, ResourceError> {
+    aggregate(pod, Kind::Limits, true)
+}
+
+/// Whether every app container declares a positive limit of `name` (init containers are not
+/// looked at, as in the kubelet), or the pod-level resources set one.
+pub fn limits_declared(pod: &Pod, name: &str) -> Result<bool, ResourceError> {
+    let spec = pod.spec.as_ref().ok_or(ResourceError::MissingSpec)?;
+    let positive =
+        |l: Option<&BTreeMap<String, Quantity>>, field: String| match l.and_then(|l| l.get(name)) {
+            None => Ok(false),
+            Some(q) => parse_nanos(q)
+                .map(|v| v > 0)
+                .map_err(|source| ResourceError::Quantity { field, source }),
+        };
+    if let Some(r) = pod_level(pod) {
+        if positive(r.limits.as_ref(), format!("spec.resources.limits.{name}"))? {
+            return Ok(true);
+        }
+    }
+    for (i, c) in spec.containers.iter().enumerate() {
+        let limits = c.resources.as_ref().and_then(|r| r.limits.as_ref());
+        if !positive(
+            limits,
+            format!("spec.containers[{i}].resources.limits.{name}"),
+        )? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(json: serde_json::Value) -> Pod {
+        serde_json::from_value(json).expect("pod json")
+    }
+
+    #[test]
+    fn init_containers_count_by_the_max_rule_and_sidecars_add_up() {
+        // Apps 300m; init 1 needs 500m alone; sidecar 100m runs with init 2 (400m+100m)
+        // and with the apps (300m+100m).
+        let p = pod(serde_json::json!({"metadata": {"name": "i"}, "spec": {
+            "initContainers": [
+                {"name": "i1", "resources": {"requests": {"cpu": "500m", "memory": "10Mi"}}},
+                {"name": "s", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}},
+                {"name": "i2", "resources": {"requests": {"cpu": "450m"}}}
+            ],
+            "containers": [{"name": "a", "resources": {"requests": {"cpu": "300m", "memory": "20Mi"}}}]
+        }}));
+        assert_eq!(
+            pod_requests(&p).expect("requests"),
+            Amounts {
+                cpu_millis: 550,
+                memory_bytes: 20 << 20
+            }
+        );
+    }
+
+    #[test]
+    fn bad_quantity_names_the_field() {
+        let p = pod(
+            serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [
+                {"name": "a", "resources": {"requests": {"cpu": "1"}, "limits": {"memory": "x"}}}
+            ]}}),
+        );
+        let err = pod_limits(&p).expect_err("bad");
+        assert!(
+            err.to_string()
+                .starts_with("spec.containers[0].resources.limits.memory"),
+            "{err}"
+        );
+    }
+}
