@@ -65,10 +65,10 @@ use crate::cgroups::resources as cgroup_resources;
 use crate::pod::qos::{self, effective_requests, QosError};
 use crate::pod::quantity::{parse_bytes, parse_cpu_millis, QuantityError};
 
-use crate::fsutil::{open_root, openat2_in_root};
 use crate::pod::manifest::is_dns1123_label;
 use crate::security::{apparmor, seccomp, NodeSecurity, Violation};
 pub use crate::security::{DEFAULT_CAPABILITIES, MASKED_PATHS, READONLY_PATHS};
+use crate::sys::at::{open_root, openat2_in_root};
 
 pub use super::user::{resolve_user, UserError, UserRequest};
 
@@ -80,8 +80,8 @@ mod security;
 #[cfg(test)]
 mod testutil;
 
-pub use env::expand;
 use env::{container_env, replace_or_append};
+pub use env::expand;
 use mounts::mounts;
 pub use process::parse_signal;
 use process::{process_args, stop_signal, user_request, working_dir};

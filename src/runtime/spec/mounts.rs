@@ -1,6 +1,8 @@
 //! The container's mounts: the default filesystems, the sandbox's files (/etc/hosts,
 //! hostname, resolv.conf, /dev/shm), volume mounts with propagation, and `subPath` pins.
 
+use rustix::fs::{OFlags, ResolveFlags};
+
 use super::*;
 
 pub(super) fn mount(dest: &str, typ: &str, source: &Path, options: &[&str]) -> Mount {
@@ -246,8 +248,8 @@ pub(super) fn prepare_sub_path(
         source,
     };
     let root = open_root(volume).map_err(err)?;
-    let resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
-    match openat2_in_root(&root, rel, libc::O_PATH, resolve) {
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+    match openat2_in_root(&root, rel, OFlags::PATH, resolve) {
         Ok(fd) => return Ok((volume.join(rel), fd)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(err(e)),
@@ -258,7 +260,7 @@ pub(super) fn prepare_sub_path(
         let Component::Normal(name) = comp else {
             continue;
         };
-        let next = match openat2_in_root(&dir, Path::new(name), libc::O_PATH, resolve) {
+        let next = match openat2_in_root(&dir, Path::new(name), OFlags::PATH, resolve) {
             Ok(fd) => fd,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 match nix::sys::stat::mkdirat(
@@ -272,7 +274,7 @@ pub(super) fn prepare_sub_path(
                 openat2_in_root(
                     &dir,
                     Path::new(name),
-                    libc::O_PATH | libc::O_DIRECTORY,
+                    OFlags::PATH | OFlags::DIRECTORY,
                     resolve,
                 )
                 .map_err(err)?
