@@ -154,10 +154,7 @@ enum CaptureReport {
 
 /// Entry point of `podvisor shim exec`. Returns the process exit code.
 pub fn shim_exec(opts: &ExecOptions) -> i32 {
-    // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes.
-    unsafe {
-        libc::prctl(libc::PR_SET_NAME, c"podvisor-exec".as_ptr(), 0, 0, 0);
-    }
+    let _ = crate::sys::prctl::set_name(c"podvisor-exec");
     // The command is cloned from us: it must start with no signal blocked and SIGPIPE at its
     // default (Rust ignores it; ignored dispositions survive exec).
     let _ = signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);

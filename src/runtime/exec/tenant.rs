@@ -3,6 +3,7 @@
 //! right before the exec, and nothing left behind in the container's state directory.
 
 use super::*;
+use crate::sys::{prctl, tty};
 
 /// Where the command's stdio goes.
 pub(super) enum TenantIo {
@@ -76,10 +77,8 @@ pub(super) fn spawn_tenant(dir: &Path, cmd: &[String], tio: TenantIo) -> Result<
             source: e,
         },
     })?;
-    // SAFETY: flock on a directory fd we own; blocking until the other exec is created.
-    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
-        return Err(io_err(&state_dir)(io::Error::last_os_error()));
-    }
+    // Blocks until the other exec is created.
+    crate::sys::lock::lock_exclusive(&lock).map_err(io_err(&state_dir))?;
     let before = dir_names(&state_dir);
     let process_path = state_dir.join(format!("podvisor-exec-{}.json", std::process::id()));
     fsutil::write_json_atomic_volatile(&process_path, &process).map_err(io_err(&process_path))?;
@@ -168,17 +167,15 @@ pub(super) struct TenantExecutor {
 impl Executor for TenantExecutor {
     fn exec(&self, spec: &Spec) -> Result<(), ExecutorError> {
         if let Some((rows, cols)) = self.winsize {
-            let ws = libc::winsize {
+            let ws = tty::Winsize {
                 ws_row: rows,
                 ws_col: cols,
                 ws_xpixel: 0,
                 ws_ypixel: 0,
             };
-            // SAFETY: TIOCSWINSZ reads a winsize we own; fd 0 is the pty slave here. A failure
-            // only leaves the size unset, which the copy loop corrects right after.
-            unsafe {
-                libc::ioctl(0, libc::TIOCSWINSZ, &ws);
-            }
+            // Stdin is the pty slave here. A failure only leaves the size unset, which the
+            // copy loop corrects right after.
+            let _ = tty::set_window_size(io::stdin(), ws);
         }
         if let Some(profile) = &self.seccomp {
             install_seccomp(profile).map_err(ExecutorError::Other)?;
@@ -193,16 +190,10 @@ impl Executor for TenantExecutor {
 
 /// Runs in the command's process, after its user and capabilities are set, before exec.
 pub(super) fn install_seccomp(profile: &LinuxSeccomp) -> Result<(), String> {
-    // SAFETY: prctl with integer arguments.
-    let nnp = unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) } == 1;
+    let nnp = prctl::no_new_privs().unwrap_or(false);
     if !nnp && !super::super::procfs::has_effective_cap(CAP_SYS_ADMIN) {
-        // SAFETY: prctl with integer arguments.
-        if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-            return Err(format!(
-                "cannot set no_new_privs for seccomp: {}",
-                io::Error::last_os_error()
-            ));
-        }
+        prctl::set_no_new_privs()
+            .map_err(|e| format!("cannot set no_new_privs for seccomp: {e}"))?;
     }
     match libcontainer::seccomp::initialize_seccomp(profile) {
         Ok(None) => Ok(()),

@@ -3,6 +3,7 @@
 //! size kept in sync, signals forwarded).
 
 use super::*;
+use crate::sys::tty;
 
 /// Signals forwarded to the command in interactive mode.
 pub(super) const FORWARDED: [Signal; 4] = [
@@ -12,17 +13,12 @@ pub(super) const FORWARDED: [Signal; 4] = [
     Signal::SIGQUIT,
 ];
 
-pub(super) fn dup_fd(fd: RawFd, what: &'static str) -> Result<OwnedFd, ExecError> {
-    // SAFETY: fcntl F_DUPFD_CLOEXEC on one of our standard fds; the result is a new fd we own.
-    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
-    if new < 0 {
-        return Err(ExecError::Sys {
-            what,
-            source: nix::Error::last(),
-        });
-    }
-    // SAFETY: `new` was just returned by the kernel and is owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+/// A close-on-exec duplicate of one of our standard fds (F_DUPFD_CLOEXEC, above 2).
+pub(super) fn dup_fd(fd: BorrowedFd<'_>, what: &'static str) -> Result<OwnedFd, ExecError> {
+    fd.try_clone_to_owned().map_err(|e| ExecError::Sys {
+        what,
+        source: nix::Error::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+    })
 }
 
 pub(super) fn interactive(
@@ -35,15 +31,15 @@ pub(super) fn interactive(
         return interactive_tty(dir, cmd, stdin);
     }
     let input = if stdin {
-        dup_fd(0, "dup stdin")?
+        dup_fd(io::stdin().as_fd(), "dup stdin")?
     } else {
         let null = Path::new("/dev/null");
         fs::File::open(null).map_err(io_err(null))?.into()
     };
     let tio = TenantIo::Fds {
         stdin: input,
-        stdout: dup_fd(1, "dup stdout")?,
-        stderr: dup_fd(2, "dup stderr")?,
+        stdout: dup_fd(io::stdout().as_fd(), "dup stdout")?,
+        stderr: dup_fd(io::stderr().as_fd(), "dup stderr")?,
     };
     let pid = spawn_tenant(dir, cmd, tio)?;
     let sigfd = signal_fd(&FORWARDED)?;
@@ -76,31 +72,27 @@ pub(super) fn forward(pid: Pid, signo: i32) {
     }
 }
 
-/// The local terminal in raw mode for as long as this lives.
+/// The local terminal (stdin) in raw mode for as long as this lives.
 pub(super) struct RawMode {
-    fd: RawFd,
     saved: nix::sys::termios::Termios,
 }
 
 impl RawMode {
-    fn enter(fd: RawFd) -> Option<RawMode> {
+    fn enter() -> Option<RawMode> {
         use nix::sys::termios;
-        // SAFETY: fd 0 stays open for the whole life of this process.
-        let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
-        let saved = termios::tcgetattr(borrowed).ok()?;
+        let stdin = io::stdin();
+        let saved = termios::tcgetattr(stdin.as_fd()).ok()?;
         let mut raw = saved.clone();
         termios::cfmakeraw(&mut raw);
-        termios::tcsetattr(borrowed, termios::SetArg::TCSANOW, &raw).ok()?;
-        Some(RawMode { fd, saved })
+        termios::tcsetattr(stdin.as_fd(), termios::SetArg::TCSANOW, &raw).ok()?;
+        Some(RawMode { saved })
     }
 }
 
 impl Drop for RawMode {
     fn drop(&mut self) {
-        // SAFETY: see enter.
-        let borrowed = unsafe { BorrowedFd::borrow_raw(self.fd) };
         let _ = nix::sys::termios::tcsetattr(
-            borrowed,
+            io::stdin().as_fd(),
             nix::sys::termios::SetArg::TCSAFLUSH,
             &self.saved,
         );
@@ -108,26 +100,21 @@ impl Drop for RawMode {
 }
 
 /// The window size of our terminal (stdin, else stdout), if we have one.
-pub(super) fn local_window_size() -> Option<libc::winsize> {
-    for fd in [0, 1] {
-        // SAFETY: TIOCGWINSZ fills a zeroed winsize we own.
-        unsafe {
-            let mut ws: libc::winsize = std::mem::zeroed();
-            if libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) == 0 && ws.ws_row > 0 {
-                return Some(ws);
-            }
-        }
-    }
-    None
+pub(super) fn local_window_size() -> Option<tty::Winsize> {
+    [
+        tty::window_size(io::stdin()),
+        tty::window_size(io::stdout()),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|ws| ws.ws_row > 0)
 }
 
 /// Copies the window size of our terminal onto the pty.
 pub(super) fn sync_window_size(master: &OwnedFd) {
     if let Some(ws) = local_window_size() {
-        // SAFETY: TIOCSWINSZ reads a winsize we own from a valid pty master.
-        unsafe {
-            libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &ws);
-        }
+        // A failure leaves the old size; the next SIGWINCH tries again.
+        let _ = tty::set_window_size(master, ws);
     }
 }
 
@@ -198,47 +185,34 @@ pub(super) fn interactive_tty(dir: &Path, cmd: &[String], stdin: bool) -> Result
     let _ = fs::remove_file(&sock_path);
     let (pid, master) = master?;
     sync_window_size(&master);
-    let raw = RawMode::enter(0);
+    let raw = RawMode::enter();
     let result = copy_tty(pid, &master, stdin);
     drop(raw);
     result
 }
 
-pub(super) fn write_all_fd(fd: RawFd, mut data: &[u8]) -> io::Result<()> {
+/// Writes all of `data` to `fd`, waiting for room when it is non-blocking.
+pub(super) fn write_all_fd(fd: BorrowedFd<'_>, mut data: &[u8]) -> io::Result<()> {
     while !data.is_empty() {
-        // SAFETY: write from a valid buffer to an fd that stays open during the call.
-        let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            if e.kind() == io::ErrorKind::WouldBlock {
-                let mut fds = [PollFd::new(
-                    // SAFETY: fd stays open during the call.
-                    unsafe { BorrowedFd::borrow_raw(fd) },
-                    PollFlags::POLLOUT,
-                )];
+        match rustix::io::write(fd, data) {
+            Ok(n) => data = &data[n..],
+            Err(rustix::io::Errno::INTR) => {}
+            Err(rustix::io::Errno::AGAIN) => {
+                let mut fds = [PollFd::new(fd, PollFlags::POLLOUT)];
                 let _ = poll(&mut fds, PollTimeout::from(100u8));
-                continue;
             }
-            return Err(e);
+            Err(e) => return Err(e.into()),
         }
-        data = &data[n as usize..];
     }
     Ok(())
 }
 
-pub(super) fn read_fd(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+/// One read(2) from `fd`, retried when a signal interrupts it.
+pub(super) fn read_fd(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
     loop {
-        // SAFETY: read into a valid buffer from an fd that stays open during the call.
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
+        match rustix::io::read(fd, &mut *buf) {
+            Err(rustix::io::Errno::INTR) => {}
+            other => return other.map_err(io::Error::from),
         }
     }
 }
@@ -263,8 +237,8 @@ pub(super) fn copy_tty(pid: Pid, master: &OwnedFd, mut stdin: bool) -> Result<i3
         if drain_until.is_some_and(|d| Instant::now() >= d) {
             break;
         }
-        // SAFETY: fd 0 stays open for the whole life of this process.
-        let fd0 = unsafe { BorrowedFd::borrow_raw(0) };
+        let local_in = io::stdin();
+        let fd0 = local_in.as_fd();
         let mut fds = vec![PollFd::new(sigfd.as_fd(), PollFlags::POLLIN)];
         let master_flags = if pending.is_empty() {
             PollFlags::POLLIN
@@ -292,19 +266,17 @@ pub(super) fn copy_tty(pid: Pid, master: &OwnedFd, mut stdin: bool) -> Result<i3
         let master_ev = master_idx.is_some_and(|i| poll_ready(&fds[i]));
         let stdin_ev = stdin_idx.is_some_and(|i| poll_ready(&fds[i]));
         if master_ev && !pending.is_empty() {
-            // SAFETY: write from a valid buffer to the pty master, non-blocking.
-            let n =
-                unsafe { libc::write(master.as_raw_fd(), pending.as_ptr().cast(), pending.len()) };
-            if n > 0 {
-                pending.drain(..n as usize);
+            // Non-blocking: whatever the pty takes now.
+            if let Ok(n) = rustix::io::write(master, &pending) {
+                pending.drain(..n);
             }
         }
         if master_ev {
-            match read_fd(master.as_raw_fd(), &mut buf) {
+            match read_fd(master.as_fd(), &mut buf) {
                 // EIO: every slave fd is closed (the command and its children are gone).
                 Ok(0) => master_open = false,
                 Ok(n) => {
-                    if write_all_fd(1, &buf[..n]).is_err() {
+                    if write_all_fd(io::stdout().as_fd(), &buf[..n]).is_err() {
                         master_open = false;
                     }
                 }
@@ -313,7 +285,7 @@ pub(super) fn copy_tty(pid: Pid, master: &OwnedFd, mut stdin: bool) -> Result<i3
             }
         }
         if stdin_ev {
-            match read_fd(0, &mut buf) {
+            match read_fd(io::stdin().as_fd(), &mut buf) {
                 Ok(0) | Err(_) => {
                     // End of input: the terminal's end-of-file character, as a terminal would.
                     pending.push(4);

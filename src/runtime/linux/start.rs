@@ -234,9 +234,10 @@ impl LinuxRuntime {
             .mode(0o600)
             .open(paths.lock())
             .map_err(io("create", paths.lock()))?;
-        // SAFETY: flock on an fd we own.
-        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            return Err(io("lock", paths.lock())(io::Error::last_os_error()));
+        if !crate::sys::lock::try_lock_exclusive(&lock).map_err(io("lock", paths.lock()))? {
+            return Err(io("lock", paths.lock())(io::Error::from(
+                io::ErrorKind::WouldBlock,
+            )));
         }
         let (ready_r, ready_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| io("create pipe for", paths.dir.clone())(e.into()))?;
