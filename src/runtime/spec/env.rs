@@ -122,9 +122,16 @@ pub(super) fn env_value_from(
     Err(SpecError::MissingField { field })
 }
 
-pub(super) fn pod_ip(ctx: &Ctx<'_>) -> String {
-    if ctx.host_network() {
-        ctx.node.host_ip.clone()
+/// The pod IP, as the downward API, probes and hooks see it: the host's with hostNetwork,
+/// loopback otherwise (pods have loopback-only networking).
+pub fn pod_ip(pod: &Pod, host_ip: &str) -> String {
+    let host_network = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.host_network)
+        .unwrap_or(false);
+    if host_network {
+        host_ip.to_string()
     } else {
         "127.0.0.1".to_string()
     }
@@ -160,7 +167,7 @@ pub(super) fn field_ref(
             .unwrap_or_else(|| ctx.node.name.clone()),
         "spec.serviceAccountName" => ctx.spec.service_account_name.clone().unwrap_or_default(),
         "status.hostIP" | "status.hostIPs" => ctx.node.host_ip.clone(),
-        "status.podIP" | "status.podIPs" => pod_ip(ctx),
+        "status.podIP" | "status.podIPs" => pod_ip(ctx.pod, &ctx.node.host_ip),
         _ => {
             if let Some(key) = subscript("metadata.labels['") {
                 meta.labels

@@ -81,7 +81,7 @@ mod security;
 mod testutil;
 
 use env::{container_env, replace_or_append};
-pub use env::expand;
+pub use env::{expand, pod_ip};
 use mounts::mounts;
 pub use process::parse_signal;
 use process::{process_args, stop_signal, user_request, working_dir};
