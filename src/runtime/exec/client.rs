@@ -3,8 +3,20 @@
 //! /work/shared/notes/libcontainer.md): everything that touches the container happens in
 //! the helper process.
 
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
 use super::capture::Captured;
-use super::*;
+use nix::poll::{poll, PollFd, PollFlags};
+use nix::sys::signal::{self, Signal};
+use nix::unistd::Pid;
+
+use super::{
+    poll_ready, poll_timeout, CaptureReport, ExecError, HELPER_GRACE, HELPER_STDERR_CAP, OUTPUT_CAP,
+};
+use crate::runtime::ExecOutput;
 
 /// Runs `cmd` in the container of `dir` through a `shim exec` helper spawned from `binary`,
 /// capturing its output (see [`OUTPUT_CAP`]) and killing it after `timeout`. Safe to call from

@@ -37,7 +37,6 @@ use std::io::{self, IoSliceMut, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use libcontainer::workload::default::DefaultExecutor;
@@ -51,7 +50,6 @@ use oci_spec::runtime::{LinuxSeccomp, Process, Spec};
 use serde::{Deserialize, Serialize};
 
 use super::shim::{self, ContainerPaths, ShimError, ShimState};
-use super::ExecOutput;
 use crate::fsutil;
 
 mod capture;
@@ -315,7 +313,7 @@ mod tests {
 
     #[test]
     fn descendants_of_a_process_tree_are_found() {
-        let mut child = Command::new("sh")
+        let mut child = std::process::Command::new("sh")
             .arg("-c")
             .arg("sleep 30 & sleep 30 & wait")
             .spawn()
