@@ -1,7 +1,7 @@
 //! Small filesystem helpers shared by every manager: atomic file replacement (write to a
 //! temporary file in the same directory, fsync, rename, fsync the directory) so that a power
-//! cut or SIGKILL never leaves a half-written state file visible; opening paths below a
-//! directory with `openat2`, so that symlinks and `..` never leave it; the volatile variant for
+//! cut or SIGKILL never leaves a half-written state file visible (opening paths below a
+//! directory with `openat2` is [`crate::sys::at`]); the volatile variant for
 //! state that dies with the boot anyway; reading a JSON record that a power cut may have left
 //! empty or torn ([`load_json`]); and removing a tree without crossing into mount points.
 //!
@@ -10,11 +10,8 @@
 //! once its container started, off the start path). Everything under the runtime directory
 //! (tmpfs) is written without fsync.
 
-use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -73,74 +70,6 @@ fn write_atomic_with(path: &Path, data: &[u8], durable: bool) -> io::Result<()> 
 pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> io::Result<()> {
     let data = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
     write_atomic(path, &data)
-}
-
-#[repr(C)]
-struct OpenHow {
-    flags: u64,
-    mode: u64,
-    resolve: u64,
-}
-
-/// Opens `path` (relative; a leading `/` is ignored) below the directory `root` with
-/// `openat2`, resolving every symlink and `..` as if `root` were `/`. Magic links
-/// (`/proc/self/...`) are refused. `flags` are `open(2)` flags; `O_CLOEXEC` is always added.
-pub fn openat2_in_root(
-    root: &OwnedFd,
-    path: &Path,
-    flags: libc::c_int,
-    resolve: u64,
-) -> io::Result<OwnedFd> {
-    let rel = path.strip_prefix("/").unwrap_or(path);
-    let rel = if rel.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        rel
-    };
-    let c_path = CString::new(rel.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
-    let how = OpenHow {
-        flags: u64::try_from(flags | libc::O_CLOEXEC)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "negative open flags"))?,
-        mode: 0,
-        resolve,
-    };
-    // SAFETY: the pointers are valid for the duration of the call (c_path and how live on
-    // this frame) and the size passed matches the struct, laid out as `struct open_how`.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            root.as_raw_fd(),
-            c_path.as_ptr(),
-            &how as *const OpenHow,
-            std::mem::size_of::<OpenHow>(),
-        )
-    };
-    if ret < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let fd = libc::c_int::try_from(ret)
-        .map_err(|_| io::Error::other("openat2 returned an out-of-range descriptor"))?;
-    // SAFETY: openat2 succeeded, so fd is a fresh descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Opens a directory as an `O_PATH` root for [`openat2_in_root`].
-pub fn open_root(path: &Path) -> io::Result<OwnedFd> {
-    let c_path = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
-    // SAFETY: c_path is a valid NUL-terminated string.
-    let fd = unsafe {
-        libc::open(
-            c_path.as_ptr(),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: open succeeded, so fd is a fresh descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Makes a file written without fsync durable: fsyncs it, then each of `dirs` (the directory

@@ -40,3 +40,4 @@ pub mod security;
 pub mod sources;
 pub mod status;
 pub mod sync;
+pub mod sys;

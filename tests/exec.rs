@@ -299,10 +299,8 @@ fn set_winsize(fd: &OwnedFd, rows: u16, cols: u16) {
         ws_ypixel: 0,
     };
     // SAFETY: TIOCSWINSZ reads a winsize we own from a valid pty fd.
-    assert_eq!(
-        unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCSWINSZ, &ws) },
-        0
-    );
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCSWINSZ, &ws) };
+    assert_eq!(rc, 0);
 }
 
 #[test]

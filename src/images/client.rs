@@ -17,7 +17,6 @@ use std::collections::HashMap;
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -1014,16 +1013,7 @@ fn restart(file: &mut File, hasher: &mut Sha256, have: &mut u64) -> io::Result<(
 
 /// Exclusive flock, released when the file is closed.
 fn flock(f: &File) -> io::Result<()> {
-    loop {
-        // SAFETY: valid fd owned by `f`.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
+    crate::sys::lock::lock_exclusive(f)
 }
 
 #[cfg(test)]

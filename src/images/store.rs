@@ -5,7 +5,6 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -165,35 +164,25 @@ impl ImageStore {
 
     pub(super) fn lock(&self) -> Result<LockGuard, ImageError> {
         let file = self.open_lock_file()?;
-        loop {
-            // SAFETY: valid fd owned by `file`.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
-                return Ok(LockGuard { _file: file });
-            }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(ImageError::Lock {
-                    path: self.lock_path(),
-                    source: e,
-                });
-            }
+        match crate::sys::lock::lock_exclusive(&file) {
+            Ok(()) => Ok(LockGuard { _file: file }),
+            Err(source) => Err(ImageError::Lock {
+                path: self.lock_path(),
+                source,
+            }),
         }
     }
 
     pub(super) fn try_lock(&self) -> Result<Option<LockGuard>, ImageError> {
         let file = self.open_lock_file()?;
-        // SAFETY: valid fd owned by `file`.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-            return Ok(Some(LockGuard { _file: file }));
+        match crate::sys::lock::try_lock_exclusive(&file) {
+            Ok(true) => Ok(Some(LockGuard { _file: file })),
+            Ok(false) => Ok(None),
+            Err(source) => Err(ImageError::Lock {
+                path: self.lock_path(),
+                source,
+            }),
         }
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::WouldBlock {
-            return Ok(None);
-        }
-        Err(ImageError::Lock {
-            path: self.lock_path(),
-            source: e,
-        })
     }
 
     pub(super) fn remove_tmp_leftovers(&self) -> Result<(), ImageError> {

@@ -4,11 +4,21 @@
 //! layer root, and final components are never followed. OCI whiteouts become overlayfs
 //! whiteouts (0/0 character devices) and opaque markers become `trusted.overlay.opaque=y`.
 
+use std::ffi::OsStr;
 use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+
+use rustix::fs::{FileType, OFlags, ResolveFlags};
+
+pub use crate::sys::at::syncfs;
+use crate::sys::at::{
+    self, chmod_nofollow, chown_at, fchmod, fchown, fsetxattr, futimens, link_at, lsetxattr_at,
+    mkdir_at, mknod_at, open_at, symlink_at, utimens_at,
+};
 
 /// Prefix of OCI whiteout entries.
 const WHITEOUT_PREFIX: &[u8] = b".wh.";
@@ -103,7 +113,7 @@ pub fn unpack<R: Read>(reader: R, root: &Path) -> Result<R, UnpackError> {
             source,
         };
         match comps.split_last() {
-            None => futimens(root_fd.as_raw_fd(), mtime).map_err(|e| fs("set mtime", e))?,
+            None => futimens(root_fd.as_fd(), mtime).map_err(|e| fs("set mtime", e))?,
             Some((name, parent)) => {
                 let p = match open_dir_in_root(&root_fd, parent) {
                     Ok(p) => p,
@@ -111,7 +121,7 @@ pub fn unpack<R: Read>(reader: R, root: &Path) -> Result<R, UnpackError> {
                     Err(e) => return Err(fs("open parent", e)),
                 };
                 let name = cstring(name, &shown)?;
-                utimens_at(p.as_raw_fd(), &name, mtime).map_err(|e| fs("set mtime", e))?;
+                utimens_at(p.as_fd(), &name, mtime).map_err(|e| fs("set mtime", e))?;
             }
         }
     }
@@ -202,7 +212,7 @@ fn unpack_entry<R: Read>(
         if kind != Kind::Dir {
             return Err(UnpackError::EmptyName { entry: shown });
         }
-        let fd = root.as_raw_fd();
+        let fd = root.as_fd();
         fchown(fd, meta.uid, meta.gid).map_err(fs("chown"))?;
         fchmod(fd, meta.mode).map_err(fs("chmod"))?;
         for (k, v) in &meta.xattrs {
@@ -214,7 +224,7 @@ fn unpack_entry<R: Read>(
     // Whiteouts.
     if name.as_slice() == OPAQUE_MARKER {
         let dir = open_dir_creating(root, parent).map_err(fs("open opaque directory"))?;
-        fsetxattr(dir.as_raw_fd(), OPAQUE_XATTR, b"y").map_err(fs("set opaque xattr"))?;
+        fsetxattr(dir.as_fd(), OPAQUE_XATTR, b"y").map_err(fs("set opaque xattr"))?;
         return Ok(None);
     }
     if let Some(target) = name.strip_prefix(WHITEOUT_PREFIX) {
@@ -223,14 +233,14 @@ fn unpack_entry<R: Read>(
         }
         let p = open_dir_creating(root, parent).map_err(fs("open parent"))?;
         let n = cstring(target, &shown)?;
-        remove_existing(p.as_raw_fd(), &n, false).map_err(fs("remove existing"))?;
-        mknod_at(p.as_raw_fd(), &n, libc::S_IFCHR, 0).map_err(fs("create whiteout"))?;
-        chown_at(p.as_raw_fd(), &n, meta.uid, meta.gid).map_err(fs("chown whiteout"))?;
+        remove_existing(p.as_fd(), &n, false).map_err(fs("remove existing"))?;
+        mknod_at(p.as_fd(), &n, libc::S_IFCHR, 0).map_err(fs("create whiteout"))?;
+        chown_at(p.as_fd(), &n, meta.uid, meta.gid).map_err(fs("chown whiteout"))?;
         return Ok(None);
     }
 
     let p = open_dir_creating(root, parent).map_err(fs("open parent"))?;
-    let pfd = p.as_raw_fd();
+    let pfd = p.as_fd();
     let n = cstring(name, &shown)?;
     let kept_dir = remove_existing(pfd, &n, kind == Kind::Dir).map_err(fs("remove existing"))?;
 
@@ -244,7 +254,7 @@ fn unpack_entry<R: Read>(
             let fd = open_at(
                 pfd,
                 &n,
-                libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_WRONLY | libc::O_CLOEXEC,
+                OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::WRONLY | OFlags::CLOEXEC,
                 0o600,
             )
             .map_err(fs("create file"))?;
@@ -278,7 +288,7 @@ fn unpack_entry<R: Read>(
             };
             let tp = open_dir_in_root(root, tparent).map_err(fs("open hardlink target parent"))?;
             let tn = cstring(tname, &shown)?;
-            link_at(tp.as_raw_fd(), &tn, pfd, &n).map_err(fs("create hardlink"))?;
+            link_at(tp.as_fd(), &tn, pfd, &n).map_err(fs("create hardlink"))?;
             // A hardlink shares the target's inode and metadata.
             return Ok(None);
         }
@@ -405,60 +415,19 @@ fn parse_pax_time(s: &str) -> Option<(i64, i64)> {
     Some((secs, if secs < 0 { -nanos } else { nanos }))
 }
 
-fn last_os_error() -> io::Error {
-    io::Error::last_os_error()
-}
-
-fn check(rc: libc::c_int) -> io::Result<()> {
-    if rc < 0 {
-        Err(last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
-/// `struct open_how` of openat2(2) (libc's is non-exhaustive).
-#[repr(C)]
-struct OpenHow {
-    flags: u64,
-    mode: u64,
-    resolve: u64,
-}
-
 /// Opens `comps` (a directory path below `root`) with openat2, resolving every symlink as if
 /// `root` were `/`. An empty path yields a duplicate of the root fd.
 fn open_dir_in_root(root: &OwnedFd, comps: &[Vec<u8>]) -> io::Result<OwnedFd> {
     if comps.is_empty() {
         return root.try_clone();
     }
-    let path = CString::new(comps.join(&b'/')).map_err(io::Error::other)?;
-    let how = OpenHow {
-        flags: (libc::O_DIRECTORY | libc::O_RDONLY | libc::O_CLOEXEC) as u64,
-        mode: 0,
-        resolve: libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS,
-    };
-    loop {
-        // SAFETY: path is a valid C string, `how` a properly sized open_how living across the
-        // call; the returned fd (if any) is owned by nobody else.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_openat2,
-                root.as_raw_fd(),
-                path.as_ptr(),
-                &how as *const OpenHow,
-                std::mem::size_of::<OpenHow>(),
-            )
-        };
-        if rc >= 0 {
-            // SAFETY: the kernel returned a fresh fd that we now own.
-            return Ok(unsafe { OwnedFd::from_raw_fd(rc as RawFd) });
-        }
-        let err = last_os_error();
-        // EAGAIN: a concurrent rename raced with RESOLVE_IN_ROOT; retry as the man page says.
-        if err.raw_os_error() != Some(libc::EAGAIN) {
-            return Err(err);
-        }
-    }
+    let path = comps.join(&b'/');
+    at::openat2_in_root(
+        root,
+        Path::new(OsStr::from_bytes(&path)),
+        OFlags::DIRECTORY | OFlags::RDONLY,
+        ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
+    )
 }
 
 /// Like [`open_dir_in_root`], creating missing directories (mode 0755, like containerd).
@@ -473,7 +442,7 @@ fn open_dir_creating(root: &OwnedFd, comps: &[Vec<u8>]) -> io::Result<OwnedFd> {
             Ok(d) => dir = d,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 let name = CString::new(comps[i].clone()).map_err(io::Error::other)?;
-                match mkdir_at(dir.as_raw_fd(), &name, 0o755) {
+                match mkdir_at(dir.as_fd(), &name, 0o755) {
                     Ok(()) => {}
                     // Exists but does not resolve (e.g. a dangling symlink): give up below.
                     Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
@@ -489,160 +458,25 @@ fn open_dir_creating(root: &OwnedFd, comps: &[Vec<u8>]) -> io::Result<OwnedFd> {
 
 /// Removes whatever is at `dir/name` unless both it and the new entry are directories.
 /// Returns true when an existing directory was kept.
-fn remove_existing(dir: RawFd, name: &CStr, new_is_dir: bool) -> io::Result<bool> {
-    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: valid fd, C string and out pointer.
-    let rc = unsafe {
-        libc::fstatat(
-            dir,
-            name.as_ptr(),
-            st.as_mut_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    if rc < 0 {
-        let e = last_os_error();
-        return if e.kind() == io::ErrorKind::NotFound {
+fn remove_existing(dir: BorrowedFd<'_>, name: &CStr, new_is_dir: bool) -> io::Result<bool> {
+    match at::lstat_at(dir, name)? {
+        None => Ok(false),
+        Some(FileType::Directory) if new_is_dir => Ok(true),
+        Some(FileType::Directory) => {
+            // std's remove_dir_all never follows symlinks below the top directory; the top is
+            // reached through our own fd's /proc entry, the final component is a real
+            // directory.
+            let path = Path::new("/proc/self/fd")
+                .join(dir.as_raw_fd().to_string())
+                .join(OsStr::from_bytes(name.to_bytes()));
+            std::fs::remove_dir_all(path)?;
             Ok(false)
-        } else {
-            Err(e)
-        };
-    }
-    // SAFETY: fstatat succeeded and filled the struct.
-    let st = unsafe { st.assume_init() };
-    if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
-        if new_is_dir {
-            return Ok(true);
         }
-        // std's remove_dir_all never follows symlinks below the top directory; the top is
-        // reached through our own fd's /proc entry, the final component is a real directory.
-        let path = Path::new("/proc/self/fd")
-            .join(dir.to_string())
-            .join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(name.to_bytes()));
-        std::fs::remove_dir_all(path)?;
-        return Ok(false);
+        Some(_) => {
+            at::unlink_at(dir, name)?;
+            Ok(false)
+        }
     }
-    // SAFETY: valid fd and C string.
-    check(unsafe { libc::unlinkat(dir, name.as_ptr(), 0) })?;
-    Ok(false)
-}
-
-fn mkdir_at(dir: RawFd, name: &CStr, mode: u32) -> io::Result<()> {
-    // SAFETY: valid fd and C string.
-    check(unsafe { libc::mkdirat(dir, name.as_ptr(), mode as libc::mode_t) })
-}
-
-fn open_at(dir: RawFd, name: &CStr, flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {
-    // SAFETY: valid fd and C string; the returned fd is fresh and owned here.
-    let fd = unsafe { libc::openat(dir, name.as_ptr(), flags, mode as libc::c_uint) };
-    if fd < 0 {
-        return Err(last_os_error());
-    }
-    // SAFETY: fd was just returned by the kernel.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn symlink_at(target: &CStr, dir: RawFd, name: &CStr) -> io::Result<()> {
-    // SAFETY: valid C strings and fd.
-    check(unsafe { libc::symlinkat(target.as_ptr(), dir, name.as_ptr()) })
-}
-
-fn link_at(odir: RawFd, oname: &CStr, ndir: RawFd, nname: &CStr) -> io::Result<()> {
-    // SAFETY: valid fds and C strings; flags 0 never follows a symlink source.
-    check(unsafe { libc::linkat(odir, oname.as_ptr(), ndir, nname.as_ptr(), 0) })
-}
-
-fn mknod_at(dir: RawFd, name: &CStr, mode: libc::mode_t, dev: libc::dev_t) -> io::Result<()> {
-    // SAFETY: valid fd and C string.
-    check(unsafe { libc::mknodat(dir, name.as_ptr(), mode, dev) })
-}
-
-fn chown_at(dir: RawFd, name: &CStr, uid: u32, gid: u32) -> io::Result<()> {
-    // SAFETY: valid fd and C string.
-    check(unsafe { libc::fchownat(dir, name.as_ptr(), uid, gid, libc::AT_SYMLINK_NOFOLLOW) })
-}
-
-fn fchown(fd: RawFd, uid: u32, gid: u32) -> io::Result<()> {
-    // SAFETY: valid fd.
-    check(unsafe { libc::fchown(fd, uid, gid) })
-}
-
-fn fchmod(fd: RawFd, mode: u32) -> io::Result<()> {
-    // SAFETY: valid fd.
-    check(unsafe { libc::fchmod(fd, mode as libc::mode_t) })
-}
-
-/// chmod of `dir/name` without following a final symlink: open it O_PATH|O_NOFOLLOW, make
-/// sure it is not a symlink, and chmod through its /proc/self/fd entry.
-fn chmod_nofollow(dir: RawFd, name: &CStr, mode: u32) -> io::Result<()> {
-    let fd = open_at(
-        dir,
-        name,
-        libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        0,
-    )?;
-    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: valid fd and out pointer.
-    check(unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) })?;
-    // SAFETY: fstat succeeded.
-    let st = unsafe { st.assume_init() };
-    if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
-        return Ok(());
-    }
-    let path =
-        CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).map_err(io::Error::other)?;
-    // SAFETY: valid C string.
-    check(unsafe { libc::chmod(path.as_ptr(), mode as libc::mode_t) })
-}
-
-fn fsetxattr(fd: RawFd, name: &CStr, value: &[u8]) -> io::Result<()> {
-    // SAFETY: valid fd, C string and buffer.
-    check(unsafe { libc::fsetxattr(fd, name.as_ptr(), value.as_ptr().cast(), value.len(), 0) })
-}
-
-/// lsetxattr on `dir/name`, reached through `/proc/self/fd/<dir>/<name>`: the directory fd's
-/// magic link resolves to the real directory and the final component is not followed.
-fn lsetxattr_at(dir: RawFd, name: &CStr, key: &CStr, value: &[u8]) -> io::Result<()> {
-    let mut path = format!("/proc/self/fd/{dir}/").into_bytes();
-    path.extend_from_slice(name.to_bytes());
-    let path = CString::new(path).map_err(io::Error::other)?;
-    // SAFETY: valid C strings and buffer.
-    check(unsafe {
-        libc::lsetxattr(
-            path.as_ptr(),
-            key.as_ptr(),
-            value.as_ptr().cast(),
-            value.len(),
-            0,
-        )
-    })
-}
-
-fn timespecs(mtime: (i64, i64)) -> [libc::timespec; 2] {
-    let ts = libc::timespec {
-        tv_sec: mtime.0 as libc::time_t,
-        tv_nsec: mtime.1 as libc::c_long,
-    };
-    [ts, ts]
-}
-
-fn utimens_at(dir: RawFd, name: &CStr, mtime: (i64, i64)) -> io::Result<()> {
-    let ts = timespecs(mtime);
-    // SAFETY: valid fd, C string and a two-element timespec array.
-    check(unsafe { libc::utimensat(dir, name.as_ptr(), ts.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) })
-}
-
-fn futimens(fd: RawFd, mtime: (i64, i64)) -> io::Result<()> {
-    let ts = timespecs(mtime);
-    // SAFETY: valid fd and a two-element timespec array.
-    check(unsafe { libc::futimens(fd, ts.as_ptr()) })
-}
-
-/// Flushes the filesystem holding `dir` (one syncfs instead of an fsync per file).
-pub fn syncfs(dir: &Path) -> io::Result<()> {
-    let f = File::open(dir)?;
-    // SAFETY: valid fd.
-    check(unsafe { libc::syncfs(f.as_raw_fd()) })
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -106,49 +106,7 @@ fn parse_stat(text: &str) -> Option<(char, u64)> {
     Some((state, start))
 }
 
-/// pidfd_open(2).
-pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
-    // SAFETY: plain syscall with integer arguments; on success it returns a new fd we own.
-    let ret = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if ret < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel returned a fresh, valid file descriptor.
-    Ok(unsafe { OwnedFd::from_raw_fd(ret as i32) })
-}
-
-/// pidfd_send_signal(2).
-pub fn pidfd_send_signal(fd: &OwnedFd, signal: i32) -> io::Result<()> {
-    // SAFETY: valid pidfd, null siginfo, no flags.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            fd.as_raw_fd(),
-            signal,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        )
-    };
-    if ret < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Reaps the process behind `fd` if it is our child and has exited; ECHILD (not our child,
-/// e.g. a monitor re-adopted after a restart) is not an error.
-pub fn reap_pidfd(fd: &OwnedFd) {
-    // SAFETY: waitid with P_PIDFD on a valid pidfd and a zeroed siginfo out-parameter.
-    unsafe {
-        let mut info: libc::siginfo_t = std::mem::zeroed();
-        libc::waitid(
-            libc::P_PIDFD,
-            fd.as_raw_fd() as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG,
-        );
-    }
-}
+pub use crate::sys::pidfd::{pidfd_open, pidfd_send_signal, reap_pidfd};
 
 /// Whether this process's effective capability set holds capability number `cap`
 /// (linux/capability.h), from `/proc/self/status`.

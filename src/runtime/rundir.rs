@@ -76,7 +76,6 @@ pub struct RunDirLock {
 /// holder's pid, for the error another process gets.
 pub fn lock(dir: &Path) -> Result<RunDirLock, RunDirError> {
     use std::io::{Read, Seek, Write};
-    use std::os::fd::AsRawFd;
     let io = |path: PathBuf| move |source| RunDirError::Io { path, source };
     fs::DirBuilder::new()
         .recursive(true)
@@ -92,12 +91,7 @@ pub fn lock(dir: &Path) -> Result<RunDirLock, RunDirError> {
         .mode(0o600)
         .open(&path)
         .map_err(io(path.clone()))?;
-    // SAFETY: flock on a descriptor this function owns; no memory is involved.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
-            return Err(io(path)(err));
-        }
+    if !crate::sys::lock::try_lock_exclusive(&file).map_err(io(path.clone()))? {
         let mut holder = String::new();
         let _ = file.read_to_string(&mut holder);
         let holder = match holder.trim() {

@@ -29,7 +29,7 @@
 
 use std::fs;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -237,9 +237,9 @@ pub fn monitor_alive(paths: &ContainerPaths) -> bool {
     let Ok(f) = fs::OpenOptions::new().read(true).open(paths.lock()) else {
         return false;
     };
-    // SAFETY: flock on an fd we own; a shared non-blocking try.
-    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
-    r != 0
+    // Held by the monitor exactly when a shared lock cannot be had; an error (not expected
+    // on a file we could open) counts as held, as before: never declare a live monitor dead.
+    !crate::sys::lock::try_lock_shared(&f).unwrap_or(false)
 }
 
 /// Renders an error with all its sources, `outer: inner: innermost`.
@@ -260,10 +260,7 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 /// Entry point of `podvisor shim run <dir>`. Returns the process exit code.
 pub fn run(dir: &Path) -> i32 {
     // Name the process so `ps` (and a reaper looking at zombies) can tell monitors apart.
-    // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes.
-    unsafe {
-        libc::prctl(libc::PR_SET_NAME, c"podvisor-shim".as_ptr(), 0, 0, 0);
-    }
+    let _ = crate::sys::prctl::set_name(c"podvisor-shim");
     // SAFETY: fd 3 was set up by the spawner as the write end of the ready pipe; we own it.
     let ready = unsafe { fs::File::from_raw_fd(READY_FD) };
     match run_inner(dir, ready) {
@@ -881,8 +878,7 @@ mod tests {
         assert!(!monitor_alive(&paths), "no lock file");
         let f = fs::File::create(paths.lock()).expect("create");
         assert!(!monitor_alive(&paths), "unlocked");
-        // SAFETY: flock on an fd we own.
-        assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
+        crate::sys::lock::lock_exclusive(&f).expect("lock");
         assert!(monitor_alive(&paths), "locked");
         drop(f);
         assert!(!monitor_alive(&paths), "released");

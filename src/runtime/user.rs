@@ -17,7 +17,8 @@ use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::User;
 
-use crate::fsutil::{open_root, openat2_in_root};
+use crate::sys::at::{open_root, openat2_in_root};
+use rustix::fs::{OFlags, ResolveFlags};
 
 /// What the container asks to run as, before it is resolved against the rootfs.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -81,8 +82,8 @@ fn read_db(root: &OwnedFd, rootfs: &Path, file: &str) -> Result<Option<String>, 
         root,
         Path::new(file),
         // O_NONBLOCK: opening a FIFO planted by the image must not hang.
-        libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY,
-        libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY,
+        ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
     ) {
         Ok(fd) => fd,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),

@@ -271,7 +271,7 @@ pub enum LocalhostError {
 /// Reads and checks the Localhost profile `rel` below `root`.
 pub fn load_localhost(root: &Path, rel: &str) -> Result<LinuxSeccomp, LocalhostError> {
     let path = root.join(rel);
-    let root_fd = crate::fsutil::open_root(root).map_err(|source| LocalhostError::Root {
+    let root_fd = crate::sys::at::open_root(root).map_err(|source| LocalhostError::Root {
         root: root.to_path_buf(),
         source,
     })?;
@@ -279,12 +279,12 @@ pub fn load_localhost(root: &Path, rel: &str) -> Result<LinuxSeccomp, LocalhostE
         path: path.clone(),
         source,
     };
-    let fd = crate::fsutil::openat2_in_root(
+    let fd = crate::sys::at::openat2_in_root(
         &root_fd,
         Path::new(rel),
         // O_NONBLOCK: a FIFO planted there must not hang the daemon.
-        libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY,
-        libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY,
+        rustix::fs::ResolveFlags::BENEATH | rustix::fs::ResolveFlags::NO_MAGICLINKS,
     )
     .map_err(|e| match e.raw_os_error() {
         Some(libc::EXDEV) => LocalhostError::Unsafe {

@@ -85,20 +85,8 @@ impl Default for ProbeState {
     }
 }
 
-/// The address probes and hooks use by default: the pod IP (the host's with hostNetwork,
-/// loopback otherwise: pods have loopback-only networking).
-pub(super) fn pod_ip(pod: &Pod, host_ip: &str) -> String {
-    let host_network = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.host_network)
-        .unwrap_or(false);
-    if host_network {
-        host_ip.to_string()
-    } else {
-        "127.0.0.1".to_string()
-    }
-}
+/// The address probes and hooks use by default: the pod IP.
+pub(super) use crate::runtime::spec::pod_ip;
 
 fn kill_grace(pod: &Pod, c: &Container, kind: Option<ProbeKind>) -> Duration {
     let probe = match kind {

@@ -1,0 +1,63 @@
+//! Pod cgroups: the record of what each pod's cgroup was created with (`cgroup.json` in the
+//! pod directory), the Burstable tier's CPU weight summed from those records, and the
+//! teardown of sandboxes left incomplete.
+
+use super::*;
+
+/// File in a pod directory recording what its cgroup was created with.
+pub(super) const POD_CGROUP_RECORD: &str = "cgroup.json";
+
+/// What a pod's cgroup was created with: the QoS class (its place) and the cpu request that
+/// the Burstable tier's weight sums.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub(super) struct PodCgroupRecord {
+    pub(super) qos: crate::pod::qos::QosClass,
+    pub(super) cpu_request_millis: u64,
+}
+
+impl LinuxRuntime {
+    /// Sets the Burstable tier's CPU weight from the cpu requests of the Burstable pods on
+    /// disk. Called with `cgroup_lock` held; no-op while the tier does not exist.
+    pub(super) fn update_burstable_tier(&self) -> Result<(), RuntimeError> {
+        let parent = &self.cfg.cgroup_parent;
+        let tier = cgroups::qos_cgroup(parent, crate::pod::qos::QosClass::Burstable);
+        if !self.cfg.cgroup_root.dir("cpu", &tier).is_dir() {
+            return Ok(());
+        }
+        let mut total: u64 = 0;
+        if let Ok(entries) = fs::read_dir(self.cfg.pods_dir()) {
+            for e in entries.flatten() {
+                let path = e.path().join(POD_CGROUP_RECORD);
+                let Ok(data) = fs::read(&path) else { continue };
+                match serde_json::from_slice::<PodCgroupRecord>(&data) {
+                    Ok(r) if r.qos == crate::pod::qos::QosClass::Burstable => {
+                        total = total.saturating_add(r.cpu_request_millis);
+                    }
+                    Ok(_) => {}
+                    Err(e) => log::warn!("{}: {e}", path.display()),
+                }
+            }
+        }
+        self.cfg.cgroup_root.set_burstable_cpu(parent, total)?;
+        Ok(())
+    }
+
+    /// Finishes tearing down a sandbox that has no record, or one that is not live, keeping
+    /// the pod's data. No container runs in it: a container starts only in a complete sandbox,
+    /// a removal deletes the record only once every container of the pod exited, and a dead
+    /// sandbox is only torn down once no container of its pod lives.
+    pub(super) fn remove_partial_sandbox(&self, uid: &str) -> Result<(), RuntimeError> {
+        let _busy = self.busy_sandboxes.enter(uid);
+        let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.cfg
+            .cgroup_root
+            .remove_pod(&self.cfg.cgroup_parent, uid)?;
+        sandbox::remove_runtime(&self.cfg.sandbox_dirs(), uid).map_err(|source| {
+            RuntimeError::Sandbox {
+                pod: uid.to_string(),
+                source: Box::new(source),
+            }
+        })?;
+        self.update_burstable_tier()
+    }
+}

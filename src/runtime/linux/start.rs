@@ -1,0 +1,467 @@
+//! Starting a container: resolving its image and sandbox, writing its spec and monitor
+//! config (`prepare`), spawning the `shim run` monitor with its lock and ready pipe, reading
+//! its start report, and discarding what a failed start left.
+
+use super::*;
+
+impl LinuxRuntime {
+    pub(super) fn prepare(
+        &self,
+        req: &ContainerRequest<'_>,
+        id: &str,
+        paths: &ContainerPaths,
+    ) -> Result<(ContainerMeta, ShimConfig), RuntimeError> {
+        let pod = req.pod;
+        let pod_name = pod.metadata.name.clone().unwrap_or_default();
+        let pod_ns = pod
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let cname = req.container.name.clone();
+        let image_ref = req.container.image.clone().unwrap_or_default();
+        let image = self
+            .images
+            .resolve(&image_ref)
+            .map_err(|source| RuntimeError::Image {
+                pod: pod_name.clone(),
+                source: Box::new(source),
+            })?
+            .ok_or_else(|| RuntimeError::ImageNotPresent {
+                pod: pod_name.clone(),
+                image: image_ref.clone(),
+            })?;
+        let image_config =
+            self.images
+                .image_config(&image)
+                .map_err(|source| RuntimeError::Image {
+                    pod: pod_name.clone(),
+                    source: Box::new(source),
+                })?;
+        let layers_dir = self.images.layers_dir();
+        let mut lower: Vec<String> = self
+            .images
+            .layer_dirs(&image)
+            .map_err(|source| RuntimeError::Image {
+                pod: pod_name.clone(),
+                source: Box::new(source),
+            })?
+            .iter()
+            .map(|p| {
+                p.strip_prefix(&layers_dir)
+                    .unwrap_or(p)
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        lower.reverse();
+
+        let sb_paths = SandboxPaths::new(&self.cfg.sandbox_dirs(), &uid).map_err(|source| {
+            RuntimeError::Sandbox {
+                pod: pod_name.clone(),
+                source: Box::new(source),
+            }
+        })?;
+        let sb = sandbox::load(&sb_paths)
+            .map_err(|source| RuntimeError::Sandbox {
+                pod: pod_name.clone(),
+                source: Box::new(source),
+            })?
+            .ok_or_else(|| RuntimeError::SandboxNotReady {
+                pod: pod_name.clone(),
+                message: "the pod has no sandbox".into(),
+            })?;
+        // Never join a namespace file that is not a live nsfs mount (one left by an earlier
+        // boot is an empty file): the owner creates the sandbox again.
+        sandbox::check_namespaces(&sb_paths, sb.host_network).map_err(|message| {
+            RuntimeError::SandboxNotReady {
+                pod: pod_name.clone(),
+                message,
+            }
+        })?;
+        let mounts = SandboxMounts {
+            network_ns: (!sb.host_network).then(|| sb_paths.ns("net")),
+            ipc_ns: sb_paths.ns("ipc"),
+            uts_ns: (!sb.host_network).then(|| sb_paths.ns("uts")),
+            hosts: sb_paths.etc("hosts"),
+            hostname: sb_paths.etc("hostname"),
+            resolv_conf: sb_paths.etc("resolv.conf"),
+            shm: sb_paths.shm(),
+            volumes: sb.volumes.clone(),
+        };
+        let qos = crate::pod::qos::qos_class(pod).map_err(|source| RuntimeError::Spec {
+            pod: pod_name.clone(),
+            container: cname.clone(),
+            source: Box::new(spec::SpecError::from(source)),
+        })?;
+        let cgroup_path = cgroups::container_cgroup(&self.cfg.cgroup_parent, qos, &uid, id);
+        let rootfs = paths.rootfs().rootfs;
+        let host_devices = if security::is_privileged(req.container) {
+            security::devices::host_devices(Path::new("/dev")).map_err(|source| {
+                RuntimeError::Io {
+                    what: "list host devices in",
+                    path: PathBuf::from("/dev"),
+                    source,
+                }
+            })?
+        } else {
+            Vec::new()
+        };
+        let built = spec::build_spec(&SpecRequest {
+            pod,
+            container: req.container,
+            image: &image_config,
+            rootfs: &rootfs,
+            sandbox: &mounts,
+            cgroups_path: &cgroup_path,
+            node: &self.cfg.node,
+            // Static pods are critical; the kubelet's -997 is for node-critical ones.
+            critical: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.priority_class_name.as_deref())
+                == Some("system-node-critical"),
+            security: &self.cfg.security,
+            host_devices: &host_devices,
+            sub_path_pins: Some(&paths.rootfs().sub_paths),
+        })
+        .map_err(|source| RuntimeError::Spec {
+            pod: pod_name.clone(),
+            container: cname.clone(),
+            source: Box::new(source),
+        })?;
+        self.ensure_apparmor_profile(&built.spec, id)?;
+        let log_path = crate::logs::container_log_path(
+            &self.cfg.log_dir,
+            &pod_ns,
+            &pod_name,
+            &uid,
+            &cname,
+            req.restart_count,
+        );
+        let meta = ContainerMeta {
+            id: id.to_string(),
+            pod_uid: uid,
+            pod_namespace: pod_ns,
+            pod_name,
+            container_name: cname,
+            kind: req.kind,
+            restart_count: req.restart_count,
+            image: image_ref,
+            image_digest: image.digest.clone(),
+            log_path: log_path.clone(),
+            stop_signal: built.stop_signal,
+            created_at: super::super::now_rfc3339(),
+            boot_id: self.boot_id.clone(),
+        };
+        let shim_cfg = ShimConfig {
+            id: id.to_string(),
+            record_dir: paths.record.clone(),
+            youki_root: paths.dir.join("youki"),
+            layers_dir,
+            lower_layers: lower,
+            log_path,
+            log_max_size: self.cfg.log_max_size,
+            log_max_files: self.cfg.log_max_files,
+            user: built.user,
+            cgroup_root: self.cfg.cgroup_root.path().to_path_buf(),
+            cgroup_path,
+        };
+        let write = |path: PathBuf, r: io::Result<()>| {
+            r.map_err(|source| RuntimeError::Io {
+                what: "write",
+                path,
+                source,
+            })
+        };
+        write(
+            paths.config(),
+            fsutil::write_json_atomic_volatile(&paths.config(), &built.spec),
+        )?;
+        write(
+            paths.shim_config(),
+            fsutil::write_json_atomic_volatile(&paths.shim_config(), &shim_cfg),
+        )?;
+        // No fsync on the start path: the runtime files live on a tmpfs, and the monitor makes
+        // meta.json durable once the container started (a torn one after a power cut is an
+        // interrupted creation: the directories are removed).
+        // meta.json last: its presence marks a container as complete.
+        write(
+            paths.meta(),
+            fsutil::write_json_atomic_volatile(&paths.meta(), &meta),
+        )?;
+        Ok((meta, shim_cfg))
+    }
+
+    /// Loads podvisor's default AppArmor profile if the spec uses it and a policy reload (or
+    /// `aa-teardown`) removed it since start, as containerd checks before every container.
+    pub(super) fn ensure_apparmor_profile(
+        &self,
+        spec: &oci_spec::runtime::Spec,
+        id: &str,
+    ) -> Result<(), RuntimeError> {
+        let wants_default = spec
+            .process()
+            .as_ref()
+            .and_then(|p| p.apparmor_profile().as_deref())
+            == Some(apparmor::DEFAULT_PROFILE);
+        match &self.cfg.security.apparmor {
+            AppArmorHost::Enabled { securityfs, .. } if wants_default => {
+                apparmor::ensure_default_profile(securityfs).map_err(|e| RuntimeError::Start {
+                    id: id.to_string(),
+                    message: format!("AppArmor: {e}"),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Spawns the monitor and waits for its start report.
+    pub(super) fn spawn_monitor(
+        &self,
+        meta: &ContainerMeta,
+        paths: &ContainerPaths,
+    ) -> Result<ContainerInfo, RuntimeError> {
+        let id = meta.id.clone();
+        let io = |what: &'static str, path: PathBuf| {
+            move |source: io::Error| RuntimeError::Io { what, path, source }
+        };
+        let lock = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(paths.lock())
+            .map_err(io("create", paths.lock()))?;
+        if !crate::sys::lock::try_lock_exclusive(&lock).map_err(io("lock", paths.lock()))? {
+            return Err(io("lock", paths.lock())(io::Error::from(
+                io::ErrorKind::WouldBlock,
+            )));
+        }
+        let (ready_r, ready_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| io("create pipe for", paths.dir.clone())(e.into()))?;
+        let shim_log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(paths.shim_log())
+            .map_err(io("create", paths.shim_log()))?;
+        let mut cmd = Command::new(&self.cfg.shim_binary);
+        cmd.arg("shim")
+            .arg("run")
+            .arg(&paths.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(shim_log))
+            .env("RUST_LOG", "warn");
+        let ready_fd = ready_w.as_raw_fd();
+        let lock_fd = lock.as_raw_fd();
+        // SAFETY: the closure only calls async-signal-safe functions (setsid, dup2, fcntl).
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setsid() < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // Park both above the targets first so neither dup2 clobbers the other.
+                let r = libc::fcntl(ready_fd, libc::F_DUPFD_CLOEXEC, 10);
+                let l = libc::fcntl(lock_fd, libc::F_DUPFD_CLOEXEC, 10);
+                if r < 0 || l < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                move_fd(r, shim::READY_FD)?;
+                move_fd(l, shim::LOCK_FD)?;
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().map_err(|source| RuntimeError::Spawn {
+            binary: self.cfg.shim_binary.clone(),
+            source,
+        })?;
+        // The monitor holds the lock and the pipe now; ours must go so EOF and the lock follow
+        // the monitor's life.
+        drop(ready_w);
+        drop(lock);
+        let shim_pid = child.id() as i32;
+        // `child` is not waited on through std: the watcher reaps it via its pidfd.
+        drop(child);
+        let pidfd = procfs::pidfd_open(shim_pid).map_err(io("pidfd_open", paths.dir.clone()))?;
+        self.watcher.watch(meta, paths.clone(), pidfd)?;
+
+        match read_report(&ready_r, self.cfg.start_timeout) {
+            Ok(StartReport::Started { pid, started_at }) => Ok(ContainerInfo {
+                meta: meta.clone(),
+                state: ContainerState::Running { pid, started_at },
+            }),
+            Ok(StartReport::Failed { message }) => {
+                self.discard_failed(&id, paths);
+                Err(RuntimeError::Start { id, message })
+            }
+            Err(message) => {
+                if let Ok(p) = ProcessId::of(shim_pid) {
+                    let _ = p.signal(libc::SIGKILL);
+                }
+                self.discard_failed(&id, paths);
+                Err(RuntimeError::Start { id, message })
+            }
+        }
+    }
+
+    /// A start failed: stop watching the monitor, let it finish its cleanup (or finish it),
+    /// and remove the container's directories.
+    pub(super) fn discard_failed(&self, id: &str, paths: &ContainerPaths) {
+        if let Some(fd) = self.watcher.forget(id) {
+            let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+            let _ = poll(&mut fds, PollTimeout::from(10_000u16));
+            procfs::reap_pidfd(&fd);
+        }
+        if !paths.cleaned().exists() && paths.shim_config().exists() {
+            if let Err(e) = self.run_cleanup(paths) {
+                log::warn!("container {id}: {e}");
+            }
+        }
+        if let Err(e) = self.images.remove_lease(id) {
+            log::warn!("container {id}: {e}");
+        }
+        if let Err(e) = remove_container_dirs(paths) {
+            log::warn!("container {id}: {e}");
+        }
+    }
+
+    pub(super) fn run_cleanup(&self, paths: &ContainerPaths) -> Result<(), RuntimeError> {
+        run_cleanup(&self.cfg.shim_binary, paths)
+    }
+}
+
+/// dup2 `from` onto `to`, clearing close-on-exec (also when they are already equal).
+pub(super) fn move_fd(from: RawFd, to: RawFd) -> io::Result<()> {
+    // SAFETY: plain fd syscalls, async-signal-safe; called between fork and exec.
+    unsafe {
+        if from == to {
+            let flags = libc::fcntl(to, libc::F_GETFD);
+            if flags < 0 || libc::fcntl(to, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        } else if libc::dup2(from, to) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn read_report(fd: &OwnedFd, timeout: Duration) -> Result<StartReport, String> {
+    let deadline = Instant::now() + timeout;
+    let mut data = Vec::new();
+    let mut buf = [0u8; 4096];
+    let mut file = fs::File::from(fd.try_clone().map_err(|e| e.to_string())?);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!(
+                "monitor did not report a start within {}s",
+                timeout.as_secs()
+            ));
+        }
+        let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+        match poll(
+            &mut fds,
+            PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX),
+        ) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(nix::Error::EINTR) => continue,
+            Err(e) => return Err(format!("waiting for the monitor: {e}")),
+        }
+        match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                data.extend_from_slice(&buf[..n]);
+                if data.contains(&b'\n') {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("reading the monitor's report: {e}")),
+        }
+    }
+    let line = data.split(|b| *b == b'\n').next().unwrap_or_default();
+    if line.is_empty() {
+        return Err(
+            "monitor exited without reporting (see shim.log in the container directory)".into(),
+        );
+    }
+    serde_json::from_slice(line).map_err(|e| format!("malformed start report: {e}"))
+}
+
+pub(super) fn run_cleanup(binary: &Path, paths: &ContainerPaths) -> Result<(), RuntimeError> {
+    let out = Command::new(binary)
+        .arg("shim")
+        .arg("cleanup")
+        .arg(&paths.dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .env("RUST_LOG", "warn")
+        .output()
+        .map_err(|source| RuntimeError::Spawn {
+            binary: binary.to_path_buf(),
+            source,
+        })?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(RuntimeError::Start {
+            id: paths
+                .dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            message: format!(
+                "cleanup failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        })
+    }
+}
+
+pub(super) fn new_container_id(uid: &str, name: &str, restart_count: u32) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let seed = format!(
+        "{uid}/{name}/{restart_count}/{nanos}/{}/{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    use sha2::Digest;
+    let h = hex::encode(sha2::Sha256::digest(seed.as_bytes()));
+    let short_uid: String = uid.chars().filter(|c| *c != '-').take(8).collect();
+    format!("{short_uid}-{name}-{restart_count}-{}", &h[..8])
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn container_ids_are_unique_and_valid_for_libcontainer() {
+        let a = new_container_id("0d1e2f3a-aaaa", "web", 0);
+        let b = new_container_id("0d1e2f3a-aaaa", "web", 0);
+        assert_ne!(a, b);
+        assert!(a.starts_with("0d1e2f3a-web-0-"), "{a}");
+        assert!(a
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_+-.".contains(c)));
+    }
+
+    #[test]
+    fn move_fd_clears_cloexec_when_already_in_place() {
+        let (r, _w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
+        let fd = r.as_raw_fd();
+        move_fd(fd, fd).expect("move");
+        // SAFETY: F_GETFD on an fd we own.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        assert_eq!(flags & libc::FD_CLOEXEC, 0);
+    }
+}

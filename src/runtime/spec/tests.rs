@@ -1,0 +1,247 @@
+//! Tests of `build_spec` as a whole: hostname and namespaces, refused and checked fields,
+//! init containers, and the spec's round trip; per-concern tests live beside their code.
+
+use super::testutil::*;
+use super::*;
+use serde_json::json;
+
+// ---- hostname and namespaces ----
+
+#[test]
+fn hostname_from_spec_or_truncated_pod_name() {
+    assert_eq!(
+        ok(&pod_with(json!({}), json!({})))
+            .spec
+            .hostname()
+            .as_deref(),
+        Some("web-node1")
+    );
+    let p = pod_with(json!({}), json!({"hostname": "myhost"}));
+    assert_eq!(ok(&p).spec.hostname().as_deref(), Some("myhost"));
+    let bad = pod_with(json!({}), json!({"hostname": "My_Host"}));
+    assert!(err(&bad).starts_with("spec.hostname: invalid value \"My_Host\""));
+    let long = format!("{}-{}", "a".repeat(62), "b".repeat(10));
+    let mut p = pod_with(json!({}), json!({}));
+    p.metadata.name = Some(long.clone());
+    let cs = ok(&p);
+    assert_eq!(cs.spec.hostname().as_deref(), Some("a".repeat(62).as_str()));
+    assert_eq!(env_value(&cs, "HOSTNAME"), Some("a".repeat(62)));
+}
+
+#[test]
+fn host_network_has_no_hostname_and_no_network_or_uts_namespace() {
+    let p = pod_with(json!({}), json!({"hostNetwork": true}));
+    let cs = ok(&p);
+    assert_eq!(cs.spec.hostname(), &None);
+    assert_eq!(env_value(&cs, "HOSTNAME").as_deref(), Some("node1"));
+    let types: Vec<_> = linux(&cs)
+        .namespaces()
+        .clone()
+        .expect("ns")
+        .iter()
+        .map(|n| n.typ())
+        .collect();
+    assert_eq!(
+        types,
+        vec![
+            LinuxNamespaceType::Pid,
+            LinuxNamespaceType::Ipc,
+            LinuxNamespaceType::Mount,
+            LinuxNamespaceType::Cgroup
+        ]
+    );
+    // A sandbox that disagrees with the pod is refused.
+    let e = build_with(&p, &image(json!({"Cmd": ["x"]})), &sandbox(false)).expect_err("mismatch");
+    assert!(matches!(e, SpecError::SandboxMismatch { .. }));
+}
+
+#[test]
+fn namespaces_join_the_sandbox() {
+    let cs = ok(&pod_with(json!({}), json!({})));
+    let ns: Vec<(LinuxNamespaceType, Option<PathBuf>)> = linux(&cs)
+        .namespaces()
+        .clone()
+        .expect("ns")
+        .iter()
+        .map(|n| (n.typ(), n.path().clone()))
+        .collect();
+    assert_eq!(
+        ns,
+        vec![
+            (LinuxNamespaceType::Pid, None),
+            (
+                LinuxNamespaceType::Ipc,
+                Some(PathBuf::from("/run/podvisor/ns/ipc"))
+            ),
+            (
+                LinuxNamespaceType::Uts,
+                Some(PathBuf::from("/run/podvisor/ns/uts"))
+            ),
+            (LinuxNamespaceType::Mount, None),
+            (
+                LinuxNamespaceType::Network,
+                Some(PathBuf::from("/run/podvisor/ns/net"))
+            ),
+            (LinuxNamespaceType::Cgroup, None),
+        ]
+    );
+}
+
+#[test]
+fn unsupported_pod_and_container_fields_are_named() {
+    let cases = [
+        (
+            json!({}),
+            json!({"hostPID": true}),
+            "spec.hostPID is not supported",
+        ),
+        (
+            json!({}),
+            json!({"hostIPC": true}),
+            "spec.hostIPC is not supported",
+        ),
+        (
+            json!({}),
+            json!({"shareProcessNamespace": true}),
+            "spec.shareProcessNamespace is not supported yet",
+        ),
+        (
+            json!({"tty": true}),
+            json!({}),
+            "spec.containers[0].tty is not supported yet",
+        ),
+        (
+            json!({"stdin": true}),
+            json!({}),
+            "spec.containers[0].stdin is not supported yet",
+        ),
+        (
+            json!({"securityContext": {"seccompProfile": {"type": "Localhost", "localhostProfile": "p.json"}}}),
+            json!({}),
+            "spec.containers[0].securityContext.seccompProfile.localhostProfile: seccomp profile root",
+        ),
+        (
+            json!({"securityContext": {"appArmorProfile": {"type": "Localhost", "localhostProfile": "p"}}}),
+            json!({}),
+            "spec.containers[0].securityContext.appArmorProfile: AppArmor is not available",
+        ),
+    ];
+    for (c, s, want) in cases {
+        let e = err(&pod_with(c, s));
+        assert!(e.starts_with(want), "{e} vs {want}");
+    }
+}
+
+#[test]
+fn names_that_become_paths_are_checked_again() {
+    let bad_container = pod(json!({
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "../../etc"}]}
+    }));
+    let e = build_on(&bad_container, &NodeSecurity::default(), &[])
+        .expect_err("path name")
+        .to_string();
+    assert!(
+        e.starts_with("spec.containers[0].name: invalid value \"../../etc\""),
+        "{e}"
+    );
+    let mut p = pod_with(json!({}), json!({}));
+    p.metadata.namespace = Some("a/b".into());
+    assert!(err(&p).starts_with("metadata.namespace: invalid value \"a/b\""));
+    p.metadata.namespace = None;
+    p.metadata.name = Some("..".into());
+    assert!(err(&p).starts_with("metadata.name: invalid value \"..\""));
+}
+
+#[test]
+fn pod_level_resources_leave_the_container_spec_alone() {
+    // The pod cgroup carries pod-level limits; the container gets only its own.
+    let p = pod_with(
+        json!({}),
+        json!({"resources": {"limits": {"cpu": "1", "memory": "64Mi"}}}),
+    );
+    let cs = ok(&p);
+    let res = linux(&cs).resources().clone().expect("resources");
+    assert_eq!(res.memory().as_ref().and_then(|m| m.limit()), None);
+}
+
+#[test]
+fn init_containers_are_found_and_named() {
+    let p = pod(json!({
+        "metadata": {"name": "p"},
+        "spec": {
+            "containers": [{"name": "main"}],
+            "initContainers": [{"name": "init", "tty": true}]
+        }
+    }));
+    let spec = p.spec.as_ref().expect("spec");
+    let init = &spec.init_containers.as_ref().expect("init")[0];
+    let n = node();
+    let sb = sandbox(false);
+    let img = image(json!({"Cmd": ["x"]}));
+    let mut req = SpecRequest {
+        pod: &p,
+        container: init,
+        image: &img,
+        rootfs: Path::new("/r"),
+        sandbox: &sb,
+        cgroups_path: "/x",
+        node: &n,
+        critical: false,
+        security: &NodeSecurity::default(),
+        host_devices: &[],
+        sub_path_pins: None,
+    };
+    let e = build_spec(&req).expect_err("tty");
+    assert_eq!(
+        e.to_string(),
+        "spec.initContainers[0].tty is not supported yet"
+    );
+    let stranger: Container = serde_json::from_value(json!({"name": "stranger"})).expect("c");
+    req.container = &stranger;
+    assert_eq!(
+        build_spec(&req).expect_err("stranger").to_string(),
+        "container \"stranger\" is not part of the pod"
+    );
+}
+
+// ---- the rest of the spec ----
+
+#[test]
+fn annotations_root_cgroups_and_process_basics() {
+    let cs = ok(&pod_with(json!({}), json!({})));
+    let a = cs.spec.annotations().clone().expect("annotations");
+    assert_eq!(
+        a.get("io.kubernetes.pod.name").map(String::as_str),
+        Some("web-node1")
+    );
+    assert_eq!(
+        a.get("io.kubernetes.pod.namespace").map(String::as_str),
+        Some("prod")
+    );
+    assert_eq!(
+        a.get("io.kubernetes.pod.uid").map(String::as_str),
+        Some("u-1")
+    );
+    assert_eq!(
+        a.get("io.kubernetes.container.name").map(String::as_str),
+        Some("c")
+    );
+    assert_eq!(a.len(), 4);
+    let root = cs.spec.root().clone().expect("root");
+    assert_eq!(root.path(), Path::new("/var/lib/podvisor/rootfs/c"));
+    assert_eq!(
+        linux(&cs).cgroups_path().clone(),
+        Some(PathBuf::from("/podvisor/pod-u-1/c"))
+    );
+    let p = process(&cs);
+    assert_eq!(p.terminal(), Some(false));
+    assert_eq!(p.rlimits(), &None);
+    assert_eq!((p.user().uid(), p.user().gid()), (0, 0));
+    assert_eq!(cs.spec.hooks(), &None);
+    assert_eq!(cs.stop_signal, libc::SIGTERM);
+    // The spec survives a JSON round trip (what libcontainer reads from config.json).
+    let text = serde_json::to_string(&cs.spec).expect("serialize");
+    let back: Spec = serde_json::from_str(&text).expect("deserialize");
+    assert_eq!(back, cs.spec);
+}

@@ -1,0 +1,21 @@
+//! sys: podvisor's raw OS calls in one place, on top of rustix (safe wrappers over the raw
+//! syscalls; already in the dependency tree through libcontainer's `pathrs`).
+//!
+//! Everything here is a thin, documented wrapper with `io::Result`: the callers keep their
+//! own error types and context (path, container, layer). What lives here:
+//! - [`at`]: `openat2` below a root (with the kernel's EAGAIN retry) and the `*at` calls the
+//!   layer unpacker makes relative to directory descriptors;
+//! - [`lock`]: `flock` advisory locks (exclusive, shared, blocking or not);
+//! - [`tty`]: the terminal window size ioctls;
+//! - [`pidfd`]: process file descriptors (open, signal, reap);
+//! - [`prctl`]: process attributes (name, no_new_privs).
+//!
+//! Calls that must run between fork and exec (async-signal-safe only) stay where the
+//! `pre_exec` closure is: rustix's calls are raw syscalls without allocation, so they may be
+//! used there too.
+
+pub mod at;
+pub mod lock;
+pub mod pidfd;
+pub mod prctl;
+pub mod tty;
