@@ -211,10 +211,8 @@ reasons! {
         UnexpectedAdmissionError => "UnexpectedAdmissionError",
         /// podvisor: a container exited (the kubelet only shows it in the status).
         Exited => "Exited",
-        /// podvisor: a manifest source (file or URL) has an error.
+        /// podvisor: a manifest source (file or URL) has an error, or a manifest is invalid.
         SourceError => "SourceError",
-        /// podvisor: a manifest is not valid.
-        FailedValidation => "FailedValidation",
         /// podvisor: a second manifest names a pod that already exists.
         DuplicatePod => "DuplicatePod",
         /// podvisor: a changed manifest replaced its pod.
@@ -328,7 +326,6 @@ mod tests {
                 "UnexpectedAdmissionError",
                 "Exited",
                 "SourceError",
-                "FailedValidation",
                 "DuplicatePod",
                 "Replaced",
                 "MetadataUpdated",
