@@ -308,7 +308,7 @@ mod tests {
         assert_eq!(e.resource, "memory");
         assert_eq!(
             e.to_string(),
-            "memory: invalid quantity \"lots\": unknown suffix"
+            "memory: invalid quantity \"lots\": no digits"
         );
         assert_eq!(
             parse_memory_threshold("100Mi"),
