@@ -797,6 +797,13 @@ mod tests {
         assert!(validate_uid("").is_err());
     }
 
+    fn test_dirs(root: &Path) -> SandboxDirs {
+        SandboxDirs {
+            run: root.join("run"),
+            data: root.join("data"),
+        }
+    }
+
     #[test]
     fn host_path_types_are_checked_and_created() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -830,10 +837,7 @@ mod tests {
     #[test]
     fn host_path_errors_name_the_volume_field_and_the_path() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let dirs = SandboxDirs {
-            run: dir.path().join("run"),
-            data: dir.path().join("data"),
-        };
+        let dirs = test_dirs(dir.path());
         let file = dir.path().join("plain");
         fs::write(&file, b"x").expect("write");
         let p = pod(&format!(
@@ -855,10 +859,7 @@ mod tests {
     #[test]
     fn a_sandbox_without_its_namespaces_is_not_live_and_says_which_file() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let dirs = SandboxDirs {
-            run: dir.path().join("run"),
-            data: dir.path().join("data"),
-        };
+        let dirs = test_dirs(dir.path());
         let paths = SandboxPaths::new(&dirs, "u1").expect("paths");
         let why = check_live(&paths, false).expect_err("no namespaces");
         assert_eq!(
@@ -877,10 +878,7 @@ mod tests {
     fn secret_volume_is_refused_naming_the_field() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = pod("metadata: {name: a, uid: u1}\nspec:\n  containers: []\n  volumes:\n  - name: s\n    secret: {secretName: x}\n");
-        let dirs = SandboxDirs {
-            run: dir.path().join("run"),
-            data: dir.path().join("data"),
-        };
+        let dirs = test_dirs(dir.path());
         let paths = SandboxPaths::new(&dirs, "u1").expect("paths");
         let err = prepare_volumes(&paths, &p).expect_err("must fail");
         let msg = err.to_string();
