@@ -14,6 +14,7 @@
 //! - [`sync`]: the sync loop, the one owner of pod state; pod config merge, backoff, status.
 //! - [`api`], [`cli`]: the local API on a unix socket and the CLI views over it.
 //! - [`daemon`]: `podvisor run`, wiring the managers together.
+//! - [`reason`]: the kubelet's reason vocabulary (waiting, terminated, event and pod reasons).
 //! - [`status`]: the published view of pods and events (snapshots) for the API and CLI.
 //! - [`security`]: confinement: seccomp and AppArmor profiles, sysctls, device rules, and
 //!   what a node can give (validated against every manifest).
@@ -35,6 +36,7 @@ pub mod logs;
 pub mod play;
 pub mod pod;
 pub mod prober;
+pub mod reason;
 pub mod runtime;
 pub mod security;
 pub mod sources;

@@ -78,8 +78,8 @@ impl EventType {
 pub struct EventRecord {
     #[serde(rename = "type")]
     pub type_: EventType,
-    /// The kubelet's reason: Pulled, Created, Started, Killing, BackOff, Failed,
-    /// FailedValidation, SourceError, Replaced, ...
+    /// The kubelet's reason, a [`crate::reason::EventReason`] (Pulled, Created, Started,
+    /// Killing, BackOff, Failed, SourceError, Replaced, ...).
     pub reason: String,
     pub message: String,
     /// `namespace/name` of the pod, or empty for node-level events (a source error that
@@ -221,6 +221,7 @@ impl EventLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reason::EventReason;
 
     #[test]
     fn repeated_events_are_counted_not_duplicated() {
@@ -229,7 +230,7 @@ mod tests {
             EventType::Warning,
             "default/a",
             Some("c"),
-            "BackOff",
+            EventReason::BackOff.as_str(),
             "m",
             "t1"
         ));
@@ -237,7 +238,7 @@ mod tests {
             EventType::Normal,
             "default/a",
             Some("c"),
-            "Started",
+            EventReason::Started.as_str(),
             "m",
             "t2"
         ));
@@ -245,13 +246,16 @@ mod tests {
             EventType::Warning,
             "default/a",
             Some("c"),
-            "BackOff",
+            EventReason::BackOff.as_str(),
             "m",
             "t3"
         ));
         let v = log.to_vec();
         assert_eq!(v.len(), 2);
-        let backoff = v.iter().find(|e| e.reason == "BackOff").expect("backoff");
+        let backoff = v
+            .iter()
+            .find(|e| e.reason == EventReason::BackOff)
+            .expect("backoff");
         assert_eq!(backoff.count, 2);
         assert_eq!(backoff.first_timestamp, "t1");
         assert_eq!(backoff.last_timestamp, "t3");

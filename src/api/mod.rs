@@ -228,7 +228,7 @@ pub fn parse_request(method: &str, url: &str) -> Result<ApiRequest, ApiError> {
         }
         segments.push(
             percent_decode(raw, false)
-                .map_err(|reason| ApiError::bad(format!("path segment {raw:?}"), reason))?,
+                .map_err(|e| ApiError::bad(format!("path segment {raw:?}"), e.to_string()))?,
         );
     }
     let mut params = parse_query(query.unwrap_or(""))?;
@@ -330,9 +330,9 @@ fn parse_query(query: &str) -> Result<Params, ApiError> {
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         let key = percent_decode(k, true)
-            .map_err(|reason| ApiError::bad(format!("query parameter {k:?}"), reason))?;
+            .map_err(|e| ApiError::bad(format!("query parameter {k:?}"), e.to_string()))?;
         let value = percent_decode(v, true)
-            .map_err(|reason| ApiError::bad(format!("query parameter {key}"), reason))?;
+            .map_err(|e| ApiError::bad(format!("query parameter {key}"), e.to_string()))?;
         if out.iter().any(|(seen, _)| *seen == key) {
             return Err(ApiError::bad(
                 "query",
@@ -353,8 +353,17 @@ fn hex_val(b: u8) -> Option<u8> {
     }
 }
 
+/// A path segment or query component that does not percent-decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PercentDecodeError {
+    #[error("invalid percent escape {escape:?}")]
+    Escape { escape: String },
+    #[error("percent escapes do not decode to UTF-8")]
+    NotUtf8,
+}
+
 /// Decodes `%XX` escapes (and `+` as a space in query components) into UTF-8 text.
-pub fn percent_decode(s: &str, plus_is_space: bool) -> Result<String, String> {
+pub fn percent_decode(s: &str, plus_is_space: bool) -> Result<String, PercentDecodeError> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -367,10 +376,9 @@ pub fn percent_decode(s: &str, plus_is_space: bool) -> Result<String, String> {
                     (Some(hi), Some(lo)) => out.push(hi << 4 | lo),
                     _ => {
                         let end = (i + 3).min(b.len());
-                        return Err(format!(
-                            "invalid percent escape {:?}",
-                            String::from_utf8_lossy(&b[i..end])
-                        ));
+                        return Err(PercentDecodeError::Escape {
+                            escape: String::from_utf8_lossy(&b[i..end]).into_owned(),
+                        });
                     }
                 }
                 i += 3;
@@ -385,7 +393,7 @@ pub fn percent_decode(s: &str, plus_is_space: bool) -> Result<String, String> {
             }
         }
     }
-    String::from_utf8(out).map_err(|_| "percent escapes do not decode to UTF-8".to_string())
+    String::from_utf8(out).map_err(|_| PercentDecodeError::NotUtf8)
 }
 
 /// Percent-encodes `s` for use as one path segment or query value: every byte except

@@ -9,7 +9,9 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::pod::quantity::QuantityError;
 use crate::pod::resources::Amounts;
+use crate::reason::PodReason;
 
 /// Errors reading node capacity.
 #[derive(Debug, thiserror::Error)]
@@ -18,6 +20,25 @@ pub enum CapacityError {
     Read { path: PathBuf, source: io::Error },
     #[error("{path}: {reason}")]
     Parse { path: PathBuf, reason: String },
+}
+
+/// A `systemReserved`/`kubeReserved` entry that is not a quantity.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{resource}: {source}")]
+pub struct ReservedError {
+    /// The map key: `cpu` or `memory`.
+    pub resource: &'static str,
+    #[source]
+    pub source: QuantityError,
+}
+
+/// An `evictionHard` `memory.available` value that is neither a quantity nor a percentage.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ThresholdError {
+    #[error("{value:?} is not a percentage between 0% and 100%")]
+    Percentage { value: String },
+    #[error(transparent)]
+    Quantity(#[from] QuantityError),
 }
 
 /// The hard eviction threshold of `memory.available`.
@@ -120,24 +141,28 @@ pub fn read_capacity(cpu_online: &Path, meminfo: &Path) -> Result<Amounts, Capac
 /// the key.
 pub fn parse_reserved(
     map: &std::collections::BTreeMap<String, String>,
-) -> Result<Amounts, (String, String)> {
+) -> Result<Amounts, ReservedError> {
     use crate::pod::quantity::{parse_bytes, parse_cpu_millis};
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     let mut a = Amounts::default();
     if let Some(v) = map.get("cpu") {
-        a.cpu_millis =
-            parse_cpu_millis(&Quantity(v.clone())).map_err(|e| ("cpu".into(), e.to_string()))?;
+        a.cpu_millis = parse_cpu_millis(&Quantity(v.clone())).map_err(|source| ReservedError {
+            resource: "cpu",
+            source,
+        })?;
     }
     if let Some(v) = map.get("memory") {
-        a.memory_bytes =
-            parse_bytes(&Quantity(v.clone())).map_err(|e| ("memory".into(), e.to_string()))?;
+        a.memory_bytes = parse_bytes(&Quantity(v.clone())).map_err(|source| ReservedError {
+            resource: "memory",
+            source,
+        })?;
     }
     Ok(a)
 }
 
 /// Reads the `memory.available` value of `evictionHard`: a quantity ("100Mi") or a
 /// percentage of capacity ("5%", "7.5%").
-pub fn parse_memory_threshold(value: &str) -> Result<MemoryThreshold, String> {
+pub fn parse_memory_threshold(value: &str) -> Result<MemoryThreshold, ThresholdError> {
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     if let Some(pct) = value.strip_suffix('%') {
         let (whole, frac) = pct.split_once('.').unwrap_or((pct, ""));
@@ -145,7 +170,9 @@ pub fn parse_memory_threshold(value: &str) -> Result<MemoryThreshold, String> {
             && whole.bytes().all(|b| b.is_ascii_digit())
             && frac.len() <= 2
             && frac.bytes().all(|b| b.is_ascii_digit());
-        let bad = || format!("{value:?} is not a percentage between 0% and 100%");
+        let bad = || ThresholdError::Percentage {
+            value: value.to_string(),
+        };
         if !digits_ok {
             return Err(bad());
         }
@@ -159,7 +186,7 @@ pub fn parse_memory_threshold(value: &str) -> Result<MemoryThreshold, String> {
     }
     crate::pod::quantity::parse_bytes(&Quantity(value.to_string()))
         .map(MemoryThreshold::Bytes)
-        .map_err(|e| e.to_string())
+        .map_err(ThresholdError::from)
 }
 
 /// This host's capacity.
@@ -173,6 +200,7 @@ pub fn host_capacity() -> Result<Amounts, CapacityError> {
 /// Why a pod was not admitted: the kubelet's `OutOf<resource>` reason and its message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejection {
+    /// A [`PodReason`] (`OutOfcpu`, `OutOfmemory`), as the sync loop records it.
     pub reason: String,
     pub message: String,
 }
@@ -183,22 +211,24 @@ pub struct Rejection {
 pub fn admit(requests: Amounts, used: Amounts, allocatable: Amounts) -> Result<(), Rejection> {
     let checks = [
         (
+            PodReason::OutOfCpu,
             "cpu",
             requests.cpu_millis,
             used.cpu_millis,
             allocatable.cpu_millis,
         ),
         (
+            PodReason::OutOfMemory,
             "memory",
             requests.memory_bytes,
             used.memory_bytes,
             allocatable.memory_bytes,
         ),
     ];
-    for (name, req, used, cap) in checks {
+    for (reason, name, req, used, cap) in checks {
         if req > 0 && req > cap.saturating_sub(used) {
             return Err(Rejection {
-                reason: format!("OutOf{name}"),
+                reason: reason.into(),
                 message: format!(
                     "Node didn't have enough resource: {name}, requested: {req}, used: {used}, capacity: {cap}"
                 ),
@@ -274,7 +304,12 @@ mod tests {
         );
         let bad: std::collections::BTreeMap<String, String> =
             [("memory".to_string(), "lots".to_string())].into();
-        assert_eq!(parse_reserved(&bad).expect_err("bad").0, "memory");
+        let e = parse_reserved(&bad).expect_err("bad");
+        assert_eq!(e.resource, "memory");
+        assert_eq!(
+            e.to_string(),
+            "memory: invalid quantity \"lots\": no digits"
+        );
         assert_eq!(
             parse_memory_threshold("100Mi"),
             Ok(MemoryThreshold::Bytes(100 << 20))
@@ -287,7 +322,12 @@ mod tests {
             parse_memory_threshold("7.5%"),
             Ok(MemoryThreshold::Basis(750))
         );
-        assert!(parse_memory_threshold("101%").is_err());
+        assert_eq!(
+            parse_memory_threshold("101%")
+                .expect_err("101%")
+                .to_string(),
+            "\"101%\" is not a percentage between 0% and 100%"
+        );
         assert!(parse_memory_threshold("-1%").is_err());
         assert!(parse_memory_threshold("x").is_err());
     }

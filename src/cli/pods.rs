@@ -7,6 +7,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::table::kubectl_table;
 use super::time::since;
+use crate::reason::{PodReason, TerminatedReason, WaitingReason};
 use crate::status::{PodView, SourceErrorView};
 
 /// The kubectl columns of one pod.
@@ -113,7 +114,7 @@ pub fn pod_summary(pod: &Pod, now: Timestamp) -> PodSummary {
                     _ => format!("Init:ExitCode:{}", t.exit_code),
                 },
             };
-        } else if !waiting_reason.is_empty() && waiting_reason != "PodInitializing" {
+        } else if !waiting_reason.is_empty() && waiting_reason != WaitingReason::PodInitializing {
             reason = format!("Init:{waiting_reason}");
         } else {
             reason = format!("Init:{i}/{spec_init_len}");
@@ -154,7 +155,7 @@ pub fn pod_summary(pod: &Pod, now: Timestamp) -> PodSummary {
                 ready += 1;
             }
         }
-        if reason == "Completed" && has_running {
+        if reason == TerminatedReason::Completed && has_running {
             reason = if condition_true(pod, "Ready") {
                 "Running".into()
             } else {
@@ -164,7 +165,7 @@ pub fn pod_summary(pod: &Pod, now: Timestamp) -> PodSummary {
     }
 
     if pod.metadata.deletion_timestamp.is_some() {
-        if status.and_then(|s| s.reason.as_deref()) == Some("NodeLost") {
+        if status.and_then(|s| s.reason.as_deref()) == Some(PodReason::NodeLost.as_str()) {
             reason = "Unknown".into();
         } else if phase != "Succeeded" && phase != "Failed" {
             reason = "Terminating".into();

@@ -9,6 +9,7 @@
 //! takes the default; `--manifest-url-header` replaces the file's `staticPodURLHeader` and
 //! accumulates over repeated flags.
 
+mod checks;
 mod duration;
 pub mod raw;
 #[cfg(test)]
@@ -28,6 +29,7 @@ use crate::pod::validation::is_dns1123_subdomain;
 
 use crate::cgroups::allocatable::{self, MemoryThreshold, Reservation};
 use crate::security::sysctl::SysctlPattern;
+use checks::{check_absolute, check_header, check_pod_logs_dir, check_socket_path, check_url};
 pub use duration::{parse_go_duration, DurationError};
 use raw::RawKubeletConfiguration;
 
@@ -80,9 +82,6 @@ pub const IMPLEMENTED_FIELDS: &[&str] = &[
     "syncFrequency",
     "systemReserved",
 ];
-
-/// Longest path a unix socket address can hold (sun_path is 108 bytes with the final NUL).
-const MAX_SOCKET_PATH_BYTES: usize = 107;
 
 /// Errors reading the daemon configuration. Every value error names the field or flag.
 #[derive(Debug, thiserror::Error)]
@@ -292,8 +291,9 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
     let static_pod_path = match &flags.pod_manifest_path {
         Some(p) if p.as_os_str().is_empty() => None,
         Some(p) => {
-            check_absolute(p)
-                .map_err(|m| invalid_flag("pod-manifest-path", &p.display().to_string(), m))?;
+            check_absolute(p).map_err(|m| {
+                invalid_flag("pod-manifest-path", &p.display().to_string(), m.to_string())
+            })?;
             Some(p.clone())
         }
         None => Some(
@@ -304,7 +304,7 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
     let static_pod_url = match &flags.manifest_url {
         Some(u) if u.is_empty() => None,
         Some(u) => {
-            check_url(u).map_err(|m| invalid_flag("manifest-url", u, m))?;
+            check_url(u).map_err(|m| invalid_flag("manifest-url", u, m.to_string()))?;
             Some(u.clone())
         }
         None => file.static_pod_url,
@@ -317,7 +317,7 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
     let api_socket = match &flags.api_socket {
         Some(p) => {
             check_socket_path(p)
-                .map_err(|m| invalid_flag("api-socket", &p.display().to_string(), m))?;
+                .map_err(|m| invalid_flag("api-socket", &p.display().to_string(), m.to_string()))?;
             p.clone()
         }
         None => PathBuf::from(DEFAULT_API_SOCKET),
@@ -537,14 +537,14 @@ fn validate(
     let static_pod_path = match non_empty(&raw.static_pod_path) {
         Some(s) => {
             let p = PathBuf::from(&s.value);
-            check_absolute(&p).map_err(|m| err("staticPodPath", &s.referenced, m.into()))?;
+            check_absolute(&p).map_err(|m| err("staticPodPath", &s.referenced, m.to_string()))?;
             Some(p)
         }
         None => None,
     };
     let static_pod_url = match non_empty(&raw.static_pod_url) {
         Some(s) => {
-            check_url(&s.value).map_err(|m| err("staticPodURL", &s.referenced, m))?;
+            check_url(&s.value).map_err(|m| err("staticPodURL", &s.referenced, m.to_string()))?;
             Some(s.value.clone())
         }
         None => None,
@@ -553,7 +553,7 @@ fn validate(
         Some(h) => {
             for (name, values) in &h.value {
                 check_header(name, values)
-                    .map_err(|m| err("staticPodURLHeader", &h.referenced, m))?;
+                    .map_err(|m| err("staticPodURLHeader", &h.referenced, m.to_string()))?;
             }
             Some(h.value.clone())
         }
@@ -603,7 +603,8 @@ fn validate(
     };
     let pod_logs_dir = match non_empty(&raw.pod_logs_dir) {
         Some(s) => {
-            check_pod_logs_dir(&s.value).map_err(|m| err("podLogsDir", &s.referenced, m))?;
+            check_pod_logs_dir(&s.value)
+                .map_err(|m| err("podLogsDir", &s.referenced, m.to_string()))?;
             Some(PathBuf::from(&s.value))
         }
         None => None,
@@ -680,12 +681,7 @@ fn validate(
         ));
     }
     let image_minimum_gc_age = frequency("imageMinimumGCAge", &raw.image_minimum_gc_age)?;
-    let reservation = reservation(raw).map_err(|(field, message)| ConfigError::Invalid {
-        source_name: source_name.into(),
-        location: String::new(),
-        field,
-        message,
-    })?;
+    let reservation = reservation(raw, source_name)?;
 
     let allowed_unsafe_sysctls = raw
         .allowed_unsafe_sysctls
@@ -693,8 +689,13 @@ fn validate(
         .flatten()
         .enumerate()
         .map(|(i, p)| {
-            SysctlPattern::parse(&p.value)
-                .map_err(|m| err(&format!("allowedUnsafeSysctls[{i}]"), &p.referenced, m))
+            SysctlPattern::parse(&p.value).map_err(|e| {
+                err(
+                    &format!("allowedUnsafeSysctls[{i}]"),
+                    &p.referenced,
+                    e.to_string(),
+                )
+            })
         })
         .collect::<Result<Vec<_>, _>>()?;
 
@@ -731,10 +732,20 @@ fn validate(
 
 /// `systemReserved`, `kubeReserved` and `evictionHard["memory.available"]` (the kubelet's
 /// default `100Mi` when `evictionHard` is not set; none when it is set without it). Errors
-/// are (field, message).
-fn reservation(raw: &RawKubeletConfiguration) -> Result<Reservation, (String, String)> {
+/// name the field.
+fn reservation(
+    raw: &RawKubeletConfiguration,
+    source_name: &str,
+) -> Result<Reservation, ConfigError> {
+    let invalid = |field: String, message: String| ConfigError::Invalid {
+        source_name: source_name.into(),
+        location: String::new(),
+        field,
+        message,
+    };
     let reserved = |name: &str, m: &Option<BTreeMap<String, String>>| match m {
-        Some(m) => allocatable::parse_reserved(m).map_err(|(k, e)| (format!("{name}.{k}"), e)),
+        Some(m) => allocatable::parse_reserved(m)
+            .map_err(|e| invalid(format!("{name}.{}", e.resource), e.source.to_string())),
         None => Ok(Default::default()),
     };
     let eviction_memory = match &raw.eviction_hard {
@@ -742,7 +753,7 @@ fn reservation(raw: &RawKubeletConfiguration) -> Result<Reservation, (String, St
         Some(m) => match m.get("memory.available") {
             None => MemoryThreshold::Bytes(0),
             Some(v) => allocatable::parse_memory_threshold(v)
-                .map_err(|e| ("evictionHard.memory.available".to_string(), e))?,
+                .map_err(|e| invalid("evictionHard.memory.available".to_string(), e.to_string()))?,
         },
     };
     Ok(Reservation {
@@ -780,7 +791,7 @@ pub fn parse_manifest_url_headers(
     }
     for (name, vals) in &headers {
         check_header(name, vals)
-            .map_err(|m| invalid_flag("manifest-url-header", &values.join(" "), m))?;
+            .map_err(|m| invalid_flag("manifest-url-header", &values.join(" "), m.to_string()))?;
     }
     Ok(headers)
 }
@@ -822,120 +833,4 @@ fn invalid_flag(flag: &'static str, value: &str, message: impl Into<String>) -> 
         value: value.into(),
         message: message.into(),
     }
-}
-
-fn check_absolute(p: &Path) -> Result<(), &'static str> {
-    if p.is_absolute() {
-        Ok(())
-    } else {
-        Err("must be an absolute path")
-    }
-}
-
-/// The kubelet's podLogsDir rules: absolute, normalized (`filepath.Clean(p) == p`), ASCII.
-fn check_pod_logs_dir(p: &str) -> Result<(), String> {
-    if !p.starts_with('/') {
-        return Err(format!("{p:?} must be an absolute path"));
-    }
-    let clean = p == "/"
-        || (!p.ends_with('/')
-            && p[1..]
-                .split('/')
-                .all(|c| !c.is_empty() && c != "." && c != ".."));
-    if !clean {
-        return Err(format!(
-            "{p:?} must be normalized (no \"//\", \".\", \"..\" or trailing \"/\")"
-        ));
-    }
-    if !p.is_ascii() {
-        return Err(format!("{p:?} must contain ASCII characters only"));
-    }
-    Ok(())
-}
-
-fn check_socket_path(p: &Path) -> Result<(), String> {
-    check_absolute(p)?;
-    let len = p.as_os_str().len();
-    if len > MAX_SOCKET_PATH_BYTES {
-        return Err(format!(
-            "is {len} bytes, a unix socket path holds at most {MAX_SOCKET_PATH_BYTES}"
-        ));
-    }
-    Ok(())
-}
-
-/// An absolute http or https URL with a host (and a valid port if any).
-fn check_url(url: &str) -> Result<(), String> {
-    if let Some(c) = url.chars().find(|c| c.is_control() || c.is_whitespace()) {
-        return Err(format!("must not contain {c:?}"));
-    }
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return Err("must be an absolute http or https URL (scheme://host/...)".into());
-    };
-    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
-        return Err(format!("scheme {scheme:?} is not http or https"));
-    }
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
-    let (host, port) = if let Some(v6) = host_port.strip_prefix('[') {
-        let Some((addr, after)) = v6.split_once(']') else {
-            return Err("has an unterminated IPv6 address".into());
-        };
-        if addr.parse::<std::net::Ipv6Addr>().is_err() {
-            return Err(format!("host [{addr}] is not an IPv6 address"));
-        }
-        match after {
-            "" => (addr, None),
-            p => match p.strip_prefix(':') {
-                Some(port) => (addr, Some(port)),
-                None => return Err(format!("unexpected {p:?} after the IPv6 address")),
-            },
-        }
-    } else {
-        match host_port.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (host_port, None),
-        }
-    };
-    if host.is_empty() {
-        return Err("has no host".into());
-    }
-    if !host_port.starts_with('[')
-        && !host
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
-    {
-        return Err(format!(
-            "host {host:?} has characters not allowed in a host name"
-        ));
-    }
-    if let Some(port) = port {
-        let ok = !port.is_empty()
-            && port.bytes().all(|b| b.is_ascii_digit())
-            && port.parse::<u16>().is_ok_and(|p| p > 0);
-        if !ok {
-            return Err(format!("port {port:?} is not a number from 1 to 65535"));
-        }
-    }
-    Ok(())
-}
-
-/// An HTTP header name is an RFC 9110 token; values must not hold control characters other
-/// than tab (Go's httpguts.ValidHeaderFieldValue).
-fn check_header(name: &str, values: &[String]) -> Result<(), String> {
-    if name.is_empty() {
-        return Err("header name is empty".into());
-    }
-    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
-    if !name.bytes().all(token) {
-        return Err(format!("header name {name:?} is not a valid HTTP token"));
-    }
-    for value in values {
-        if value.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
-            return Err(format!(
-                "header {name:?} value {value:?} contains control characters"
-            ));
-        }
-    }
-    Ok(())
 }

@@ -529,11 +529,11 @@ impl ArchiveContents {
         // A single entry without platform is taken as is (a plain index wrapper).
         host.select(descs)
             .cloned()
-            .map_err(|available| ArchiveError::NoMatchingPlatform {
+            .map_err(|e| ArchiveError::NoMatchingPlatform {
                 archive: self.archive.clone(),
                 image: label.to_string(),
                 wanted: host.to_string(),
-                available,
+                available: e.offered(),
             })
     }
 

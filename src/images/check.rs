@@ -69,7 +69,7 @@ impl CheckReport {
 }
 
 /// A repair: what it does, and the action.
-type Repair<'r> = (&'r str, &'r mut dyn FnMut() -> Result<(), String>);
+type Repair<'r> = (&'r str, &'r mut dyn FnMut() -> Result<(), ImageError>);
 
 struct Checker<'a> {
     store: &'a ImageStore,
@@ -102,13 +102,16 @@ impl Checker<'_> {
     }
 }
 
-fn remove_path(p: &PathBuf) -> Result<(), String> {
+fn remove_path(p: &PathBuf) -> Result<(), ImageError> {
     let r = if p.is_dir() {
         fs::remove_dir_all(p)
     } else {
         fs::remove_file(p)
     };
-    r.map_err(|e| e.to_string())
+    r.map_err(|source| ImageError::Io {
+        path: p.clone(),
+        source,
+    })
 }
 
 impl ImageStore {
@@ -138,9 +141,7 @@ impl ImageStore {
                     unused.blobs.len(),
                     unused.layers.len()
                 ),
-                Some(("removed (garbage collection)", &mut || {
-                    self.gc_locked().map_err(|e| e.to_string())
-                })),
+                Some(("removed (garbage collection)", &mut || self.gc_locked())),
             );
         }
         Ok(c.report)
@@ -221,7 +222,7 @@ fn check_blobs(c: &mut Checker<'_>, suspects: Vec<Digest>) -> Result<HashSet<Dig
             FindingKind::Inconsistent,
             format!("blob {d}: content does not match its digest (content is {actual})"),
             Some(("removed", &mut || {
-                store.blobs.remove(&d).map_err(|e| e.to_string())
+                store.blobs.remove(&d).map_err(ImageError::from)
             })),
         );
     }
@@ -344,7 +345,7 @@ fn check_record_content(c: &mut Checker<'_>, rec: &ImageRecord, bad_blobs: &Hash
                 s.layers
                     .ensure(&s.blobs.path(blob), blob, diff_id)
                     .map(|_| ())
-                    .map_err(|e| e.to_string())
+                    .map_err(ImageError::from)
             })),
         );
     }

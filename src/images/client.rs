@@ -31,7 +31,7 @@ use ureq::{Agent, Body};
 
 use super::digest::Digest;
 use super::registry::{
-    base64_encode, Credentials, Endpoint, RegistryConfig, Scheme, SYSTEM_CA_BUNDLE,
+    base64_encode, Credentials, Endpoint, EndpointError, RegistryConfig, Scheme, SYSTEM_CA_BUNDLE,
 };
 use crate::httpclient::{self, read_body, HttpError, Limits};
 
@@ -89,11 +89,12 @@ pub enum RegistryError {
         realm: String,
         source: TokenError,
     },
-    #[error("pull {reference}: tls setup for {host}: {detail}")]
+    #[error("pull {reference}: tls setup for {host}: {source}")]
     Tls {
         reference: String,
         host: String,
-        detail: String,
+        #[source]
+        source: CaFileError,
     },
     #[error("pull {reference}: {digest} does not match its content: content digest is {actual}")]
     DigestMismatch {
@@ -138,7 +139,9 @@ pub enum RegistryError {
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
     #[error("bad realm: {0}")]
-    BadRealm(String),
+    BadRealm(EndpointError),
+    #[error("bad realm: not an http(s) url")]
+    RealmNotHttp,
     #[error("refusing a plain http token realm for an https registry")]
     InsecureRealm,
     #[error("{source} (after {attempts} attempts)")]
@@ -290,11 +293,23 @@ pub fn parse_challenge(h: &str) -> Option<Challenge> {
     })
 }
 
-fn load_roots(ca_file: Option<&Path>) -> Result<RootCerts, String> {
+/// A registry's `ca_file` that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum CaFileError {
+    #[error("reading ca_file {path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
+    #[error("ca_file {path} holds no PEM certificate")]
+    NoCertificate { path: PathBuf },
+}
+
+fn load_roots(ca_file: Option<&Path>) -> Result<RootCerts, CaFileError> {
     let mut certs: Vec<Certificate<'static>> = Vec::new();
     let system = fs::read(SYSTEM_CA_BUNDLE).ok();
     let extra = match ca_file {
-        Some(p) => Some(fs::read(p).map_err(|e| format!("reading ca_file {}: {e}", p.display()))?),
+        Some(p) => Some(fs::read(p).map_err(|source| CaFileError::Read {
+            path: p.to_path_buf(),
+            source,
+        })?),
         None => None,
     };
     if system.is_none() && extra.is_none() {
@@ -309,7 +324,9 @@ fn load_roots(ca_file: Option<&Path>) -> Result<RootCerts, String> {
     }
     if let (Some(p), Some(data)) = (ca_file, &extra) {
         if !ureq::tls::parse_pem(data).any(|i| matches!(i, Ok(PemItem::Certificate(_)))) {
-            return Err(format!("ca_file {} holds no PEM certificate", p.display()));
+            return Err(CaFileError::NoCertificate {
+                path: p.to_path_buf(),
+            });
         }
     }
     Ok(RootCerts::new_with_certs(&certs))
@@ -357,10 +374,10 @@ impl<'a> Client<'a> {
             return Ok(a.clone());
         }
         let tls = self.cfg.tls(host);
-        let roots = load_roots(tls.ca_file.as_deref()).map_err(|detail| RegistryError::Tls {
+        let roots = load_roots(tls.ca_file.as_deref()).map_err(|source| RegistryError::Tls {
             reference: self.reference.clone(),
             host: host.to_string(),
-            detail,
+            source,
         })?;
         let agent: Agent = self
             .limits
@@ -579,9 +596,7 @@ impl<'a> Client<'a> {
             return Err(token_err(TokenError::InsecureRealm));
         }
         if !realm.starts_with("http://") && !realm.starts_with("https://") {
-            return Err(token_err(TokenError::BadRealm(
-                "not an http(s) url".to_string(),
-            )));
+            return Err(token_err(TokenError::RealmNotHttp));
         }
         let limits = Limits {
             max_body: MAX_TOKEN,

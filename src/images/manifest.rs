@@ -116,6 +116,21 @@ impl fmt::Display for HostPlatform {
     }
 }
 
+/// An image index with no entry this host can run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no entry for this platform; the index offers {}", .available.join(", "))]
+pub struct NoMatchingPlatform {
+    /// The platforms the index offers (`os/arch[/variant]`, or `unknown`).
+    pub available: Vec<String>,
+}
+
+impl NoMatchingPlatform {
+    /// The offered platforms, comma-separated.
+    pub fn offered(&self) -> String {
+        self.available.join(", ")
+    }
+}
+
 impl HostPlatform {
     /// Detects the host platform from the compile-time architecture (and /proc/cpuinfo for
     /// 32-bit arm, defaulting to v7).
@@ -140,8 +155,11 @@ impl HostPlatform {
 
     /// How well `p` fits this host: `None` when it cannot run, lower is better.
     /// The entry of an index for this machine: a lone entry without platform as is, else
-    /// the best-ranked match; `Err` lists the platforms the index offers (comma-separated).
-    pub fn select<'a>(&self, descs: &'a [RawDescriptor]) -> Result<&'a RawDescriptor, String> {
+    /// the best-ranked match; `Err` lists the platforms the index offers.
+    pub fn select<'a>(
+        &self,
+        descs: &'a [RawDescriptor],
+    ) -> Result<&'a RawDescriptor, NoMatchingPlatform> {
         if let [only] = descs {
             if only.platform.is_none() {
                 return Ok(only);
@@ -157,16 +175,15 @@ impl HostPlatform {
             })
             .min_by_key(|(r, _)| *r)
             .map(|(_, d)| d)
-            .ok_or_else(|| {
-                descs
+            .ok_or_else(|| NoMatchingPlatform {
+                available: descs
                     .iter()
                     .map(|d| {
                         d.platform
                             .as_ref()
                             .map_or("unknown".to_string(), |p| p.to_string())
                     })
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                    .collect(),
             })
     }
 

@@ -41,12 +41,13 @@ pub enum RegistryConfigError {
     },
     #[error("registry config {path} is invalid: {reason}")]
     Invalid { path: PathBuf, reason: String },
-    #[error("registry config {path}: mirror {registry:?} endpoint {endpoint:?}: {reason}")]
+    #[error("registry config {path}: mirror {registry:?} endpoint {endpoint:?}: {source}")]
     BadEndpoint {
         path: PathBuf,
         registry: String,
         endpoint: String,
-        reason: String,
+        #[source]
+        source: EndpointError,
     },
     #[error(
         "registry config {path}: mirror {registry:?} rewrite {pattern:?} is not supported: \
@@ -57,12 +58,34 @@ pub enum RegistryConfigError {
         registry: String,
         pattern: String,
     },
-    #[error("docker config {path}: auth entry {host:?} is invalid: {reason}")]
+    #[error("docker config {path}: auth entry {host:?} is invalid: {source}")]
     BadAuth {
         path: PathBuf,
         host: String,
-        reason: String,
+        #[source]
+        source: AuthError,
     },
+}
+
+/// An endpoint that is not `[http[s]://]host[:port][/path]`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EndpointError {
+    #[error("only http:// and https:// endpoints are supported")]
+    Scheme,
+    #[error("invalid host")]
+    Host,
+}
+
+/// An `auth` entry (registries.yaml `configs.<host>.auth`, docker `auths`) without usable
+/// credentials.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    #[error("\"auth\" is not valid base64")]
+    NotBase64,
+    #[error("\"auth\" is not utf-8")]
+    NotUtf8,
+    #[error("\"auth\" must encode \"username:password\"")]
+    NotUserPassword,
 }
 
 // ---- raw documents ----
@@ -162,13 +185,13 @@ impl Endpoint {
 
     /// Parses `scheme://host[:port][/path]`; a missing scheme means https; an empty path
     /// means `/v2`.
-    pub fn parse(s: &str) -> Result<Endpoint, String> {
+    pub fn parse(s: &str) -> Result<Endpoint, EndpointError> {
         let (scheme, rest) = if let Some(r) = s.strip_prefix("https://") {
             (Scheme::Https, r)
         } else if let Some(r) = s.strip_prefix("http://") {
             (Scheme::Http, r)
         } else if s.contains("://") {
-            return Err("only http:// and https:// endpoints are supported".to_string());
+            return Err(EndpointError::Scheme);
         } else {
             (Scheme::Https, s)
         };
@@ -181,7 +204,7 @@ impl Endpoint {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'))
         {
-            return Err("invalid host".to_string());
+            return Err(EndpointError::Host);
         }
         let path = path.trim_end_matches('/');
         let base = if path.is_empty() { "/v2" } else { path };
@@ -353,11 +376,11 @@ impl RegistryConfig {
         for (registry, m) in raw.mirrors {
             let mut mirror = Mirror::default();
             for e in &m.endpoint {
-                let ep = Endpoint::parse(e).map_err(|reason| RegistryConfigError::BadEndpoint {
+                let ep = Endpoint::parse(e).map_err(|source| RegistryConfigError::BadEndpoint {
                     path: path.to_path_buf(),
                     registry: registry.clone(),
                     endpoint: e.clone(),
-                    reason,
+                    source,
                 })?;
                 mirror.endpoints.push(ep);
             }
@@ -419,11 +442,11 @@ impl RegistryConfig {
                     self.docker_auths.insert(host, c);
                 }
                 Ok(None) => {}
-                Err(reason) => {
+                Err(source) => {
                     return Err(RegistryConfigError::BadAuth {
                         path: path.to_path_buf(),
                         host: key,
-                        reason,
+                        source,
                     })
                 }
             }
@@ -513,7 +536,7 @@ fn normalize_host_key(k: &str) -> String {
     k.split('/').next().unwrap_or(k).to_ascii_lowercase()
 }
 
-fn creds_from_raw(a: &RawAuth) -> Result<Option<Credentials>, String> {
+fn creds_from_raw(a: &RawAuth) -> Result<Option<Credentials>, AuthError> {
     if let (Some(u), Some(p)) = (&a.username, &a.password) {
         if !u.is_empty() {
             return Ok(Some(Credentials {
@@ -523,11 +546,9 @@ fn creds_from_raw(a: &RawAuth) -> Result<Option<Credentials>, String> {
         }
     }
     if let Some(enc) = a.auth.as_deref().filter(|s| !s.is_empty()) {
-        let bytes = base64_decode(enc).ok_or("\"auth\" is not valid base64")?;
-        let s = String::from_utf8(bytes).map_err(|_| "\"auth\" is not utf-8".to_string())?;
-        let (u, p) = s
-            .split_once(':')
-            .ok_or("\"auth\" must encode \"username:password\"")?;
+        let bytes = base64_decode(enc).ok_or(AuthError::NotBase64)?;
+        let s = String::from_utf8(bytes).map_err(|_| AuthError::NotUtf8)?;
+        let (u, p) = s.split_once(':').ok_or(AuthError::NotUserPassword)?;
         return Ok(Some(Credentials {
             username: u.to_string(),
             password: p.to_string(),

@@ -82,14 +82,14 @@ pub fn decode_document(
     };
     if is_index(name, doc)? {
         let index: RawIndex = serde_json::from_slice(&doc.bytes).map_err(|e| bad(e.to_string()))?;
-        let chosen = host.select(&index.manifests).map_err(|available| {
-            ResolveError::NoMatchingPlatform {
-                reference: name.to_string(),
-                digest: doc.digest.to_string(),
-                wanted: host.to_string(),
-                available,
-            }
-        })?;
+        let chosen =
+            host.select(&index.manifests)
+                .map_err(|e| ResolveError::NoMatchingPlatform {
+                    reference: name.to_string(),
+                    digest: doc.digest.to_string(),
+                    wanted: host.to_string(),
+                    available: e.offered(),
+                })?;
         let chosen = Digest::parse(&chosen.digest)
             .map_err(|_| bad(format!("invalid digest {:?}", chosen.digest)))?;
         return Ok(Document::Index { chosen });

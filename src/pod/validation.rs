@@ -152,23 +152,36 @@ fn key_segment(k: &str) -> String {
     }
 }
 
+/// Why a label or annotation key is not a qualified name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum QualifiedNameError {
+    #[error("prefix {prefix:?} is not a valid DNS-1123 subdomain")]
+    Prefix { prefix: String },
+    #[error("name part must not be empty")]
+    EmptyName,
+    #[error("name part must be at most 63 characters: alphanumerics, '-', '_' or '.', alphanumeric at both ends")]
+    Name,
+}
+
 /// A Kubernetes qualified name: `[prefix/]name`, prefix a DNS subdomain, name at most 63
 /// characters of alphanumerics, '-', '_' and '.', alphanumeric at both ends.
-fn check_qualified_name(k: &str) -> Result<(), String> {
+fn check_qualified_name(k: &str) -> Result<(), QualifiedNameError> {
     let (prefix, name) = match k.split_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, k),
     };
     if let Some(p) = prefix {
         if !is_dns1123_subdomain(p) {
-            return Err(format!("prefix {p:?} is not a valid DNS-1123 subdomain"));
+            return Err(QualifiedNameError::Prefix {
+                prefix: p.to_string(),
+            });
         }
     }
     if name.is_empty() {
-        return Err("name part must not be empty".into());
+        return Err(QualifiedNameError::EmptyName);
     }
     if name.len() > 63 || !is_label_value(name) {
-        return Err("name part must be at most 63 characters: alphanumerics, '-', '_' or '.', alphanumeric at both ends".into());
+        return Err(QualifiedNameError::Name);
     }
     Ok(())
 }
@@ -794,8 +807,14 @@ mod tests {
     fn qualified_names_and_label_values() {
         assert!(check_qualified_name("app.kubernetes.io/name").is_ok());
         assert!(check_qualified_name("tier").is_ok());
-        assert!(check_qualified_name("Bad_Prefix/x").is_err());
-        assert!(check_qualified_name("x/").is_err());
+        assert_eq!(
+            check_qualified_name("Bad_Prefix/x").map_err(|e| e.to_string()),
+            Err("prefix \"Bad_Prefix\" is not a valid DNS-1123 subdomain".to_string())
+        );
+        assert_eq!(
+            check_qualified_name("x/"),
+            Err(QualifiedNameError::EmptyName)
+        );
         assert!(check_qualified_name("-x").is_err());
         assert!(is_label_value(""));
         assert!(is_label_value("v1.2_3-a"));

@@ -107,12 +107,34 @@ impl Url {
 /// One response: status code, Location header, the first [`MAX_BODY`] bytes of the body.
 type Fetched = (u16, Option<String>, String);
 
+/// Why a request got no response; the probe fails with `Get "<url>": <this>`.
+#[derive(Debug, thiserror::Error)]
+enum FetchError {
+    #[error("{0}")]
+    Tls(ureq::Error),
+    #[error("timeout awaiting response headers")]
+    Timeout,
+    #[error("dial tcp {authority}: {source}")]
+    Dial {
+        authority: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Io(std::io::Error),
+    #[error("response headers larger than 64 KiB")]
+    HeadersTooLarge,
+    #[error("connection closed before the response headers")]
+    ClosedBeforeHeaders,
+    #[error("malformed HTTP response {status:?}")]
+    Malformed { status: String },
+}
+
 /// HTTPS through ureq (rustls, certificate not verified).
 fn fetch_tls(
     target: &str,
     headers: &[(String, String)],
     remaining: Duration,
-) -> Result<Fetched, String> {
+) -> Result<Fetched, FetchError> {
     let mut req = agent().get(target);
     for (k, v) in headers {
         req = req.header(k.as_str(), v.as_str());
@@ -122,7 +144,7 @@ fn fetch_tls(
         .timeout_global(Some(remaining))
         .build()
         .call()
-        .map_err(|e| e.to_string())?;
+        .map_err(FetchError::Tls)?;
     let code = resp.status().as_u16();
     let location = resp
         .headers()
@@ -150,18 +172,21 @@ fn fetch_plain(
     url: &Url,
     headers: &[(String, String)],
     deadline: Instant,
-) -> Result<Fetched, String> {
+) -> Result<Fetched, FetchError> {
     let remaining = || {
         let r = deadline.saturating_duration_since(Instant::now());
         if r.is_zero() {
-            Err("timeout awaiting response headers".to_string())
+            Err(FetchError::Timeout)
         } else {
             Ok(r)
         }
     };
     let authority = super::tcp::authority(&url.host, url.port);
-    let mut s = super::tcp::connect(&authority, remaining()?)
-        .map_err(|e| format!("dial tcp {authority}: {e}"))?;
+    let mut s =
+        super::tcp::connect(&authority, remaining()?).map_err(|source| FetchError::Dial {
+            authority: authority.clone(),
+            source,
+        })?;
     let has = |name: &str| headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name));
     let mut req = format!("GET {} HTTP/1.1\r\n", url.path);
     if !has("host") {
@@ -180,8 +205,8 @@ fn fetch_plain(
     }
     req.push_str("Connection: close\r\n\r\n");
     s.set_write_timeout(Some(remaining()?))
-        .map_err(|e| e.to_string())?;
-    s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
+        .map_err(FetchError::Io)?;
+    s.write_all(req.as_bytes()).map_err(FetchError::Io)?;
     // Headers: read until the blank line (at most 64 KiB of them).
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 4096];
@@ -190,14 +215,14 @@ fn fetch_plain(
             break i + 4;
         }
         if buf.len() > 64 * 1024 {
-            return Err("response headers larger than 64 KiB".into());
+            return Err(FetchError::HeadersTooLarge);
         }
         s.set_read_timeout(Some(remaining()?))
-            .map_err(|e| e.to_string())?;
+            .map_err(FetchError::Io)?;
         match s.read(&mut chunk) {
-            Ok(0) => return Err("connection closed before the response headers".into()),
+            Ok(0) => return Err(FetchError::ClosedBeforeHeaders),
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(FetchError::Io(e)),
         }
     };
     let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
@@ -207,7 +232,9 @@ fn fetch_plain(
         .strip_prefix("HTTP/1.")
         .and_then(|r| r.get(2..5))
         .and_then(|c| c.parse::<u16>().ok())
-        .ok_or_else(|| format!("malformed HTTP response {status:?}"))?;
+        .ok_or_else(|| FetchError::Malformed {
+            status: status.to_string(),
+        })?;
     let mut location = None;
     let mut chunked = false;
     for l in lines {

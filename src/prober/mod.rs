@@ -205,23 +205,44 @@ pub fn run_action(action: &Action, target: &Target<'_>, timeout: Duration) -> Pr
         _ => match target.netns {
             None => network(),
             Some(ns) => {
-                in_netns(ns, network).unwrap_or_else(|message| ProbeResult::Failure { message })
+                in_netns(ns, network).unwrap_or_else(|e| ProbeResult::failure(e.to_string()))
             }
         },
     }
 }
 
+/// Why a probe could not enter the pod's network namespace.
+#[derive(Debug, thiserror::Error)]
+pub enum NetnsError {
+    #[error("open own network namespace: {source}")]
+    OpenOwn { source: std::io::Error },
+    #[error("open pod network namespace {path}: {source}")]
+    Open {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("enter pod network namespace {path}: {source}")]
+    Enter {
+        path: std::path::PathBuf,
+        source: nix::Error,
+    },
+}
+
 /// Runs `f` on this thread inside the network namespace pinned at `netns`, then returns the
 /// thread to its own. Sockets keep the namespace they were created in, so everything `f`
 /// opens talks to the pod's network (its 127.0.0.1), whatever thread reads it later.
-pub fn in_netns<T>(netns: &Path, f: impl FnOnce() -> T) -> Result<T, String> {
+pub fn in_netns<T>(netns: &Path, f: impl FnOnce() -> T) -> Result<T, NetnsError> {
     use nix::sched::{setns, CloneFlags};
     let own = std::fs::File::open("/proc/thread-self/ns/net")
-        .map_err(|e| format!("open own network namespace: {e}"))?;
-    let target = std::fs::File::open(netns)
-        .map_err(|e| format!("open pod network namespace {}: {e}", netns.display()))?;
-    setns(&target, CloneFlags::CLONE_NEWNET)
-        .map_err(|e| format!("enter pod network namespace {}: {e}", netns.display()))?;
+        .map_err(|source| NetnsError::OpenOwn { source })?;
+    let target = std::fs::File::open(netns).map_err(|source| NetnsError::Open {
+        path: netns.to_path_buf(),
+        source,
+    })?;
+    setns(&target, CloneFlags::CLONE_NEWNET).map_err(|source| NetnsError::Enter {
+        path: netns.to_path_buf(),
+        source,
+    })?;
     let out = f();
     if let Err(e) = setns(&own, CloneFlags::CLONE_NEWNET) {
         // Returning to a namespace this thread was in, through a descriptor still open, with
@@ -585,6 +606,24 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_pod_network_namespace_is_named_and_f_does_not_run() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ns = dir.path().join("ns/net");
+        let mut ran = false;
+        let e = in_netns(&ns, || ran = true).expect_err("no namespace file");
+        assert!(!ran);
+        assert!(
+            matches!(&e, NetnsError::Open { path, .. } if *path == ns),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string()
+                .starts_with(&format!("open pod network namespace {}: ", ns.display())),
+            "{e}"
+        );
+    }
 
     fn container(yaml: &str) -> Container {
         serde_saphyr::from_str(yaml).expect("container yaml")

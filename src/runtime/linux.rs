@@ -58,8 +58,8 @@ pub use node::detect_node_info;
 use pod_cgroups::{PodCgroupRecord, POD_CGROUP_RECORD};
 use start::{new_container_id, run_cleanup};
 
+pub use records::UNKNOWN_EXIT_CODE;
 use records::{remove_container_dirs, remove_orphan_runtime_dirs};
-pub use records::{UNKNOWN_EXIT_CODE, UNKNOWN_EXIT_REASON};
 use watcher::ExitWatcher;
 
 /// Settings of the real runtime.

@@ -138,8 +138,8 @@ pub struct ExitRecord {
     pub started_at: String,
     /// RFC 3339 time the exit was observed.
     pub finished_at: String,
-    /// The kubelet's reason: Completed, Error, OOMKilled, ContainerCannotRun,
-    /// ContainerStatusUnknown.
+    /// The kubelet's reason, a [`crate::reason::TerminatedReason`] (kept a string on disk and
+    /// in this struct: exit records written by earlier versions stay readable).
     pub reason: String,
     /// Human-readable detail (e.g. the start error), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -51,6 +51,13 @@ pub enum SandboxError {
     Io { path: PathBuf, source: io::Error },
     #[error("{field}: {message}")]
     Volume { field: String, message: String },
+    #[error("{field}: hostPath {path}: {source}")]
+    HostPath {
+        field: String,
+        path: String,
+        #[source]
+        source: HostPathError,
+    },
     #[error("namespace helper failed: {message}")]
     Helper { message: String },
     #[error("{what} {path}: {source}")]
@@ -61,6 +68,37 @@ pub enum SandboxError {
     },
     #[error("failed to unmount: {0}")]
     Unmount(#[from] super::rootfs::RootfsError),
+}
+
+/// Why a complete sandbox cannot be joined: it must be torn down and created again.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, thiserror::Error)]
+pub enum NotLive {
+    /// A pinned namespace file is not an nsfs mount (it died with an earlier boot).
+    #[error("{path} is not a live namespace")]
+    Namespace { path: PathBuf },
+    /// The pod's /dev/shm is not mounted.
+    #[error("{path} is not mounted")]
+    Shm { path: PathBuf },
+}
+
+/// Why a `hostPath` volume does not match its `type`.
+#[derive(Debug, thiserror::Error)]
+pub enum HostPathError {
+    #[error("cannot create directory: {source}")]
+    CreateDir { source: io::Error },
+    #[error("cannot create file: {source}")]
+    CreateFile { source: io::Error },
+    #[error("cannot set its permissions: {source}")]
+    Chmod { source: io::Error },
+    #[error("exists and is not a {what}")]
+    WrongType { what: &'static str },
+    #[error("is not an existing {what} (type {kind})")]
+    Missing {
+        kind: &'static str,
+        what: &'static str,
+    },
+    #[error("unknown hostPath type {kind:?}")]
+    UnknownType { kind: String },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> SandboxError + '_ {
@@ -184,7 +222,7 @@ pub fn create(
 }
 
 /// Checks that the pod's namespace files are live nsfs mounts (never join anything else).
-pub fn check_namespaces(paths: &SandboxPaths, host_network: bool) -> Result<(), String> {
+pub fn check_namespaces(paths: &SandboxPaths, host_network: bool) -> Result<(), NotLive> {
     let kinds: &[&str] = if host_network {
         &["ipc"]
     } else {
@@ -193,17 +231,17 @@ pub fn check_namespaces(paths: &SandboxPaths, host_network: bool) -> Result<(), 
     for kind in kinds {
         let p = paths.ns(kind);
         if !is_nsfs(&p) {
-            return Err(format!("{} is not a live namespace", p.display()));
+            return Err(NotLive::Namespace { path: p });
         }
     }
     Ok(())
 }
 
 /// Whether a complete sandbox is usable: live namespaces and a mounted /dev/shm.
-pub fn check_live(paths: &SandboxPaths, host_network: bool) -> Result<(), String> {
+pub fn check_live(paths: &SandboxPaths, host_network: bool) -> Result<(), NotLive> {
     check_namespaces(paths, host_network)?;
     if !is_mounted(&paths.shm()) {
-        return Err(format!("{} is not mounted", paths.shm().display()));
+        return Err(NotLive::Shm { path: paths.shm() });
     }
     Ok(())
 }
@@ -288,7 +326,7 @@ pub struct SandboxScan {
     /// their namespaces, /dev/shm and memory volumes possibly still mounted.
     pub partial: Vec<String>,
     /// Complete sandboxes that are not live: (uid, why).
-    pub dead: Vec<(String, String)>,
+    pub dead: Vec<(String, NotLive)>,
 }
 
 /// Sorts the sandboxes of the runtime dir into live, partial and dead ones.
@@ -515,8 +553,13 @@ fn prepare_volume(paths: &SandboxPaths, v: &Volume, field: &str) -> Result<PathB
                 hp.path
             )));
         }
-        check_host_path(&p, hp.type_.as_deref().unwrap_or(""))
-            .map_err(|m| verr(format!("hostPath {}: {m}", hp.path)))?;
+        check_host_path(&p, hp.type_.as_deref().unwrap_or("")).map_err(|source| {
+            SandboxError::HostPath {
+                field: field.to_string(),
+                path: hp.path.clone(),
+                source,
+            }
+        })?;
         return Ok(p);
     }
     if let Some(ed) = &v.empty_dir {
@@ -577,61 +620,58 @@ fn prepare_volume(paths: &SandboxPaths, v: &Volume, field: &str) -> Result<PathB
     )))
 }
 
-fn check_host_path(p: &Path, kind: &str) -> Result<(), String> {
+fn check_host_path(p: &Path, kind: &str) -> Result<(), HostPathError> {
     let md = fs::metadata(p);
     let exists = md.is_ok();
     let ft = md.as_ref().ok().map(|m| m.file_type());
+    let chmod = |mode| {
+        fs::set_permissions(p, fs::Permissions::from_mode(mode))
+            .map_err(|source| HostPathError::Chmod { source })
+    };
+    let is = |want: fn(&fs::FileType) -> bool, kind, what| match &ft {
+        Some(t) if want(t) => Ok(()),
+        _ => Err(HostPathError::Missing { kind, what }),
+    };
     match kind {
         "" => Ok(()),
         "DirectoryOrCreate" => {
             if !exists {
-                fs::create_dir_all(p).map_err(|e| format!("cannot create directory: {e}"))?;
-                fs::set_permissions(p, fs::Permissions::from_mode(0o755))
-                    .map_err(|e| e.to_string())?;
-                return Ok(());
+                fs::create_dir_all(p).map_err(|source| HostPathError::CreateDir { source })?;
+                return chmod(0o755);
             }
             match ft {
                 Some(t) if t.is_dir() => Ok(()),
-                _ => Err("exists and is not a directory".into()),
+                _ => Err(HostPathError::WrongType { what: "directory" }),
             }
         }
-        "Directory" => match ft {
-            Some(t) if t.is_dir() => Ok(()),
-            _ => Err("is not an existing directory (type Directory)".into()),
-        },
+        "Directory" => is(fs::FileType::is_dir, "Directory", "directory"),
         "FileOrCreate" => {
             if !exists {
                 fs::OpenOptions::new()
                     .create(true)
                     .append(true)
                     .open(p)
-                    .map_err(|e| format!("cannot create file: {e}"))?;
-                fs::set_permissions(p, fs::Permissions::from_mode(0o644))
-                    .map_err(|e| e.to_string())?;
-                return Ok(());
+                    .map_err(|source| HostPathError::CreateFile { source })?;
+                return chmod(0o644);
             }
             match ft {
                 Some(t) if t.is_file() => Ok(()),
-                _ => Err("exists and is not a regular file".into()),
+                _ => Err(HostPathError::WrongType {
+                    what: "regular file",
+                }),
             }
         }
-        "File" => match ft {
-            Some(t) if t.is_file() => Ok(()),
-            _ => Err("is not an existing file (type File)".into()),
-        },
-        "Socket" => match ft {
-            Some(t) if t.is_socket() => Ok(()),
-            _ => Err("is not an existing socket (type Socket)".into()),
-        },
-        "CharDevice" => match ft {
-            Some(t) if t.is_char_device() => Ok(()),
-            _ => Err("is not an existing character device (type CharDevice)".into()),
-        },
-        "BlockDevice" => match ft {
-            Some(t) if t.is_block_device() => Ok(()),
-            _ => Err("is not an existing block device (type BlockDevice)".into()),
-        },
-        other => Err(format!("unknown hostPath type {other:?}")),
+        "File" => is(fs::FileType::is_file, "File", "file"),
+        "Socket" => is(FileTypeExt::is_socket, "Socket", "socket"),
+        "CharDevice" => is(
+            FileTypeExt::is_char_device,
+            "CharDevice",
+            "character device",
+        ),
+        "BlockDevice" => is(FileTypeExt::is_block_device, "BlockDevice", "block device"),
+        other => Err(HostPathError::UnknownType {
+            kind: other.to_string(),
+        }),
     }
 }
 
@@ -757,6 +797,13 @@ mod tests {
         assert!(validate_uid("").is_err());
     }
 
+    fn test_dirs(root: &Path) -> SandboxDirs {
+        SandboxDirs {
+            run: root.join("run"),
+            data: root.join("data"),
+        }
+    }
+
     #[test]
     fn host_path_types_are_checked_and_created() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -770,16 +817,68 @@ mod tests {
         assert!(check_host_path(&d, "File").is_err());
         assert!(check_host_path(&dir.path().join("missing"), "Socket").is_err());
         assert!(check_host_path(&d, "Bogus").is_err());
+        let msg = |p: &Path, kind| check_host_path(p, kind).expect_err(kind).to_string();
+        assert_eq!(
+            msg(&f, "Directory"),
+            "is not an existing directory (type Directory)"
+        );
+        assert_eq!(msg(&d, "FileOrCreate"), "exists and is not a regular file");
+        assert_eq!(
+            msg(&f, "DirectoryOrCreate"),
+            "exists and is not a directory"
+        );
+        assert_eq!(
+            msg(&d, "CharDevice"),
+            "is not an existing character device (type CharDevice)"
+        );
+        assert_eq!(msg(&d, "Bogus"), "unknown hostPath type \"Bogus\"");
+    }
+
+    #[test]
+    fn host_path_errors_name_the_volume_field_and_the_path() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let dirs = test_dirs(dir.path());
+        let file = dir.path().join("plain");
+        fs::write(&file, b"x").expect("write");
+        let p = pod(&format!(
+            "metadata: {{name: a, uid: u1}}\nspec:\n  containers: []\n  volumes:\n  - name: ok\n    emptyDir: {{}}\n  - name: h\n    hostPath: {{path: {}, type: Directory}}\n",
+            file.display()
+        ));
+        let paths = SandboxPaths::new(&dirs, "u1").expect("paths");
+        let err = prepare_volumes(&paths, &p).expect_err("must fail");
+        assert!(matches!(err, SandboxError::HostPath { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "spec.volumes[1]: hostPath {}: is not an existing directory (type Directory)",
+                file.display()
+            )
+        );
+    }
+
+    #[test]
+    fn a_sandbox_without_its_namespaces_is_not_live_and_says_which_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let dirs = test_dirs(dir.path());
+        let paths = SandboxPaths::new(&dirs, "u1").expect("paths");
+        let why = check_live(&paths, false).expect_err("no namespaces");
+        assert_eq!(
+            why,
+            NotLive::Namespace {
+                path: paths.ns("net")
+            }
+        );
+        assert_eq!(
+            why.to_string(),
+            format!("{} is not a live namespace", paths.ns("net").display())
+        );
     }
 
     #[test]
     fn secret_volume_is_refused_naming_the_field() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = pod("metadata: {name: a, uid: u1}\nspec:\n  containers: []\n  volumes:\n  - name: s\n    secret: {secretName: x}\n");
-        let dirs = SandboxDirs {
-            run: dir.path().join("run"),
-            data: dir.path().join("data"),
-        };
+        let dirs = test_dirs(dir.path());
         let paths = SandboxPaths::new(&dirs, "u1").expect("paths");
         let err = prepare_volumes(&paths, &p).expect_err("must fail");
         let msg = err.to_string();

@@ -47,6 +47,7 @@ use super::ExitRecord;
 use crate::cgroups::CgroupRoot;
 use crate::fsutil;
 use crate::logs::{CriLogWriter, LogOptions, Stream};
+use crate::reason::TerminatedReason;
 
 /// The fd on which a monitor reports the start result.
 pub const READY_FD: i32 = 3;
@@ -326,7 +327,7 @@ fn run_inner(dir: &Path, ready: fs::File) -> Result<(), ShimError> {
                 oom_killed: false,
                 started_at: String::new(),
                 finished_at: super::now_rfc3339(),
-                reason: "StartError".into(),
+                reason: TerminatedReason::StartError.into(),
                 message: Some(message),
             };
             fsutil::write_json_atomic(&paths.exit(), &exit).map_err(io_err(&paths.exit()))?;
@@ -680,11 +681,11 @@ pub fn exit_record(status: WaitStatus, oom: bool, started_at: String) -> ExitRec
         _ => (255, None),
     };
     let reason = if oom {
-        "OOMKilled"
+        TerminatedReason::OomKilled
     } else if exit_code == 0 {
-        "Completed"
+        TerminatedReason::Completed
     } else {
-        "Error"
+        TerminatedReason::Error
     };
     ExitRecord {
         exit_code,
@@ -692,7 +693,7 @@ pub fn exit_record(status: WaitStatus, oom: bool, started_at: String) -> ExitRec
         oom_killed: oom,
         started_at,
         finished_at: super::now_rfc3339(),
-        reason: reason.to_string(),
+        reason: reason.into(),
         message: None,
     }
 }
@@ -760,10 +761,11 @@ pub fn cleanup(dir: &Path) -> Result<(), ShimError> {
             started_at: state.started_at.clone().unwrap_or_default(),
             finished_at: super::now_rfc3339(),
             reason: if oom {
-                "OOMKilled".into()
+                TerminatedReason::OomKilled
             } else {
-                "ContainerStatusUnknown".into()
-            },
+                TerminatedReason::ContainerStatusUnknown
+            }
+            .into(),
             message: Some(
                 "the container's monitor died; the container was stopped and its exit status is unknown"
                     .into(),

@@ -217,7 +217,7 @@ fn checked_sysctls(pod: &Pod, node: &NodeSecurity) -> Vec<Result<(String, String
             let dotted = node
                 .sysctls
                 .check(&s.name, host_network)
-                .map_err(|m| Violation::new(&field, m))?;
+                .map_err(|e| Violation::new(&field, e.to_string()))?;
             if !seen.insert(dotted.clone()) {
                 return Err(Violation::new(
                     field,

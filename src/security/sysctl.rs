@@ -132,6 +132,43 @@ pub fn is_valid_name(name: &str) -> bool {
     name.len() <= MAX_LENGTH && name.split(['.', '/']).all(is_segment)
 }
 
+/// Why a sysctl pattern or a pod's sysctl is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SysctlError {
+    #[error(
+        "{pattern:?} is not a sysctl name or a prefix ending in '*' (segments of lowercase \
+         letters, digits, '-' and '_' separated by '.' or '/', at most {max} characters)",
+        max = MAX_LENGTH
+    )]
+    PatternSyntax { pattern: String },
+    #[error(
+        "{pattern:?} is not known to be namespaced: only kernel.shm*, kernel.msg*, \
+         kernel.sem, fs.mqueue.* and net.* sysctls can be set per pod"
+    )]
+    NotNamespaced { pattern: String },
+    #[error(
+        "{name:?} is not a valid sysctl name (segments of lowercase letters, digits, '-' and \
+         '_' separated by '.' or '/', at most {max} characters)",
+        max = MAX_LENGTH
+    )]
+    InvalidName { name: String },
+    /// Not in the safe set nor allowed; `namespaced` says whether a node could allow it.
+    #[error(
+        "forbidden sysctl {name:?}: not in the safe set; {}",
+        if *.namespaced {
+            "add it to allowedUnsafeSysctls in the KubeletConfiguration to allow it"
+        } else {
+            "it is not namespaced, so a pod cannot set it without changing the host"
+        }
+    )]
+    NotAllowed { name: String, namespaced: bool },
+    #[error(
+        "forbidden sysctl {name:?}: net.* sysctls are not allowed with hostNetwork (they would \
+         change the host's network namespace)"
+    )]
+    HostNetwork { name: String },
+}
+
 /// An `allowedUnsafeSysctls` entry: an exact name, or a prefix when it ends in `*`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SysctlPattern {
@@ -145,7 +182,7 @@ impl SysctlPattern {
     /// Parses a pattern as the kubelet does at start: the API's pattern syntax (segments
     /// separated by `.` or `/`, the last one optionally ending in `*`), and only namespaced
     /// sysctls.
-    pub fn parse(pattern: &str) -> Result<SysctlPattern, String> {
+    pub fn parse(pattern: &str) -> Result<SysctlPattern, SysctlError> {
         let syntax_ok = pattern.len() <= MAX_LENGTH && {
             let (body, last) = match pattern.rfind(['.', '/']) {
                 Some(i) => (&pattern[..i], &pattern[i + 1..]),
@@ -166,22 +203,17 @@ impl SysctlPattern {
             last_ok && (body.is_empty() || body.split(['.', '/']).all(is_segment))
         };
         if !syntax_ok {
-            return Err(format!(
-                "{pattern:?} is not a sysctl name or a prefix ending in '*' (segments of \
-                 lowercase letters, digits, '-' and '_' separated by '.' or '/', at most \
-                 {MAX_LENGTH} characters)"
-            ));
+            return Err(SysctlError::PatternSyntax {
+                pattern: pattern.to_string(),
+            });
         }
         let dotted = to_dotted(pattern);
         let (name, prefix) = match dotted.strip_suffix('*') {
             Some(stem) => (stem.to_string(), true),
             None => (dotted, false),
         };
-        let namespace = namespace_of(&name).ok_or_else(|| {
-            format!(
-                "{pattern:?} is not known to be namespaced: only kernel.shm*, kernel.msg*, \
-                 kernel.sem, fs.mqueue.* and net.* sysctls can be set per pod"
-            )
+        let namespace = namespace_of(&name).ok_or_else(|| SysctlError::NotNamespaced {
+            pattern: pattern.to_string(),
         })?;
         Ok(SysctlPattern {
             name,
@@ -228,28 +260,22 @@ impl SysctlPolicy {
     }
 
     /// Why a pod may not set `name` (as written), or `Ok` with its `.` form.
-    pub fn check(&self, name: &str, host_network: bool) -> Result<String, String> {
+    pub fn check(&self, name: &str, host_network: bool) -> Result<String, SysctlError> {
         if !is_valid_name(name) {
-            return Err(format!(
-                "{name:?} is not a valid sysctl name (segments of lowercase letters, digits, \
-                 '-' and '_' separated by '.' or '/', at most {MAX_LENGTH} characters)"
-            ));
+            return Err(SysctlError::InvalidName {
+                name: name.to_string(),
+            });
         }
         let dotted = to_dotted(name);
         let Some(pattern) = self.allowed.iter().find(|p| p.matches(&dotted)) else {
-            let why = match namespace_of(&dotted) {
-                Some(_) => "add it to allowedUnsafeSysctls in the KubeletConfiguration to allow it",
-                None => "it is not namespaced, so a pod cannot set it without changing the host",
-            };
-            return Err(format!(
-                "forbidden sysctl {dotted:?}: not in the safe set; {why}"
-            ));
+            let namespaced = namespace_of(&dotted).is_some();
+            return Err(SysctlError::NotAllowed {
+                name: dotted,
+                namespaced,
+            });
         };
         if host_network && pattern.namespace == SysctlNamespace::Net {
-            return Err(format!(
-                "forbidden sysctl {dotted:?}: net.* sysctls are not allowed with hostNetwork \
-                 (they would change the host's network namespace)"
-            ));
+            return Err(SysctlError::HostNetwork { name: dotted });
         }
         Ok(dotted)
     }
@@ -332,7 +358,7 @@ mod tests {
             assert!(SysctlPattern::parse(ok).is_ok(), "{ok}");
         }
         let e = SysctlPattern::parse("vm.swappiness").expect_err("not namespaced");
-        assert!(e.contains("not known to be namespaced"), "{e}");
+        assert!(e.to_string().contains("not known to be namespaced"), "{e}");
         assert!(SysctlPattern::parse("*").is_err());
         for bad in ["net.*.foo", "net.core.**", "Net.core", "net..x", ""] {
             assert!(SysctlPattern::parse(bad).is_err(), "{bad}");
@@ -352,9 +378,9 @@ mod tests {
         );
         assert!(p.check("kernel.shm_rmid_forced", true).is_ok());
         let e = p.check("net.core.somaxconn", false).expect_err("unsafe");
-        assert!(e.contains("allowedUnsafeSysctls"), "{e}");
+        assert!(e.to_string().contains("allowedUnsafeSysctls"), "{e}");
         let e = p.check("vm.swappiness", false).expect_err("not namespaced");
-        assert!(e.contains("not namespaced"), "{e}");
+        assert!(e.to_string().contains("not namespaced"), "{e}");
         let open = SysctlPolicy::new(
             &[
                 SysctlPattern::parse("net.core.*").expect("glob"),
@@ -374,7 +400,7 @@ mod tests {
         let e = p
             .check("net.ipv4.ip_local_port_range", true)
             .expect_err("host network");
-        assert!(e.contains("hostNetwork"), "{e}");
+        assert!(e.to_string().contains("hostNetwork"), "{e}");
         assert!(p.check("net.core.somaxconn", true).is_err());
         assert!(p.check("kernel.shm_rmid_forced", true).is_ok());
     }
@@ -386,5 +412,38 @@ mod tests {
         assert!(old.check("net.ipv4.ip_local_reserved_ports", false).is_ok());
         let new = SysctlPolicy::new(&[], kernel(6, 1));
         assert!(new.check("net.ipv4.tcp_rmem", false).is_ok());
+    }
+
+    #[test]
+    fn refusals_read_as_before_the_typed_error() {
+        let p = SysctlPolicy::default();
+        let msg = |name, host| p.check(name, host).expect_err(name).to_string();
+        assert_eq!(
+            msg("net.core.somaxconn", false),
+            "forbidden sysctl \"net.core.somaxconn\": not in the safe set; add it to \
+             allowedUnsafeSysctls in the KubeletConfiguration to allow it"
+        );
+        assert_eq!(
+            msg("vm/swappiness", false),
+            "forbidden sysctl \"vm.swappiness\": not in the safe set; it is not namespaced, so \
+             a pod cannot set it without changing the host"
+        );
+        assert_eq!(
+            msg("net.ipv4.ping_group_range", true),
+            "forbidden sysctl \"net.ipv4.ping_group_range\": net.* sysctls are not allowed with \
+             hostNetwork (they would change the host's network namespace)"
+        );
+        assert_eq!(
+            msg("Bad", false),
+            "\"Bad\" is not a valid sysctl name (segments of lowercase letters, digits, '-' and \
+             '_' separated by '.' or '/', at most 253 characters)"
+        );
+        assert_eq!(
+            SysctlPattern::parse("a.*b")
+                .expect_err("syntax")
+                .to_string(),
+            "\"a.*b\" is not a sysctl name or a prefix ending in '*' (segments of lowercase \
+             letters, digits, '-' and '_' separated by '.' or '/', at most 253 characters)"
+        );
     }
 }

@@ -362,11 +362,11 @@ impl Worker {
         self.emit(out);
         let problem = match result {
             Ok(()) => watch_problem,
-            Err(message) => {
+            Err(problem) => {
                 self.pending.clear();
                 self.pending_full = None;
                 self.watcher = None;
-                Some(message)
+                Some(problem)
             }
         };
         match problem {
@@ -374,8 +374,9 @@ impl Worker {
                 self.retry = DIR_RETRY_MIN;
                 self.next_scan = now + self.check_frequency;
             }
-            Some(message) => {
+            Some(problem) => {
                 let dir = self.scanner.dir.clone();
+                let message = problem.to_string();
                 self.emit(vec![SourceEvent::DirError { dir, message }]);
                 self.next_scan = now + self.retry.min(self.check_frequency);
                 self.retry = (self.retry * 2).min(DIR_RETRY_MAX);
@@ -384,11 +385,11 @@ impl Worker {
     }
 
     /// Makes sure the inotify watch is on the directory currently at the configured path.
-    fn ensure_watch(&mut self) -> Result<(), String> {
+    fn ensure_watch(&mut self) -> Result<(), DirProblem> {
         let dir = &self.scanner.dir;
         // Identify the directory before watching it: if it is replaced in between, the next
         // scan sees a different identity and watches again.
-        let meta = fs::metadata(dir).map_err(|e| format!("cannot stat directory: {e}"))?;
+        let meta = fs::metadata(dir).map_err(|source| DirProblem::Stat { source })?;
         let id = (meta.dev(), meta.ino());
         if matches!(&self.watcher, Some((_, watched)) if *watched == id) {
             return Ok(());
@@ -402,13 +403,27 @@ impl Worker {
             },
             notify::Config::default(),
         )
-        .map_err(|e| format!("cannot create an inotify watcher: {e}"))?;
+        .map_err(|source| DirProblem::Watcher { source })?;
         watcher
             .watch(dir, RecursiveMode::NonRecursive)
-            .map_err(|e| format!("cannot watch directory: {e}"))?;
+            .map_err(|source| DirProblem::Watch { source })?;
         self.watcher = Some((watcher, id));
         Ok(())
     }
+}
+
+/// Why the directory could not be read or watched; sent as [`SourceEvent::DirError`]'s
+/// message, which names the directory.
+#[derive(Debug, thiserror::Error)]
+enum DirProblem {
+    #[error("cannot stat directory: {source}")]
+    Stat { source: io::Error },
+    #[error("cannot create an inotify watcher: {source}")]
+    Watcher { source: notify::Error },
+    #[error("cannot watch directory: {source}")]
+    Watch { source: notify::Error },
+    #[error("cannot read directory: {source}")]
+    Read { source: io::Error },
 }
 
 /// What the source last reported for a name.
@@ -442,8 +457,12 @@ impl Scanner {
     }
 
     /// Re-reads the whole directory, leaving out the names in `skip` (they have a debounced
-    /// read pending). `Err` is the directory error message.
-    fn scan(&mut self, skip: &HashSet<OsString>, out: &mut Vec<SourceEvent>) -> Result<(), String> {
+    /// read pending). `Err` is the directory's problem.
+    fn scan(
+        &mut self,
+        skip: &HashSet<OsString>,
+        out: &mut Vec<SourceEvent>,
+    ) -> Result<(), DirProblem> {
         let result = self.scan_inner(skip, out);
         if result.is_err() {
             self.resync = true;
@@ -455,10 +474,11 @@ impl Scanner {
         &mut self,
         skip: &HashSet<OsString>,
         out: &mut Vec<SourceEvent>,
-    ) -> Result<(), String> {
+    ) -> Result<(), DirProblem> {
         let mut entries = Vec::new();
-        for entry in fs::read_dir(&self.dir).map_err(|e| format!("cannot read directory: {e}"))? {
-            let entry = entry.map_err(|e| format!("cannot read directory: {e}"))?;
+        let read = |source| DirProblem::Read { source };
+        for entry in fs::read_dir(&self.dir).map_err(read)? {
+            let entry = entry.map_err(read)?;
             let name = entry.file_name();
             if is_manifest_name(&name) {
                 let is_symlink = entry.file_type().is_ok_and(|t| t.is_symlink());
@@ -1055,7 +1075,15 @@ mod tests {
 
         // Directory gone: error, nothing forgotten yet.
         fs::rename(&dir, tmp.path().join("away")).expect("rename");
-        assert!(scanner.scan(&HashSet::new(), &mut out).is_err());
+        let problem = scanner
+            .scan(&HashSet::new(), &mut out)
+            .expect_err("directory gone");
+        assert!(
+            problem
+                .to_string()
+                .starts_with("cannot read directory: No such file or directory"),
+            "{problem}"
+        );
         assert!(out.is_empty(), "{out:?}");
         // Back with a.yaml unchanged and b.yaml gone: a is re-sent, b removed.
         fs::create_dir(&dir).expect("mkdir");

@@ -178,7 +178,8 @@ impl Executor for TenantExecutor {
             let _ = tty::set_window_size(io::stdin(), ws);
         }
         if let Some(profile) = &self.seccomp {
-            install_seccomp(profile).map_err(ExecutorError::Other)?;
+            // libcontainer's executor error carries text only.
+            install_seccomp(profile).map_err(|e| ExecutorError::Other(e.to_string()))?;
         }
         DefaultExecutor {}.exec(spec)
     }
@@ -188,12 +189,22 @@ impl Executor for TenantExecutor {
     }
 }
 
+/// Why the exec'd command's seccomp filter could not be installed.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum SeccompInstallError {
+    #[error("cannot set no_new_privs for seccomp: {source}")]
+    NoNewPrivs { source: io::Error },
+    #[error("seccomp notify actions are not supported for exec")]
+    Notify,
+    #[error("seccomp: {0}")]
+    Filter(libcontainer::seccomp::SeccompError),
+}
+
 /// Runs in the command's process, after its user and capabilities are set, before exec.
-pub(super) fn install_seccomp(profile: &LinuxSeccomp) -> Result<(), String> {
+pub(super) fn install_seccomp(profile: &LinuxSeccomp) -> Result<(), SeccompInstallError> {
     let nnp = prctl::no_new_privs().unwrap_or(false);
     if !nnp && !super::super::procfs::has_effective_cap(CAP_SYS_ADMIN) {
-        prctl::set_no_new_privs()
-            .map_err(|e| format!("cannot set no_new_privs for seccomp: {e}"))?;
+        prctl::set_no_new_privs().map_err(|source| SeccompInstallError::NoNewPrivs { source })?;
     }
     match libcontainer::seccomp::initialize_seccomp(profile) {
         Ok(None) => Ok(()),
@@ -201,9 +212,9 @@ pub(super) fn install_seccomp(profile: &LinuxSeccomp) -> Result<(), String> {
             // Rejected before the build; never reached with a checked profile.
             // SAFETY: the notify fd was just returned to us and is owned by nobody else.
             drop(unsafe { OwnedFd::from_raw_fd(fd) });
-            Err("seccomp notify actions are not supported for exec".into())
+            Err(SeccompInstallError::Notify)
         }
-        Err(e) => Err(format!("seccomp: {e}")),
+        Err(e) => Err(SeccompInstallError::Filter(e)),
     }
 }
 

@@ -16,6 +16,7 @@ use super::super::shim::{self, ContainerPaths, ShimState};
 use super::super::{ContainerInfo, ContainerMeta, ContainerState, ExitRecord, RuntimeError};
 use super::{LinuxRuntime, RuntimeConfig};
 use crate::fsutil::{self, Loaded};
+use crate::reason::TerminatedReason;
 
 impl LinuxRuntime {
     /// Whether a monitor of pod `uid` still runs (read from the container records).
@@ -85,7 +86,7 @@ impl LinuxRuntime {
                     oom_killed: false,
                     started_at: meta.created_at.clone(),
                     finished_at: crate::runtime::now_rfc3339(),
-                    reason: UNKNOWN_EXIT_REASON.into(),
+                    reason: TerminatedReason::Unknown.into(),
                     message: Some(why.to_string()),
                 };
                 fsutil::write_json_atomic(&paths.exit(), &exit)
@@ -264,8 +265,6 @@ impl LinuxRuntime {
 
 /// containerd's exit code for a container whose task is gone (node reboot): `unknownExitCode`.
 pub const UNKNOWN_EXIT_CODE: i32 = 255;
-/// containerd's reason for it: `unknownExitReason`.
-pub const UNKNOWN_EXIT_REASON: &str = "Unknown";
 
 /// Removes runtime directories of containers that have no record (a removal interrupted
 /// between the two), unless a monitor still holds them. Runs at start, before any worker.

@@ -74,10 +74,10 @@ impl LinuxRuntime {
             })?;
         // Never join a namespace file that is not a live nsfs mount (one left by an earlier
         // boot is an empty file): the owner creates the sandbox again.
-        sandbox::check_namespaces(&sb_paths, sb.host_network).map_err(|message| {
+        sandbox::check_namespaces(&sb_paths, sb.host_network).map_err(|why| {
             RuntimeError::SandboxNotReady {
                 pod: pod_name.clone(),
-                message,
+                message: why.to_string(),
             }
         })?;
         let mounts = SandboxMounts {
@@ -297,12 +297,15 @@ impl LinuxRuntime {
                 self.discard_failed(&id, paths);
                 Err(RuntimeError::Start { id, message })
             }
-            Err(message) => {
+            Err(why) => {
                 if let Ok(p) = ProcessId::of(shim_pid) {
                     let _ = p.signal(libc::SIGKILL);
                 }
                 self.discard_failed(&id, paths);
-                Err(RuntimeError::Start { id, message })
+                Err(RuntimeError::Start {
+                    id,
+                    message: why.to_string(),
+                })
             }
         }
     }
@@ -349,18 +352,35 @@ pub(super) fn move_fd(from: RawFd, to: RawFd) -> io::Result<()> {
     Ok(())
 }
 
-pub(super) fn read_report(fd: &OwnedFd, timeout: Duration) -> Result<StartReport, String> {
+/// Why the monitor's start report could not be read (the start then fails).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ReportError {
+    #[error("cannot read the monitor's ready pipe: {source}")]
+    Pipe { source: io::Error },
+    #[error("monitor did not report a start within {}s", .timeout.as_secs())]
+    Timeout { timeout: Duration },
+    #[error("waiting for the monitor: {source}")]
+    Poll { source: nix::Error },
+    #[error("reading the monitor's report: {source}")]
+    Read { source: io::Error },
+    #[error("monitor exited without reporting (see shim.log in the container directory)")]
+    NoReport,
+    #[error("malformed start report: {source}")]
+    Malformed { source: serde_json::Error },
+}
+
+pub(super) fn read_report(fd: &OwnedFd, timeout: Duration) -> Result<StartReport, ReportError> {
     let deadline = Instant::now() + timeout;
     let mut data = Vec::new();
     let mut buf = [0u8; 4096];
-    let mut file = fs::File::from(fd.try_clone().map_err(|e| e.to_string())?);
+    let mut file = fs::File::from(
+        fd.try_clone()
+            .map_err(|source| ReportError::Pipe { source })?,
+    );
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(format!(
-                "monitor did not report a start within {}s",
-                timeout.as_secs()
-            ));
+            return Err(ReportError::Timeout { timeout });
         }
         let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
         match poll(
@@ -370,7 +390,7 @@ pub(super) fn read_report(fd: &OwnedFd, timeout: Duration) -> Result<StartReport
             Ok(0) => continue,
             Ok(_) => {}
             Err(nix::Error::EINTR) => continue,
-            Err(e) => return Err(format!("waiting for the monitor: {e}")),
+            Err(source) => return Err(ReportError::Poll { source }),
         }
         match file.read(&mut buf) {
             Ok(0) => break,
@@ -381,16 +401,14 @@ pub(super) fn read_report(fd: &OwnedFd, timeout: Duration) -> Result<StartReport
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(format!("reading the monitor's report: {e}")),
+            Err(source) => return Err(ReportError::Read { source }),
         }
     }
     let line = data.split(|b| *b == b'\n').next().unwrap_or_default();
     if line.is_empty() {
-        return Err(
-            "monitor exited without reporting (see shim.log in the container directory)".into(),
-        );
+        return Err(ReportError::NoReport);
     }
-    serde_json::from_slice(line).map_err(|e| format!("malformed start report: {e}"))
+    serde_json::from_slice(line).map_err(|source| ReportError::Malformed { source })
 }
 
 pub(super) fn run_cleanup(binary: &Path, paths: &ContainerPaths) -> Result<(), RuntimeError> {

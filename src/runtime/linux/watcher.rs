@@ -16,6 +16,7 @@ use super::super::procfs;
 use super::super::shim::{self, ContainerPaths};
 use super::super::{ContainerMeta, ExitRecord, RuntimeError, RuntimeEvent};
 use super::{run_cleanup, RuntimeConfig};
+use crate::reason::TerminatedReason;
 
 struct Watched {
     id: String,
@@ -150,7 +151,7 @@ impl ExitWatcher {
                     oom_killed: false,
                     started_at: String::new(),
                     finished_at: crate::runtime::now_rfc3339(),
-                    reason: "ContainerStatusUnknown".into(),
+                    reason: TerminatedReason::ContainerStatusUnknown.into(),
                     message: Some(e.to_string()),
                 }
             }
