@@ -197,7 +197,7 @@ impl LinuxRuntime {
     ) -> Result<LinuxRuntime, RuntimeError> {
         cgroups::validate_parent(&cfg.cgroup_parent)?;
         let boot_id = rundir::read_boot_id(&cfg.boot_id_file)?;
-        let run_dir_lock = rundir::lock(&cfg.run_dir)?;
+        let run_dir_lock = rundir::lock(&cfg.run_dir, rundir::LOCK_WAIT)?;
         rundir::prepare(&cfg.run_dir, &boot_id)?;
         let sandbox_dirs = cfg.sandbox_dirs();
         // root only, whatever existed: the state holds specs (environment values), images with

@@ -21,6 +21,7 @@ use std::fs;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use nix::mount::{umount2, MntFlags};
 
@@ -60,6 +61,9 @@ pub enum RunDirError {
     InUse { path: PathBuf, holder: String },
 }
 
+/// How often [`lock`] tries a busy lock again.
+const LOCK_POLL: Duration = Duration::from_millis(50);
+
 /// The name of the lock file in the runtime dir.
 pub const LOCK_FILE: &str = "runtime.lock";
 
@@ -72,9 +76,15 @@ pub struct RunDirLock {
     _file: fs::File,
 }
 
-/// Creates the runtime dir if needed and takes its lock without waiting; the file names the
-/// holder's pid, for the error another process gets.
-pub fn lock(dir: &Path) -> Result<RunDirLock, RunDirError> {
+/// How long [`lock`] waits for a busy lock before it refuses. A daemon killed with SIGKILL
+/// can leave a child between fork and exec (a monitor being spawned) holding the lock's
+/// descriptor for a moment; a restart right after it (systemd's, a test's) must not fail on
+/// that. Another live runtime on the same dir holds it for good, and is refused after this.
+pub const LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// Creates the runtime dir if needed and takes its lock, waiting up to `wait` for a holder to
+/// go away; the file names the holder's pid, for the error another process gets.
+pub fn lock(dir: &Path, wait: Duration) -> Result<RunDirLock, RunDirError> {
     use std::io::{Read, Seek, Write};
     let io = |path: PathBuf| move |source| RunDirError::Io { path, source };
     fs::DirBuilder::new()
@@ -91,17 +101,30 @@ pub fn lock(dir: &Path) -> Result<RunDirLock, RunDirError> {
         .mode(0o600)
         .open(&path)
         .map_err(io(path.clone()))?;
-    if !crate::sys::lock::try_lock_exclusive(&file).map_err(io(path.clone()))? {
-        let mut holder = String::new();
-        let _ = file.read_to_string(&mut holder);
-        let holder = match holder.trim() {
-            "" => "pid unknown".to_string(),
-            pid => format!("pid {pid}"),
-        };
-        return Err(RunDirError::InUse {
-            path: dir.to_path_buf(),
-            holder,
-        });
+    let deadline = Instant::now() + wait;
+    let mut logged = false;
+    while !crate::sys::lock::try_lock_exclusive(&file).map_err(io(path.clone()))? {
+        let now = Instant::now();
+        if now >= deadline {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = match holder.trim() {
+                "" => "pid unknown".to_string(),
+                pid => format!("pid {pid}"),
+            };
+            return Err(RunDirError::InUse {
+                path: dir.to_path_buf(),
+                holder,
+            });
+        }
+        if !logged {
+            log::info!(
+                "runtime dir {} is locked; waiting up to {wait:?} for the holder to exit",
+                dir.display()
+            );
+            logged = true;
+        }
+        std::thread::sleep(LOCK_POLL.min(deadline - now));
     }
     file.set_len(0)
         .and_then(|()| file.rewind())
@@ -241,6 +264,37 @@ pub fn is_volatile_fs(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_held_lock_is_refused_naming_the_holder_and_a_released_one_is_taken() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let run = dir.path().join("run");
+        let first = lock(&run, Duration::ZERO).expect("first lock");
+        let e = lock(&run, Duration::from_millis(120)).expect_err("held");
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&run.display().to_string())
+                && msg.contains(&format!("pid {}", std::process::id())),
+            "{msg}"
+        );
+        // A holder that goes away while the next one waits (a child between fork and exec
+        // of a killed daemon) does not make the next start fail.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = {
+            let run = run.clone();
+            std::thread::spawn(move || {
+                tx.send(()).expect("send");
+                lock(&run, Duration::from_secs(30)).map(|_| ())
+            })
+        };
+        rx.recv().expect("waiter started");
+        std::thread::sleep(Duration::from_millis(200));
+        drop(first);
+        waiter
+            .join()
+            .expect("join")
+            .expect("lock after the holder went");
+    }
 
     #[test]
     fn boot_ids_are_read_trimmed_and_checked() {
