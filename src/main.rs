@@ -309,10 +309,27 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_chain(&e));
             ExitCode::from(1)
         }
     }
+}
+
+/// The error and its causes joined with ": ", leaving out a cause whose message the one
+/// before it already shows (podvisor's errors embed their source in their message, as
+/// `anyhow`'s context does not, so `{:#}` would print it twice).
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let msg = cause.to_string();
+        if !out.ends_with(&msg) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&msg);
+        }
+    }
+    out
 }
 
 fn runtime_config(g: &Global) -> anyhow::Result<RuntimeConfig> {
@@ -728,4 +745,30 @@ fn image_command(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_chain;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("runtime: {source}")]
+    struct Embeds {
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn error_chain_prints_each_message_once() {
+        let io = || std::io::Error::other("runtime dir /run/x is in use by pid 7");
+        let embedded = anyhow::Error::new(Embeds { source: io() });
+        assert_eq!(
+            error_chain(&embedded),
+            "runtime: runtime dir /run/x is in use by pid 7"
+        );
+        let context = anyhow::Error::new(io()).context("starting the daemon");
+        assert_eq!(
+            error_chain(&context),
+            "starting the daemon: runtime dir /run/x is in use by pid 7"
+        );
+    }
 }
