@@ -66,7 +66,7 @@ use crate::pod::qos::{self, QosError};
 use crate::pod::quantity::{parse_bytes, parse_cpu_millis, QuantityError};
 use crate::pod::resources::effective_requests;
 
-use crate::pod::manifest::is_dns1123_label;
+use crate::pod::validation::is_dns1123_label;
 use crate::security::{apparmor, seccomp, NodeSecurity, Violation};
 pub use crate::security::{DEFAULT_CAPABILITIES, MASKED_PATHS, READONLY_PATHS};
 use crate::sys::at::{open_root, openat2_in_root};
