@@ -90,18 +90,12 @@ impl SyncLoop {
                     }
                     log::info!("pod {uid}: removed");
                 }
-                Err(message) => {
-                    log::warn!("pod {uid}: removal failed, retrying: {message}");
+                Err(failed) => {
+                    log::warn!("pod {uid}: removal failed, retrying: {}", failed.message);
                     if let Some(r) = self.removals.get_mut(&uid) {
                         r.remove_submitted = false;
-                        // Its containers are listed again on the next attempt.
-                        if let Ok(list) = self.runtime.list_containers() {
-                            for c in list.into_iter().filter(|c| c.meta.pod_uid == uid) {
-                                if !matches!(c.state, ContainerState::Exited(_)) {
-                                    r.running.insert(c.meta.id, c.meta.stop_signal);
-                                }
-                            }
-                        }
+                        // Its live containers (listed by the worker) are stopped again first.
+                        r.running.extend(failed.running);
                     }
                 }
             },
