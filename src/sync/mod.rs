@@ -16,6 +16,7 @@
 //! computes v1 PodStatus in the kubelet's vocabulary; [`store`] persists the desired pods so a
 //! restarted daemon re-adopts its containers even when a source is down.
 
+mod actions;
 mod admission;
 pub mod backoff;
 pub mod executor;

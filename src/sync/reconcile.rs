@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::actions::{compute_pod_change, PodChange};
 use super::podconfig::ConfigNotice;
 use super::{Removal, SyncLoop};
 use crate::pod::static_pod::StaticPod;
@@ -104,16 +105,17 @@ impl SyncLoop {
             let Some(w) = self.workers.get(&name) else {
                 continue;
             };
-            let (w_uid, w_meta_hash) = (w.uid.clone(), w.spec.meta_hash.clone());
-            match desired.get(&name) {
-                Some(sp)
-                    if sp.pod.metadata.uid.as_deref() == Some(w_uid.as_str())
-                        && sp.meta_hash != w_meta_hash =>
-                {
-                    self.update_metadata(&name, sp.clone());
+            let w_uid = w.uid.clone();
+            let sp = desired.get(&name);
+            match compute_pod_change(&w_uid, &w.spec.meta_hash, sp, ready) {
+                PodChange::Unchanged => {}
+                PodChange::UpdateMetadata => {
+                    if let Some(sp) = sp {
+                        self.update_metadata(&name, sp.clone());
+                    }
                 }
-                Some(sp) if sp.pod.metadata.uid.as_deref() == Some(w_uid.as_str()) => {}
-                Some(sp) => {
+                PodChange::Replace => {
+                    let Some(sp) = sp else { continue };
                     let msg = format!(
                         "manifest spec changed in {}: replacing pod (uid {} -> {})",
                         sp.source,
@@ -121,11 +123,10 @@ impl SyncLoop {
                         sp.pod.metadata.uid.clone().unwrap_or_default()
                     );
                     self.event(EventType::Normal, &name, None, "Replaced", &msg);
-                    let old_uid = w_uid;
                     self.begin_removal(&name, false);
-                    self.start_worker(sp.clone(), Some(old_uid));
+                    self.start_worker(sp.clone(), Some(w_uid));
                 }
-                None if ready => {
+                PodChange::Remove => {
                     self.event(
                         EventType::Normal,
                         &name,
@@ -135,7 +136,6 @@ impl SyncLoop {
                     );
                     self.begin_removal(&name, true);
                 }
-                None => {}
             }
         }
         // Pods already running from a previous run first, so admission counts them before
@@ -225,7 +225,6 @@ impl SyncLoop {
         for uid in uids {
             self.sync_removal(&uid);
         }
-        self.container_kill_timers();
         self.sync_probes();
     }
 

@@ -1,10 +1,11 @@
 //! sync::removal: stopping and removing a pod generation (the kubelet's killPodWithSyncResult
-//! + pod cleanup): preStop hooks, the stop signal, SIGKILL at the end of the grace period,
-//! then one `RemovePod` job once every container exited and no start or sandbox creation of
-//! the uid is in flight.
+//! and pod cleanup): preStop hooks, the stop signal, SIGKILL at the end of the grace period
+//! (decided by `actions::compute_removal_actions`), then one `RemovePod` job once every
+//! container exited and no start or sandbox creation of the uid is in flight.
 
 use std::collections::BTreeMap;
 
+use super::actions::{compute_removal_actions, RemovalAction};
 use super::executor::Job;
 use super::{grace_of, probes, Removal, SandboxPhase, SyncLoop};
 
@@ -58,53 +59,41 @@ impl SyncLoop {
         self.dirty = true;
     }
 
+    /// Syncs one removal: decides with [`compute_removal_actions`], then signals or submits.
     pub(super) fn sync_removal(&mut self, uid: &str) {
         let now = self.clock.now();
         let Some(r) = self.removals.get_mut(uid) else {
             return;
         };
-        if !r.running.is_empty() {
-            if r.kill_at.is_none() {
+        let mut signals = Vec::new();
+        match compute_removal_actions(now, r) {
+            None => return,
+            Some(RemovalAction::Stop { ids }) => {
                 r.kill_at = Some(now + r.grace);
                 // Containers with a running preStop hook get their stop signal after it.
-                for (id, sig) in r
-                    .running
-                    .iter()
-                    .filter(|(id, _)| !r.hooks_pending.contains(*id))
-                {
-                    if let Err(e) = self.runtime.signal_container(id, *sig) {
-                        log::warn!("pod {uid}: stop {id}: {e}");
-                    }
-                }
-            } else if !r.killed
-                && !r.hooks_pending.is_empty()
-                && r.kill_at.is_some_and(|t| now >= t)
-            {
-                // preStop hooks used the whole grace period: stop signal now, SIGKILL soon.
-                for id in std::mem::take(&mut r.hooks_pending) {
-                    if let Some(sig) = r.running.get(&id) {
-                        if let Err(e) = self.runtime.signal_container(&id, *sig) {
-                            log::warn!("pod {uid}: stop {id}: {e}");
-                        }
-                    }
-                }
-                r.kill_at = Some(now + probes::MIN_GRACE);
-            } else if !r.killed && r.kill_at.is_some_and(|t| now >= t) {
-                r.killed = true;
-                for id in r.running.keys() {
-                    if let Err(e) = self.runtime.signal_container(id, libc::SIGKILL) {
-                        log::warn!("pod {uid}: kill {id}: {e}");
-                    }
-                }
+                signals.extend(ids.into_iter().map(|(id, sig)| (id, sig, "stop")));
             }
-            return;
+            Some(RemovalAction::StopAfterPreStop { ids }) => {
+                r.hooks_pending.clear();
+                r.kill_at = Some(now + probes::MIN_GRACE);
+                signals.extend(ids.into_iter().map(|(id, sig)| (id, sig, "stop")));
+            }
+            Some(RemovalAction::Kill { ids }) => {
+                r.killed = true;
+                signals.extend(ids.into_iter().map(|id| (id, libc::SIGKILL, "kill")));
+            }
+            Some(RemovalAction::RemovePod) => {
+                r.remove_submitted = true;
+                self.executor.submit(Job::RemovePod {
+                    uid: uid.to_string(),
+                });
+                return;
+            }
         }
-        if r.pending_starts > 0 || r.sandbox_pending || r.remove_submitted {
-            return;
+        for (id, sig, what) in signals {
+            if let Err(e) = self.runtime.signal_container(&id, sig) {
+                log::warn!("pod {uid}: {what} {id}: {e}");
+            }
         }
-        r.remove_submitted = true;
-        self.executor.submit(Job::RemovePod {
-            uid: uid.to_string(),
-        });
     }
 }

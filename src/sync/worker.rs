@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Pod;
 
+use super::actions::{compute_actions, Action, Actions, PodState};
 use super::backoff;
 use super::executor::Job;
 use super::{probes, restart_policy, Finished, Instance, PodWorker, SandboxPhase, Slot, SyncLoop};
@@ -199,109 +200,116 @@ impl SyncLoop {
         }
     }
 
+    /// Syncs one pod: decides with [`compute_actions`], then applies the decisions (state,
+    /// events, jobs; signals to containers being killed).
     pub(super) fn sync_worker(&mut self, name: &str) {
         let now = self.clock.now();
+        let Some(w) = self.workers.get(name) else {
+            return;
+        };
+        let state = PodState {
+            worker: w,
+            previous_generation_removing: w
+                .blocked_by
+                .as_ref()
+                .is_some_and(|b| self.removals.contains_key(b)),
+            same_uid_removing: self.removals.contains_key(&w.uid),
+        };
+        let actions = compute_actions(now, &state);
+        if !actions.is_empty() {
+            self.apply_actions(name, now, actions);
+        }
+    }
+
+    fn apply_actions(&mut self, name: &str, now: Instant, actions: Actions) {
+        let mut jobs = Vec::new();
+        let mut notes: Vec<(EventType, String, &'static str, String)> = Vec::new();
+        let mut kills = Vec::new();
+        let mut signals = Vec::new();
         let Some(w) = self.workers.get_mut(name) else {
             return;
         };
-        if w.rejected.is_some() {
-            return;
-        }
-        if let Some(b) = &w.blocked_by {
-            if self.removals.contains_key(b) {
-                return;
-            }
-            w.blocked_by = None;
-        }
-        // The same uid is still being removed (a manifest edited back to an earlier content
-        // while that generation stops, or a pod re-added while its orphaned containers are
-        // removed): that removal kills and deletes every container and the sandbox of the
-        // uid, so nothing may be created for it before it is done.
-        if self.removals.contains_key(&w.uid) {
-            return;
-        }
-        match &w.sandbox {
-            SandboxPhase::Ready => {}
-            SandboxPhase::Creating => return,
-            SandboxPhase::Pending | SandboxPhase::Failed { .. } => {
-                if w.sandbox_retry_at.is_some_and(|t| now < t) {
-                    return;
+        for action in actions {
+            match action {
+                Action::KillContainer { slot, probe } => {
+                    if let Some(i) = &w.slots[slot].instance {
+                        kills.push((w.slots[slot].container.name.clone(), i.id.clone(), probe));
+                    }
                 }
-                // A sandbox made again: not while a container of the old one still runs (or
-                // a start into it is in flight).
-                if w.slots.iter().any(|s| s.instance.is_some()) {
-                    return;
+                Action::StopAfterPreStop { slot } | Action::ForceKill { slot } => {
+                    let Some(inst) = w.slots[slot].instance.as_mut() else {
+                        continue;
+                    };
+                    let Some(k) = inst.health.kill.as_mut() else {
+                        continue;
+                    };
+                    if k.hook_pending {
+                        // The preStop hook used the whole grace period: stop now, kill soon.
+                        k.hook_pending = false;
+                        k.deadline = now + probes::MIN_GRACE;
+                        signals.push((inst.id.clone(), inst.stop_signal));
+                    } else {
+                        k.killed = true;
+                        signals.push((inst.id.clone(), libc::SIGKILL));
+                    }
                 }
-                w.sandbox = SandboxPhase::Creating;
-                self.executor.submit(Job::CreateSandbox {
-                    uid: w.uid.clone(),
-                    pod: Arc::clone(&w.pod),
-                });
-                return;
-            }
-        }
-        if w.failed {
-            return;
-        }
-        let policy = restart_policy(&w.pod).to_string();
-        let mut jobs = Vec::new();
-        let mut notes: Vec<(EventType, Option<String>, &'static str, String)> = Vec::new();
-        // Init containers: one at a time, in order, each to successful completion.
-        let mut inits_done = true;
-        for s in w.slots.iter_mut().filter(|s| s.kind == ContainerKind::Init) {
-            if s.succeeded {
-                continue;
-            }
-            inits_done = false;
-            if s.instance.is_some() {
-                break;
-            }
-            if let Some(last) = &s.last {
-                if policy == "Never" {
+                Action::Unblock => w.blocked_by = None,
+                Action::CreateSandbox => {
+                    w.sandbox = SandboxPhase::Creating;
+                    jobs.push(Job::CreateSandbox {
+                        uid: w.uid.clone(),
+                        pod: Arc::clone(&w.pod),
+                    });
+                }
+                Action::PodFailed { slot, exit_code } => {
                     w.failed = true;
                     notes.push((
                         EventType::Warning,
-                        Some(s.container.name.clone()),
+                        w.slots[slot].container.name.clone(),
                         "Failed",
                         format!(
-                            "init container exited with {}; restartPolicy Never: the pod failed",
-                            last.exit.exit_code
+                            "init container exited with {exit_code}; restartPolicy Never: the pod failed"
                         ),
                     ));
-                    break;
                 }
+                Action::PullBackoffDue { slot, show } => {
+                    let s = &mut w.slots[slot];
+                    s.pull_backoff_at = None;
+                    if show {
+                        // As the kubelet shows it between pull attempts.
+                        let image = s.container.image.clone().unwrap_or_default();
+                        let msg = format!("Back-off pulling image {image:?}");
+                        s.waiting = Some(("ImagePullBackOff".into(), msg.clone()));
+                        notes.push((EventType::Normal, s.container.name.clone(), "BackOff", msg));
+                    }
+                }
+                Action::StartContainer { slot } => {
+                    jobs.push(start_container(&w.uid, &w.pod, &mut w.slots[slot]));
+                }
+                Action::NotRestarted { slot } => w.slots[slot].waiting = None,
             }
-            if let Some(note) = pull_backoff_note(s, now) {
-                notes.push(note);
-            }
-            if let Some(job) = start_if_due(&w.uid, &w.pod, s, now) {
-                jobs.push(job);
-            }
-            break;
         }
-        if inits_done && !w.failed {
-            for s in w.slots.iter_mut().filter(|s| s.kind == ContainerKind::App) {
-                if s.instance.is_some() {
-                    continue;
-                }
-                let restart = s
-                    .last
-                    .as_ref()
-                    .is_none_or(|l| backoff::should_restart(s.kind, &policy, l.exit.exit_code));
-                if !restart {
-                    s.waiting = None;
-                    continue;
-                }
-                if let Some(note) = pull_backoff_note(s, now) {
-                    notes.push(note);
-                }
-                if let Some(job) = start_if_due(&w.uid, &w.pod, s, now) {
-                    jobs.push(job);
-                }
+        for (cname, id, probe) in kills {
+            let kind = probe.title();
+            self.event(
+                EventType::Normal,
+                name,
+                Some(&cname),
+                "Killing",
+                &format!(
+                    "Container {cname} failed {} probe, will be restarted",
+                    kind.to_lowercase()
+                ),
+            );
+            self.begin_container_kill(name, &id, Some(probe));
+        }
+        for (id, sig) in signals {
+            if let Err(e) = self.runtime.signal_container(&id, sig) {
+                log::warn!("signal {sig} to {id}: {e}");
             }
         }
         for (t, c, reason, msg) in notes {
-            self.event(t, name, c.as_deref(), reason, &msg);
+            self.event(t, name, Some(&c), reason, &msg);
         }
         for j in jobs {
             self.executor.submit(j);
@@ -378,35 +386,8 @@ impl SyncLoop {
     }
 }
 
-/// Turns ErrImagePull into ImagePullBackOff once the container has waited a while (as the
-/// kubelet shows it between pull attempts); returns the BackOff event to record.
-pub(super) fn pull_backoff_note(
-    s: &mut Slot,
-    now: Instant,
-) -> Option<(EventType, Option<String>, &'static str, String)> {
-    if s.pull_backoff_at.is_none_or(|t| now < t) {
-        return None;
-    }
-    s.pull_backoff_at = None;
-    if s.waiting.as_ref().is_none_or(|(r, _)| r != "ErrImagePull") {
-        return None;
-    }
-    let image = s.container.image.clone().unwrap_or_default();
-    let msg = format!("Back-off pulling image {image:?}");
-    s.waiting = Some(("ImagePullBackOff".into(), msg.clone()));
-    Some((
-        EventType::Normal,
-        Some(s.container.name.clone()),
-        "BackOff",
-        msg,
-    ))
-}
-
-/// Submits a start if the container is due; records why it waits otherwise.
-pub(super) fn start_if_due(uid: &str, pod: &Arc<Pod>, s: &mut Slot, now: Instant) -> Option<Job> {
-    if s.retry_at.is_some_and(|t| now < t) {
-        return None;
-    }
+/// The start job of a container that is due; its slot shows it being created.
+fn start_container(uid: &str, pod: &Arc<Pod>, s: &mut Slot) -> Job {
     s.retry_at = None;
     s.instance = Some(Instance {
         id: String::new(),
@@ -424,11 +405,11 @@ pub(super) fn start_if_due(uid: &str, pod: &Arc<Pod>, s: &mut Slot, now: Instant
     {
         s.waiting = Some(("ContainerCreating".into(), String::new()));
     }
-    Some(Job::StartContainer {
+    Job::StartContainer {
         uid: uid.to_string(),
         pod: Arc::clone(pod),
         container: Box::new(s.container.clone()),
         kind: s.kind,
         restart_count,
-    })
+    }
 }
