@@ -19,6 +19,7 @@
 mod actions;
 mod admission;
 pub mod backoff;
+pub mod engine;
 pub mod executor;
 pub mod podconfig;
 pub mod podstatus;
@@ -95,6 +96,10 @@ pub struct SyncConfig {
     pub allocatable: Option<crate::pod::resources::Amounts>,
     /// What the node offers for confinement: manifests are validated against it.
     pub security: crate::security::NodeSecurity,
+    /// `podvisor play`: the loop runs this one pod and nothing else. Only what is on disk for
+    /// its uid is adopted (or removed); other pods' containers, sandboxes and records are
+    /// left alone, and desired pods are not persisted (`store_dir` is not used).
+    pub only_pod: Option<StaticPod>,
 }
 
 /// How often manifests refused for the node's state (a missing profile) are checked again.
@@ -221,7 +226,8 @@ pub struct SyncLoop {
     runtime: Arc<dyn Runtime>,
     executor: Box<dyn Executor>,
     clock: Box<dyn Clock>,
-    store: DesiredStore,
+    /// Where desired pods are persisted (`None` for `podvisor play`).
+    store: Option<DesiredStore>,
     workers: BTreeMap<String, PodWorker>,
     removals: BTreeMap<String, Removal>,
     /// Containers found on disk at start, by pod uid, not yet claimed by a worker.
@@ -278,13 +284,22 @@ impl SyncLoop {
         clock: Box<dyn Clock>,
         snapshots: SnapshotCell,
     ) -> Result<SyncLoop, crate::runtime::RuntimeError> {
-        let store = DesiredStore::new(cfg.store_dir.clone());
         let mut config = PodConfig::new(&cfg.node_name, cfg.security.clone());
-        let persisted = store.recover();
-        let persisted_uids = persisted
-            .iter()
-            .filter_map(|p| p.pod.metadata.uid.clone())
-            .collect();
+        let (store, persisted, persisted_uids) = match &cfg.only_pod {
+            // The one pod is seeded as its source's last-known-good: it never changes.
+            Some(pod) => (None, vec![pod.clone()], BTreeSet::new()),
+            None => {
+                let store = DesiredStore::new(cfg.store_dir.clone());
+                let persisted = store.recover();
+                let uids = persisted
+                    .iter()
+                    .filter_map(|p| p.pod.metadata.uid.clone())
+                    .collect();
+                (Some(store), persisted, uids)
+            }
+        };
+        let scope = cfg.only_pod.as_ref().map(|p| p.uid().to_string());
+        let in_scope = |uid: &str| scope.as_deref().is_none_or(|s| s == uid);
         config.seed(persisted, |p| {
             if p.source.starts_with("http://") || p.source.starts_with("https://") {
                 SourceKind::Http
@@ -294,14 +309,21 @@ impl SyncLoop {
         });
         let mut adopted: BTreeMap<String, Vec<ContainerInfo>> = BTreeMap::new();
         for c in runtime.list_containers()? {
-            adopted.entry(c.meta.pod_uid.clone()).or_default().push(c);
+            if in_scope(&c.meta.pod_uid) {
+                adopted.entry(c.meta.pod_uid.clone()).or_default().push(c);
+            }
         }
         let sandboxes_on_disk = runtime
             .list_pod_sandboxes()?
             .into_iter()
+            .filter(|s| in_scope(&s.pod_uid))
             .map(|s| (s.pod_uid, s.created_at))
             .collect();
-        let data_on_disk = runtime.list_pod_data()?.into_iter().collect();
+        let data_on_disk = runtime
+            .list_pod_data()?
+            .into_iter()
+            .filter(|u| in_scope(u))
+            .collect();
         let started = clock.now();
         let mut s = SyncLoop {
             file_ready: !cfg.expect_file_source,
@@ -329,6 +351,30 @@ impl SyncLoop {
         s.reconcile();
         s.publish();
         Ok(s)
+    }
+
+    /// Persists a desired pod (nothing under `podvisor play`).
+    fn save_desired(&self, sp: &StaticPod) -> Result<(), store::StoreError> {
+        self.store.as_ref().map_or(Ok(()), |s| s.save(sp))
+    }
+
+    /// Deletes a desired pod's record (nothing under `podvisor play`).
+    fn forget_desired(&self, uid: &str) -> Result<(), store::StoreError> {
+        self.store.as_ref().map_or(Ok(()), |s| s.remove(uid))
+    }
+
+    /// Stops waiting for grace periods: every pod being removed gets SIGKILL now (`podvisor
+    /// play` on a second Ctrl-C). preStop hooks still running are not waited for.
+    pub fn kill_removals_now(&mut self) {
+        let now = self.clock.now();
+        for r in self.removals.values_mut() {
+            if !r.running.is_empty() && !r.killed {
+                r.hooks_pending.clear();
+                r.kill_at = Some(now);
+            }
+        }
+        self.reconcile();
+        self.publish();
     }
 
     fn now_str(&self) -> String {

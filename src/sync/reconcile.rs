@@ -212,7 +212,7 @@ impl SyncLoop {
                     continue;
                 }
                 log::info!("pod {uid}: no source defines it any more: removing its record");
-                if let Err(e) = self.store.remove(&uid) {
+                if let Err(e) = self.forget_desired(&uid) {
                     log::warn!("pod {uid}: {e}");
                 }
             }
@@ -236,8 +236,8 @@ impl SyncLoop {
         pod.metadata.labels = sp.pod.metadata.labels.clone();
         pod.metadata.annotations = sp.pod.metadata.annotations.clone();
         w.pod = Arc::new(pod);
-        w.spec = sp;
-        if let Err(e) = self.store.save(&w.spec) {
+        w.spec = sp.clone();
+        if let Err(e) = self.save_desired(&sp) {
             log::warn!("{name}: {e}");
         }
         self.event(

@@ -77,14 +77,14 @@ impl SyncLoop {
                 Ok(()) => {
                     if let Some(r) = self.removals.remove(&uid) {
                         if r.forget_store {
-                            if let Err(e) = self.store.remove(&uid) {
+                            if let Err(e) = self.forget_desired(&uid) {
                                 log::warn!("pod {uid}: {e}");
                             }
                         }
                     }
                     // A new generation with the same uid (a re-added manifest) keeps its record.
                     if let Some(w) = self.workers.values().find(|w| w.uid == uid) {
-                        if let Err(e) = self.store.save(&w.spec) {
+                        if let Err(e) = self.save_desired(&w.spec) {
                             log::warn!("pod {uid}: {e}");
                         }
                     }

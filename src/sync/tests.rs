@@ -433,6 +433,7 @@ fn harness_full(
             host_ip: "10.0.0.1".into(),
             allocatable,
             security: crate::security::NodeSecurity::default(),
+            only_pod: None,
         },
         Arc::new(rt.clone()),
         Box::new(InlineExecutor {

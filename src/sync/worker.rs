@@ -154,7 +154,7 @@ impl SyncLoop {
             .any(|s| s.instance.is_some() || s.last.is_some());
         let adopted = w.sandbox == SandboxPhase::Ready || ran;
         self.admit_worker(&name, &mut w, adopted);
-        if let Err(e) = self.store.save(&w.spec) {
+        if let Err(e) = self.save_desired(&w.spec) {
             log::warn!("{name}: {e}");
         }
         // Containers but no live sandbox (a reboot took it, or its namespaces died): the
