@@ -18,7 +18,7 @@
 //! The exit status is 0 when every container that ended last exited 0, 1 otherwise (or when
 //! the pod failed).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::mpsc::RecvTimeoutError;
@@ -232,6 +232,10 @@ struct Output {
     last_exit: BTreeMap<String, i32>,
     /// The pod ended in phase Failed.
     failed: bool,
+    /// Said: the sandbox is ready.
+    sandbox_ready: bool,
+    /// Containers said to have started, by id.
+    started: BTreeSet<String>,
 }
 
 impl Output {
@@ -256,15 +260,30 @@ impl Output {
     fn follow(&mut self, snap: &Snapshot) {
         let view: Option<&PodView> = snap.pods.first();
         if let Some(st) = view.and_then(|v| v.pod.status.as_ref()) {
+            let ready = st
+                .conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "PodReadyToStartContainers" && c.status == "True");
+            if ready && !self.sandbox_ready {
+                let name = view.and_then(|v| v.pod.metadata.name.as_deref());
+                say(&format!("pod {} sandbox ready", name.unwrap_or_default()));
+            }
+            self.sandbox_ready = ready;
             for c in st
                 .init_container_statuses
                 .iter()
                 .flatten()
                 .chain(st.container_statuses.iter().flatten())
             {
-                if let Some(id) = c.container_id.as_deref() {
-                    let id = id.trim_start_matches("podvisor://");
-                    self.names.insert(id.to_string(), c.name.clone());
+                let Some(id) = c.container_id.as_deref() else {
+                    continue;
+                };
+                let id = id.trim_start_matches("podvisor://");
+                self.names.insert(id.to_string(), c.name.clone());
+                let running = c.state.as_ref().is_some_and(|s| s.running.is_some());
+                if running && self.started.insert(id.to_string()) {
+                    say(&format!("container {} started ({id})", c.name));
                 }
             }
         }
