@@ -140,6 +140,46 @@ fn removal_stops_with_grace_then_kills() {
 }
 
 #[test]
+fn a_failed_removal_stops_what_still_runs_then_retries() {
+    let mut h = harness();
+    h.scan_done();
+    h.file("web.yaml", &pod_yaml("web", "busybox", ""));
+    let id = h.rt.running_ids()[0].clone();
+    let uid = h.uid("web");
+    // A live container of the pod the loop does not know (left by a crash), and a sandbox
+    // removal that fails once: the worker lists the straggler with the failure.
+    let straggler = {
+        let mut st = h.rt.state.lock().expect("lock");
+        let mut c = st.containers[&id].clone();
+        c.meta.id = "straggler".into();
+        c.meta.created_at = "99999999".into();
+        st.containers.insert("straggler".into(), c);
+        st.failing_sandbox_removals = 1;
+        "straggler".to_string()
+    };
+    h.remove_file("web.yaml");
+    let ev = h.rt.exit(&id, 0);
+    h.send(ev);
+    let removals = |h: &Harness| {
+        h.rt.calls()
+            .iter()
+            .filter(|c| matches!(c, Call::RemoveSandbox(u) if *u == uid))
+            .count()
+    };
+    assert_eq!(removals(&h), 1, "{:?}", h.rt.calls());
+    assert!(h.snap().find_pod("web").is_some(), "still terminating");
+    // The straggler was killed by the job; its exit lets the removal run again.
+    assert!(h.rt.calls().contains(&Call::Signal {
+        id: straggler.clone(),
+        signal: libc::SIGKILL
+    }));
+    let ev = h.rt.exit(&straggler, 137);
+    h.send(ev);
+    assert_eq!(removals(&h), 2, "{:?}", h.rt.calls());
+    assert!(h.snap().pods.is_empty());
+}
+
+#[test]
 fn crash_loop_backoff_steps_and_reset() {
     let mut h = harness();
     h.file("crash.yaml", &pod_yaml("crash", "busybox", ""));

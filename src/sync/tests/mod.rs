@@ -55,6 +55,8 @@ struct FakeState {
     dead_sandboxes: BTreeSet<String>,
     /// Highest log file restart count by container name.
     log_counts: BTreeMap<String, u32>,
+    /// Sandbox removals that fail before one succeeds.
+    failing_sandbox_removals: u32,
 }
 
 #[derive(Clone, Default)]
@@ -150,6 +152,12 @@ impl Runtime for FakeRuntime {
     fn remove_pod_sandbox(&self, pod_uid: &str) -> Result<(), RuntimeError> {
         let mut st = self.state.lock().expect("lock");
         st.calls.push(Call::RemoveSandbox(pod_uid.to_string()));
+        if st.failing_sandbox_removals > 0 {
+            st.failing_sandbox_removals -= 1;
+            return Err(RuntimeError::NotFound {
+                id: format!("sandbox {pod_uid}"),
+            });
+        }
         st.sandboxes.remove(pod_uid);
         st.pod_data.remove(pod_uid);
         Ok(())
