@@ -7,11 +7,17 @@
 //! deadlines the loop computes itself; time comes from a [`Clock`] so the whole state machine
 //! is unit-tested with a fake clock and a recording fake runtime.
 //!
+//! Decisions are apart from effects: `actions` computes what to do as pure functions of the
+//! loop's state (`compute_actions` per pod, the kubelet's computePodActions); the loop applies
+//! them by updating its state, recording events and sending jobs to the executor, and never
+//! waits on I/O itself (docs/design.md lists the small exceptions).
+//!
 //! This file keeps the loop itself (events in, reconcile, snapshot out) and the state it owns.
 //! Submodules: [`podconfig`] merges sources into desired pods (last-known-good, duplicates);
 //! `reconcile` matches desired pods to workers; `worker` is one pod's sync (sandbox, init
 //! containers, app containers, exits); `removal` stops and removes a pod generation;
 //! `results` applies the results of executor jobs; `probes` what probes and hooks do;
+//! [`engine`] wires runtime, workers, prober and loop for the daemon and `podvisor play`;
 //! [`backoff`] is the crash-loop backoff; [`executor`] runs jobs off-thread; [`podstatus`]
 //! computes v1 PodStatus in the kubelet's vocabulary; [`store`] persists the desired pods so a
 //! restarted daemon re-adopts its containers even when a source is down.
