@@ -40,7 +40,7 @@
 //!    `run_pod_sandbox` + `start_container`: what play does after its own startup.
 //! 4. **`podvisor play` (end to end).** Timed: from spawning
 //!    `podvisor --root-dir .. --log-dir .. --cgroup-parent .. play pod.yaml` to its stderr line
-//!    `container app started (pid N)`; the pod is a single busybox shell that exits 0 on
+//!    `container app started (ID)`; the pod is a single busybox shell that exits 0 on
 //!    SIGTERM. Each run then SIGTERMs play and requires it to exit 0 (the pod torn down).
 //!    The time to play's `pod benchplay sandbox ready` line is reported as a part of it.
 //!
@@ -284,7 +284,7 @@ fn play_run(env: &Env, manifest: &Path) -> Result<(Duration, Duration)> {
     let sandbox = t0.elapsed();
     let found = sandbox_ready
         && read_until(&mut stderr, &mut seen, |s| {
-            s.lines().any(|l| l.contains("container app started (pid "))
+            s.lines().any(|l| l.contains("container app started ("))
         })?;
     let took = t0.elapsed();
     if !found {

@@ -5,12 +5,13 @@
 //! and URL source threads; the runtime's exit watcher; a pool of workers for slow runtime work;
 //! the API server; the prober thread (one timer heap for every probe) with its pool of four
 //! probe workers; a signal thread; and two small forwarders that wrap source and runtime
-//! events into sync-loop events. SIGTERM/SIGINT end the daemon and leave every container
-//! running under its monitor: the next daemon re-adopts them.
+//! events into sync-loop events. The runtime, workers, prober and loop are started by
+//! [`crate::sync::engine`], as for `podvisor play`. SIGTERM/SIGINT end the daemon and leave
+//! every container running under its monitor: the next daemon re-adopts them.
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
-use std::sync::mpsc::{self, Sender};
+use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, SystemTime};
@@ -19,16 +20,14 @@ use nix::sys::signal::{SigSet, Signal};
 
 use crate::api;
 use crate::config::{DaemonConfig, RunFlags};
-use crate::images::{ImageGcPolicy, ImageStore, PinnedImages, RegistryConfig, Statvfs};
-use crate::prober::scheduler::Prober;
-use crate::runtime::linux::{LinuxRuntime, RuntimeConfig};
-use crate::runtime::{Runtime, RuntimeEvent};
+use crate::images::{ImageGcPolicy, ImageStore, PinnedImages, Statvfs};
+use crate::runtime::linux::RuntimeConfig;
 use crate::security::apparmor::{AppArmorHost, DefaultProfile};
 use crate::security::NodeSecurity;
 use crate::sources::{self, FileSourceConfig, SourceEvent, UrlSourceConfig};
 use crate::status::SnapshotCell;
-use crate::sync::executor::{ImageService, PulledImage, ThreadPool};
-use crate::sync::{SyncConfig, SyncEvent, SyncLoop, SystemClock};
+use crate::sync::engine::{self, Engine, StoreImageService};
+use crate::sync::{SyncConfig, SyncEvent};
 
 /// Errors that stop the daemon from starting.
 #[derive(Debug, thiserror::Error)]
@@ -37,10 +36,8 @@ pub enum DaemonError {
     Config(#[from] crate::config::ConfigError),
     #[error("image store: {0}")]
     Images(#[from] crate::images::ImageError),
-    #[error("registry configuration: {0}")]
-    Registries(#[from] crate::images::RegistryConfigError),
-    #[error("runtime: {0}")]
-    Runtime(#[from] crate::runtime::RuntimeError),
+    #[error(transparent)]
+    Engine(#[from] crate::sync::engine::EngineError),
     #[error("sources: {0}")]
     Sources(#[from] crate::sources::SourceError),
     #[error("api: {0}")]
@@ -68,68 +65,8 @@ pub struct DaemonPaths {
     pub cgroup_parent: Option<String>,
 }
 
-fn forward<T: Send + 'static>(
-    name: &str,
-    rx: mpsc::Receiver<T>,
-    tx: Sender<SyncEvent>,
-    wrap: fn(T) -> SyncEvent,
-) -> Result<thread::JoinHandle<()>, DaemonError> {
-    thread::Builder::new()
-        .name(name.into())
-        .spawn(move || {
-            for ev in rx {
-                if tx.send(wrap(ev)).is_err() {
-                    return;
-                }
-            }
-        })
-        .map_err(|source| DaemonError::Io {
-            what: "spawn forwarder",
-            source,
-        })
-}
-
 /// Default `--registry-config` when that file exists.
 const DEFAULT_REGISTRY_CONFIG: &str = "/etc/podvisor/registries.yaml";
-
-/// The image store and registries as the sync loop's workers see them. The registry files
-/// are read again for every pull, so rotated credentials and new mirrors apply without a
-/// restart (as the kubelet reads its credential files lazily).
-struct StoreImageService {
-    store: Arc<ImageStore>,
-    registry_config: Option<PathBuf>,
-    docker_config: Option<PathBuf>,
-}
-
-impl StoreImageService {
-    fn registries(&self) -> Result<RegistryConfig, crate::images::RegistryConfigError> {
-        RegistryConfig::load(
-            self.registry_config.as_deref(),
-            self.docker_config.as_deref(),
-        )
-    }
-}
-
-impl ImageService for StoreImageService {
-    fn is_present(&self, image: &str) -> Result<bool, String> {
-        self.store
-            .resolve(image)
-            .map(|r| r.is_some())
-            .map_err(|e| e.to_string())
-    }
-
-    fn pull(&self, image: &str) -> Result<PulledImage, String> {
-        let cfg = self.registries().map_err(|e| e.to_string())?;
-        let rec = self
-            .store
-            .pull(image, &cfg, &mut |_| {})
-            .map_err(|e| e.to_string())?;
-        Ok(PulledImage {
-            digest: rec.digest,
-            size: rec.size,
-        })
-    }
-}
 
 /// How often image GC checks the image filesystem (the kubelet's ImageGCPeriod).
 const IMAGE_GC_PERIOD: Duration = Duration::from_secs(300);
@@ -241,11 +178,6 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
     let (stats_root, stats_parent) = (rcfg.cgroup_root.clone(), rcfg.cgroup_parent.clone());
     log_degraded_cgroup_features(&rcfg.cgroup_root);
 
-    let (tx, rx) = mpsc::channel::<SyncEvent>();
-    let (rt_tx, rt_rx) = mpsc::channel::<RuntimeEvent>();
-    let runtime: Arc<dyn Runtime> = Arc::new(LinuxRuntime::new(rcfg, Arc::clone(&images), rt_tx)?);
-    let _rt_forwarder = forward("runtime-events", rt_rx, tx.clone(), SyncEvent::Runtime)?;
-    let work_tx = tx.clone();
     let registry_config = cfg.registry_config.clone().or_else(|| {
         let p = PathBuf::from(DEFAULT_REGISTRY_CONFIG);
         p.exists().then_some(p)
@@ -255,30 +187,8 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         registry_config,
         docker_config: cfg.docker_config.clone(),
     };
-    // Refuse to start on a broken registry file rather than fail every pull later.
-    image_service.registries()?;
-    let image_service: Arc<dyn ImageService> = Arc::new(image_service);
-    let pool = ThreadPool::new(4, Arc::clone(&runtime), image_service, move |r| {
-        // The sync loop outlives the pool; a failed send means it is shutting down.
-        let _ = work_tx.send(SyncEvent::Work(Box::new(r)));
-    })
-    .map_err(|source| DaemonError::Io {
-        what: "start workers",
-        source,
-    })?;
-
-    let probe_tx = tx.clone();
-    let prober = Prober::start(Arc::clone(&runtime), 4, move |u| {
-        // A failed send means the sync loop is shutting down.
-        let _ = probe_tx.send(SyncEvent::Probe(Box::new(u)));
-    })
-    .map_err(|source| DaemonError::Io {
-        what: "start prober",
-        source,
-    })?;
-
     let snapshots = SnapshotCell::default();
-    let mut sync = SyncLoop::new(
+    let Engine { sync, tx, rx } = engine::start(
         SyncConfig {
             node_name: cfg.node_name.clone(),
             expect_file_source: cfg.static_pod_path.is_some(),
@@ -288,16 +198,15 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
             host_ip,
             allocatable,
             security,
+            only_pod: None,
         },
-        runtime,
-        Box::new(pool),
-        Box::new(SystemClock),
+        rcfg,
+        image_service,
         snapshots.clone(),
     )?;
-    sync.set_prober(Box::new(prober));
 
     let (src_tx, src_rx) = mpsc::channel::<SourceEvent>();
-    let _src_forwarder = forward("source-events", src_rx, tx.clone(), SyncEvent::Source)?;
+    let _src_forwarder = engine::forward("source-events", src_rx, tx.clone(), SyncEvent::Source)?;
     let mut handles = Vec::new();
     if let Some(dir) = &cfg.static_pod_path {
         log::info!("watching {}", dir.display());

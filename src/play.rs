@@ -1,38 +1,44 @@
 //! play: `podvisor play FILE`, one Pod manifest run in the foreground (like `podman kube
-//! play`), through the same [`Runtime`] the daemon uses.
+//! play`), on the daemon's engine.
 //!
-//! Init containers run to completion in order, then the app containers; each container's
-//! output is followed from its CRI log and printed prefixed with its name; restartPolicy and
-//! a crash-loop backoff (10 s doubling to 300 s, reset after 10 min of running; unlike the daemon,
-//! which follows the kubelet, even the first restart waits)
-//! apply. SIGINT/SIGTERM stops the pod gracefully: the stop signal, then SIGKILL after
-//! terminationGracePeriodSeconds (a second Ctrl-C kills at once). On the way out every
-//! container, the sandbox and (unless `--keep-logs`) the pod's logs are removed.
+//! The pod runs on the same lifecycle engine as `podvisor run` ([`crate::sync::engine`]: the
+//! sync loop, its workers and the prober), scoped to this one pod (`SyncConfig::only_pod`):
+//! init containers to completion in order, then the app containers, restartPolicy with the
+//! kubelet's crash-loop backoff (the first restart immediate, then 10 s doubling to 300 s,
+//! reset after 10 min of running), imagePullPolicy before every start with the image pull
+//! backoff, probes, postStart and preStop hooks, and the kubelet's events (logged on stderr).
+//! What play adds: each container's output is followed from its CRI log and printed on
+//! stdout (stderr for the container's stderr) prefixed with its name; the pod is stopped and
+//! removed when it finishes (phase Succeeded or Failed) or on SIGINT/SIGTERM, as the daemon
+//! removes a pod whose manifest is deleted: preStop, the stop signal, SIGKILL after
+//! terminationGracePeriodSeconds (a second signal kills at once). Then its sandbox and
+//! (unless `--keep-logs`) its logs are gone. Nothing of other pods on the same root is
+//! touched, and the pod is not persisted: a daemon never adopts it.
 //!
-//! Images are made present once, before the pod starts, following each container's
-//! `imagePullPolicy` (Never: the store only; IfNotPresent: pull when missing; Always: pull);
-//! unlike the daemon, restarts do not pull again.
+//! The exit status is 0 when every container that ended last exited 0, 1 otherwise (or when
+//! the pod failed).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Container, Pod};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 use crate::images::ImageStore;
 use crate::logs::{FollowStart, LogFollower, Stream};
-use crate::pod::{manifest, static_pod};
-use crate::runtime::linux::{LinuxRuntime, RuntimeConfig};
-use crate::runtime::{
-    ContainerKind, ContainerRequest, ContainerState, ExitRecord, Runtime, RuntimeEvent,
-};
+use crate::pod::manifest;
+use crate::pod::static_pod::{self, StaticPod};
+use crate::runtime::linux::RuntimeConfig;
+use crate::runtime::RuntimeEvent;
 use crate::security::apparmor::AppArmorHost;
-use crate::sync::backoff::should_restart;
+use crate::sources::SourceEvent;
+use crate::status::{PodView, Snapshot, SnapshotCell};
+use crate::sync::engine::{self, Engine, StoreImageService};
+use crate::sync::{SyncConfig, SyncEvent};
 
 /// Errors of `podvisor play`.
 #[derive(Debug, thiserror::Error)]
@@ -42,11 +48,9 @@ pub enum PlayError {
     #[error(transparent)]
     Image(#[from] crate::images::ImageError),
     #[error(transparent)]
-    Runtime(#[from] crate::runtime::RuntimeError),
+    Engine(#[from] crate::sync::engine::EngineError),
     #[error("signal setup: {0}")]
     Signals(nix::Error),
-    #[error(transparent)]
-    Registries(#[from] crate::images::RegistryConfigError),
 }
 
 /// What `play` needs.
@@ -61,93 +65,26 @@ pub struct PlayOptions {
     pub docker_config: Option<PathBuf>,
 }
 
-/// Pulls the images of `pod` its containers' pull policies ask for.
-fn ensure_images(images: &ImageStore, pod: &Pod, opts: &PlayOptions) -> Result<(), PlayError> {
-    let Some(spec) = pod.spec.as_ref() else {
-        return Ok(());
-    };
-    let mut registries = None;
-    let mut done = std::collections::BTreeSet::new();
-    for c in spec
-        .init_containers
-        .iter()
-        .flatten()
-        .chain(&spec.containers)
-    {
-        let image = c.image.clone().unwrap_or_default();
-        let pull =
-            crate::sync::executor::needs_pull(c, || images.resolve(&image).map(|r| r.is_some()))?;
-        if !pull || !done.insert(image.clone()) {
-            continue;
-        }
-        let cfg = match &registries {
-            Some(cfg) => cfg,
-            None => registries.insert(crate::images::RegistryConfig::load(
-                opts.registry_config.as_deref(),
-                opts.docker_config.as_deref(),
-            )?),
-        };
-        say(&format!("pulling image {image}"));
-        let rec = images.pull(&image, cfg, &mut |_| {})?;
-        say(&format!("pulled image {} {}", rec.reference, rec.digest));
-    }
-    Ok(())
-}
+/// How often container logs are read while nothing else happens.
+const OUTPUT_PERIOD: Duration = Duration::from_millis(50);
 
-const BACKOFF_START: Duration = Duration::from_secs(10);
-const BACKOFF_MAX: Duration = Duration::from_secs(300);
-const BACKOFF_RESET: Duration = Duration::from_secs(600);
-
-/// play's crash-loop backoff for one container (the daemon uses sync::backoff).
-#[derive(Debug, Clone, Default)]
-pub struct Backoff {
-    next: Option<Duration>,
-}
-
-impl Backoff {
-    /// Delay before the next restart, given how long the last run lasted.
-    pub fn next_delay(&mut self, ran_for: Duration) -> Duration {
-        if ran_for >= BACKOFF_RESET {
-            self.next = None;
-        }
-        let d = self.next.unwrap_or(BACKOFF_START);
-        self.next = Some((d * 2).min(BACKOFF_MAX));
-        d
-    }
-}
-
-struct Slot {
-    container: Container,
-    kind: ContainerKind,
-    restarts: u32,
-    backoff: Backoff,
-    running: Option<Running>,
-    restart_at: Option<Instant>,
-    last_exit: Option<ExitRecord>,
-    done: bool,
-}
-
-struct Running {
-    id: String,
-    stop_signal: i32,
-    started: Instant,
-    follower: LogFollower,
-}
-
-/// Runs the pod in the foreground; returns the process exit code (0 when every container
-/// that ended last exited 0).
+/// Runs the pod in the foreground; returns the process exit code.
 pub fn play(opts: &PlayOptions) -> Result<i32, PlayError> {
     let mut runtime_cfg = opts.runtime.clone();
     // Load the default AppArmor profile now, so that a failure is known before validation.
     runtime_cfg.security.apparmor = AppArmorHost::detect_and_load();
-    let pod = static_pod::load_pod_file(&opts.manifest, &runtime_cfg.security)?;
+    let data = manifest::read_manifest_file(&opts.manifest)?;
+    let pod = static_pod::load_manifest_for_play(
+        &data,
+        &opts.manifest.display().to_string(),
+        &runtime_cfg.security,
+    )?;
     let images = Arc::new(ImageStore::open(&opts.runtime.root_dir.join("images"))?);
     // Air-gapped devices ship images in images/preload/*.tar: import them (pinned) first.
     // A bad archive is logged by the store and does not stop the others.
     for r in images.import_preload()? {
         say(&format!("preloaded image {} {}", r.reference, r.digest));
     }
-    ensure_images(&images, &pod, opts)?;
     // Block the stop signals before any thread exists so they all inherit the mask; they are
     // read from a signalfd in the loop below (monitors reset their mask).
     let mut mask = SigSet::empty();
@@ -155,27 +92,128 @@ pub fn play(opts: &PlayOptions) -> Result<i32, PlayError> {
         mask.add(s);
     }
     mask.thread_block().map_err(PlayError::Signals)?;
-    let sigfd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
-        .map_err(PlayError::Signals)?;
-    let (tx, rx) = mpsc::channel();
-    let runtime = LinuxRuntime::new(runtime_cfg, images, tx)?;
-    let result = run_pod(&runtime, &pod, &rx, &sigfd);
-    let code = match result {
-        Ok(code) => code,
-        Err(e) => {
-            // Tear down what exists, then report the original error.
-            teardown(&runtime, &pod, &rx, opts.keep_logs);
-            let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&mask), None);
-            return Err(e);
-        }
-    };
-    teardown(&runtime, &pod, &rx, opts.keep_logs);
+    let result = run(opts, runtime_cfg, images, &pod, &mask);
     let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&mask), None);
-    Ok(code)
+    result
 }
 
-fn pod_name(pod: &Pod) -> String {
-    pod.metadata.name.clone().unwrap_or_default()
+fn run(
+    opts: &PlayOptions,
+    runtime_cfg: RuntimeConfig,
+    images: Arc<ImageStore>,
+    pod: &StaticPod,
+    mask: &SigSet,
+) -> Result<i32, PlayError> {
+    let sigfd = SignalFd::with_flags(mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+        .map_err(PlayError::Signals)?;
+    let log_dir = runtime_cfg.log_dir.clone();
+    let snapshots = SnapshotCell::default();
+    let cfg = SyncConfig {
+        node_name: runtime_cfg.node.name.clone(),
+        expect_file_source: false,
+        expect_url_source: false,
+        sources_ready_timeout: Duration::ZERO,
+        store_dir: PathBuf::new(),
+        host_ip: runtime_cfg.node.host_ip.clone(),
+        allocatable: None,
+        security: runtime_cfg.security.clone(),
+        only_pod: Some(pod.clone()),
+    };
+    let images = StoreImageService {
+        store: images,
+        registry_config: opts.registry_config.clone(),
+        docker_config: opts.docker_config.clone(),
+    };
+    let Engine { mut sync, tx, rx } = engine::start(cfg, runtime_cfg, images, snapshots.clone())?;
+    let grace = pod
+        .pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.termination_grace_period_seconds)
+        .unwrap_or(30)
+        .max(0);
+    let remove = || {
+        SyncEvent::Source(SourceEvent::FileRemoved {
+            path: PathBuf::from(&pod.source),
+        })
+    };
+    let mut out = Output::default();
+    let mut stopping = false;
+    let mut killing = false;
+    loop {
+        // Signals: the first one stops the pod gracefully, a second one kills.
+        while let Ok(Some(info)) = sigfd.read_signal() {
+            if !stopping {
+                say(&format!(
+                    "received signal {}, stopping pod (grace period {grace}s)",
+                    info.ssi_signo
+                ));
+                stopping = true;
+                sync.handle(remove());
+            } else if !killing {
+                say("second signal: killing containers");
+                killing = true;
+                sync.kill_removals_now();
+            }
+        }
+        let now = Instant::now();
+        let deadline = sync.next_deadline();
+        let timeout = deadline
+            .map_or(OUTPUT_PERIOD, |d| d.saturating_duration_since(now))
+            .min(OUTPUT_PERIOD);
+        match rx.recv_timeout(timeout) {
+            Ok(SyncEvent::Runtime(RuntimeEvent::ContainerExited { id, pod_uid, exit })) => {
+                out.exited(&id, exit.exit_code, &exit.reason, stopping);
+                sync.handle(SyncEvent::Runtime(RuntimeEvent::ContainerExited {
+                    id,
+                    pod_uid,
+                    exit,
+                }));
+            }
+            Ok(ev) => sync.handle(ev),
+            Err(RecvTimeoutError::Timeout) => {
+                if deadline.is_some_and(|d| d <= Instant::now()) {
+                    sync.tick();
+                }
+            }
+            // The engine holds senders of its own: this does not happen while it runs.
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        let snap = snapshots.get();
+        out.follow(&snap);
+        match snap.pods.first() {
+            None if stopping => break,
+            Some(v) if !stopping => {
+                let phase = v.pod.status.as_ref().and_then(|s| s.phase.as_deref());
+                if let Some(phase @ ("Succeeded" | "Failed")) = phase {
+                    say(&format!(
+                        "pod {} finished ({phase}): removing it",
+                        pod.full_name
+                    ));
+                    out.failed = phase == "Failed";
+                    stopping = true;
+                    sync.handle(remove());
+                }
+            }
+            _ => {}
+        }
+    }
+    out.finish();
+    drop(sync);
+    drop(tx);
+    if !opts.keep_logs {
+        let meta = &pod.pod.metadata;
+        let dir = crate::logs::pod_log_dir(
+            &log_dir,
+            meta.namespace.as_deref().unwrap_or("default"),
+            meta.name.as_deref().unwrap_or_default(),
+            pod.uid(),
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    say(&format!("pod {} removed", pod.full_name));
+    let failed = out.failed || out.last_exit.values().any(|c| *c != 0);
+    Ok(if failed { 1 } else { 0 })
 }
 
 fn say(msg: &str) {
@@ -183,226 +221,102 @@ fn say(msg: &str) {
     let _ = writeln!(err, "podvisor: {msg}");
 }
 
-fn run_pod(
-    runtime: &LinuxRuntime,
-    pod: &Pod,
-    rx: &Receiver<RuntimeEvent>,
-    sigfd: &SignalFd,
-) -> Result<i32, PlayError> {
-    let spec = pod.spec.clone().unwrap_or_default();
-    let policy = spec
-        .restart_policy
-        .clone()
-        .unwrap_or_else(|| "Always".into());
-    let grace =
-        Duration::from_secs(spec.termination_grace_period_seconds.unwrap_or(30).max(0) as u64);
-    runtime.run_pod_sandbox(pod)?;
-    say(&format!("pod {} sandbox ready", pod_name(pod)));
-
-    let mut slots: Vec<Slot> = Vec::new();
-    for c in spec.init_containers.clone().unwrap_or_default() {
-        slots.push(new_slot(c, ContainerKind::Init));
-    }
-    for c in spec.containers.clone() {
-        slots.push(new_slot(c, ContainerKind::App));
-    }
-    let mut stopping: Option<Instant> = None;
-    let mut killed = false;
-    let mut failed_init = false;
-
-    loop {
-        // Signals: first one stops gracefully, a second one kills.
-        while let Ok(Some(info)) = sigfd.read_signal() {
-            if stopping.is_none() {
-                say(&format!(
-                    "received signal {}, stopping pod (grace period {}s)",
-                    info.ssi_signo,
-                    grace.as_secs()
-                ));
-                stopping = Some(Instant::now() + grace);
-                signal_all(runtime, &slots, None);
-            } else if !killed {
-                say("second signal: killing containers");
-                killed = true;
-                signal_all(runtime, &slots, Some(libc::SIGKILL));
-            }
-        }
-        if let Some(deadline) = stopping {
-            if !killed && Instant::now() >= deadline {
-                say("grace period over: killing containers");
-                killed = true;
-                signal_all(runtime, &slots, Some(libc::SIGKILL));
-            }
-        }
-
-        // Start what is due: init containers one at a time, in order; app containers after.
-        if stopping.is_none() && !failed_init {
-            let init_pending = slots
-                .iter()
-                .position(|s| s.kind == ContainerKind::Init && !s.done);
-            let candidates: Vec<usize> = match init_pending {
-                Some(i) => vec![i],
-                None => (0..slots.len())
-                    .filter(|i| slots[*i].kind == ContainerKind::App)
-                    .collect(),
-            };
-            for i in candidates {
-                let slot = &mut slots[i];
-                let due = slot.restart_at.is_none_or(|t| Instant::now() >= t);
-                if slot.running.is_none() && !slot.done && due {
-                    start_slot(runtime, pod, slot)?;
-                }
-            }
-        }
-
-        // Follow output.
-        for slot in slots.iter_mut() {
-            if let Some(r) = slot.running.as_mut() {
-                print_lines(&slot.container.name, &mut r.follower);
-            }
-        }
-
-        // Exits.
-        match rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(RuntimeEvent::ContainerExited { id, exit, .. }) => {
-                let Some(slot) = slots
-                    .iter_mut()
-                    .find(|s| s.running.as_ref().is_some_and(|r| r.id == id))
-                else {
-                    continue;
-                };
-                let Some(mut run) = slot.running.take() else {
-                    continue;
-                };
-                print_lines(&slot.container.name, &mut run.follower);
-                say(&format!(
-                    "container {} exited with code {} ({})",
-                    slot.container.name, exit.exit_code, exit.reason
-                ));
-                if let Err(e) = runtime.remove_container(&id) {
-                    say(&format!("container {}: {e}", slot.container.name));
-                }
-                let restart =
-                    stopping.is_none() && should_restart(slot.kind, &policy, exit.exit_code);
-                if restart {
-                    let delay = slot.backoff.next_delay(run.started.elapsed());
-                    slot.restarts += 1;
-                    slot.restart_at = Some(Instant::now() + delay);
-                    say(&format!(
-                        "container {}: back-off {}s before restart {}",
-                        slot.container.name,
-                        delay.as_secs(),
-                        slot.restarts
-                    ));
-                } else {
-                    slot.done = true;
-                    if slot.kind == ContainerKind::Init && exit.exit_code != 0 {
-                        failed_init = true;
-                        say(&format!(
-                            "init container {} failed; the pod cannot start",
-                            slot.container.name
-                        ));
-                    }
-                }
-                slot.last_exit = Some(exit);
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break,
-        }
-
-        let any_running = slots.iter().any(|s| s.running.is_some());
-        let all_done = slots
-            .iter()
-            .filter(|s| s.kind == ContainerKind::App)
-            .all(|s| s.done);
-        if !any_running && (stopping.is_some() || failed_init || all_done) {
-            break;
-        }
-        // While stopping, containers waiting for a restart are simply not restarted.
-        if stopping.is_some() {
-            for s in slots.iter_mut().filter(|s| s.running.is_none()) {
-                s.done = true;
-            }
-        }
-    }
-    let failed = failed_init
-        || slots
-            .iter()
-            .filter_map(|s| s.last_exit.as_ref())
-            .any(|e| e.exit_code != 0);
-    Ok(if failed { 1 } else { 0 })
+/// What play prints and remembers of the pod's containers.
+#[derive(Default)]
+struct Output {
+    /// Followed logs, in the order their containers started: (path, container, follower).
+    followers: Vec<(PathBuf, String, LogFollower)>,
+    /// Container id -> name, from the published statuses.
+    names: BTreeMap<String, String>,
+    /// The last exit code of each container.
+    last_exit: BTreeMap<String, i32>,
+    /// The pod ended in phase Failed.
+    failed: bool,
+    /// Said: the sandbox is ready.
+    sandbox_ready: bool,
+    /// Containers said to have started, by id.
+    started: BTreeSet<String>,
 }
 
-fn new_slot(container: Container, kind: ContainerKind) -> Slot {
-    Slot {
-        container,
-        kind,
-        restarts: 0,
-        backoff: Backoff::default(),
-        running: None,
-        restart_at: None,
-        last_exit: None,
-        done: false,
-    }
-}
-
-fn start_slot(runtime: &LinuxRuntime, pod: &Pod, slot: &mut Slot) -> Result<(), PlayError> {
-    let req = ContainerRequest {
-        pod,
-        container: &slot.container,
-        kind: slot.kind,
-        restart_count: slot.restarts,
-    };
-    match runtime.start_container(&req) {
-        Ok(info) => {
-            if let ContainerState::Running { pid, .. } = info.state {
-                say(&format!(
-                    "container {} started (pid {pid})",
-                    slot.container.name
-                ));
-            }
-            let follower =
-                LogFollower::new(&info.meta.log_path, FollowStart::Beginning).map_err(|e| {
-                    crate::runtime::RuntimeError::Start {
-                        id: info.meta.id.clone(),
-                        message: format!("cannot follow log: {e}"),
-                    }
-                })?;
-            slot.running = Some(Running {
-                id: info.meta.id.clone(),
-                stop_signal: info.meta.stop_signal,
-                started: Instant::now(),
-                follower,
-            });
-            slot.restart_at = None;
-            Ok(())
-        }
-        Err(e @ crate::runtime::RuntimeError::Start { .. }) => {
-            // The container could not run (bad command, bad user...): like the kubelet,
-            // count it as a failed attempt and back off.
-            say(&format!("container {}: {e}", slot.container.name));
-            let delay = slot.backoff.next_delay(Duration::ZERO);
-            slot.restarts += 1;
-            slot.restart_at = Some(Instant::now() + delay);
+impl Output {
+    /// A container exited. While the pod is being stopped the sync loop records no event for
+    /// it, so play says it.
+    fn exited(&mut self, id: &str, code: i32, reason: &str, stopping: bool) {
+        let name = self
+            .names
+            .get(id)
+            .cloned()
+            .unwrap_or_else(|| id.to_string());
+        if stopping {
             say(&format!(
-                "container {}: back-off {}s before retrying",
-                slot.container.name,
-                delay.as_secs()
+                "container {name} exited with code {code} ({reason})"
             ));
-            Ok(())
         }
-        Err(e) => Err(e.into()),
+        self.last_exit.insert(name, code);
     }
-}
 
-fn signal_all(runtime: &LinuxRuntime, slots: &[Slot], force: Option<i32>) {
-    for s in slots {
-        if let Some(r) = &s.running {
-            let sig = force.unwrap_or(r.stop_signal);
-            if let Err(e) = runtime.signal_container(&r.id, sig) {
-                say(&format!("container {}: {e}", s.container.name));
+    /// Follows the log of every container instance the snapshot shows, prints what is new,
+    /// and stops following logs no longer shown (after reading them to the end).
+    fn follow(&mut self, snap: &Snapshot) {
+        let view: Option<&PodView> = snap.pods.first();
+        if let Some(st) = view.and_then(|v| v.pod.status.as_ref()) {
+            let ready = st
+                .conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "PodReadyToStartContainers" && c.status == "True");
+            if ready && !self.sandbox_ready {
+                let name = view.and_then(|v| v.pod.metadata.name.as_deref());
+                say(&format!("pod {} sandbox ready", name.unwrap_or_default()));
+            }
+            self.sandbox_ready = ready;
+            for c in st
+                .init_container_statuses
+                .iter()
+                .flatten()
+                .chain(st.container_statuses.iter().flatten())
+            {
+                let Some(id) = c.container_id.as_deref() else {
+                    continue;
+                };
+                let id = id.trim_start_matches("podvisor://");
+                self.names.insert(id.to_string(), c.name.clone());
+                let running = c.state.as_ref().is_some_and(|s| s.running.is_some());
+                if running && self.started.insert(id.to_string()) {
+                    say(&format!("container {} started ({id})", c.name));
+                }
             }
         }
+        let shown: Vec<(&String, &PathBuf)> = view
+            .map(|v| {
+                v.log_paths
+                    .iter()
+                    .chain(v.previous_log_paths.iter())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (name, path) in view.map(|v| v.log_paths.iter()).into_iter().flatten() {
+            if self.followers.iter().any(|(p, _, _)| p == path) {
+                continue;
+            }
+            // Not there yet (the start is being reported): tried again next time.
+            if let Ok(f) = LogFollower::new(path, FollowStart::Beginning) {
+                self.followers.push((path.clone(), name.clone(), f));
+            }
+        }
+        for (_, name, f) in self.followers.iter_mut() {
+            print_lines(name, f);
+        }
+        self.followers
+            .retain(|(p, _, _)| shown.iter().any(|(_, s)| *s == p));
+    }
+
+    /// Prints what is left in every log.
+    fn finish(&mut self) {
+        for (_, name, f) in self.followers.iter_mut() {
+            print_lines(name, f);
+        }
+        self.followers.clear();
     }
 }
 
@@ -427,62 +341,4 @@ fn print_lines(name: &str, follower: &mut LogFollower) {
         };
     }
     let _ = out.flush();
-}
-
-/// Removes every container of the pod, its sandbox and (unless asked to keep them) its logs.
-fn teardown(runtime: &LinuxRuntime, pod: &Pod, rx: &Receiver<RuntimeEvent>, keep_logs: bool) {
-    let uid = pod.metadata.uid.clone().unwrap_or_default();
-    // Anything still running (an error path) is killed and waited for.
-    let mut waiting: BTreeMap<String, ()> = BTreeMap::new();
-    if let Ok(list) = runtime.list_containers() {
-        for c in list.iter().filter(|c| c.meta.pod_uid == uid) {
-            if !matches!(c.state, ContainerState::Exited(_)) {
-                let _ = runtime.signal_container(&c.meta.id, libc::SIGKILL);
-                waiting.insert(c.meta.id.clone(), ());
-            }
-        }
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !waiting.is_empty() && Instant::now() < deadline {
-        if let Ok(RuntimeEvent::ContainerExited { id, .. }) =
-            rx.recv_timeout(Duration::from_millis(100))
-        {
-            waiting.remove(&id);
-        }
-    }
-    if let Ok(list) = runtime.list_containers() {
-        for c in list.iter().filter(|c| c.meta.pod_uid == uid) {
-            if let Err(e) = runtime.remove_container(&c.meta.id) {
-                say(&format!("container {}: {e}", c.meta.container_name));
-            }
-        }
-    }
-    if let Err(e) = runtime.remove_pod_sandbox(&uid) {
-        say(&format!("pod {}: {e}", pod_name(pod)));
-    }
-    if !keep_logs {
-        let dir = crate::logs::pod_log_dir(
-            &runtime.config().log_dir,
-            pod.metadata.namespace.as_deref().unwrap_or("default"),
-            &pod_name(pod),
-            &uid,
-        );
-        let _ = std::fs::remove_dir_all(dir);
-    }
-    say(&format!("pod {} removed", pod_name(pod)));
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_to_five_minutes_and_resets_after_ten() {
-        let mut b = Backoff::default();
-        let short = Duration::from_secs(1);
-        let got: Vec<u64> = (0..7).map(|_| b.next_delay(short).as_secs()).collect();
-        assert_eq!(got, vec![10, 20, 40, 80, 160, 300, 300]);
-        assert_eq!(b.next_delay(Duration::from_secs(600)).as_secs(), 10);
-        assert_eq!(b.next_delay(short).as_secs(), 20);
-    }
 }

@@ -1,5 +1,5 @@
 //! backoff: whether a container that ended is started again (restartPolicy) and when (the
-//! kubelet's crash-loop backoff). Shared by the sync loop and `podvisor play`.
+//! kubelet's crash-loop backoff), for the sync loop (which `podvisor play` runs too).
 //!
 //! As in pkg/kubelet (flowcontrol.Backoff used by kuberuntime): the first restart after a
 //! crash is immediate; each further restart waits 10 s, 20 s, 40 s, ... up to 300 s after the

@@ -112,6 +112,16 @@ pub struct StartFailure {
     pub message: String,
 }
 
+/// A `RemovePod` that failed; the sync loop retries it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemovePodFailure {
+    pub message: String,
+    /// The pod's containers that are still live (id, stop signal), listed by the worker after
+    /// the failure so the loop stops them again before the next attempt (the loop thread
+    /// never lists containers: a listing can spawn and wait for `shim cleanup`).
+    pub running: Vec<(String, i32)>,
+}
+
 /// The outcome of a [`Job`].
 #[derive(Debug, Clone)]
 pub enum JobResult {
@@ -139,7 +149,7 @@ pub enum JobResult {
     },
     PodRemoved {
         uid: String,
-        result: Result<(), String>,
+        result: Result<(), RemovePodFailure>,
     },
     HookDone {
         uid: String,
@@ -243,7 +253,10 @@ pub fn run_job(
             }
         }
         Job::RemovePod { uid } => JobResult::PodRemoved {
-            result: remove_pod(runtime, &uid).map_err(|e| e.to_string()),
+            result: remove_pod(runtime, &uid).map_err(|e| RemovePodFailure {
+                message: e.to_string(),
+                running: live_containers(runtime, &uid),
+            }),
             uid,
         },
         Job::Hook {
@@ -314,6 +327,19 @@ fn remove_pod(runtime: &dyn Runtime, uid: &str) -> Result<(), RuntimeError> {
         runtime.remove_container(&c.meta.id)?;
     }
     runtime.remove_pod_sandbox(uid)
+}
+
+/// The live containers of pod `uid` (id, stop signal); none when they cannot be listed.
+fn live_containers(runtime: &dyn Runtime, uid: &str) -> Vec<(String, i32)> {
+    runtime
+        .list_containers()
+        .map(|list| {
+            list.into_iter()
+                .filter(|c| c.meta.pod_uid == uid && !matches!(c.state, ContainerState::Exited(_)))
+                .map(|c| (c.meta.id, c.meta.stop_signal))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// A fixed pool of worker threads.

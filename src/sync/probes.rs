@@ -34,10 +34,10 @@ pub const POST_START_TIMEOUT: Duration = Duration::from_secs(120);
 pub(super) struct Kill {
     /// preStop still running: the stop signal waits for it (or for the deadline). Once it is
     /// false the stop signal has been sent.
-    hook_pending: bool,
-    killed: bool,
+    pub(super) hook_pending: bool,
+    pub(super) killed: bool,
     /// Stop signal (if the hook still runs) or SIGKILL is due here.
-    deadline: Instant,
+    pub(super) deadline: Instant,
 }
 
 /// Probe- and hook-derived state of one container instance.
@@ -50,6 +50,8 @@ pub(super) struct Health {
     /// The readiness probe's state (true when there is none).
     pub(super) ready: bool,
     pub(super) kill: Option<Kill>,
+    /// The liveness or startup probe failed: the sync loop kills the container (once).
+    pub(super) probe_failed: Option<ProbeKind>,
 }
 
 impl Health {
@@ -59,6 +61,7 @@ impl Health {
             started: c.startup_probe.is_none(),
             ready: c.readiness_probe.is_none(),
             kill: None,
+            probe_failed: None,
         }
     }
 }
@@ -265,14 +268,16 @@ impl SyncLoop {
         else {
             return;
         };
-        if inst.health.kill.is_some() {
+        if inst.health.kill.is_some() || inst.health.probe_failed.is_some() {
             return;
         }
-        let mut kill = false;
         match (u.kind, u.changed) {
             (ProbeKind::Readiness, Some(v)) => inst.health.ready = v,
             (ProbeKind::Startup, Some(true)) => inst.health.started = true,
-            (ProbeKind::Liveness | ProbeKind::Startup, Some(false)) => kill = true,
+            // The kill is decided by `compute_actions` (Killing, preStop, stop signal).
+            (ProbeKind::Liveness | ProbeKind::Startup, Some(false)) => {
+                inst.health.probe_failed = Some(u.kind)
+            }
             _ => {}
         }
         let kind = u.kind.title();
@@ -292,20 +297,6 @@ impl SyncLoop {
                 &format!("{kind} probe warning: {message}"),
             ),
             ProbeResult::Success => {}
-        }
-        if kill {
-            self.event(
-                EventType::Normal,
-                &name,
-                Some(&u.container),
-                "Killing",
-                &format!(
-                    "Container {} failed {} probe, will be restarted",
-                    u.container,
-                    kind.to_lowercase()
-                ),
-            );
-            self.begin_container_kill(&name, &u.container_id, Some(u.kind));
         }
         self.dirty = true;
     }
@@ -538,37 +529,6 @@ impl SyncLoop {
         }
         for (pod, c, e) in errors {
             self.event(EventType::Warning, &pod, Some(&c), "Failed", &e);
-        }
-    }
-
-    /// Stop signals after a hung preStop, and SIGKILLs at the end of grace periods, of
-    /// containers killed while their pod keeps running.
-    pub(super) fn container_kill_timers(&mut self) {
-        let now = self.clock.now();
-        let mut signals = Vec::new();
-        for w in self.workers.values_mut() {
-            for inst in w.slots.iter_mut().filter_map(|s| s.instance.as_mut()) {
-                let Some(k) = inst.health.kill.as_mut() else {
-                    continue;
-                };
-                if now < k.deadline || k.killed {
-                    continue;
-                }
-                if k.hook_pending {
-                    // The preStop hook used the whole grace period: stop now, kill soon.
-                    k.hook_pending = false;
-                    k.deadline = now + MIN_GRACE;
-                    signals.push((inst.id.clone(), inst.stop_signal));
-                } else {
-                    k.killed = true;
-                    signals.push((inst.id.clone(), libc::SIGKILL));
-                }
-            }
-        }
-        for (id, sig) in signals {
-            if let Err(e) = self.runtime.signal_container(&id, sig) {
-                log::warn!("signal {sig} to {id}: {e}");
-            }
         }
     }
 

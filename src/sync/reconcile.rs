@@ -1,0 +1,251 @@
+//! sync::reconcile: desired pods against workers (the kubelet's HandlePodAdditions /
+//! HandlePodUpdates / HandlePodRemoves): source events into [`PodConfig`], then each desired
+//! pod gets a worker, a labels-only edit updates it in place, a spec edit (new UID) moves the
+//! old generation into a removal and starts the new one after it, a pod no source defines any
+//! more is removed (only once the sources reported), and what was found on disk at start that
+//! no pod claims is removed. Then every worker and removal is synced.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::actions::{compute_pod_change, PodChange};
+use super::podconfig::ConfigNotice;
+use super::{Removal, SyncLoop};
+use crate::pod::static_pod::StaticPod;
+use crate::runtime::ContainerState;
+use crate::sources::SourceEvent;
+use crate::status::EventType;
+
+impl SyncLoop {
+    pub(super) fn on_source(&mut self, se: SourceEvent) {
+        match &se {
+            SourceEvent::FileScanComplete { .. } | SourceEvent::DirError { .. } => {
+                self.file_ready = true
+            }
+            SourceEvent::UrlChanged { .. } | SourceEvent::UrlError { .. } => self.url_ready = true,
+            _ => {}
+        }
+        let now = self.now_str();
+        let notices = self.config.apply(se, &now);
+        self.on_notices(notices);
+    }
+
+    /// Records what the configuration merge said: source errors as events, recoveries.
+    pub(super) fn on_notices(&mut self, notices: Vec<ConfigNotice>) {
+        for n in notices {
+            match n {
+                ConfigNotice::SourceError {
+                    source,
+                    message,
+                    pods,
+                    repeated,
+                } => {
+                    if repeated {
+                        continue;
+                    }
+                    if pods.is_empty() {
+                        self.event(
+                            EventType::Warning,
+                            "",
+                            None,
+                            "SourceError",
+                            &format!("{source}: {message}"),
+                        );
+                    }
+                    for p in pods {
+                        self.event(
+                            EventType::Warning,
+                            &p,
+                            None,
+                            "SourceError",
+                            &format!("{message}; the last valid manifest keeps running"),
+                        );
+                    }
+                }
+                ConfigNotice::SourceRecovered { source } => {
+                    log::info!("{source}: manifest is valid again");
+                    self.dirty = true;
+                }
+                ConfigNotice::Duplicate { .. } => {}
+            }
+        }
+    }
+
+    /// Compares desired and actual state and submits the work that closes the gap.
+    pub(super) fn reconcile(&mut self) {
+        let (desired, dups) = self.config.desired();
+        for d in dups {
+            if let ConfigNotice::Duplicate {
+                full_name,
+                kept,
+                refused,
+            } = d
+            {
+                if self
+                    .reported_dups
+                    .insert((full_name.clone(), refused.clone()))
+                {
+                    self.event(
+                        EventType::Warning,
+                        &full_name,
+                        None,
+                        "DuplicatePod",
+                        &format!(
+                            "{refused} defines {full_name}, already defined by {kept}: refused"
+                        ),
+                    );
+                }
+            }
+        }
+        let ready = self.sources_ready();
+        // Pods that are no longer desired, or whose spec changed.
+        let names: Vec<String> = self.workers.keys().cloned().collect();
+        for name in names {
+            let Some(w) = self.workers.get(&name) else {
+                continue;
+            };
+            let w_uid = w.uid.clone();
+            let sp = desired.get(&name);
+            match compute_pod_change(&w_uid, &w.spec.meta_hash, sp, ready) {
+                PodChange::Unchanged => {}
+                PodChange::UpdateMetadata => {
+                    if let Some(sp) = sp {
+                        self.update_metadata(&name, sp.clone());
+                    }
+                }
+                PodChange::Replace => {
+                    let Some(sp) = sp else { continue };
+                    let msg = format!(
+                        "manifest spec changed in {}: replacing pod (uid {} -> {})",
+                        sp.source,
+                        w_uid,
+                        sp.pod.metadata.uid.clone().unwrap_or_default()
+                    );
+                    self.event(EventType::Normal, &name, None, "Replaced", &msg);
+                    self.begin_removal(&name, false);
+                    self.start_worker(sp.clone(), Some(w_uid));
+                }
+                PodChange::Remove => {
+                    self.event(
+                        EventType::Normal,
+                        &name,
+                        None,
+                        "Killing",
+                        "manifest removed: stopping pod",
+                    );
+                    self.begin_removal(&name, true);
+                }
+            }
+        }
+        // Pods already running from a previous run first, so admission counts them before
+        // judging new pods.
+        let mut order: Vec<(&String, &StaticPod)> = desired.iter().collect();
+        order.sort_by_key(|(_, sp)| {
+            !sp.pod.metadata.uid.as_deref().is_some_and(|u| {
+                self.adopted.contains_key(u)
+                    || self.sandboxes_on_disk.contains_key(u)
+                    || self.data_on_disk.contains(u)
+            })
+        });
+        for (name, sp) in order {
+            if !self.workers.contains_key(name) {
+                let blocked = self
+                    .removals
+                    .keys()
+                    .find(|uid| {
+                        self.removals[*uid]
+                            .view
+                            .as_ref()
+                            .is_some_and(|v| crate::status::full_name(&v.pod) == *name)
+                    })
+                    .cloned();
+                self.start_worker(sp.clone(), blocked);
+            }
+        }
+        if ready {
+            // Containers, sandboxes and pod data on disk that no desired pod claims.
+            let orphan_uids: Vec<String> = self
+                .adopted
+                .keys()
+                .chain(self.sandboxes_on_disk.keys())
+                .chain(self.data_on_disk.iter())
+                .filter(|u| !self.removals.contains_key(*u))
+                .cloned()
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            for uid in orphan_uids {
+                let containers = self.adopted.remove(&uid).unwrap_or_default();
+                self.sandboxes_on_disk.remove(&uid);
+                self.data_on_disk.remove(&uid);
+                let mut running = BTreeMap::new();
+                for c in containers {
+                    if !matches!(c.state, ContainerState::Exited(_)) {
+                        running.insert(c.meta.id.clone(), c.meta.stop_signal);
+                    }
+                }
+                log::info!("pod {uid}: not defined by any source: removing its containers");
+                self.persisted.remove(&uid);
+                self.removals.insert(
+                    uid.clone(),
+                    Removal {
+                        running,
+                        pending_starts: 0,
+                        sandbox_pending: false,
+                        grace: Duration::from_secs(30),
+                        kill_at: None,
+                        killed: false,
+                        remove_submitted: false,
+                        view: None,
+                        forget_store: true,
+                        name: uid,
+                        hooks_pending: BTreeSet::new(),
+                    },
+                );
+            }
+        }
+        if ready {
+            // Desired-pod records nothing claimed: nothing of them is on disk either.
+            for uid in std::mem::take(&mut self.persisted) {
+                if self.removals.contains_key(&uid) {
+                    continue;
+                }
+                log::info!("pod {uid}: no source defines it any more: removing its record");
+                if let Err(e) = self.forget_desired(&uid) {
+                    log::warn!("pod {uid}: {e}");
+                }
+            }
+        }
+        let names: Vec<String> = self.workers.keys().cloned().collect();
+        for name in names {
+            self.sync_worker(&name);
+        }
+        let uids: Vec<String> = self.removals.keys().cloned().collect();
+        for uid in uids {
+            self.sync_removal(&uid);
+        }
+        self.sync_probes();
+    }
+
+    pub(super) fn update_metadata(&mut self, name: &str, sp: StaticPod) {
+        let Some(w) = self.workers.get_mut(name) else {
+            return;
+        };
+        let mut pod = (*w.pod).clone();
+        pod.metadata.labels = sp.pod.metadata.labels.clone();
+        pod.metadata.annotations = sp.pod.metadata.annotations.clone();
+        w.pod = Arc::new(pod);
+        w.spec = sp.clone();
+        if let Err(e) = self.save_desired(&sp) {
+            log::warn!("{name}: {e}");
+        }
+        self.event(
+            EventType::Normal,
+            name,
+            None,
+            "MetadataUpdated",
+            "labels/annotations changed: nothing restarted",
+        );
+    }
+}

@@ -1,0 +1,99 @@
+//! sync::removal: stopping and removing a pod generation (the kubelet's killPodWithSyncResult
+//! and pod cleanup): preStop hooks, the stop signal, SIGKILL at the end of the grace period
+//! (decided by `actions::compute_removal_actions`), then one `RemovePod` job once every
+//! container exited and no start or sandbox creation of the uid is in flight.
+
+use std::collections::BTreeMap;
+
+use super::actions::{compute_removal_actions, RemovalAction};
+use super::executor::Job;
+use super::{grace_of, probes, Removal, SandboxPhase, SyncLoop};
+
+impl SyncLoop {
+    /// Moves a worker's containers into a removal (stop, then remove).
+    pub(super) fn begin_removal(&mut self, name: &str, whole_pod: bool) {
+        let Some(w) = self.workers.remove(name) else {
+            return;
+        };
+        let mut running = BTreeMap::new();
+        let mut pending_starts = 0;
+        for s in &w.slots {
+            if let Some(i) = &s.instance {
+                if i.id.is_empty() {
+                    pending_starts += 1;
+                } else {
+                    running.insert(i.id.clone(), i.stop_signal);
+                }
+            }
+        }
+        let (hook_jobs, hooks_pending) = self.pre_stop_jobs(&w);
+        for j in hook_jobs {
+            self.executor.submit(j);
+        }
+        let view = if whole_pod {
+            let mut v = self.view_of(&w);
+            v.pod.metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::try_from(self.clock.wall()).unwrap_or_default(),
+                ));
+            Some(v)
+        } else {
+            None
+        };
+        self.removals.insert(
+            w.uid.clone(),
+            Removal {
+                running,
+                pending_starts,
+                sandbox_pending: w.sandbox == SandboxPhase::Creating,
+                grace: grace_of(&w.pod),
+                kill_at: None,
+                killed: false,
+                remove_submitted: false,
+                view,
+                forget_store: true,
+                name: name.to_string(),
+                hooks_pending,
+            },
+        );
+        self.dirty = true;
+    }
+
+    /// Syncs one removal: decides with [`compute_removal_actions`], then signals or submits.
+    pub(super) fn sync_removal(&mut self, uid: &str) {
+        let now = self.clock.now();
+        let Some(r) = self.removals.get_mut(uid) else {
+            return;
+        };
+        let mut signals = Vec::new();
+        match compute_removal_actions(now, r) {
+            None => return,
+            Some(RemovalAction::Stop { ids }) => {
+                r.kill_at = Some(now + r.grace);
+                // Containers with a running preStop hook get their stop signal after it.
+                signals.extend(ids.into_iter().map(|(id, sig)| (id, sig, "stop")));
+            }
+            Some(RemovalAction::StopAfterPreStop { ids }) => {
+                r.hooks_pending.clear();
+                r.kill_at = Some(now + probes::MIN_GRACE);
+                signals.extend(ids.into_iter().map(|(id, sig)| (id, sig, "stop")));
+            }
+            Some(RemovalAction::Kill { ids }) => {
+                r.killed = true;
+                signals.extend(ids.into_iter().map(|id| (id, libc::SIGKILL, "kill")));
+            }
+            Some(RemovalAction::RemovePod) => {
+                r.remove_submitted = true;
+                self.executor.submit(Job::RemovePod {
+                    uid: uid.to_string(),
+                });
+                return;
+            }
+        }
+        for (id, sig, what) in signals {
+            if let Err(e) = self.runtime.signal_container(&id, sig) {
+                log::warn!("pod {uid}: {what} {id}: {e}");
+            }
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! sync::results: what the results of executor jobs do to the pods (the kubelet's
+//! PodSyncResult handling): image pulled, sandbox created or failed, container started or
+//! failed to start (ErrImagePull, the crash-loop backoff of failed starts, a sandbox found
+//! dead), hooks done, pod removed.
+
+use std::time::Duration;
+
+use super::executor::{self, ImageOutcome, Job, JobResult, StartFailure};
+use super::{probes, rfc3339, Instance, SandboxPhase, SyncLoop};
+use crate::runtime::{ContainerInfo, ContainerState};
+use crate::status::EventType;
+
+impl SyncLoop {
+    pub(super) fn on_work(&mut self, r: JobResult) {
+        match r {
+            JobResult::ImagePulling { uid, name, image } => {
+                if let Some(pod) = self.pod_name_of(&uid) {
+                    let msg = format!("Pulling image {image:?}");
+                    self.event(EventType::Normal, &pod, Some(&name), "Pulling", &msg);
+                }
+            }
+            JobResult::ImageReady {
+                uid,
+                name,
+                image,
+                outcome,
+            } => self.on_image_ready(&uid, &name, &image, outcome),
+            JobResult::SandboxCreated { uid, result } => {
+                // Submitted by a generation now being removed (a worker of the same uid waits
+                // for that removal): its RemovePod tears this sandbox down.
+                if let Some(r) = self.removals.get_mut(&uid) {
+                    r.sandbox_pending = false;
+                    self.dirty = true;
+                    return;
+                }
+                let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == uid) else {
+                    // The pod went away meanwhile, without a removal: remove the sandbox.
+                    self.executor.submit(Job::RemovePod { uid });
+                    return;
+                };
+                let name = name.clone();
+                match result {
+                    Ok(_) => {
+                        w.sandbox = SandboxPhase::Ready;
+                        w.sandbox_retry_at = None;
+                        w.start_time = Some(rfc3339(self.clock.wall()));
+                    }
+                    Err(message) => {
+                        w.sandbox = SandboxPhase::Failed {
+                            message: message.clone(),
+                        };
+                        w.sandbox_retry_at = Some(self.clock.now() + Duration::from_secs(10));
+                        self.event(
+                            EventType::Warning,
+                            &name,
+                            None,
+                            "FailedCreatePodSandBox",
+                            &message,
+                        );
+                    }
+                }
+            }
+            JobResult::ContainerStarted {
+                uid,
+                name: cname,
+                result,
+            } => self.on_started(&uid, &cname, result),
+            JobResult::HookDone {
+                uid,
+                name,
+                container_id,
+                hook,
+                what,
+                result,
+            } => self.on_hook_done(&uid, &name, &container_id, hook, &what, result),
+            JobResult::PodRemoved { uid, result } => match result {
+                Ok(()) => {
+                    if let Some(r) = self.removals.remove(&uid) {
+                        if r.forget_store {
+                            if let Err(e) = self.forget_desired(&uid) {
+                                log::warn!("pod {uid}: {e}");
+                            }
+                        }
+                    }
+                    // A new generation with the same uid (a re-added manifest) keeps its record.
+                    if let Some(w) = self.workers.values().find(|w| w.uid == uid) {
+                        if let Err(e) = self.save_desired(&w.spec) {
+                            log::warn!("pod {uid}: {e}");
+                        }
+                    }
+                    log::info!("pod {uid}: removed");
+                }
+                Err(failed) => {
+                    log::warn!("pod {uid}: removal failed, retrying: {}", failed.message);
+                    if let Some(r) = self.removals.get_mut(&uid) {
+                        r.remove_submitted = false;
+                        // Its live containers (listed by the worker) are stopped again first.
+                        r.running.extend(failed.running);
+                    }
+                }
+            },
+        }
+        self.dirty = true;
+    }
+
+    pub(super) fn pod_name_of(&self, uid: &str) -> Option<String> {
+        self.workers
+            .iter()
+            .find(|(_, w)| w.uid == uid)
+            .map(|(n, _)| n.clone())
+    }
+
+    pub(super) fn on_image_ready(
+        &mut self,
+        uid: &str,
+        cname: &str,
+        image: &str,
+        outcome: ImageOutcome,
+    ) {
+        let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == uid) else {
+            return;
+        };
+        let name = name.clone();
+        let msg = match outcome {
+            ImageOutcome::AlreadyPresent => {
+                format!("Container image {image:?} already present on machine")
+            }
+            ImageOutcome::Pulled {
+                image: pulled,
+                took,
+            } => {
+                if let Some(slot) = w.slots.iter_mut().find(|s| s.container.name == cname) {
+                    slot.image_backoff.reset();
+                    slot.pull_backoff_at = None;
+                }
+                format!(
+                    "Successfully pulled image {image:?} in {:.3}s. Image size: {} bytes.",
+                    took.as_secs_f64(),
+                    pulled.size
+                )
+            }
+        };
+        self.event(EventType::Normal, &name, Some(cname), "Pulled", &msg);
+    }
+
+    pub(super) fn on_started(
+        &mut self,
+        uid: &str,
+        cname: &str,
+        result: Result<Box<ContainerInfo>, StartFailure>,
+    ) {
+        let now = self.clock.now();
+        if let Some(r) = self.removals.get_mut(uid) {
+            r.pending_starts = r.pending_starts.saturating_sub(1);
+            if let Ok(info) = result {
+                // Started while its pod was going away: stop it right away.
+                if let Err(e) = self
+                    .runtime
+                    .signal_container(&info.meta.id, info.meta.stop_signal)
+                {
+                    log::warn!("pod {uid}: {e}");
+                }
+                r.running.insert(info.meta.id, info.meta.stop_signal);
+                r.kill_at = r.kill_at.or(Some(now + r.grace));
+            }
+            return;
+        }
+        let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == uid) else {
+            if let Ok(info) = result {
+                let _ = self.runtime.signal_container(&info.meta.id, libc::SIGKILL);
+            }
+            return;
+        };
+        let name = name.clone();
+        let Some(slot) = w.slots.iter_mut().find(|s| s.container.name == cname) else {
+            return;
+        };
+        match result {
+            Ok(info) => {
+                // The first start is not a restart: only restarts feed the backoff.
+                if let Some(finished) = slot.last.as_ref().map(|l| l.at) {
+                    slot.backoff.started(finished, now);
+                }
+                let started_at = match &info.state {
+                    ContainerState::Running { started_at, .. } => started_at.clone(),
+                    _ => rfc3339(self.clock.wall()),
+                };
+                if let Some(last) = &slot.last {
+                    slot.previous_log = Some(last.log_path.clone());
+                }
+                slot.instance = Some(Instance {
+                    id: info.meta.id.clone(),
+                    started_at,
+                    stop_signal: info.meta.stop_signal,
+                    log_path: info.meta.log_path.clone(),
+                    health: probes::Health::new(&slot.container),
+                });
+                slot.waiting = None;
+                slot.retry_at = None;
+                let image = slot.container.image.clone().unwrap_or_default();
+                self.event(
+                    EventType::Normal,
+                    &name,
+                    Some(cname),
+                    "Created",
+                    &format!("Created container {cname} (image {image})"),
+                );
+                // Started once its postStart hook (if any) completed.
+                self.begin_post_start(&name, cname);
+            }
+            Err(f) if f.reason == executor::SANDBOX_NOT_READY => {
+                // Nothing was created: this attempt is not an instance.
+                slot.instance = None;
+                slot.instances_started = slot.instances_started.saturating_sub(1);
+                slot.waiting = Some(("ContainerCreating".into(), String::new()));
+                let ready = w.sandbox == SandboxPhase::Ready;
+                log::warn!("{name} {cname}: {}", f.message);
+                if ready {
+                    self.sandbox_changed(&name, &f.message);
+                }
+            }
+            Err(f) if f.reason == "ErrImagePull" => {
+                slot.instance = None;
+                // Nothing was created: this attempt is not an instance (restart count, log).
+                slot.instances_started = slot.instances_started.saturating_sub(1);
+                let delay = slot.image_backoff.failed(now);
+                slot.retry_at = Some(now + delay);
+                slot.pull_backoff_at = Some(now + delay / 2);
+                slot.waiting = Some((f.reason.clone(), f.message.clone()));
+                self.event(EventType::Warning, &name, Some(cname), "Failed", &f.message);
+                self.event(
+                    EventType::Warning,
+                    &name,
+                    Some(cname),
+                    "Failed",
+                    "Error: ErrImagePull",
+                );
+            }
+            Err(f) => {
+                slot.instance = None;
+                // Treated like a crash for the backoff, as the kubelet does.
+                slot.backoff.started(now, now);
+                slot.retry_at = Some(now + slot.backoff.current_delay());
+                slot.waiting = Some((f.reason.clone(), f.message.clone()));
+                self.event(
+                    EventType::Warning,
+                    &name,
+                    Some(cname),
+                    "Failed",
+                    &format!("{}: {}", f.reason, f.message),
+                );
+            }
+        }
+        self.dirty = true;
+    }
+}

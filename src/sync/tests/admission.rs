@@ -1,0 +1,146 @@
+//! Admission against node allocatable.
+
+use super::*;
+
+fn small_node(rt: FakeRuntime, dir: &tempfile::TempDir) -> Harness {
+    harness_allocatable(
+        rt,
+        dir.path().join("static-pods"),
+        Some(crate::pod::resources::Amounts {
+            cpu_millis: 1000,
+            memory_bytes: 1 << 30,
+        }),
+    )
+}
+
+fn requests(cpu: &str, memory: &str) -> String {
+    format!("    resources: {{requests: {{cpu: {cpu}, memory: {memory}}}}}\n")
+}
+
+fn status_of(h: &Harness, pod: &str) -> k8s_openapi::api::core::v1::PodStatus {
+    h.snap()
+        .find_pod(pod)
+        .and_then(|v| v.pod.status.clone())
+        .expect("status")
+}
+
+#[test]
+fn pod_that_does_not_fit_is_rejected_not_started() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut h = small_node(FakeRuntime::default(), &dir);
+    h.file(
+        "a.yaml",
+        &(pod_yaml("a", "busybox", "") + &requests("600m", "100Mi")),
+    );
+    assert_eq!(h.rt.starts().len(), 1);
+    let calls_before = h.rt.calls().len();
+    h.file(
+        "b.yaml",
+        &(pod_yaml("b", "busybox", "") + &requests("500m", "100Mi")),
+    );
+    assert_eq!(
+        h.rt.calls().len(),
+        calls_before,
+        "no sandbox, no container: {:?}",
+        h.rt.calls()
+    );
+    let st = status_of(&h, "b");
+    assert_eq!(st.phase.as_deref(), Some("Failed"));
+    assert_eq!(st.reason.as_deref(), Some("OutOfcpu"));
+    assert_eq!(st.container_statuses, None);
+    let view = h.snap().find_pod("b").cloned().expect("view");
+    let summary = crate::cli::pod_summary(&view.pod, k8s_openapi::jiff::Timestamp::now());
+    assert_eq!(summary.status, "OutOfcpu");
+    assert_eq!(
+        st.message.as_deref(),
+        Some(
+            "Pod was rejected: Node didn't have enough resource: cpu, requested: 500, used: 600, capacity: 1000"
+        )
+    );
+    let ev = h
+        .snap()
+        .events
+        .iter()
+        .find(|e| e.reason == "OutOfcpu")
+        .cloned()
+        .expect("event");
+    assert_eq!(ev.type_, crate::status::EventType::Warning);
+    assert!(ev.pod.ends_with("b-node1"), "{}", ev.pod);
+    // A pod without requests always fits.
+    h.file("c.yaml", &pod_yaml("c", "busybox", ""));
+    assert_eq!(status_of(&h, "c").phase.as_deref(), Some("Running"));
+}
+
+#[test]
+fn memory_is_checked_with_init_containers_by_the_max_rule() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut h = small_node(FakeRuntime::default(), &dir);
+    // The init container alone asks for more memory than the node has.
+    let init = "  initContainers:\n  - name: init\n    image: busybox\n    resources: {requests: {memory: 2Gi}}\n";
+    h.file("big.yaml", &pod_yaml("big", "busybox", init));
+    let st = status_of(&h, "big");
+    assert_eq!(st.reason.as_deref(), Some("OutOfmemory"));
+    assert!(h.rt.starts().is_empty());
+}
+
+#[test]
+fn rejected_pod_is_admitted_again_when_its_manifest_changes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut h = small_node(FakeRuntime::default(), &dir);
+    h.file(
+        "a.yaml",
+        &(pod_yaml("a", "busybox", "") + &requests("2", "100Mi")),
+    );
+    assert_eq!(status_of(&h, "a").reason.as_deref(), Some("OutOfcpu"));
+    assert!(h.rt.starts().is_empty());
+    h.file(
+        "a.yaml",
+        &(pod_yaml("a", "busybox", "") + &requests("500m", "100Mi")),
+    );
+    let st = status_of(&h, "a");
+    assert_eq!(st.phase.as_deref(), Some("Running"));
+    assert_eq!(st.reason, None);
+    assert_eq!(h.rt.starts().len(), 1);
+}
+
+#[test]
+fn removed_pods_free_their_requests() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut h = small_node(FakeRuntime::default(), &dir);
+    h.scan_done();
+    h.file(
+        "a.yaml",
+        &(pod_yaml("a", "busybox", "") + &requests("800m", "100Mi")),
+    );
+    h.remove_file("a.yaml");
+    h.file(
+        "b.yaml",
+        &(pod_yaml("b", "busybox", "") + &requests("800m", "100Mi")),
+    );
+    assert_eq!(status_of(&h, "b").reason, None);
+    assert_eq!(h.rt.starts().len(), 2);
+}
+
+#[test]
+fn after_a_restart_running_pods_are_counted_before_new_ones_are_admitted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = FakeRuntime::default();
+    let mut h1 = small_node(rt.clone(), &dir);
+    h1.scan_done();
+    h1.file(
+        "z.yaml",
+        &(pod_yaml("z", "busybox", "") + &requests("800m", "100Mi")),
+    );
+    h1.file(
+        "a.yaml",
+        &(pod_yaml("a", "busybox", "") + &requests("800m", "100Mi")),
+    );
+    assert_eq!(status_of(&h1, "a").reason.as_deref(), Some("OutOfcpu"));
+    drop(h1);
+    // Both pods are persisted; "a" sorts first but "z" runs: z must be counted first.
+    let starts = rt.starts().len();
+    let h2 = small_node(rt.clone(), &dir);
+    assert_eq!(status_of(&h2, "a").reason.as_deref(), Some("OutOfcpu"));
+    assert_eq!(status_of(&h2, "z").phase.as_deref(), Some("Running"));
+    assert_eq!(rt.starts().len(), starts, "{:?}", rt.calls());
+}
