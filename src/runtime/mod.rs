@@ -18,6 +18,7 @@
 //! - [`linux`]: [`linux::LinuxRuntime`], the real [`Runtime`].
 
 pub mod exec;
+pub mod libct_trace;
 pub mod linux;
 pub mod procfs;
 pub mod rootfs;
