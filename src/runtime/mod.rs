@@ -17,6 +17,7 @@
 //! - [`exec`]: commands run inside a running container (`podvisor shim exec`).
 //! - [`linux`]: [`linux::LinuxRuntime`], the real [`Runtime`].
 
+pub mod dns;
 pub mod exec;
 pub mod libct_trace;
 pub mod linux;
@@ -27,6 +28,7 @@ pub mod sandbox;
 pub mod shim;
 pub mod spec;
 pub mod user;
+pub mod volumes;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
