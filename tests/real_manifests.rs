@@ -27,7 +27,11 @@ const TEST_IMAGE: &str = "busybox:1.35";
 /// The command every app container runs instead of its own: a long sleep that stops at once
 /// on SIGTERM (busybox's `sleep` as PID 1 would ignore it until the grace period ends).
 fn long_sleep() -> Value {
-    json!(["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"])
+    json!([
+        "sh",
+        "-c",
+        "trap 'exit 0' TERM; while true; do sleep 1; done"
+    ])
 }
 
 /// Adapts a corpus manifest to the test node, changing only what the test image and a
@@ -114,6 +118,28 @@ fn fresh_node(scratch: &Path) {
     std::os::unix::fs::symlink("../run", scratch.join("var/run")).expect("var/run");
 }
 
+/// Files a manifest's own installation instructions create before the manifest is placed,
+/// and that a kubelet needs too: `FileOrCreate` never creates a missing parent directory
+/// (the kubelet opens the file with `O_CREAT` only), so on a fresh node these pods fail to
+/// start under a kubelet exactly as under podvisor, naming the path
+/// ([`fresh_node_without_prerequisites_fails_naming_the_path`] checks that).
+const INSTALLER_FILES: &[(&str, &str)] = &[
+    // cluster/gce/gci/configure-helper.sh writes the kubeconfig before the manifest.
+    ("gce-kube-proxy.yaml", "var/lib/kube-proxy/kubeconfig"),
+    // kubeadm's ha-considerations.md: write /etc/haproxy/haproxy.cfg, then the manifest.
+    ("kubeadm-ha-haproxy.yaml", "etc/haproxy/haproxy.cfg"),
+];
+
+fn install_prerequisites(file: &str, scratch: &Path) {
+    for (f, path) in INSTALLER_FILES {
+        if *f == file {
+            let p = scratch.join(path);
+            fs::create_dir_all(p.parent().expect("parent")).expect("installer dir");
+            fs::write(&p, b"# written by the installer\n").expect("installer file");
+        }
+    }
+}
+
 /// One corpus manifest.
 struct Case {
     file: String,
@@ -129,7 +155,7 @@ fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/real-manifests")
 }
 
-fn load_corpus(scratch_root: &Path) -> Vec<Case> {
+fn load_corpus(scratch_root: &Path, prerequisites: bool) -> Vec<Case> {
     let mut files: Vec<PathBuf> = fs::read_dir(corpus_dir())
         .expect("corpus dir")
         .flatten()
@@ -145,7 +171,11 @@ fn load_corpus(scratch_root: &Path) -> Vec<Case> {
     files
         .into_iter()
         .map(|path| {
-            let file = path.file_name().expect("name").to_string_lossy().into_owned();
+            let file = path
+                .file_name()
+                .expect("name")
+                .to_string_lossy()
+                .into_owned();
             let text = fs::read_to_string(&path).expect("read manifest");
             let mut pod: Value = if file.ends_with(".json") {
                 serde_json::from_str(&text).expect("json manifest")
@@ -154,6 +184,9 @@ fn load_corpus(scratch_root: &Path) -> Vec<Case> {
             };
             let scratch = scratch_root.join(file.replace('.', "-"));
             fresh_node(&scratch);
+            if prerequisites {
+                install_prerequisites(&file, &scratch);
+            }
             let changed = adapt_for_test_node(&mut pod, &scratch);
             let meta = &pod["metadata"];
             let name = meta["name"].as_str().expect("metadata.name").to_string();
@@ -236,15 +269,10 @@ fn batches(cases: &[Case]) -> Vec<Vec<usize>> {
 /// `None` when the pod runs with every container running (and every init container done),
 /// else what it shows instead.
 fn not_running(d: &Daemon, c: &Case) -> Option<String> {
-    let Some(v) = d
-        .pods()
-        .unwrap_or_default()
-        .into_iter()
-        .find(|v| {
-            v.pod.metadata.name.as_deref() == Some(&format!("{}-testnode", c.name))
-                && v.pod.metadata.namespace.as_deref() == Some(&c.namespace)
-        })
-    else {
+    let Some(v) = d.pods().unwrap_or_default().into_iter().find(|v| {
+        v.pod.metadata.name.as_deref() == Some(&format!("{}-testnode", c.name))
+            && v.pod.metadata.namespace.as_deref() == Some(&c.namespace)
+    }) else {
         return Some("not listed by the daemon".into());
     };
     let st = v.pod.status.clone().unwrap_or_default();
@@ -286,7 +314,7 @@ fn every_real_manifest_reaches_running() {
     let env = TestEnv::new("realmanifests");
     let _ = env.images();
     let scratch_root = env.dir.path().join("node");
-    let cases = load_corpus(&scratch_root);
+    let cases = load_corpus(&scratch_root, true);
     assert!(cases.len() >= 30, "corpus has {} manifests", cases.len());
     let dir = env.dir.path().join("manifests");
     fs::create_dir_all(&dir).expect("manifest dir");
@@ -350,4 +378,44 @@ fn every_real_manifest_reaches_running() {
             report.join("\n"),
         );
     }
+}
+
+#[test]
+#[ignore = "needs root: runs corpus manifests through the daemon with real containers (scripts/test runs it)"]
+fn fresh_node_without_prerequisites_fails_naming_the_path() {
+    let env = TestEnv::new("realmanifests-prereq");
+    let _ = env.images();
+    let scratch_root = env.dir.path().join("node");
+    let cases: Vec<Case> = load_corpus(&scratch_root, false)
+        .into_iter()
+        .filter(|c| INSTALLER_FILES.iter().any(|(f, _)| *f == c.file))
+        .collect();
+    assert_eq!(cases.len(), INSTALLER_FILES.len());
+    let dir = env.dir.path().join("manifests");
+    fs::create_dir_all(&dir).expect("manifest dir");
+    let d = Daemon::start(&env, &dir);
+    for c in &cases {
+        let out = dir.join(format!("{}.json", c.file.replace('.', "-")));
+        fs::write(&out, serde_json::to_vec_pretty(&c.pod).expect("json")).expect("write");
+        let (_, rel) = INSTALLER_FILES
+            .iter()
+            .find(|(f, _)| *f == c.file)
+            .expect("prerequisite");
+        let path = scratch_root.join(c.file.replace('.', "-")).join(rel);
+        let want = format!("create file {}", path.display());
+        common::wait_until_else(
+            "a sandbox error naming the missing file",
+            Duration::from_secs(60),
+            || d.events().iter().any(|e| e.message.contains(&want)),
+            || format!("events: {:?}", d.events()),
+        );
+        assert!(
+            !path.parent().expect("parent").exists(),
+            "no parent created"
+        );
+        fs::remove_file(&out).expect("remove");
+    }
+    d.wait_all_gone(&env, Duration::from_secs(120));
+    d.stop();
+    env.assert_clean();
 }
