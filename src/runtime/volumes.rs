@@ -280,69 +280,43 @@ pub fn check_host_path(p: &Path, kind: &str, field: &str) -> Result<(), VolumeEr
         Err(e) => return Err(io("stat")(e)),
     };
     let ft = md.as_ref().map(|m| m.file_type());
-    match kind {
-        "" => {
-            if md.is_none() {
-                // containerd (CRI WithMounts): a missing bind-mount source becomes a directory.
-                fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o755)
-                    .create(p)
-                    .map_err(io("create directory"))?;
-            }
-            Ok(())
+    let mkdir = || {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(p)
+            .map_err(io("create directory"))
+    };
+    // What the type requires of an existing path, and how the kubelet says it is not that.
+    let (is_kind, not_kind): (fn(&fs::FileType) -> bool, &str) = match kind {
+        // containerd (CRI WithMounts): a missing bind-mount source becomes a directory.
+        "" => return if ft.is_none() { mkdir() } else { Ok(()) },
+        "Directory" | "DirectoryOrCreate" => (fs::FileType::is_dir, "is not a directory"),
+        "File" | "FileOrCreate" => (fs::FileType::is_file, "is not a file"),
+        "Socket" => (FileTypeExt::is_socket, "is not a socket file"),
+        "CharDevice" => (FileTypeExt::is_char_device, "is not a character device"),
+        "BlockDevice" => (FileTypeExt::is_block_device, "is not a block device"),
+        other => {
+            return Err(VolumeError::Invalid {
+                field: format!("{field}.type"),
+                message: format!("unknown hostPath type {other:?}"),
+            })
         }
-        "DirectoryOrCreate" => match ft {
-            None => fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o755)
-                .create(p)
-                .map_err(io("create directory")),
-            Some(t) if t.is_dir() => Ok(()),
-            Some(_) => Err(problem("is not a directory")),
-        },
-        "Directory" => match ft {
-            Some(t) if t.is_dir() => Ok(()),
-            Some(_) => Err(problem("is not a directory")),
-            None => Err(problem("does not exist")),
-        },
-        "FileOrCreate" => match ft {
-            // The kubelet opens with O_CREATE only: a missing parent is an error.
-            None => fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .mode(0o644)
-                .open(p)
-                .map(drop)
-                .map_err(io("create file")),
-            Some(t) if t.is_file() => Ok(()),
-            Some(_) => Err(problem("is not a file")),
-        },
-        "File" => match ft {
-            Some(t) if t.is_file() => Ok(()),
-            Some(_) => Err(problem("is not a file")),
-            None => Err(problem("does not exist")),
-        },
-        "Socket" => match ft {
-            Some(t) if t.is_socket() => Ok(()),
-            Some(_) => Err(problem("is not a socket file")),
-            None => Err(problem("does not exist")),
-        },
-        "CharDevice" => match ft {
-            Some(t) if t.is_char_device() => Ok(()),
-            Some(_) => Err(problem("is not a character device")),
-            None => Err(problem("does not exist")),
-        },
-        "BlockDevice" => match ft {
-            Some(t) if t.is_block_device() => Ok(()),
-            Some(_) => Err(problem("is not a block device")),
-            None => Err(problem("does not exist")),
-        },
-        other => Err(VolumeError::Invalid {
-            field: format!("{field}.type"),
-            message: format!("unknown hostPath type {other:?}"),
-        }),
+    };
+    match (ft, kind) {
+        (Some(t), _) if is_kind(&t) => Ok(()),
+        (Some(_), _) => Err(problem(not_kind)),
+        (None, "DirectoryOrCreate") => mkdir(),
+        // The kubelet opens with O_CREAT only: a missing parent is an error.
+        (None, "FileOrCreate") => fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .open(p)
+            .map(drop)
+            .map_err(io("create file")),
+        (None, _) => Err(problem("does not exist")),
     }
 }
 

@@ -290,21 +290,13 @@ fn validate_spec(spec: &PodSpec, v: &mut Errors) {
         let mut host_ports = BTreeSet::new();
         for (i, c) in containers.iter().enumerate() {
             let field = format!("{list}[{i}]");
-            if !is_dns1123_label(&c.name) {
-                v.push(
-                    format!("{field}.name"),
-                    if c.name.is_empty() {
-                        "required".to_string()
-                    } else {
-                        format!("{:?} is not a valid DNS-1123 label", c.name)
-                    },
-                );
-            } else if !names.insert(c.name.clone()) {
-                v.push(
-                    format!("{field}.name"),
-                    format!("duplicate container name {:?}", c.name),
-                );
-            }
+            check_name(
+                &c.name,
+                &format!("{field}.name"),
+                "container",
+                &mut names,
+                v,
+            );
             validate_container(c, &field, init, &facts, &mut host_ports, v);
         }
     }
@@ -395,11 +387,8 @@ fn validate_container(
             );
         }
     }
-    for (key, set) in [
-        ("tty", c.tty),
-        ("stdin", c.stdin),
-        ("stdinOnce", c.stdin_once),
-    ] {
+    // stdinOnce means nothing without stdin: the runtime ignores it, so does validation.
+    for (key, set) in [("tty", c.tty), ("stdin", c.stdin)] {
         if set == Some(true) {
             v.push(
                 format!("{field}.{key}"),
@@ -536,26 +525,54 @@ fn validate_ports(
     }
 }
 
+/// A DNS-1123 label not seen before in `seen` (a container or volume name).
+pub(super) fn check_name(
+    name: &str,
+    field: &str,
+    what: &str,
+    seen: &mut BTreeSet<String>,
+    v: &mut Errors,
+) {
+    if !is_dns1123_label(name) {
+        v.push(
+            field,
+            if name.is_empty() {
+                "required".to_string()
+            } else {
+                format!("{name:?} is not a valid DNS-1123 label")
+            },
+        );
+    } else if !seen.insert(name.to_string()) {
+        v.push(field, format!("duplicate {what} name {name:?}"));
+    }
+}
+
+/// `metadata.labels['<key>']` or `metadata.annotations['<key>']`.
+pub(super) fn is_metadata_subscript(path: &str) -> bool {
+    ["metadata.labels['", "metadata.annotations['"]
+        .iter()
+        .any(|prefix| {
+            path.strip_prefix(prefix)
+                .and_then(|r| r.strip_suffix("']"))
+                .is_some_and(|k| !k.is_empty())
+        })
+}
+
 /// Field paths an environment variable can hold.
 fn is_env_field_path(path: &str) -> bool {
-    let subscript = |prefix: &str| {
-        path.strip_prefix(prefix)
-            .and_then(|r| r.strip_suffix("']"))
-            .is_some_and(|k| !k.is_empty())
-    };
-    matches!(
-        path,
-        "metadata.name"
-            | "metadata.namespace"
-            | "metadata.uid"
-            | "spec.nodeName"
-            | "spec.serviceAccountName"
-            | "status.hostIP"
-            | "status.hostIPs"
-            | "status.podIP"
-            | "status.podIPs"
-    ) || subscript("metadata.labels['")
-        || subscript("metadata.annotations['")
+    is_metadata_subscript(path)
+        || matches!(
+            path,
+            "metadata.name"
+                | "metadata.namespace"
+                | "metadata.uid"
+                | "spec.nodeName"
+                | "spec.serviceAccountName"
+                | "status.hostIP"
+                | "status.hostIPs"
+                | "status.podIP"
+                | "status.podIPs"
+        )
 }
 
 fn validate_env(c: &Container, field: &str, container_names: &BTreeSet<&str>, v: &mut Errors) {

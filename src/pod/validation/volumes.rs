@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::{Container, DownwardAPIVolumeFile, PodSpec, Volume, VolumeMount};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use super::{is_dns1123_label, Errors, STATIC_REF};
+use super::{check_name, is_metadata_subscript, Errors, STATIC_REF};
 use crate::pod::quantity;
 
 /// The volume sources podvisor prepares.
@@ -47,21 +47,7 @@ pub(super) fn validate_volumes(spec: &PodSpec, v: &mut Errors) -> BTreeSet<Strin
     let mut names = BTreeSet::new();
     for (i, vol) in volumes.iter().enumerate() {
         let field = format!("spec.volumes[{i}]");
-        if !is_dns1123_label(&vol.name) {
-            v.push(
-                format!("{field}.name"),
-                if vol.name.is_empty() {
-                    "required".to_string()
-                } else {
-                    format!("{:?} is not a valid DNS-1123 label", vol.name)
-                },
-            );
-        } else if !names.insert(vol.name.clone()) {
-            v.push(
-                format!("{field}.name"),
-                format!("duplicate volume name {:?}", vol.name),
-            );
-        }
+        check_name(&vol.name, &format!("{field}.name"), "volume", &mut names, v);
         let sources = volume_source_names(vol);
         if sources.len() > 1 {
             v.push(
@@ -280,20 +266,15 @@ fn check_mode(mode: Option<i32>, field: &str, v: &mut Errors) {
 
 /// Field paths a downwardAPI volume file can hold.
 fn is_volume_field_path(path: &str) -> bool {
-    let subscript = |prefix: &str| {
-        path.strip_prefix(prefix)
-            .and_then(|r| r.strip_suffix("']"))
-            .is_some_and(|k| !k.is_empty())
-    };
-    matches!(
-        path,
-        "metadata.name"
-            | "metadata.namespace"
-            | "metadata.uid"
-            | "metadata.labels"
-            | "metadata.annotations"
-    ) || subscript("metadata.labels['")
-        || subscript("metadata.annotations['")
+    is_metadata_subscript(path)
+        || matches!(
+            path,
+            "metadata.name"
+                | "metadata.namespace"
+                | "metadata.uid"
+                | "metadata.labels"
+                | "metadata.annotations"
+        )
 }
 
 /// Resources a resourceFieldRef can name (podvisor's runtime gives cpu and memory).
