@@ -22,7 +22,8 @@ fn run(env: &TestEnv, yaml: &str) -> (i32, Vec<String>) {
     let exit = wait_exit(&rx, &info.meta.id, T);
     let lines = log_lines(&info.meta.log_path);
     let uid = p.metadata.uid.clone().expect("uid");
-    rt.remove_container(&info.meta.id).expect("remove container");
+    rt.remove_container(&info.meta.id)
+        .expect("remove container");
     rt.remove_pod_sandbox(&uid).expect("remove sandbox");
     env.assert_clean();
     (exit.exit_code, lines)
@@ -61,7 +62,10 @@ spec:
     assert_eq!(lines[0], "app=\"web\"");
     assert_eq!(lines[1], "zone=\"a\"");
     assert_eq!(lines[2], "64");
-    assert!(lines[3].contains("..data") && lines[3].contains("labels"), "{lines:?}");
+    assert!(
+        lines[3].contains("..data") && lines[3].contains("labels"),
+        "{lines:?}"
+    );
     assert_eq!(lines[4], "2000 2777", "fsGroup owns the emptyDir, setgid");
     assert_eq!(lines[5], "writable");
 }
@@ -91,7 +95,10 @@ spec:
     };
     assert_eq!(lines[0], host("pid"));
     assert_eq!(lines[1], host("ipc"));
-    assert_ne!(lines[2], "1", "the shell is not PID 1 in the host's PID namespace");
+    assert_ne!(
+        lines[2], "1",
+        "the shell is not PID 1 in the host's PID namespace"
+    );
 }
 
 #[test]
@@ -119,6 +126,7 @@ fn a_failed_mount_is_named_in_the_start_error() {
         .to_string();
     assert!(err.contains("failed to prepare rootfs"), "{err}");
     assert!(err.contains("/bin/sh/x"), "the mount is named: {err}");
-    rt.remove_pod_sandbox("u-mountfail").expect("remove sandbox");
+    rt.remove_pod_sandbox("u-mountfail")
+        .expect("remove sandbox");
     env.assert_clean();
 }
