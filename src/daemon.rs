@@ -146,6 +146,9 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
     rcfg.log_max_size = cfg.container_log_max_size;
     rcfg.log_max_files = cfg.container_log_max_files;
     rcfg.node.name = cfg.node_name.clone();
+    rcfg.dns = crate::runtime::dns::DnsSettings {
+        resolv_conf: cfg.resolv_conf.clone(),
+    };
     let apparmor = AppArmorHost::detect_and_load();
     match &apparmor {
         AppArmorHost::Enabled {

@@ -54,6 +54,8 @@ pub const DEFAULT_FILE_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
 pub const DEFAULT_HTTP_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
 /// Default `syncFrequency`.
 pub const DEFAULT_SYNC_FREQUENCY: Duration = Duration::from_secs(60);
+/// The kubelet's default `resolvConf`.
+pub const DEFAULT_RESOLV_CONF: &str = "/etc/resolv.conf";
 /// Default `containerLogMaxSize` ("10Mi").
 pub const DEFAULT_CONTAINER_LOG_MAX_SIZE: u64 = 10 * 1024 * 1024;
 /// Default `containerLogMaxFiles`.
@@ -215,6 +217,8 @@ pub struct KubeletConfig {
     pub allowed_unsafe_sysctls: Vec<SysctlPattern>,
     /// `seccompDefault`.
     pub seccomp_default: Option<bool>,
+    /// `resolvConf`: `Some(None)` when set to "" (pods get no node DNS settings).
+    pub resolv_conf: Option<Option<PathBuf>>,
     /// Known fields present in the file that podvisor does not implement, sorted.
     pub unimplemented_fields: Vec<String>,
 }
@@ -256,6 +260,9 @@ pub struct DaemonConfig {
     /// RuntimeDefault seccomp for containers that set no profile (default false, as the
     /// kubelet).
     pub seccomp_default: bool,
+    /// The node resolver configuration pods' DNS settings start from (`resolvConf`, default
+    /// `/etc/resolv.conf`); `None` when `resolvConf` is "".
+    pub resolv_conf: Option<PathBuf>,
     /// Unix socket of the local API.
     pub api_socket: PathBuf,
     /// `--registry-config`, as given.
@@ -349,6 +356,9 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
             .cgroup_root
             .unwrap_or_else(|| DEFAULT_CGROUP_ROOT.to_string()),
         pod_pids_limit: file.pod_pids_limit,
+        resolv_conf: file
+            .resolv_conf
+            .unwrap_or_else(|| Some(PathBuf::from(DEFAULT_RESOLV_CONF))),
         image_gc: {
             let d = crate::images::ImageGcPolicy::default();
             crate::images::ImageGcPolicy {
@@ -626,6 +636,19 @@ fn validate(
         }
         None => None,
     };
+    let resolv_conf = match &raw.resolv_conf {
+        None => None,
+        Some(s) if s.is_empty() => Some(None),
+        Some(s) if s.starts_with('/') => Some(Some(PathBuf::from(s))),
+        Some(s) => {
+            return Err(ConfigError::Invalid {
+                source_name: source_name.to_string(),
+                location: String::new(),
+                field: "resolvConf".into(),
+                message: format!("{s:?} must be an absolute path or \"\""),
+            })
+        }
+    };
     let pod_pids_limit = match &raw.pod_pids_limit {
         Some(n) if n.value < -1 => {
             return Err(err(
@@ -726,6 +749,7 @@ fn validate(
         reservation,
         allowed_unsafe_sysctls,
         seccomp_default: raw.seccomp_default,
+        resolv_conf,
         unimplemented_fields,
     })
 }

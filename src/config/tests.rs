@@ -514,6 +514,7 @@ fn defaults_without_config_file() {
             reservation: Default::default(),
             allowed_unsafe_sysctls: vec![],
             seccomp_default: false,
+            resolv_conf: Some(PathBuf::from("/etc/resolv.conf")),
             api_socket: PathBuf::from("/run/podvisor/podvisor.sock"),
             registry_config: None,
             docker_config: None,

@@ -403,6 +403,7 @@ fn build(
             },
         )
     })?;
+    default_volume_sources(&mut pod, node, doc, prefix, source);
     let (spec_hash, meta_hash) = hashes(node);
     let written_name = pod.metadata.name.clone().unwrap_or_default();
     let node_name = match defaults {
@@ -469,6 +470,76 @@ fn build(
         spec_hash,
         meta_hash,
     })
+}
+
+/// The API server's `SetDefaults_Volume`: a volume with no source it knows becomes an
+/// emptyDir (so a misspelled `empty-dir:` runs under a kubelet, with an empty directory). The
+/// key that was not understood is logged as a warning, once per manifest location and key.
+fn default_volume_sources(
+    pod: &mut Pod,
+    node: &RawNode,
+    doc: &RawNode,
+    prefix: &str,
+    source: &str,
+) {
+    let Some(volumes) = pod.spec.as_mut().and_then(|s| s.volumes.as_mut()) else {
+        return;
+    };
+    let raw = node
+        .get("spec")
+        .and_then(|s| s.value.get("volumes"))
+        .map(|v| &v.value);
+    for (i, vol) in volumes.iter_mut().enumerate() {
+        let has_source = match serde_json::to_value(&*vol) {
+            Ok(serde_json::Value::Object(m)) => m.iter().any(|(k, v)| k != "name" && !v.is_null()),
+            _ => true,
+        };
+        if has_source {
+            continue;
+        }
+        vol.empty_dir = Some(Default::default());
+        let dropped: Vec<String> = match raw {
+            Some(RawNode::Seq(items)) => match items.get(i).map(|n| &n.value) {
+                Some(RawNode::Map(entries)) => entries
+                    .iter()
+                    .map(|(k, _)| k.value.clone())
+                    .filter(|k| k != "name")
+                    .collect(),
+                _ => Vec::new(),
+            },
+            _ => Vec::new(),
+        };
+        let field = format!("{prefix}spec.volumes[{i}]");
+        let what = if dropped.is_empty() {
+            "no volume source".to_string()
+        } else {
+            format!(
+                "unknown volume source {} (dropped)",
+                dropped
+                    .iter()
+                    .map(|k| format!("{k:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        let error = FieldError::new(
+            field,
+            format!("{what}: defaulted to emptyDir, as the API server does"),
+        )
+        .at(doc.locate(&format!("{prefix}spec.volumes[{i}]")));
+        warn_once(format!("{source}{error}"));
+    }
+}
+
+/// Logs `message` as a warning the first time it is seen in this process: manifests are
+/// read again every few seconds.
+fn warn_once(message: String) {
+    static SEEN: std::sync::Mutex<std::collections::BTreeSet<String>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+    if seen.len() < 10_000 && seen.insert(message.clone()) {
+        log::warn!("{message}");
+    }
 }
 
 /// The kubelet's `AddOrUpdateTolerationInPod(pod, {operator: Exists, effect: NoExecute})`.

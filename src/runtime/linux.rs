@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
+use super::dns::DnsSettings;
 use super::procfs::{self, ProcessId};
 use super::rundir;
 use super::sandbox::{self, SandboxDirs, SandboxPaths};
@@ -87,6 +88,8 @@ pub struct RuntimeConfig {
     pub security: NodeSecurity,
     /// How long a monitor may take to report that its container started.
     pub start_timeout: Duration,
+    /// Where pods' DNS settings come from (the configuration's `resolvConf`).
+    pub dns: DnsSettings,
 }
 
 impl RuntimeConfig {
@@ -106,6 +109,7 @@ impl RuntimeConfig {
             security: NodeSecurity::for_host(&root_dir, &[], false, AppArmorHost::detect()),
             root_dir,
             start_timeout: Duration::from_secs(60),
+            dns: DnsSettings::default(),
         })
     }
     /// Runtime directories of containers (bundles, monitor state), gone with the boot.
@@ -286,12 +290,17 @@ impl Runtime for LinuxRuntime {
                 source,
             }
         })?;
-        let info = sandbox::create(&self.cfg.sandbox_dirs(), pod, &self.cfg.shim_binary).map_err(
-            |source| RuntimeError::Sandbox {
-                pod: name.clone(),
-                source: Box::new(source),
-            },
-        )?;
+        let info = sandbox::create(
+            &self.cfg.sandbox_dirs(),
+            pod,
+            &self.cfg.node,
+            &self.cfg.dns,
+            &self.cfg.shim_binary,
+        )
+        .map_err(|source| RuntimeError::Sandbox {
+            pod: name.clone(),
+            source: Box::new(source),
+        })?;
         let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
         self.cfg
             .cgroup_root

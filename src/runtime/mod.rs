@@ -17,7 +17,9 @@
 //! - [`exec`]: commands run inside a running container (`podvisor shim exec`).
 //! - [`linux`]: [`linux::LinuxRuntime`], the real [`Runtime`].
 
+pub mod dns;
 pub mod exec;
+pub mod libct_trace;
 pub mod linux;
 pub mod procfs;
 pub mod rootfs;
@@ -26,6 +28,7 @@ pub mod sandbox;
 pub mod shim;
 pub mod spec;
 pub mod user;
+pub mod volumes;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -27,16 +27,19 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::io;
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use k8s_openapi::api::core::v1::{Pod, Volume};
+use k8s_openapi::api::core::v1::Pod;
 use nix::mount::{mount, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 
+use super::dns::{self, DnsSettings};
 use super::rootfs::{is_mounted, unmount_if_mounted};
 use super::rundir::is_nsfs;
+use super::spec::NodeInfo;
+use super::volumes;
 use super::SandboxInfo;
 use crate::fsutil::{self, Loaded};
 
@@ -49,15 +52,8 @@ pub enum SandboxError {
     MissingField { field: &'static str },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: io::Error },
-    #[error("{field}: {message}")]
-    Volume { field: String, message: String },
-    #[error("{field}: hostPath {path}: {source}")]
-    HostPath {
-        field: String,
-        path: String,
-        #[source]
-        source: HostPathError,
-    },
+    #[error(transparent)]
+    Volume(#[from] volumes::VolumeError),
     #[error("namespace helper failed: {message}")]
     Helper { message: String },
     #[error("{what} {path}: {source}")]
@@ -194,6 +190,8 @@ pub fn host_network(pod: &Pod) -> bool {
 pub fn create(
     dirs: &SandboxDirs,
     pod: &Pod,
+    node: &NodeInfo,
+    dns: &DnsSettings,
     helper_binary: &Path,
 ) -> Result<SandboxInfo, SandboxError> {
     let uid = pod
@@ -212,7 +210,7 @@ pub fn create(
     if paths.dir.exists() {
         remove_runtime_part(&paths)?;
     }
-    let result = create_new(&paths, pod, &uid, helper_binary);
+    let result = create_new(&paths, pod, node, dns, &uid, helper_binary);
     if result.is_err() {
         if let Err(e) = remove_runtime_part(&paths) {
             log::warn!("pod {uid}: cleanup of failed sandbox: {e}");
@@ -249,6 +247,8 @@ pub fn check_live(paths: &SandboxPaths, host_network: bool) -> Result<(), NotLiv
 fn create_new(
     paths: &SandboxPaths,
     pod: &Pod,
+    node: &NodeInfo,
+    dns: &DnsSettings,
     uid: &str,
     helper_binary: &Path,
 ) -> Result<SandboxInfo, SandboxError> {
@@ -262,8 +262,8 @@ fn create_new(
     fs::create_dir_all(&paths.data).map_err(io_err(&paths.data))?;
     fs::set_permissions(&paths.data, fs::Permissions::from_mode(0o700))
         .map_err(io_err(&paths.data))?;
-    write_etc_files(paths, pod, &hostname, host_net)?;
-    let volumes = prepare_volumes(paths, pod)?;
+    write_etc_files(paths, pod, &hostname, host_net, dns)?;
+    let volumes = prepare_volumes(paths, pod, node)?;
 
     let mut cmd = Command::new(helper_binary);
     cmd.arg("shim")
@@ -439,29 +439,9 @@ fn write_etc_files(
     pod: &Pod,
     hostname: &str,
     host_net: bool,
+    dns: &DnsSettings,
 ) -> Result<(), SandboxError> {
-    let hosts = if host_net {
-        fs::read("/etc/hosts").unwrap_or_else(|_| b"127.0.0.1\tlocalhost\n".to_vec())
-    } else {
-        let mut s = String::from(
-            "# Kubernetes-managed hosts file (podvisor).\n\
-             127.0.0.1\tlocalhost\n\
-             ::1\tlocalhost ip6-localhost ip6-loopback\n\
-             fe00::0\tip6-localnet\n\
-             fe00::0\tip6-mcastprefix\n\
-             fe00::1\tip6-allnodes\n\
-             fe00::2\tip6-allrouters\n",
-        );
-        // No pod IP yet (loopback-only pod network): the pod's name resolves to loopback.
-        s.push_str(&format!("127.0.0.1\t{hostname}\n"));
-        if let Some(aliases) = pod.spec.as_ref().and_then(|s| s.host_aliases.as_ref()) {
-            for a in aliases {
-                let names = a.hostnames.clone().unwrap_or_default().join(" ");
-                s.push_str(&format!("{}\t{}\n", a.ip, names));
-            }
-        }
-        s.into_bytes()
-    };
+    let hosts = dns::hosts_file(pod, hostname, host_net, Path::new("/etc/hosts"));
     let hostname_content = if host_net {
         nix::unistd::gethostname()
             .map(|h| h.to_string_lossy().into_owned())
@@ -469,10 +449,10 @@ fn write_etc_files(
     } else {
         hostname.to_string()
     };
-    let resolv = resolv_conf(pod);
+    let resolv = dns::pod_resolv_conf(pod, &dns::host_resolv_conf(dns)).render();
     for (name, data) in [
         ("hosts", hosts),
-        ("hostname", format!("{hostname_content}\n").into_bytes()),
+        ("hostname", format!("{hostname_content}\n")),
         ("resolv.conf", resolv),
     ] {
         let p = paths.etc(name);
@@ -482,197 +462,30 @@ fn write_etc_files(
     Ok(())
 }
 
-/// resolv.conf for the pod: the host's (there is no cluster DNS), with `dnsConfig` applied;
-/// `dnsPolicy: None` uses only `dnsConfig`.
-fn resolv_conf(pod: &Pod) -> Vec<u8> {
-    let spec = pod.spec.as_ref();
-    let policy = spec.and_then(|s| s.dns_policy.as_deref()).unwrap_or("");
-    let mut out = if policy == "None" {
-        String::new()
-    } else {
-        fs::read_to_string("/etc/resolv.conf").unwrap_or_default()
-    };
-    if let Some(cfg) = spec.and_then(|s| s.dns_config.as_ref()) {
-        for ns in cfg.nameservers.iter().flatten() {
-            out.push_str(&format!("nameserver {ns}\n"));
-        }
-        if let Some(search) = &cfg.searches {
-            if !search.is_empty() {
-                out.push_str(&format!("search {}\n", search.join(" ")));
-            }
-        }
-        let opts: Vec<String> = cfg
-            .options
-            .iter()
-            .flatten()
-            .filter_map(|o| {
-                o.name.as_ref().map(|n| match &o.value {
-                    Some(v) => format!("{n}:{v}"),
-                    None => n.clone(),
-                })
-            })
-            .collect();
-        if !opts.is_empty() {
-            out.push_str(&format!("options {}\n", opts.join(" ")));
-        }
-    }
-    out.into_bytes()
-}
-
 fn prepare_volumes(
     paths: &SandboxPaths,
     pod: &Pod,
+    node: &NodeInfo,
 ) -> Result<BTreeMap<String, PathBuf>, SandboxError> {
     let mut out = BTreeMap::new();
-    let volumes = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.volumes.clone())
-        .unwrap_or_default();
+    let spec = pod.spec.as_ref();
+    let volumes = spec.and_then(|s| s.volumes.as_deref()).unwrap_or(&[]);
+    let sc = spec.and_then(|s| s.security_context.as_ref());
     for (i, v) in volumes.iter().enumerate() {
-        let field = format!("spec.volumes[{i}]");
-        let path = prepare_volume(paths, v, &field)?;
+        if v.name.is_empty() || v.name.contains('/') || v.name == "." || v.name == ".." {
+            return Err(SandboxError::Volume(volumes::VolumeError::Invalid {
+                field: format!("spec.volumes[{i}].name"),
+                message: format!("invalid volume name {:?}", v.name),
+            }));
+        }
+        let (path, kind) = volumes::prepare(pod, node, v, i, &paths.volume(&v.name))?;
+        if let Some(sc) = sc.filter(|_| kind != volumes::VolumeKind::HostPath) {
+            let read_only = kind == volumes::VolumeKind::Projected;
+            volumes::apply_fs_group(&path, sc, read_only, &format!("spec.volumes[{i}]"))?;
+        }
         out.insert(v.name.clone(), path);
     }
     Ok(out)
-}
-
-fn prepare_volume(paths: &SandboxPaths, v: &Volume, field: &str) -> Result<PathBuf, SandboxError> {
-    let verr = |message: String| SandboxError::Volume {
-        field: field.to_string(),
-        message,
-    };
-    if v.name.is_empty() || v.name.contains('/') || v.name == "." || v.name == ".." {
-        return Err(verr(format!("invalid volume name {:?}", v.name)));
-    }
-    if let Some(hp) = &v.host_path {
-        let p = PathBuf::from(&hp.path);
-        if !p.is_absolute() {
-            return Err(verr(format!(
-                "hostPath.path {:?} must be absolute",
-                hp.path
-            )));
-        }
-        check_host_path(&p, hp.type_.as_deref().unwrap_or("")).map_err(|source| {
-            SandboxError::HostPath {
-                field: field.to_string(),
-                path: hp.path.clone(),
-                source,
-            }
-        })?;
-        return Ok(p);
-    }
-    if let Some(ed) = &v.empty_dir {
-        // Kept across sandbox re-creations and reboots while the pod (its uid) exists.
-        let p = paths.volume(&v.name);
-        let memory = match ed.medium.as_deref().filter(|m| !m.is_empty()) {
-            None => false,
-            Some("Memory") => true,
-            Some(m) => return Err(verr(format!("emptyDir.medium {m:?} is not supported"))),
-        };
-        // A memory volume still mounted (a sandbox created again without a reboot) is reused.
-        if memory && is_mounted(&p) {
-            return Ok(p);
-        }
-        fs::create_dir_all(&p).map_err(io_err(&p))?;
-        fs::set_permissions(&p, fs::Permissions::from_mode(0o777)).map_err(io_err(&p))?;
-        if memory {
-            let mut opts = String::from("mode=1777");
-            if let Some(limit) = &ed.size_limit {
-                let bytes = crate::pod::quantity::parse_bytes(limit)
-                    .map_err(|e| verr(format!("emptyDir.sizeLimit: {e}")))?;
-                opts.push_str(&format!(",size={bytes}"));
-            }
-            mount(
-                Some("tmpfs"),
-                &p,
-                Some("tmpfs"),
-                MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-                Some(opts.as_str()),
-            )
-            .map_err(|source| SandboxError::Sys {
-                what: "mount tmpfs on",
-                path: p.clone(),
-                source,
-            })?;
-        }
-        return Ok(p);
-    }
-    let kind = if v.secret.is_some() {
-        "secret"
-    } else if v.config_map.is_some() {
-        "configMap"
-    } else if v.persistent_volume_claim.is_some() {
-        "persistentVolumeClaim"
-    } else if v.projected.is_some() {
-        "projected"
-    } else if v.downward_api.is_some() {
-        return Err(verr(
-            "downwardAPI volumes are not supported yet (use env valueFrom.fieldRef)".into(),
-        ));
-    } else {
-        return Err(verr(
-            "volume type not supported (podvisor supports hostPath and emptyDir)".into(),
-        ));
-    };
-    Err(verr(format!(
-        "static pods cannot use {kind} volumes (they reference API objects)"
-    )))
-}
-
-fn check_host_path(p: &Path, kind: &str) -> Result<(), HostPathError> {
-    let md = fs::metadata(p);
-    let exists = md.is_ok();
-    let ft = md.as_ref().ok().map(|m| m.file_type());
-    let chmod = |mode| {
-        fs::set_permissions(p, fs::Permissions::from_mode(mode))
-            .map_err(|source| HostPathError::Chmod { source })
-    };
-    let is = |want: fn(&fs::FileType) -> bool, kind, what| match &ft {
-        Some(t) if want(t) => Ok(()),
-        _ => Err(HostPathError::Missing { kind, what }),
-    };
-    match kind {
-        "" => Ok(()),
-        "DirectoryOrCreate" => {
-            if !exists {
-                fs::create_dir_all(p).map_err(|source| HostPathError::CreateDir { source })?;
-                return chmod(0o755);
-            }
-            match ft {
-                Some(t) if t.is_dir() => Ok(()),
-                _ => Err(HostPathError::WrongType { what: "directory" }),
-            }
-        }
-        "Directory" => is(fs::FileType::is_dir, "Directory", "directory"),
-        "FileOrCreate" => {
-            if !exists {
-                fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)
-                    .map_err(|source| HostPathError::CreateFile { source })?;
-                return chmod(0o644);
-            }
-            match ft {
-                Some(t) if t.is_file() => Ok(()),
-                _ => Err(HostPathError::WrongType {
-                    what: "regular file",
-                }),
-            }
-        }
-        "File" => is(fs::FileType::is_file, "File", "file"),
-        "Socket" => is(FileTypeExt::is_socket, "Socket", "socket"),
-        "CharDevice" => is(
-            FileTypeExt::is_char_device,
-            "CharDevice",
-            "character device",
-        ),
-        "BlockDevice" => is(FileTypeExt::is_block_device, "BlockDevice", "block device"),
-        other => Err(HostPathError::UnknownType {
-            kind: other.to_string(),
-        }),
-    }
 }
 
 /// Runs in the single-threaded helper process (`podvisor shim sandbox`): creates the pod's
@@ -805,58 +618,6 @@ mod tests {
     }
 
     #[test]
-    fn host_path_types_are_checked_and_created() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let d = dir.path().join("newdir");
-        check_host_path(&d, "DirectoryOrCreate").expect("create dir");
-        assert!(d.is_dir());
-        let f = dir.path().join("newfile");
-        check_host_path(&f, "FileOrCreate").expect("create file");
-        assert!(f.is_file());
-        assert!(check_host_path(&f, "Directory").is_err());
-        assert!(check_host_path(&d, "File").is_err());
-        assert!(check_host_path(&dir.path().join("missing"), "Socket").is_err());
-        assert!(check_host_path(&d, "Bogus").is_err());
-        let msg = |p: &Path, kind| check_host_path(p, kind).expect_err(kind).to_string();
-        assert_eq!(
-            msg(&f, "Directory"),
-            "is not an existing directory (type Directory)"
-        );
-        assert_eq!(msg(&d, "FileOrCreate"), "exists and is not a regular file");
-        assert_eq!(
-            msg(&f, "DirectoryOrCreate"),
-            "exists and is not a directory"
-        );
-        assert_eq!(
-            msg(&d, "CharDevice"),
-            "is not an existing character device (type CharDevice)"
-        );
-        assert_eq!(msg(&d, "Bogus"), "unknown hostPath type \"Bogus\"");
-    }
-
-    #[test]
-    fn host_path_errors_name_the_volume_field_and_the_path() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let dirs = test_dirs(dir.path());
-        let file = dir.path().join("plain");
-        fs::write(&file, b"x").expect("write");
-        let p = pod(&format!(
-            "metadata: {{name: a, uid: u1}}\nspec:\n  containers: []\n  volumes:\n  - name: ok\n    emptyDir: {{}}\n  - name: h\n    hostPath: {{path: {}, type: Directory}}\n",
-            file.display()
-        ));
-        let paths = SandboxPaths::new(&dirs, "u1").expect("paths");
-        let err = prepare_volumes(&paths, &p).expect_err("must fail");
-        assert!(matches!(err, SandboxError::HostPath { .. }), "{err:?}");
-        assert_eq!(
-            err.to_string(),
-            format!(
-                "spec.volumes[1]: hostPath {}: is not an existing directory (type Directory)",
-                file.display()
-            )
-        );
-    }
-
-    #[test]
     fn a_sandbox_without_its_namespaces_is_not_live_and_says_which_file() {
         let dir = tempfile::tempdir().expect("tempdir");
         let dirs = test_dirs(dir.path());
@@ -872,26 +633,5 @@ mod tests {
             why.to_string(),
             format!("{} is not a live namespace", paths.ns("net").display())
         );
-    }
-
-    #[test]
-    fn secret_volume_is_refused_naming_the_field() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let p = pod("metadata: {name: a, uid: u1}\nspec:\n  containers: []\n  volumes:\n  - name: s\n    secret: {secretName: x}\n");
-        let dirs = test_dirs(dir.path());
-        let paths = SandboxPaths::new(&dirs, "u1").expect("paths");
-        let err = prepare_volumes(&paths, &p).expect_err("must fail");
-        let msg = err.to_string();
-        assert!(
-            msg.contains("spec.volumes[0]") && msg.contains("secret"),
-            "{msg}"
-        );
-    }
-
-    #[test]
-    fn resolv_conf_applies_dns_config() {
-        let p = pod("metadata: {name: a}\nspec:\n  containers: []\n  dnsPolicy: None\n  dnsConfig:\n    nameservers: [1.2.3.4]\n    searches: [a.local]\n    options: [{name: ndots, value: '2'}]\n");
-        let r = String::from_utf8(resolv_conf(&p)).expect("utf8");
-        assert_eq!(r, "nameserver 1.2.3.4\nsearch a.local\noptions ndots:2\n");
     }
 }

@@ -311,10 +311,20 @@ fn run_inner(dir: &Path, ready: fs::File) -> Result<(), ShimError> {
         let _ = signal::signal(Signal::SIGPIPE, signal::SigHandler::SigDfl);
     }
 
+    // libcontainer's account of a failed setup (the mount, path or syscall), see libct_trace.
+    let trace = paths.dir.join("libcontainer-errors.log");
+    if let Err(e) = super::libct_trace::install(&trace) {
+        log::warn!("container {}: {}: {e}", cfg.id, trace.display());
+    }
     let started = match create_and_start(paths, &cfg, &mut state) {
         Ok(started) => started,
         Err(e) => {
-            let message = error_chain(&e);
+            let mut message = error_chain(&e);
+            let detail = super::libct_trace::detail(&trace);
+            if !detail.is_empty() && matches!(e, ShimError::Container(_)) {
+                message.push_str(": ");
+                message.push_str(&detail);
+            }
             send_report(
                 &mut ready,
                 &StartReport::Failed {

@@ -8,13 +8,15 @@
 //! - [`lock`]: `flock` advisory locks (exclusive, shared, blocking or not);
 //! - [`tty`]: the terminal window size ioctls;
 //! - [`pidfd`]: process file descriptors (open, signal, reap);
-//! - [`prctl`]: process attributes (name, no_new_privs).
+//! - [`prctl`]: process attributes (name, no_new_privs);
+//! - [`kernel`]: what the running kernel offers (its version, recursive read-only mounts).
 //!
 //! Calls that must run between fork and exec (async-signal-safe only) stay where the
 //! `pre_exec` closure is: rustix's calls are raw syscalls without allocation, so they may be
 //! used there too.
 
 pub mod at;
+pub mod kernel;
 pub mod lock;
 pub mod pidfd;
 pub mod prctl;

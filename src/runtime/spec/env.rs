@@ -122,6 +122,72 @@ pub(super) fn env_value_from(
     Err(SpecError::MissingField { field })
 }
 
+/// The content of one downwardAPI volume file (`field` is its manifest path): a pod field
+/// (`metadata.labels` and `metadata.annotations` whole, as the kubelet formats them:
+/// `key="value"` lines, sorted, values quoted) or a container's resource.
+pub fn downward_volume_value(
+    pod: &Pod,
+    node: &NodeInfo,
+    item: &DownwardAPIVolumeFile,
+    field: &str,
+) -> Result<String, SpecError> {
+    let spec = pod.spec.as_ref().ok_or(SpecError::MissingPodSpec)?;
+    let first = spec
+        .containers
+        .first()
+        .ok_or_else(|| SpecError::MissingField {
+            field: "spec.containers".into(),
+        })?;
+    let ctx = Ctx {
+        pod,
+        spec,
+        container: first,
+        path: field.to_string(),
+        node,
+    };
+    if let Some(f) = &item.field_ref {
+        let format_map = |m: Option<&std::collections::BTreeMap<String, String>>| {
+            m.into_iter()
+                .flatten()
+                .map(|(k, v)| format!("{k}={v:?}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        return match f.field_path.as_str() {
+            "metadata.labels" => Ok(format_map(pod.metadata.labels.as_ref())),
+            "metadata.annotations" => Ok(format_map(pod.metadata.annotations.as_ref())),
+            "spec.nodeName"
+            | "spec.serviceAccountName"
+            | "status.hostIP"
+            | "status.hostIPs"
+            | "status.podIP"
+            | "status.podIPs" => Err(invalid(
+                format!("{field}.fieldRef.fieldPath"),
+                &f.field_path,
+                "not supported in a downwardAPI volume",
+            )),
+            path => field_ref(&ctx, path, f.api_version.as_deref(), field),
+        };
+    }
+    if let Some(r) = &item.resource_field_ref {
+        if r.container_name.as_deref().unwrap_or("").is_empty() {
+            return Err(SpecError::MissingField {
+                field: format!("{field}.resourceFieldRef.containerName"),
+            });
+        }
+        return resource_field_ref(
+            &ctx,
+            r.container_name.as_deref(),
+            &r.resource,
+            r.divisor.as_ref(),
+            &format!("{field}.resourceFieldRef"),
+        );
+    }
+    Err(SpecError::MissingField {
+        field: format!("{field}.fieldRef"),
+    })
+}
+
 /// The pod IP, as the downward API, probes and hooks see it: the host's with hostNetwork,
 /// loopback otherwise (pods have loopback-only networking).
 pub fn pod_ip(pod: &Pod, host_ip: &str) -> String {

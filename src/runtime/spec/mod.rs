@@ -52,7 +52,9 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, PodSpec, SecurityContext};
+use k8s_openapi::api::core::v1::{
+    Container, DownwardAPIVolumeFile, EnvVar, Pod, PodSpec, SecurityContext,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use oci_spec::image::ImageConfiguration;
 use oci_spec::runtime::{
@@ -82,7 +84,7 @@ mod security;
 mod testutil;
 
 use env::{container_env, replace_or_append};
-pub use env::{expand, pod_ip};
+pub use env::{downward_volume_value, expand, pod_ip};
 use mounts::mounts;
 pub use process::parse_signal;
 use process::{process_args, stop_signal, user_request, working_dir};
@@ -409,10 +411,13 @@ pub fn build_spec(req: &SpecRequest<'_>) -> Result<ContainerSpec, SpecError> {
         privileged,
         read_only_root,
         req.sub_path_pins,
+        &container_env,
     )?;
 
     let mut linux = Linux::default();
-    linux.set_namespaces(Some(namespaces(req.sandbox)));
+    let host_pid = pod_spec.host_pid.unwrap_or(false);
+    let host_ipc = pod_spec.host_ipc.unwrap_or(false);
+    linux.set_namespaces(Some(namespaces(req.sandbox, host_pid, host_ipc)));
     linux.set_cgroups_path(Some(PathBuf::from(req.cgroups_path)));
     linux.set_resources(Some(resources(&ctx, privileged)?));
     // containerd's WithHostDevices: a privileged container sees the host's device nodes.
@@ -496,18 +501,6 @@ fn check_path_names(ctx: &Ctx<'_>) -> Result<(), SpecError> {
 fn check_unsupported(ctx: &Ctx<'_>) -> Result<(), SpecError> {
     let s = ctx.spec;
     let flag = |v: Option<bool>| v.unwrap_or(false);
-    if flag(s.host_pid) {
-        return Err(SpecError::Unsupported {
-            field: "spec.hostPID".into(),
-            reason: "podvisor always gives containers their own PID namespace",
-        });
-    }
-    if flag(s.host_ipc) {
-        return Err(SpecError::Unsupported {
-            field: "spec.hostIPC".into(),
-            reason: "podvisor always gives pods their own IPC namespace",
-        });
-    }
     let yet = |field: String| Err(SpecError::NotSupportedYet { field });
     if flag(s.share_process_namespace) {
         return yet("spec.shareProcessNamespace".into());
@@ -593,17 +586,23 @@ fn pod_hostname(ctx: &Ctx<'_>, sandbox: &SandboxMounts) -> Result<Option<String>
     Ok(Some(trimmed.to_string()))
 }
 
-fn namespaces(sandbox: &SandboxMounts) -> Vec<LinuxNamespace> {
+/// The container's namespaces: its own PID namespace unless `hostPID`, the pod's IPC
+/// namespace unless `hostIPC` (then the host's, which the container keeps by not joining
+/// any), the pod's UTS and network namespaces unless `hostNetwork`.
+fn namespaces(sandbox: &SandboxMounts, host_pid: bool, host_ipc: bool) -> Vec<LinuxNamespace> {
     let ns = |typ, path: Option<&PathBuf>| {
         let mut n = LinuxNamespace::default();
         n.set_typ(typ);
         n.set_path(path.cloned());
         n
     };
-    let mut list = vec![
-        ns(LinuxNamespaceType::Pid, None),
-        ns(LinuxNamespaceType::Ipc, Some(&sandbox.ipc_ns)),
-    ];
+    let mut list = Vec::new();
+    if !host_pid {
+        list.push(ns(LinuxNamespaceType::Pid, None));
+    }
+    if !host_ipc {
+        list.push(ns(LinuxNamespaceType::Ipc, Some(&sandbox.ipc_ns)));
+    }
     if let Some(p) = &sandbox.uts_ns {
         list.push(ns(LinuxNamespaceType::Uts, Some(p)));
     }
@@ -615,5 +614,7 @@ fn namespaces(sandbox: &SandboxMounts) -> Vec<LinuxNamespace> {
     list
 }
 
+#[cfg(test)]
+mod refusals;
 #[cfg(test)]
 mod tests;

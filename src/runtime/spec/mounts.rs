@@ -36,7 +36,15 @@ pub(super) fn mounts(
     privileged: bool,
     read_only_root: bool,
     pin_dir: Option<&Path>,
+    container_env: &[(String, String)],
 ) -> Result<(Vec<Mount>, Option<String>), SpecError> {
+    // hostIPC: the host's /dev/shm, as containerd gives such a sandbox.
+    let host_ipc = ctx.spec.host_ipc.unwrap_or(false);
+    let shm: &Path = if host_ipc {
+        Path::new("/dev/shm")
+    } else {
+        &sandbox.shm
+    };
     let sys_mode = if privileged { "rw" } else { "ro" };
     let defaults = vec![
         mount(
@@ -107,7 +115,7 @@ pub(super) fn mounts(
         ),
         bind(
             Path::new("/dev/shm"),
-            &sandbox.shm,
+            shm,
             opts(&["nosuid", "nodev", "noexec", "rw"]),
         ),
     ];
@@ -140,28 +148,38 @@ pub(super) fn mounts(
                     field: field.clone(),
                     volume: vm.name.clone(),
                 })?;
-        if vm.sub_path_expr.as_deref().is_some_and(|s| !s.is_empty()) {
-            return Err(SpecError::NotSupportedYet {
-                field: format!("{field}.subPathExpr"),
-            });
-        }
         let read_only = vm.read_only.unwrap_or(false);
-        match vm.recursive_read_only.as_deref() {
-            None | Some("Disabled") => {}
-            Some("IfPossible") if read_only => {}
-            Some("Enabled") => {
-                return Err(SpecError::NotSupportedYet {
-                    field: format!("{field}.recursiveReadOnly"),
-                })
+        // recursiveReadOnly (the API server requires readOnly and no propagation for it):
+        // Enabled makes every submount read-only too (mount_setattr, "rro"), IfPossible does
+        // where the kernel can.
+        let recursive = match vm.recursive_read_only.as_deref() {
+            None | Some("Disabled") => false,
+            Some(r @ ("IfPossible" | "Enabled")) => {
+                let rf = format!("{field}.recursiveReadOnly");
+                if !read_only {
+                    return Err(invalid(rf, r, "needs readOnly: true"));
+                }
+                if vm.mount_propagation.as_deref().is_some_and(|p| p != "None") {
+                    return Err(invalid(rf, r, "needs mountPropagation None"));
+                }
+                let supported = crate::sys::kernel::supports_recursive_read_only();
+                if r == "Enabled" && !supported {
+                    return Err(invalid(
+                        rf,
+                        r,
+                        "needs mount_setattr(2) (Linux 5.12 or later)",
+                    ));
+                }
+                supported
             }
             Some(other) => {
                 return Err(invalid(
                     format!("{field}.recursiveReadOnly"),
                     other,
-                    "must be Disabled, or IfPossible/Enabled with readOnly",
+                    "must be Disabled, IfPossible or Enabled",
                 ))
             }
-        }
+        };
         let propagation =
             match vm.mount_propagation.as_deref() {
                 None | Some("None") => "rprivate",
@@ -186,10 +204,38 @@ pub(super) fn mounts(
                     ))
                 }
             };
-        let source = match vm.sub_path.as_deref().filter(|s| !s.is_empty()) {
+        // subPathExpr: $(VAR) expanded with the container's environment (the kubelet's
+        // expandSubpath), then handled as a subPath.
+        let expanded;
+        let (sub, sub_field) = match vm.sub_path_expr.as_deref().filter(|s| !s.is_empty()) {
+            Some(expr) => {
+                if vm.sub_path.as_deref().is_some_and(|s| !s.is_empty()) {
+                    return Err(invalid(
+                        format!("{field}.subPathExpr"),
+                        expr,
+                        "subPathExpr and subPath are mutually exclusive",
+                    ));
+                }
+                expanded = super::expand(expr, |k| {
+                    container_env
+                        .iter()
+                        .rev()
+                        .find(|(name, _)| name == k)
+                        .map(|(_, v)| v.clone())
+                });
+                (
+                    Some(expanded.as_str()).filter(|s| !s.is_empty()),
+                    format!("{field}.subPathExpr"),
+                )
+            }
+            None => (
+                vm.sub_path.as_deref().filter(|s| !s.is_empty()),
+                format!("{field}.subPath"),
+            ),
+        };
+        let source = match sub {
             None => volume_path.clone(),
             Some(sub) => {
-                let sub_field = format!("{field}.subPath");
                 let (path, fd) = prepare_sub_path(volume_path, sub, &sub_field)?;
                 match pin_dir {
                     Some(dir) => {
@@ -206,11 +252,14 @@ pub(super) fn mounts(
                 }
             }
         };
-        let options = vec![
+        let mut options = vec![
             "rbind".to_string(),
             propagation.to_string(),
             if read_only { "ro" } else { "rw" }.to_string(),
         ];
+        if recursive {
+            options.push("rro".to_string());
+        }
         volume_mounts.push(bind(&dest, &source, options));
     }
     // A volume mounted over a sandbox file or a default mount replaces it (containerd).
@@ -458,14 +507,67 @@ mod tests {
              "spec.containers[0].volumeMounts[0].subPath: invalid value \"../x\""),
             (json!([{"name": "data", "mountPath": "/a", "subPath": "/etc"}]),
              "spec.containers[0].volumeMounts[0].subPath: invalid value \"/etc\""),
-            (json!([{"name": "data", "mountPath": "/a", "subPathExpr": "$(X)"}]),
-             "spec.containers[0].volumeMounts[0].subPathExpr is not supported yet"),
+            (json!([{"name": "data", "mountPath": "/a", "subPathExpr": "/$(X)"}]),
+             "spec.containers[0].volumeMounts[0].subPathExpr: invalid value \"/$(X)\""),
+            (json!([{"name": "data", "mountPath": "/a", "subPathExpr": "x", "subPath": "y"}]),
+             "spec.containers[0].volumeMounts[0].subPathExpr: invalid value \"x\": subPathExpr and subPath are mutually exclusive"),
+            (json!([{"name": "data", "mountPath": "/a", "readOnly": true, "recursiveReadOnly": "Always"}]),
+             "spec.containers[0].volumeMounts[0].recursiveReadOnly: invalid value \"Always\""),
             (json!([{"name": "data", "mountPath": "/a", "mountPropagation": "Sideways"}]),
              "spec.containers[0].volumeMounts[0].mountPropagation: invalid value \"Sideways\""),
         ];
         for (vms, want) in cases {
             let e = err(&pod_with(json!({"volumeMounts": vms}), json!({})));
             assert!(e.starts_with(want), "{e}\n  expected {want}");
+        }
+    }
+
+    #[test]
+    fn sub_path_expr_expands_the_container_environment() {
+        let vol = tempfile::tempdir().expect("volume");
+        let mut sb = sandbox(false);
+        sb.volumes.insert("v".into(), vol.path().to_path_buf());
+        let img = image(json!({"Cmd": ["x"]}));
+        let p = pod_with(
+            json!({
+                "env": [{"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                "volumeMounts": [{"name": "v", "mountPath": "/logs", "subPathExpr": "logs/$(POD)"}]
+            }),
+            json!({}),
+        );
+        let cs = build_with(&p, &img, &sb).expect("build");
+        let created = vol.path().join("logs/web-node1");
+        assert!(created.is_dir());
+        let m = mount_summary(&cs)
+            .into_iter()
+            .find(|m| m.0 == "/logs")
+            .expect("mount");
+        assert_eq!(m.2, created.display().to_string());
+    }
+
+    #[test]
+    fn recursive_read_only_adds_rro_where_the_kernel_can() {
+        let mount_opts = |rro: &str| {
+            let p = pod_with(
+                json!({"volumeMounts": [{"name": "data", "mountPath": "/d", "readOnly": true, "recursiveReadOnly": rro}]}),
+                json!({}),
+            );
+            mount_summary(&ok(&p))
+                .into_iter()
+                .find(|m| m.0 == "/d")
+                .expect("mount")
+                .3
+        };
+        assert_eq!(mount_opts("Disabled"), "rbind,rprivate,ro");
+        let supported = crate::sys::kernel::supports_recursive_read_only();
+        let want = if supported {
+            "rbind,rprivate,ro,rro"
+        } else {
+            "rbind,rprivate,ro"
+        };
+        assert_eq!(mount_opts("IfPossible"), want);
+        if supported {
+            assert_eq!(mount_opts("Enabled"), "rbind,rprivate,ro,rro");
         }
     }
 

@@ -92,16 +92,6 @@ fn unsupported_pod_and_container_fields_are_named() {
     let cases = [
         (
             json!({}),
-            json!({"hostPID": true}),
-            "spec.hostPID is not supported",
-        ),
-        (
-            json!({}),
-            json!({"hostIPC": true}),
-            "spec.hostIPC is not supported",
-        ),
-        (
-            json!({}),
             json!({"shareProcessNamespace": true}),
             "spec.shareProcessNamespace is not supported yet",
         ),
@@ -130,6 +120,33 @@ fn unsupported_pod_and_container_fields_are_named() {
         let e = err(&pod_with(c, s));
         assert!(e.starts_with(want), "{e} vs {want}");
     }
+}
+
+#[test]
+fn host_pid_and_host_ipc_keep_the_host_namespaces() {
+    let kinds = |cs: &ContainerSpec| -> Vec<LinuxNamespaceType> {
+        linux(cs)
+            .namespaces()
+            .as_ref()
+            .expect("namespaces")
+            .iter()
+            .map(|n| n.typ())
+            .collect()
+    };
+    let plain = ok(&pod_with(json!({}), json!({})));
+    assert!(kinds(&plain).contains(&LinuxNamespaceType::Pid));
+    assert!(kinds(&plain).contains(&LinuxNamespaceType::Ipc));
+    let cs = ok(&pod_with(
+        json!({}),
+        json!({"hostPID": true, "hostIPC": true}),
+    ));
+    assert!(!kinds(&cs).contains(&LinuxNamespaceType::Pid), "hostPID");
+    assert!(!kinds(&cs).contains(&LinuxNamespaceType::Ipc), "hostIPC");
+    let shm = mount_summary(&cs)
+        .into_iter()
+        .find(|m| m.0 == "/dev/shm")
+        .expect("/dev/shm");
+    assert_eq!(shm.2, "/dev/shm", "hostIPC pods share the host's /dev/shm");
 }
 
 #[test]

@@ -7,12 +7,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements, Volume};
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::manifest::{FieldError, ManifestError};
 use super::quantity;
 use crate::security::{self, NodeSecurity};
+
+mod volumes;
+pub use volumes::hugepage_size;
 
 /// What the validation is told beyond the pod.
 #[derive(Debug, Clone, Default)]
@@ -77,7 +80,7 @@ pub fn is_dns1123_subdomain(s: &str) -> bool {
 }
 
 #[derive(Default)]
-struct Errors(Vec<FieldError>);
+pub(super) struct Errors(Vec<FieldError>);
 
 impl Errors {
     fn push(&mut self, field: impl Into<String>, message: impl Into<String>) {
@@ -217,7 +220,7 @@ pub fn is_env_var_name(s: &str) -> bool {
     !bytes.is_empty() && ok(bytes[0], true) && bytes[1..].iter().all(|&b| ok(b, false))
 }
 
-const STATIC_REF: &str = "static pods cannot reference API objects";
+pub(super) const STATIC_REF: &str = "static pods cannot reference API objects";
 
 fn validate_spec(spec: &PodSpec, v: &mut Errors) {
     if spec.containers.is_empty() {
@@ -259,12 +262,34 @@ fn validate_spec(spec: &PodSpec, v: &mut Errors) {
         }
     }
     validate_static_restrictions(spec, v);
-    let volumes = validate_volumes(spec.volumes.as_deref().unwrap_or(&[]), v);
+    if spec.share_process_namespace == Some(true) {
+        v.push(
+            "spec.shareProcessNamespace",
+            "not supported yet: podvisor has no pod-wide init process to share a PID namespace",
+        );
+    }
+    if spec.host_users == Some(false) {
+        v.push(
+            "spec.hostUsers",
+            "false is not supported yet: podvisor runs pods in the host's user namespace",
+        );
+    }
+    let volumes = volumes::validate_volumes(spec, v);
     if let Some(r) = &spec.resources {
         validate_resources(r, "spec.resources", v);
     }
 
     let host_network = spec.host_network == Some(true);
+    let facts = PodFacts {
+        host_network,
+        volumes,
+        container_names: spec
+            .containers
+            .iter()
+            .chain(spec.init_containers.iter().flatten())
+            .map(|c| c.name.as_str())
+            .collect(),
+    };
     let mut names = BTreeSet::new();
     let lists = [
         (
@@ -278,22 +303,14 @@ fn validate_spec(spec: &PodSpec, v: &mut Errors) {
         let mut host_ports = BTreeSet::new();
         for (i, c) in containers.iter().enumerate() {
             let field = format!("{list}[{i}]");
-            if !is_dns1123_label(&c.name) {
-                v.push(
-                    format!("{field}.name"),
-                    if c.name.is_empty() {
-                        "required".to_string()
-                    } else {
-                        format!("{:?} is not a valid DNS-1123 label", c.name)
-                    },
-                );
-            } else if !names.insert(c.name.clone()) {
-                v.push(
-                    format!("{field}.name"),
-                    format!("duplicate container name {:?}", c.name),
-                );
-            }
-            validate_container(c, &field, init, host_network, &volumes, &mut host_ports, v);
+            check_name(
+                &c.name,
+                &format!("{field}.name"),
+                "container",
+                &mut names,
+                v,
+            );
+            validate_container(c, &field, init, &facts, &mut host_ports, v);
         }
     }
 }
@@ -340,155 +357,25 @@ fn validate_static_restrictions(spec: &PodSpec, v: &mut Errors) {
     }
 }
 
-/// Checks the volumes; returns the declared names.
-fn validate_volumes(volumes: &[Volume], v: &mut Errors) -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
-    for (i, vol) in volumes.iter().enumerate() {
-        let field = format!("spec.volumes[{i}]");
-        if !is_dns1123_label(&vol.name) {
-            v.push(
-                format!("{field}.name"),
-                if vol.name.is_empty() {
-                    "required".to_string()
-                } else {
-                    format!("{:?} is not a valid DNS-1123 label", vol.name)
-                },
-            );
-        } else if !names.insert(vol.name.clone()) {
-            v.push(
-                format!("{field}.name"),
-                format!("duplicate volume name {:?}", vol.name),
-            );
-        }
-        let sources = volume_source_names(vol);
-        if sources.len() > 1 {
-            v.push(
-                &field,
-                format!(
-                    "may not specify more than 1 volume type (found {})",
-                    sources.join(", ")
-                ),
-            );
-        }
-        let refused: [(&str, bool, &str); 5] = [
-            ("secret", vol.secret.is_some(), "secrets"),
-            ("configMap", vol.config_map.is_some(), "config maps"),
-            (
-                "persistentVolumeClaim",
-                vol.persistent_volume_claim.is_some(),
-                "persistent volume claims",
-            ),
-            (
-                "ephemeral",
-                vol.ephemeral.is_some(),
-                "persistent volume claims",
-            ),
-            ("csi", vol.csi.is_some(), "CSI drivers"),
-        ];
-        for (key, present, what) in refused {
-            if present {
-                v.push(format!("{field}.{key}"), format!("{STATIC_REF} ({what})"));
-            }
-        }
-        let secret_refs = [
-            ("azureFile", vol.azure_file.is_some()),
-            (
-                "cephfs.secretRef",
-                vol.cephfs.as_ref().is_some_and(|s| s.secret_ref.is_some()),
-            ),
-            (
-                "cinder.secretRef",
-                vol.cinder.as_ref().is_some_and(|s| s.secret_ref.is_some()),
-            ),
-            (
-                "flexVolume.secretRef",
-                vol.flex_volume
-                    .as_ref()
-                    .is_some_and(|s| s.secret_ref.is_some()),
-            ),
-            (
-                "iscsi.secretRef",
-                vol.iscsi.as_ref().is_some_and(|s| s.secret_ref.is_some()),
-            ),
-            (
-                "rbd.secretRef",
-                vol.rbd.as_ref().is_some_and(|s| s.secret_ref.is_some()),
-            ),
-            ("scaleIO.secretRef", vol.scale_io.is_some()),
-            (
-                "storageos.secretRef",
-                vol.storageos
-                    .as_ref()
-                    .is_some_and(|s| s.secret_ref.is_some()),
-            ),
-        ];
-        for (key, present) in secret_refs {
-            if present {
-                v.push(format!("{field}.{key}"), format!("{STATIC_REF} (secrets)"));
-            }
-        }
-        if let Some(p) = &vol.projected {
-            for (j, src) in p.sources.iter().flatten().enumerate() {
-                let sf = format!("{field}.projected.sources[{j}]");
-                let refused = [
-                    (
-                        "serviceAccountToken",
-                        src.service_account_token.is_some(),
-                        "static pods cannot get service account tokens",
-                    ),
-                    (
-                        "secret",
-                        src.secret.is_some(),
-                        "static pods cannot reference API objects (secrets)",
-                    ),
-                    (
-                        "configMap",
-                        src.config_map.is_some(),
-                        "static pods cannot reference API objects (config maps)",
-                    ),
-                    (
-                        "clusterTrustBundle",
-                        src.cluster_trust_bundle.is_some(),
-                        "static pods cannot reference API objects (cluster trust bundles)",
-                    ),
-                    (
-                        "podCertificate",
-                        src.pod_certificate.is_some(),
-                        "static pods cannot get pod certificates",
-                    ),
-                ];
-                for (key, present, msg) in refused {
-                    if present {
-                        v.push(format!("{sf}.{key}"), msg);
-                    }
-                }
-            }
-        }
-    }
-    names
-}
-
-/// The volume source fields set on `vol` (their JSON names).
-fn volume_source_names(vol: &Volume) -> Vec<String> {
-    match serde_json::to_value(vol) {
-        Ok(serde_json::Value::Object(m)) => m
-            .into_iter()
-            .filter(|(k, v)| k != "name" && !v.is_null())
-            .map(|(k, _)| k)
-            .collect(),
-        _ => Vec::new(),
-    }
+/// What a container's checks need to know about its pod.
+struct PodFacts<'a> {
+    host_network: bool,
+    /// Declared volume names.
+    volumes: BTreeSet<String>,
+    /// Every container's name (regular and init).
+    container_names: BTreeSet<&'a str>,
 }
 
 fn validate_container(
     c: &Container,
     field: &str,
     init: bool,
-    host_network: bool,
-    volumes: &BTreeSet<String>,
+    pod: &PodFacts<'_>,
     host_ports: &mut BTreeSet<(String, i32, String)>,
     v: &mut Errors,
 ) {
+    let (host_network, volumes, container_names) =
+        (pod.host_network, &pod.volumes, &pod.container_names);
     if c.image.as_deref().unwrap_or("").trim().is_empty() {
         v.push(format!("{field}.image"), "required");
     }
@@ -513,8 +400,28 @@ fn validate_container(
             );
         }
     }
+    // stdinOnce means nothing without stdin: the runtime ignores it, so does validation.
+    for (key, set) in [("tty", c.tty), ("stdin", c.stdin)] {
+        if set == Some(true) {
+            v.push(
+                format!("{field}.{key}"),
+                "not supported yet: podvisor gives containers no terminal or stdin (use podvisor exec -it)",
+            );
+        }
+    }
+    if let Some(pm) = c
+        .security_context
+        .as_ref()
+        .and_then(|s| s.proc_mount.as_deref())
+        .filter(|m| *m != "Default")
+    {
+        v.push(
+            format!("{field}.securityContext.procMount"),
+            format!("{pm:?} is not supported yet: only Default (masked /proc)"),
+        );
+    }
     validate_ports(c, field, host_network, host_ports, v);
-    validate_env(c, field, v);
+    validate_env(c, field, container_names, v);
     if let Some(r) = &c.resources {
         validate_resources(r, &format!("{field}.resources"), v);
     }
@@ -545,14 +452,7 @@ fn validate_container(
                 ),
             );
         }
-        if let Some(sp) = m.sub_path.as_deref() {
-            if sp.starts_with('/') || sp.split('/').any(|s| s == "..") {
-                v.push(
-                    format!("{mf}.subPath"),
-                    format!("{sp:?} must be a relative path without '..'"),
-                );
-            }
-        }
+        volumes::validate_mount(c, m, &mf, v);
     }
     for (j, d) in c.volume_devices.iter().flatten().enumerate() {
         v.push(
@@ -638,7 +538,57 @@ fn validate_ports(
     }
 }
 
-fn validate_env(c: &Container, field: &str, v: &mut Errors) {
+/// A DNS-1123 label not seen before in `seen` (a container or volume name).
+pub(super) fn check_name(
+    name: &str,
+    field: &str,
+    what: &str,
+    seen: &mut BTreeSet<String>,
+    v: &mut Errors,
+) {
+    if !is_dns1123_label(name) {
+        v.push(
+            field,
+            if name.is_empty() {
+                "required".to_string()
+            } else {
+                format!("{name:?} is not a valid DNS-1123 label")
+            },
+        );
+    } else if !seen.insert(name.to_string()) {
+        v.push(field, format!("duplicate {what} name {name:?}"));
+    }
+}
+
+/// `metadata.labels['<key>']` or `metadata.annotations['<key>']`.
+pub(super) fn is_metadata_subscript(path: &str) -> bool {
+    ["metadata.labels['", "metadata.annotations['"]
+        .iter()
+        .any(|prefix| {
+            path.strip_prefix(prefix)
+                .and_then(|r| r.strip_suffix("']"))
+                .is_some_and(|k| !k.is_empty())
+        })
+}
+
+/// Field paths an environment variable can hold.
+fn is_env_field_path(path: &str) -> bool {
+    is_metadata_subscript(path)
+        || matches!(
+            path,
+            "metadata.name"
+                | "metadata.namespace"
+                | "metadata.uid"
+                | "spec.nodeName"
+                | "spec.serviceAccountName"
+                | "status.hostIP"
+                | "status.hostIPs"
+                | "status.podIP"
+                | "status.podIPs"
+        )
+}
+
+fn validate_env(c: &Container, field: &str, container_names: &BTreeSet<&str>, v: &mut Errors) {
     for (j, e) in c.env.iter().flatten().enumerate() {
         let ef = format!("{field}.env[{j}]");
         if e.name.is_empty() {
@@ -670,6 +620,38 @@ fn validate_env(c: &Container, field: &str, v: &mut Errors) {
                     format!("{ef}.valueFrom.configMapKeyRef"),
                     format!("{STATIC_REF} (config maps)"),
                 );
+            }
+            if from.file_key_ref.is_some() {
+                v.push(format!("{ef}.valueFrom.fileKeyRef"), "not supported yet");
+            }
+            if let Some(f) = &from.field_ref {
+                if f.api_version.as_deref().is_some_and(|a| a != "v1") {
+                    v.push(
+                        format!("{ef}.valueFrom.fieldRef.apiVersion"),
+                        "only \"v1\" is supported",
+                    );
+                }
+                if !is_env_field_path(&f.field_path) {
+                    v.push(
+                        format!("{ef}.valueFrom.fieldRef.fieldPath"),
+                        format!(
+                            "{:?} is not supported in environment variables (supported: metadata.name, metadata.namespace, metadata.uid, metadata.labels['<key>'], metadata.annotations['<key>'], spec.nodeName, spec.serviceAccountName, status.hostIP, status.hostIPs, status.podIP, status.podIPs)",
+                            f.field_path
+                        ),
+                    );
+                }
+            }
+            if let Some(r) = &from.resource_field_ref {
+                let rf = format!("{ef}.valueFrom.resourceFieldRef");
+                if let Some(n) = r.container_name.as_deref().filter(|n| !n.is_empty()) {
+                    if !container_names.contains(n) {
+                        v.push(
+                            format!("{rf}.containerName"),
+                            format!("{n:?} is not a container of the pod"),
+                        );
+                    }
+                }
+                volumes::check_resource_ref(&r.resource, r.divisor.as_ref(), &rf, v);
             }
         }
     }
