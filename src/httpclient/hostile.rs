@@ -218,6 +218,23 @@ pub fn child_url() -> Option<String> {
     std::env::var(CHILD_URL).ok()
 }
 
+/// The line a child prints with its peak RSS.
+const PEAK_MARKER: &str = "podvisor-hostile-peak-rss-kib: ";
+
+/// In a child started by [`run_in_child`], at the end of its test: prints its own peak RSS
+/// (VmHWM, which belongs to the memory map exec gave it). `ru_maxrss` would not do: Linux
+/// carries the parent's RSS at fork across exec into it, so a big parallel test binary
+/// inflated the child's figure.
+pub fn report_peak_rss() {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmHWM in /proc/self/status");
+    println!("\n{PEAK_MARKER}{kib}");
+}
+
 /// Runs test `module::name` like [`run_in_child`] and asserts its peak RSS: below three
 /// times `max_body` (the body limit, and the buffer growing to twice that) plus 64 MiB for
 /// the test binary itself. Prints the peak, naming the client `what`.
@@ -233,15 +250,13 @@ pub fn assert_child_memory_bounded(module: &str, name: &str, url: &str, what: &s
 
 /// Runs test `module::name` (the path `module_path!()` gives, crate name first) alone in a
 /// child process of this test binary with `url` as its [`child_url`], requires it to pass,
-/// and returns its peak RSS in bytes (`ru_maxrss`: the child's VmHWM when it ended).
+/// and returns its peak RSS in bytes (the VmHWM it printed with [`report_peak_rss`]).
 pub fn run_in_child(module: &str, name: &str, url: &str) -> u64 {
     let test = match module.split_once("::") {
         Some((_, rest)) => format!("{rest}::{name}"),
         None => name.to_string(),
     };
     let exe = std::env::current_exe().expect("test binary");
-    // Reaped below by wait4, which also gives its rusage (std's wait does not).
-    #[allow(clippy::zombie_processes)]
     let mut child = Command::new(exe)
         .args([test.as_str(), "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_URL, url)
@@ -260,21 +275,20 @@ pub fn run_in_child(module: &str, name: &str, url: &str) -> u64 {
     let mut err = String::new();
     let _ = stderr.read_to_string(&mut err);
     let out = out.join().unwrap_or_default();
-    let pid = libc::pid_t::try_from(child.id()).expect("pid");
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value for wait4 to overwrite.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `pid` is our child, not waited for yet (std's `Child` is never waited on: it
-    // does not reap on drop); status and usage point to live locals.
-    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(rc, pid, "wait4: {}", std::io::Error::last_os_error());
+    let status = child.wait().expect("wait for the child test");
     assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "child test {test} failed (status {status:#x}):\n{out}\n{err}"
+        status.success(),
+        "child test {test} failed ({status}):\n{out}\n{err}"
     );
     assert!(
         out.contains("1 passed"),
         "child ran no test named {test}:\n{out}"
     );
-    u64::try_from(usage.ru_maxrss).expect("ru_maxrss") * 1024
+    let kib: u64 = out
+        .lines()
+        // libtest may have printed "test <name> ... " on the same line
+        .find_map(|l| l.split_once(PEAK_MARKER).map(|(_, v)| v))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("child test {test} reported no peak RSS:\n{out}"));
+    kib * 1024
 }

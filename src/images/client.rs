@@ -1020,7 +1020,8 @@ mod tests {
     #[test]
     fn hostile_registries_end_in_named_errors_with_bounded_memory() {
         if let Some(base) = hostile::child_url() {
-            return hostile_child(&base);
+            hostile_child(&base);
+            return hostile::report_peak_rss();
         }
         let authority: Arc<OnceLock<String>> = Arc::default();
         let auth = Arc::clone(&authority);

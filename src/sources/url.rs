@@ -618,7 +618,8 @@ mod tests {
     #[test]
     fn hostile_servers_end_in_named_errors_with_bounded_memory() {
         if let Some(base) = hostile::child_url() {
-            return hostile_child(&base);
+            hostile_child(&base);
+            return hostile::report_peak_rss();
         }
         let server = hostile::Server::start(|path| match path {
             "/bomb" => Hostile::GzipBomb,
