@@ -24,6 +24,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Deserialize;
 use serde_saphyr::{Location, MessageFormatter, Spanned};
 
+use crate::pod::manifest::yaml_options;
 use crate::pod::quantity::parse_bytes;
 use crate::pod::validation::is_dns1123_subdomain;
 
@@ -379,18 +380,6 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
         docker_config: flags.docker_config.clone(),
         unimplemented_fields: file.unimplemented_fields,
     })
-}
-
-fn yaml_options() -> serde_saphyr::Options {
-    let mut budget = serde_saphyr::Budget::default();
-    // A kubelet config needs few aliases; these limits stop "billion laughs" expansions early.
-    budget.max_aliases = 1_000;
-    budget.max_anchors = 1_000;
-    budget.max_events = 200_000;
-    let mut opts = serde_saphyr::Options::default();
-    opts.budget = Some(budget);
-    opts.with_snippet = false;
-    opts
 }
 
 /// Just the type fields, read first so that a document of another kind (a Pod given as

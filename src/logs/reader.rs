@@ -250,21 +250,16 @@ impl Source {
     ) -> Result<(), LogError> {
         loop {
             let start = self.buf.len();
-            self.buf.resize(start + READ_CHUNK, 0);
-            let n = match self.file.read(&mut self.buf[start..]) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {
-                    self.buf.truncate(start);
-                    continue;
-                }
-                Err(e) => {
-                    self.buf.truncate(start);
-                    return Err(self.read_err(e));
-                }
-            };
-            self.buf.truncate(start + n);
+            // read_to_end grows the buffer with what the file holds instead of zeroing a
+            // whole chunk first: a 400-byte log costs no 64 KiB allocation and memset per
+            // read (the fuzz target's profile was dominated by them). Bytes read before an
+            // error are kept and consumed below; the error is returned after them.
+            let result = (&mut self.file)
+                .take(READ_CHUNK as u64)
+                .read_to_end(&mut self.buf);
+            let n = self.buf.len() - start;
             if n == 0 {
-                return Ok(());
+                return result.map(|_| ()).map_err(|e| self.read_err(e));
             }
             self.offset += n as u64;
             let base = self.offset - self.buf.len() as u64;
@@ -288,6 +283,9 @@ impl Source {
                 search = line_start;
             }
             self.buf.drain(..line_start);
+            if let Err(e) = result {
+                return Err(self.read_err(e));
+            }
         }
     }
 

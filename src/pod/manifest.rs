@@ -104,14 +104,25 @@ fn format_field_errors(source_name: &str, errors: &[FieldError]) -> String {
     lines.join("\n")
 }
 
-fn yaml_options() -> serde_saphyr::Options {
+/// Most events an alias may replay in one manifest. serde-saphyr's default, 1,000,000, lets a
+/// 400-byte "billion laughs" document cost half a second of CPU and tens of MB before it is
+/// refused; a Pod or a KubeletConfiguration is a few thousand events even when written with
+/// anchors.
+pub const MAX_ALIAS_REPLAYED_EVENTS: usize = 100_000;
+
+/// serde-saphyr options for YAML podvisor reads from users (manifests, the kubelet config):
+/// budgets sized for those documents, so that alias and nesting bombs stop early.
+pub(crate) fn yaml_options() -> serde_saphyr::Options {
     let mut budget = serde_saphyr::Budget::default();
-    // A Pod manifest needs few aliases; these limits stop "billion laughs" expansions early.
+    // These limits stop "billion laughs" expansions early.
     budget.max_aliases = 1_000;
     budget.max_anchors = 1_000;
     budget.max_events = 200_000;
+    // Events copied into anchored containers, replayed ones included.
+    budget.max_recorded_anchor_events = 2 * MAX_ALIAS_REPLAYED_EVENTS;
     let mut opts = serde_saphyr::Options::default();
     opts.budget = Some(budget);
+    opts.alias_limits.max_total_replayed_events = MAX_ALIAS_REPLAYED_EVENTS;
     opts.with_snippet = false;
     opts
 }
@@ -726,6 +737,34 @@ mod tests {
             start.elapsed()
         );
         assert!(err.to_string().starts_with("bomb.yaml"), "{err}");
+    }
+
+    /// Anchors `a` (10 scalars) to `a<levels>`, each a list of 10 aliases of the one before.
+    fn nested_aliases(levels: usize) -> String {
+        let mut y = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..=levels {
+            let p = format!("*a{}", i - 1);
+            y.push_str(&format!("a{i}: &a{i} [{}]\n", vec![p; 10].join(", ")));
+        }
+        y
+    }
+
+    #[test]
+    fn alias_replay_is_capped_far_below_the_library_default() {
+        // Four levels replay about 135,000 events: under serde-saphyr's default cap of
+        // 1,000,000 (which a 400-byte bomb reaches after half a second of work), over ours.
+        let Err(err) = parse_documents(&nested_aliases(4), "bomb.yaml") else {
+            panic!("135,000 replayed events were accepted");
+        };
+        let msg = err.to_string();
+        assert!(msg.starts_with("bomb.yaml"), "{msg}");
+        assert!(
+            msg.contains(&MAX_ALIAS_REPLAYED_EVENTS.to_string()),
+            "{msg}"
+        );
+        // Anchors used as people use them still parse: three levels replay about 13,000.
+        let docs = parse_documents(&nested_aliases(3), "ok.yaml").expect("three levels");
+        assert_eq!(docs.len(), 1);
     }
 
     #[test]
