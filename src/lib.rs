@@ -18,6 +18,9 @@
 //! - [`security`]: confinement: seccomp and AppArmor profiles, sysctls, device rules, and
 //!   what a node can give (validated against every manifest).
 //! - [`fsutil`]: small filesystem helpers (atomic writes, openat2 below a directory).
+//! - [`health`]: the sync loop's turnover time, the daemon's liveness signal.
+//! - [`systemd`]: `Type=notify` readiness, status and watchdog pings.
+//! - [`kernel`]: what podvisor needs from the kernel (minimum 5.6), probed and checked at start.
 
 pub mod api;
 pub mod cgroups;
@@ -25,7 +28,9 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod fsutil;
+pub mod health;
 pub mod images;
+pub mod kernel;
 pub mod logs;
 pub mod play;
 pub mod pod;
@@ -35,3 +40,4 @@ pub mod security;
 pub mod sources;
 pub mod status;
 pub mod sync;
+pub mod systemd;

@@ -47,6 +47,8 @@ pub enum PlayError {
     Signals(nix::Error),
     #[error(transparent)]
     Registries(#[from] crate::images::RegistryConfigError),
+    #[error(transparent)]
+    Kernel(#[from] crate::kernel::KernelError),
 }
 
 /// What `play` needs.
@@ -137,6 +139,7 @@ struct Running {
 /// Runs the pod in the foreground; returns the process exit code (0 when every container
 /// that ended last exited 0).
 pub fn play(opts: &PlayOptions) -> Result<i32, PlayError> {
+    crate::kernel::verify()?;
     let mut runtime_cfg = opts.runtime.clone();
     // Load the default AppArmor profile now, so that a failure is known before validation.
     runtime_cfg.security.apparmor = AppArmorHost::detect_and_load();
