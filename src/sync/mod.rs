@@ -1307,8 +1307,9 @@ impl SyncLoop {
         self.service = Some(service);
     }
 
-    /// Test hook (`PODVISOR_TEST_WEDGE_FILE`): once `path` exists, the loop blocks forever at
-    /// its next turnover, as a deadlocked loop would, so the watchdog can be seen to act.
+    /// Test hook (`PODVISOR_TEST_WEDGE_FILE`): once `path` exists, the loop removes it and
+    /// blocks forever at its next turnover, as a deadlocked loop would, so the watchdog can
+    /// be seen to act (and the restarted daemon runs normally).
     pub fn set_wedge_file(&mut self, path: PathBuf) {
         self.wedge_file = Some(path);
     }
@@ -1319,9 +1320,10 @@ impl SyncLoop {
     fn turnover(&mut self) {
         let now = self.clock.now();
         if let Some(f) = &self.wedge_file {
-            if f.exists() {
+            // One-shot: the file is removed, so the daemon systemd restarts runs normally.
+            if std::fs::remove_file(f).is_ok() {
                 log::error!(
-                    "test hook: {} exists: the sync loop stops turning over",
+                    "test hook: {} appeared: the sync loop stops turning over",
                     f.display()
                 );
                 loop {

@@ -1,0 +1,110 @@
+# Everything tests/vm/run.sh does differently per architecture, in one place (sourced by it).
+# PODVISOR_VM_ARCH selects the guest: amd64 (default; qemu-system-x86_64) or arm64
+# (qemu-system-aarch64 -M virt, Debian's arm64 kernel, the aarch64 podvisor from scripts/cross
+# and busybox-static:arm64 for the initramfs and the test image).
+#
+# Defines: vm_arch, vm_cache_default, qemu_system (the qemu command and machine flags),
+# vm_console, vm_tools (host commands needed), and the functions vm_kernel_download DIR
+# (the kernel metapackage and the image package it depends on, as .debs in DIR),
+# vm_busybox (prints a static busybox for the guest), vm_build_podvisor (prints the binary),
+# vm_copy_libs STAGE BINARY... (their shared libraries and loader into the initramfs) and
+# vm_default_scenarios (the scenarios run when PODVISOR_VM_ONLY is not set; empty: all).
+
+vm_arch=${PODVISOR_VM_ARCH:-amd64}
+vm_repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+case "$vm_arch" in
+  amd64)
+    vm_cache_default=$vm_repo/target/vm-cache
+    qemu_system=(qemu-system-x86_64)
+    vm_console=ttyS0
+    vm_tools=(qemu-system-x86_64 apparmor_parser)
+    vm_default_scenarios=""
+    ;;
+  arm64)
+    vm_cache_default=$vm_repo/target/vm-cache-arm64
+    # cortex-a72 (ARMv8.0): `-cpu max` adds pointer authentication, which TCG emulates slowly.
+    qemu_system=(qemu-system-aarch64 -M virt -cpu cortex-a72)
+    vm_console=ttyAMA0
+    vm_tools=(qemu-system-aarch64 aarch64-linux-gnu-gcc readelf)
+    # Bounded for CI (software emulation of another ISA is 2-4x slower than the amd64 VM):
+    # every kind of scenario once, no AppArmor (no arm64 apparmor_parser in the initramfs)
+    # and no 50 cycles. PODVISOR_VM_ONLY=all runs everything but AppArmor (see the README).
+    vm_default_scenarios=qos-guaranteed,qos-burstable,qos-besteffort,oom-killed,pids-limit,cpu-throttled,refused-outofmemory,device-filter,monitors-outside-pods,multiarch-image,boot-to-pods,pod-cgroup-removed
+    ;;
+  *)
+    echo "vm-test: unknown PODVISOR_VM_ARCH $vm_arch (amd64 or arm64)" >&2
+    exit 2
+    ;;
+esac
+
+vm_kernel_download() { # DIR: linux-image-<arch> and the image package it depends on
+  local dir=$1 meta real
+  if [ "$vm_arch" = amd64 ]; then
+    (cd "$dir" && apt-get download -qq linux-image-amd64) || return 1
+  else
+    "$vm_repo/scripts/debian-download" "$vm_arch" "$dir" "linux-image-$vm_arch" || return 1
+  fi
+  meta=$(ls "$dir"/linux-image-"$vm_arch"_*.deb)
+  # linux-image-<arch> is a metapackage: its first Depends is the real image package.
+  real=$(dpkg-deb -f "$meta" Depends | sed 's/^[[:space:]]*//; s/[[:space:],(|].*//')
+  case "$real" in linux-image-*) ;; *) echo "unexpected Depends of $meta: $real" >&2; return 1 ;; esac
+  if [ "$vm_arch" = amd64 ]; then
+    (cd "$dir" && apt-get download -qq "$real")
+  else
+    "$vm_repo/scripts/debian-download" "$vm_arch" "$dir" "$real"
+  fi
+}
+
+vm_busybox() {
+  if [ "$vm_arch" = amd64 ]; then
+    command -v busybox
+    return
+  fi
+  local bb=$cache/busybox-$vm_arch dl
+  if [ ! -x "$bb" ]; then
+    dl=$(mktemp -d "$cache/busybox.XXXXXX")
+    "$vm_repo/scripts/debian-download" "$vm_arch" "$dl" busybox-static >/dev/null &&
+      dpkg-deb -x "$dl"/busybox-static_*.deb "$dl/x" && cp "$dl/x/bin/busybox" "$bb"
+    rm -rf "$dl"
+  fi
+  echo "$bb"
+}
+
+vm_build_podvisor() {
+  if [ "$vm_arch" = amd64 ]; then
+    (cd "$vm_repo" && cargo build --locked --quiet --bin podvisor) >&2
+    echo "$vm_repo/target/debug/podvisor"
+  else
+    # Release: what CI's packages already built (a no-op there), and a release binary is what
+    # the arm64 .deb ships; under emulation it also starts pods faster than a debug build.
+    "$vm_repo/scripts/cross" aarch64 build --release --locked --quiet --bin podvisor >&2
+    echo "$vm_repo/target/aarch64-unknown-linux-gnu/release/podvisor"
+  fi
+}
+
+vm_copy_libs() { # STAGE BINARY...: shared libraries and the dynamic loader
+  local stage=$1 lib
+  shift
+  if [ "$vm_arch" = amd64 ]; then
+    { ldd "$@" 2>/dev/null || true; } | awk '/:$/ {next} /=> \//{print $3} /^[[:space:]]*\//{print $1}' | sort -u |
+      while read -r lib; do
+        mkdir -p "$stage$(dirname "$lib")"
+        cp -L "$lib" "$stage$lib"
+      done
+    return
+  fi
+  # A foreign binary cannot be ldd'ed: its NEEDED entries are looked up in the cross libc
+  # (libc6-arm64-cross) and the sysroot of scripts/cross (libseccomp), one level deep (libc's
+  # own dependencies are the loader only).
+  local dirs=(/usr/aarch64-linux-gnu/lib "$vm_repo/target/cross/arm64/sysroot/usr/lib/aarch64-linux-gnu")
+  mkdir -p "$stage/lib"
+  for lib in $(readelf -d -W "$@" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort -u) ld-linux-aarch64.so.1; do
+    local found=""
+    for d in "${dirs[@]}"; do
+      if [ -e "$d/$lib" ]; then found=$d/$lib; break; fi
+    done
+    [ -n "$found" ] || { echo "vm-test: $lib (needed by $*) not found in ${dirs[*]}" >&2; return 1; }
+    # /lib: in the loader's default search path and where PT_INTERP points.
+    cp -L "$found" "$stage/lib/$lib"
+  done
+}
