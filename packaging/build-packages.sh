@@ -56,7 +56,13 @@ for arch in $archs; do
     scripts/cross "$rust_target" build --release --locked --quiet
   fi
   bin=target/$rust_target/release/podvisor
-  log "$arch: $(stat -c %s "$bin") bytes stripped"
+  size=$(stat -c %s "$bin")
+  log "$arch: $size bytes stripped"
+  # The size budget (README, Numbers): 10 MiB stripped on the 64-bit targets.
+  if [ "$arch" != armhf ] && [ "$size" -gt 10485760 ]; then
+    echo "packages: $bin is $size bytes, over the 10 MiB budget (10485760)" >&2
+    exit 1
+  fi
   packaging/check-depends.sh "$bin"
 
   deb=$(cargo deb --no-build --no-strip --target "$rust_target" --deb-revision "$revision" \

@@ -349,18 +349,18 @@ spec:
 EOF
     i=$((i + 1))
   done
-  t0=$(ms)
+  bt0=$(ms)
   podvisor --root-dir "$broot" --log-dir /var/log/pv-boot --cgroup-parent "$bparent" run \
     --pod-manifest-path "$bman" --api-socket "$bsock" >/var/log/pv-boot.log 2>&1 &
   bd=$!
   _end=$(($(now) + 120))
   while [ "$(boot_running $bparent)" -lt 10 ] && [ "$(now)" -lt "$_end" ]; do sleep 0.05; done
-  t1=$(ms)
+  bt1=$(ms)
   up=$(boot_running $bparent)
   if [ "$up" -lt 10 ]; then
     errs="$up of 10 pods running 120 s after the daemon started: $(tail -n 3 /var/log/pv-boot.log | tr '\n' ' ');"
   else
-    say "INFO boot-to-pods: daemon start to 10 pods running: $((t1 - t0)) ms ($(uname -m), preloaded image imported at start, no network)"
+    say "INFO boot-to-pods: daemon start to 10 pods running: $((bt1 - bt0)) ms ($(uname -m), preloaded image imported at start, no network)"
   fi
   pulls=$(podvisor events --api-socket "$bsock" 2>/dev/null | grep -c Pulling)
   [ "$pulls" = 0 ] || errs="$errs $pulls Pulling events: a pod waited on a registry;"
