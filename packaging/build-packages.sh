@@ -73,7 +73,7 @@ for arch in $archs; do
     # Errors and warnings fail the build; the package's own overrides file
     # (packaging/debian/lintian-overrides) says why each overridden tag is fine. Info tags
     # are printed, not fatal.
-    lintian --fail-on error,warning --no-tag-display-limit "$deb"
+    lintian --fail-on error,warning --tag-display-limit 0 "$deb"
   fi
 
   if [ -n "$rpm_arch" ]; then

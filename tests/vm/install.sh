@@ -22,8 +22,8 @@ mem=${PODVISOR_VM_MEM:-1024}
 log() { echo "install-test: $*"; }
 die() { echo "install-test: error: $*" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || die "must run as root"
-for tool in debootstrap qemu-system-x86_64 mkfs.ext4 cpio busybox umoci depmod python3; do
-  command -v "$tool" >/dev/null || die "missing $tool (apt-get install debootstrap qemu-system-x86 e2fsprogs cpio busybox-static umoci kmod python3)"
+for tool in debootstrap qemu-system-x86_64 mkfs.ext4 cpio busybox umoci python3; do
+  command -v "$tool" >/dev/null || die "missing $tool (apt-get install debootstrap qemu-system-x86 e2fsprogs cpio busybox-static umoci python3)"
 done
 t0=$(date +%s)
 
@@ -68,7 +68,7 @@ stage=$work/root
 cp -a "$rootfs" "$stage"
 mkdir -p "$stage/lib/modules"
 cp -a "$kernel_dir/modules" "$stage/lib/modules/$kver"
-depmod -b "$stage" "$kver"
+chroot "$stage" depmod "$kver" # the rootfs's own kmod
 mkdir -p "$stage/vm"
 cp "$deb1" "$stage/vm/podvisor-1.deb"
 cp "$deb2" "$stage/vm/podvisor-2.deb"
