@@ -113,7 +113,10 @@ report watchdog-restart
 # --- remove: the service is gone, state stays; purge ----------------------------------------
 errs=""
 out=$(dpkg -r podvisor 2>&1) || errs="dpkg -r: $out;"
-[ "$(prop LoadState)" = not-found ] || errs="$errs unit still loaded: $(prop LoadState) $(prop ActiveState);"
+# debhelper masks the unit of a removed (not purged) package until purge.
+case "$(prop LoadState)" in not-found | masked) ;; *) errs="$errs unit still loaded: $(prop LoadState);" ;; esac
+[ "$(prop ActiveState)" = inactive ] || errs="$errs unit $(prop ActiveState);"
+[ -e /usr/lib/systemd/system/podvisor.service ] && errs="$errs unit file still installed;"
 pgrep -x podvisor >/dev/null && errs="$errs a podvisor daemon still runs: $(pgrep -a -x podvisor | tr '\n' ' ');"
 [ -x /usr/bin/podvisor ] && errs="$errs /usr/bin/podvisor still there;"
 [ -d /var/lib/podvisor/images ] || errs="$errs state removed by remove (only purge may);"
