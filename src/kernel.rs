@@ -246,7 +246,7 @@ fn overlay_available(proc_filesystems: &str, modules_dir: &Path) -> bool {
     }
     ["modules.builtin", "modules.dep"].iter().any(|f| {
         fs::read_to_string(modules_dir.join(f))
-            .map(|t| t.lines().any(|l| lists_overlay_module(l)))
+            .map(|t| t.lines().any(lists_overlay_module))
             .unwrap_or(false)
     })
 }

@@ -23,7 +23,10 @@ fn run_script(script: &str, envs: &[(&str, &str)]) {
 
 #[test]
 fn cgroup_v2_scenarios_in_a_vm() {
-    run_script("run.sh", &[("PODVISOR_BIN", env!("CARGO_BIN_EXE_podvisor"))]);
+    run_script(
+        "run.sh",
+        &[("PODVISOR_BIN", env!("CARGO_BIN_EXE_podvisor"))],
+    );
 }
 
 #[test]

@@ -60,7 +60,9 @@ fn man_pages(
 ) -> Result<(), DocsError> {
     // clap (without its `string` feature) takes only static names; this one-shot generator
     // leaks a few bytes per page.
-    let page = cmd.clone().name(&*Box::leak(name.to_string().into_boxed_str()));
+    let page = cmd
+        .clone()
+        .name(&*Box::leak(name.to_string().into_boxed_str()));
     let mut buf = Vec::new();
     clap_mangen::Man::new(page)
         .section("1")
@@ -101,7 +103,12 @@ mod tests {
         let files = generate(cmd, dir.path()).expect("generate");
         let names: Vec<String> = files
             .iter()
-            .map(|p| p.strip_prefix(dir.path()).expect("below").display().to_string())
+            .map(|p| {
+                p.strip_prefix(dir.path())
+                    .expect("below")
+                    .display()
+                    .to_string()
+            })
             .collect();
         assert_eq!(
             names,
@@ -120,6 +127,9 @@ mod tests {
         assert!(page.contains(".TH podvisor-image-pull 1"), "{page}");
         let bash = fs::read_to_string(dir.path().join("completions/podvisor.bash")).expect("read");
         assert!(bash.contains("complete -F _podvisor"), "{bash}");
-        assert!(!bash.contains("shim)"), "hidden commands are not completed: {bash}");
+        assert!(
+            !bash.contains("shim)"),
+            "hidden commands are not completed: {bash}"
+        );
     }
 }
