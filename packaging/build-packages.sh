@@ -51,11 +51,15 @@ for arch in $archs; do
   esac
   log "$arch: release build ($rust_target)"
   if [ "$arch" = amd64 ]; then
-    cargo build --release --locked --quiet --target "$rust_target"
+    # The host build (target/release, shared with `cargo build --release`).
+    cargo build --release --locked --quiet
+    bin=target/release/podvisor
+    target_args=()
   else
     scripts/cross "$rust_target" build --release --locked --quiet
+    bin=target/$rust_target/release/podvisor
+    target_args=(--target "$rust_target")
   fi
-  bin=target/$rust_target/release/podvisor
   size=$(stat -c %s "$bin")
   log "$arch: $size bytes stripped"
   # The size budget (README, Numbers): 10 MiB stripped on the 64-bit targets.
@@ -65,7 +69,7 @@ for arch in $archs; do
   fi
   packaging/check-depends.sh "$bin"
 
-  deb=$(cargo deb --no-build --no-strip --target "$rust_target" --deb-revision "$revision" \
+  deb=$(cargo deb --no-build --no-strip "${target_args[@]}" --deb-revision "$revision" \
     --output "$out" 2>/dev/null | tail -n1)
   [ -f "$deb" ] || { echo "packages: cargo deb produced no package" >&2; exit 1; }
   log "$arch: $deb"
@@ -78,7 +82,7 @@ for arch in $archs; do
 
   if [ -n "$rpm_arch" ]; then
     rpm_out=$out/podvisor-$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)-$revision.$rpm_arch.rpm
-    cargo generate-rpm --target "$rust_target" --arch "$rpm_arch" \
+    cargo generate-rpm "${target_args[@]}" --arch "$rpm_arch" \
       --set-metadata "release = \"$revision\"" -o "$rpm_out" >/dev/null
     log "$arch: $rpm_out"
     if [ -n "$lint" ]; then
