@@ -7,7 +7,8 @@
 # vm_console, vm_tools (host commands needed), and the functions vm_kernel_download DIR
 # (the kernel metapackage and the image package it depends on, as .debs in DIR),
 # vm_busybox (prints a static busybox for the guest), vm_build_podvisor (prints the binary),
-# vm_copy_libs STAGE BINARY... (their shared libraries and loader into the initramfs) and
+# vm_copy_libs STAGE BINARY... (their shared libraries and loader into the initramfs),
+# vm_add_module DIR NAME (a kernel module and its dependencies, for insmod in DIR/order) and
 # vm_default_scenarios (the scenarios run when PODVISOR_VM_ONLY is not set; empty: all).
 
 vm_arch=${PODVISOR_VM_ARCH:-amd64}
@@ -107,4 +108,26 @@ vm_copy_libs() { # STAGE BINARY...: shared libraries and the dynamic loader
     # /lib: in the loader's default search path and where PT_INTERP points.
     cp -L "$found" "$stage/lib/$lib"
   done
+}
+
+# vm_add_module DIR NAME: copies module NAME of $kernel_dir (uncompressed) into DIR and appends
+# it to DIR/order after its dependencies. The package has no modules.dep (depmod runs at
+# install time), so dependencies come from each module's .modinfo "depends=" entry.
+vm_add_module() {
+  local dir=$1 name=$2 file base dep
+  file=$(find "$kernel_dir/modules/kernel" \( -name "$name.ko*" -o -name "${name//_/-}.ko*" \) | head -n1)
+  [ -n "$file" ] || { echo "vm-test: kernel module $name not found under $kernel_dir/modules" >&2; exit 2; }
+  base=$name.ko
+  touch "$dir/order"
+  grep -qx "$base" "$dir/order" && return 0
+  case "$file" in
+    *.ko) cp "$file" "$dir/$base" ;;
+    *.ko.xz) xz -dc "$file" > "$dir/$base" ;;
+    *.ko.zst) zstd -qdc "$file" > "$dir/$base" ;;
+    *) echo "vm-test: unsupported module file $file" >&2; exit 2 ;;
+  esac
+  for dep in $(tr '\0' '\n' < "$dir/$base" | sed -n 's/^depends=//p' | tr ',' ' '); do
+    vm_add_module "$dir" "$dep"
+  done
+  echo "$base" >> "$dir/order"
 }

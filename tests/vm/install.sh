@@ -16,6 +16,9 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
+PODVISOR_VM_ARCH=amd64
+# shellcheck source=tests/vm/arch.sh
+. "$here/arch.sh" # vm_add_module
 cache=${PODVISOR_VM_CACHE:-$repo/target/vm-cache}
 timeout=${PODVISOR_VM_TIMEOUT:-600}
 mem=${PODVISOR_VM_MEM:-1024}
@@ -107,23 +110,7 @@ mkdir -p "$init"/{bin,dev,proc,sys,newroot,modules}
 cp "$(command -v busybox)" "$init/bin/busybox"
 for a in sh mount insmod switch_root sleep; do ln -s busybox "$init/bin/$a"; done
 : > "$init/modules/order"
-add_module() { # NAME: the module, after its dependencies (modinfo's depends= of the .ko)
-  local name=$1 file base dep
-  file=$(find "$kernel_dir/modules/kernel" \( -name "$name.ko*" -o -name "${name//_/-}.ko*" \) | head -n1)
-  [ -n "$file" ] || die "kernel module $name not found"
-  base=$name.ko
-  grep -qx "$base" "$init/modules/order" && return 0
-  case "$file" in
-    *.ko) cp "$file" "$init/modules/$base" ;;
-    *.ko.xz) xz -dc "$file" > "$init/modules/$base" ;;
-    *) die "unsupported module file $file" ;;
-  esac
-  for dep in $(tr '\0' '\n' < "$init/modules/$base" | sed -n 's/^depends=//p' | tr ',' ' '); do
-    add_module "$dep"
-  done
-  echo "$base" >> "$init/modules/order"
-}
-for m in virtio_pci virtio_blk crc32c_generic ext4; do add_module "$m"; done
+for m in virtio_pci virtio_blk crc32c_generic ext4; do vm_add_module "$init/modules" "$m"; done
 cat > "$init/init" <<'EOF'
 #!/bin/sh
 mount -t proc proc /proc

@@ -129,23 +129,7 @@ fi
 # kernel modules in load order (dependencies first); the package has no modules.dep (depmod
 # runs at install time), so dependencies come from each module's .modinfo "depends=" entry
 : > "$stage/vm/modules/order"
-add_module() { # add_module NAME: the module and, first, its dependencies
-  local name=$1 file base dep
-  file=$(find "$kernel_dir/modules/kernel" \( -name "$name.ko*" -o -name "${name//_/-}.ko*" \) | head -n1)
-  [ -n "$file" ] || die "kernel module $name not found under $kernel_dir/modules"
-  base=$name.ko
-  grep -qx "$base" "$stage/vm/modules/order" && return 0
-  case "$file" in
-    *.ko) cp "$file" "$stage/vm/modules/$base" ;;
-    *.ko.xz) xz -dc "$file" > "$stage/vm/modules/$base" ;;
-    *.ko.zst) zstd -qdc "$file" > "$stage/vm/modules/$base" ;;
-    *) die "unsupported module file $file" ;;
-  esac
-  for dep in $(tr '\0' '\n' < "$stage/vm/modules/$base" | sed -n 's/^depends=//p' | tr ',' ' '); do
-    add_module "$dep"
-  done
-  echo "$base" >> "$stage/vm/modules/order"
-}
+add_module() { vm_add_module "$stage/vm/modules" "$1"; }
 for m in "${modules[@]}"; do add_module "$m"; done
 # the test image, built offline like the other tests' image
 BUSYBOX=$busybox_bin BUSYBOX_LIST=$(command -v busybox) IMAGE_ARCH=$vm_arch \
