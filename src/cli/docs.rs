@@ -38,18 +38,42 @@ pub fn generate(cmd: clap::Command, out: &Path) -> Result<Vec<PathBuf>, DocsErro
     let mut cmd = cmd;
     cmd.build();
     man_pages(&cmd, "podvisor", &out.join("man"), &mut written)?;
+    // clap_complete's generators offer hidden subcommands too: complete a copy without them.
+    let mut visible = without_hidden(&cmd);
     for (shell, file) in [
         (Shell::Bash, "podvisor.bash"),
         (Shell::Zsh, "_podvisor"),
         (Shell::Fish, "podvisor.fish"),
     ] {
         let mut buf = Vec::new();
-        clap_complete::generate(shell, &mut cmd.clone(), "podvisor", &mut buf);
+        clap_complete::generate(shell, &mut visible, "podvisor", &mut buf);
         let path = out.join("completions").join(file);
         write(path.clone(), &buf)?;
         written.push(path);
     }
     Ok(written)
+}
+
+/// `cmd` with its arguments and only the subcommands that are not hidden, recursively.
+fn without_hidden(cmd: &clap::Command) -> clap::Command {
+    // clap (without its `string` feature) takes only static names; this one-shot generator
+    // leaks a few bytes per command.
+    let name: &'static str = Box::leak(cmd.get_name().to_string().into_boxed_str());
+    // The built command already carries its help and version flags and help subcommand.
+    let mut out = clap::Command::new(name)
+        .disable_help_flag(true)
+        .disable_version_flag(true)
+        .disable_help_subcommand(true);
+    if let Some(about) = cmd.get_about() {
+        out = out.about(about.clone());
+    }
+    for arg in cmd.get_arguments() {
+        out = out.arg(arg.clone());
+    }
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        out = out.subcommand(without_hidden(sub));
+    }
+    out
 }
 
 fn man_pages(
@@ -127,8 +151,9 @@ mod tests {
         assert!(page.contains(".TH podvisor-image-pull 1"), "{page}");
         let bash = fs::read_to_string(dir.path().join("completions/podvisor.bash")).expect("read");
         assert!(bash.contains("complete -F _podvisor"), "{bash}");
+        assert!(bash.contains("opts=\"-h --help run image"), "{bash}");
         assert!(
-            !bash.contains("shim)"),
+            !bash.contains("shim"),
             "hidden commands are not completed: {bash}"
         );
     }
