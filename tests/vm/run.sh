@@ -110,7 +110,7 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage"/{bin,sbin,usr/bin,usr/sbin,vm/modules,vm/images,etc,proc,sys,dev,newroot}
 # busybox and its applet links
 cp "$busybox_bin" "$stage/bin/busybox"
-for applet in $("$busybox_bin" --list-full); do
+for applet in $(busybox --list-full); do # the host's busybox-static: same version, and it runs here
   [ -e "$stage/$applet" ] || ln -s /bin/busybox "$stage/$applet"
 done
 # podvisor without symbols and debug info, apparmor_parser (the VM kernel has AppArmor) and the
