@@ -30,7 +30,7 @@
 //! 2. **One manifest -> process started.** One `podvisor run` daemon, manifest directory empty
 //!    at start. Each run writes a dot-file (ignored by the file source) and renames it to
 //!    `<name>.yaml`, as editors do; the clock starts just before the rename. The pod has one
-//!    container, `sleep 3600`. Detection: every 1 ms the bench lists `<root>/containers/` and
+//!    container, `sleep 3600`. Detection: every 1 ms the bench lists `<runtime-dir>/containers/` and
 //!    reads the new container's `state.json`; the monitor writes `started_at` there right
 //!    after libcontainer's `start()` returned, which is exactly where the raw baseline stops
 //!    its clock. The reported latency is `started_at` (the monitor's wall-clock stamp, ns
@@ -40,7 +40,7 @@
 //!    libcontainer's `build()` placed it there, before `start()`, while it is still a clone
 //!    of the monitor waiting to exec, so it marks "created", not "started".
 //!    For a breakdown the poll also records when the pod's sandbox directory
-//!    (`<root>/pods/<uid>`) and the container's directory appeared. After each run the bench
+//!    (`<runtime-dir>/pods/<uid>`) and the container's directory appeared. After each run the bench
 //!    checks that the init runs `sleep 3600`, deletes the manifest and waits until the API
 //!    lists no pod and no sandbox or container directory is left (timed, for information).
 //! 3. **Ten manifests at once.** Each round writes ten dot-files, renames them into place
@@ -247,6 +247,8 @@ impl Daemon {
         let child = Command::new(&env.bin)
             .arg("--root-dir")
             .arg(&env.root)
+            .arg("--runtime-dir")
+            .arg(&env.run)
             .arg("--log-dir")
             .arg(&env.logs)
             .arg("--cgroup-parent")
@@ -353,7 +355,8 @@ struct Seen {
     init_pid: i32,
 }
 
-/// Watches `<root>/pods` and `<root>/containers` for entries that were not there at creation.
+/// Watches the runtime dir's `pods` and `containers` for entries that were not there at
+/// creation.
 struct Poller {
     pods: PathBuf,
     containers: PathBuf,
@@ -369,8 +372,8 @@ fn entries(dir: &Path) -> HashSet<OsString> {
 
 impl Poller {
     fn new(env: &Env) -> Poller {
-        let pods = env.root.join("pods");
-        let containers = env.root.join("containers");
+        let pods = env.run.join("pods");
+        let containers = env.run.join("containers");
         Poller {
             known_pods: entries(&pods),
             known_containers: entries(&containers),
@@ -490,7 +493,7 @@ fn check_sleeping(init: i32) -> Result<()> {
 /// Waits until the daemon lists no pod and no sandbox or container directory is left;
 /// returns how long that took.
 fn wait_gone(env: &Env, d: &Daemon, since: Instant) -> Result<Duration> {
-    let (pods, containers) = (env.root.join("pods"), env.root.join("containers"));
+    let (pods, containers) = (env.run.join("pods"), env.root.join("containers"));
     loop {
         if entries(&pods).is_empty() && entries(&containers).is_empty() {
             let took = since.elapsed();

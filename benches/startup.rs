@@ -255,6 +255,8 @@ fn play_run(env: &Env, manifest: &Path) -> Result<(Duration, Duration)> {
     let child = Command::new(&env.bin)
         .arg("--root-dir")
         .arg(&env.root)
+        .arg("--runtime-dir")
+        .arg(&env.run)
         .arg("--log-dir")
         .arg(&env.logs)
         .arg("--cgroup-parent")

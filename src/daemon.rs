@@ -60,6 +60,10 @@ pub enum DaemonError {
 #[derive(Debug, Clone)]
 pub struct DaemonPaths {
     pub root_dir: std::path::PathBuf,
+    /// `--runtime-dir`: per-boot state (tmpfs).
+    pub run_dir: std::path::PathBuf,
+    /// `--boot-id-file`: where the boot ID is read (tests change it to simulate a reboot).
+    pub boot_id_file: std::path::PathBuf,
     /// `--log-dir`: overrides podLogsDir.
     pub log_dir: Option<std::path::PathBuf>,
     /// `--cgroup-parent`: overrides cgroupRoot.
@@ -203,11 +207,12 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         .log_dir
         .clone()
         .unwrap_or_else(|| cfg.pod_logs_dir.clone());
-    let mut rcfg =
-        RuntimeConfig::new(paths.root_dir.clone(), log_dir).map_err(|source| DaemonError::Io {
+    let mut rcfg = RuntimeConfig::new(paths.root_dir.clone(), paths.run_dir.clone(), log_dir)
+        .map_err(|source| DaemonError::Io {
             what: "locate the podvisor binary",
             source,
         })?;
+    rcfg.boot_id_file = paths.boot_id_file.clone();
     rcfg.cgroup_parent = paths
         .cgroup_parent
         .clone()

@@ -1,7 +1,14 @@
 //! Small filesystem helpers shared by every manager: atomic file replacement (write to a
 //! temporary file in the same directory, fsync, rename, fsync the directory) so that a power
-//! cut or SIGKILL never leaves a half-written state file visible — and opening paths below a
-//! directory with `openat2`, so that symlinks and `..` never leave it.
+//! cut or SIGKILL never leaves a half-written state file visible; opening paths below a
+//! directory with `openat2`, so that symlinks and `..` never leave it; the volatile variant for
+//! state that dies with the boot anyway; reading a JSON record that a power cut may have left
+//! empty or torn ([`load_json`]); and removing a tree without crossing into mount points.
+//!
+//! Which records are durable (see docs/design.md, "Durability"): desired pods, image records,
+//! refs and layer directories, exit records and container identities (fsynced by the monitor
+//! once its container started, off the start path). Everything under the runtime directory
+//! (tmpfs) is written without fsync.
 
 use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
@@ -136,6 +143,97 @@ pub fn open_root(path: &Path) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Makes a file written without fsync durable: fsyncs it, then each of `dirs` (the directory
+/// holding it and, for a directory created with it, that directory's parent).
+pub fn sync_file_and_dirs(path: &Path, dirs: &[&Path]) -> io::Result<()> {
+    File::open(path)?.sync_all()?;
+    for d in dirs {
+        File::open(d)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Whether `name` is a temporary file of [`write_atomic`] (`.<name>.tmp-<pid>`), which a crash
+/// between the write and the rename leaves behind.
+pub fn is_atomic_temp_name(name: &str) -> bool {
+    name.starts_with('.') && name.contains(".tmp-")
+}
+
+/// Removes the temporary files [`write_atomic`] left in `dir` (a crash between write and
+/// rename); returns how many. Only for directories whose writers are not running.
+pub fn remove_atomic_temps(dir: &Path) -> usize {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut n = 0;
+    for e in entries.flatten() {
+        if e.file_name().to_str().is_some_and(is_atomic_temp_name)
+            && e.file_type().is_ok_and(|t| t.is_file())
+            && fs::remove_file(e.path()).is_ok()
+        {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// What reading a JSON record found.
+#[derive(Debug)]
+pub enum Loaded<T> {
+    /// No such file.
+    Missing,
+    /// The file exists but is empty or does not parse: a write a power cut interrupted (ext4
+    /// can leave a renamed file empty when its data never reached the disk), or damage. Callers
+    /// treat it as "interrupted": clean it up and say so once.
+    Torn(String),
+    Ok(T),
+}
+
+/// Reads a JSON record, telling a missing file, a torn one and a good one apart.
+pub fn load_json<T: serde::de::DeserializeOwned>(path: &Path) -> io::Result<Loaded<T>> {
+    let data = match fs::read(path) {
+        Ok(d) => d,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Loaded::Missing),
+        Err(e) => return Err(e),
+    };
+    if data.iter().all(|b| b.is_ascii_whitespace() || *b == 0) {
+        return Ok(Loaded::Torn(format!("empty ({} bytes)", data.len())));
+    }
+    Ok(match serde_json::from_slice(&data) {
+        Ok(v) => Loaded::Ok(v),
+        Err(e) => Loaded::Torn(e.to_string()),
+    })
+}
+
+/// Removes a tree, refusing to descend into mount points (a directory whose st_dev differs
+/// from the top's): a mount that survived an unmount attempt is never emptied through.
+pub fn remove_tree_no_mounts(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let top = match fs::symlink_metadata(dir) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    fn walk(p: &Path, dev: u64) -> io::Result<()> {
+        let md = fs::symlink_metadata(p)?;
+        if md.is_dir() {
+            if md.dev() != dev {
+                return Err(io::Error::other(format!(
+                    "{} is still a mount point, not removing it",
+                    p.display()
+                )));
+            }
+            for entry in fs::read_dir(p)? {
+                walk(&entry?.path(), dev)?;
+            }
+            fs::remove_dir(p)
+        } else {
+            fs::remove_file(p)
+        }
+    }
+    walk(dir, top.dev())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,5 +250,37 @@ mod tests {
             .map(|e| e.expect("entry").file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("state.json")]);
+    }
+
+    #[test]
+    fn load_json_tells_missing_torn_and_good_apart() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("r.json");
+        assert!(matches!(
+            load_json::<u32>(&p).expect("read"),
+            Loaded::Missing
+        ));
+        for torn in [&b""[..], b"\0\0\0\0", b"{\"a\": 1", b"  \n"] {
+            fs::write(&p, torn).expect("write");
+            assert!(
+                matches!(
+                    load_json::<serde_json::Value>(&p).expect("read"),
+                    Loaded::Torn(_)
+                ),
+                "{torn:?}"
+            );
+        }
+        write_json_atomic(&p, &7u32).expect("write");
+        assert!(matches!(load_json::<u32>(&p).expect("read"), Loaded::Ok(7)));
+    }
+
+    #[test]
+    fn temp_leftovers_are_recognised_and_removed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fs::write(dir.path().join(".a.json.tmp-42"), b"x").expect("w");
+        fs::write(dir.path().join("a.json"), b"{}").expect("w");
+        fs::write(dir.path().join(".hidden"), b"x").expect("w");
+        assert_eq!(remove_atomic_temps(dir.path()), 1);
+        assert!(dir.path().join("a.json").exists() && dir.path().join(".hidden").exists());
     }
 }

@@ -17,13 +17,16 @@
 //! - [`status`]: the published view of pods and events (snapshots) for the API and CLI.
 //! - [`security`]: confinement: seccomp and AppArmor profiles, sysctls, device rules, and
 //!   what a node can give (validated against every manifest).
-//! - [`fsutil`]: small filesystem helpers (atomic writes, openat2 below a directory).
+//! - [`fsutil`]: small filesystem helpers (atomic and durable writes, torn records, openat2
+//!   below a directory).
+//! - [`check`]: `podvisor check`, the consistency check of the persistent state.
 //! - [`health`]: the sync loop's turnover time, the daemon's liveness signal.
 //! - [`systemd`]: `Type=notify` readiness, status and watchdog pings.
 //! - [`kernel`]: what podvisor needs from the kernel (minimum 5.6), probed and checked at start.
 
 pub mod api;
 pub mod cgroups;
+pub mod check;
 pub mod cli;
 pub mod config;
 pub mod daemon;

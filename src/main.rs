@@ -1,6 +1,6 @@
 //! The `podvisor` binary: command-line parsing and the error edge (anyhow lives only here).
 //!
-//! User commands: `run` (the daemon), `pods`, `describe`, `logs`, `exec`, `events`,
+//! User commands: `run` (the daemon), `pods`, `describe`, `logs`, `exec`, `events`, `check`,
 //! `validate`, `play`, `image import|pull|ls|rm|prune`. Hidden commands re-executed by
 //! podvisor itself: `shim run` (the per-container monitor), `shim cleanup`, `shim sandbox`,
 //! `shim exec`.
@@ -33,9 +33,18 @@ struct Cli {
 
 #[derive(Args, Clone)]
 struct Global {
-    /// Directory for podvisor's state: images, pod sandboxes, containers.
+    /// Directory for podvisor's persistent state: images, desired pods, container records,
+    /// emptyDir volumes.
     #[arg(long, global = true, default_value = "/var/lib/podvisor")]
     root_dir: PathBuf,
+    /// Directory for state that dies with the boot (a tmpfs): pod sandboxes, container
+    /// bundles, monitor state.
+    #[arg(long, global = true, default_value = podvisor::runtime::rundir::DEFAULT_RUNTIME_DIR)]
+    runtime_dir: PathBuf,
+    /// Test hook: read the boot ID from this file instead of the kernel's (a changed ID is a
+    /// simulated reboot).
+    #[arg(long, global = true, hide = true, default_value = podvisor::runtime::rundir::BOOT_ID_FILE)]
+    boot_id_file: PathBuf,
     /// Root of the container log tree (CRI format, like /var/log/pods of the kubelet);
     /// overrides podLogsDir of the configuration file. Default /var/log/pods.
     #[arg(long, global = true)]
@@ -155,6 +164,14 @@ enum Command {
         /// Docker config.json with registry credentials.
         #[arg(long = "docker-config", value_name = "FILE")]
         docker_config: Option<PathBuf>,
+    },
+    /// Verify podvisor's persistent state (image store: every blob's digest, records, layers;
+    /// desired pods; container records) and repair what can be repaired. Exit status 1 when
+    /// something inconsistent is left.
+    Check {
+        /// Only report; change nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Manage the local image store.
     Image {
@@ -308,8 +325,9 @@ fn runtime_config(g: &Global) -> anyhow::Result<RuntimeConfig> {
         .log_dir
         .clone()
         .unwrap_or_else(|| PathBuf::from(podvisor::config::DEFAULT_POD_LOGS_DIR));
-    let mut cfg = RuntimeConfig::new(g.root_dir.clone(), log_dir)
+    let mut cfg = RuntimeConfig::new(g.root_dir.clone(), g.runtime_dir.clone(), log_dir)
         .context("cannot locate the podvisor binary")?;
+    cfg.boot_id_file = g.boot_id_file.clone();
     if let Some(p) = &g.cgroup_parent {
         cfg.cgroup_parent = p.clone();
     }
@@ -326,6 +344,8 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Run { flags } => {
             let paths = podvisor::daemon::DaemonPaths {
                 root_dir: g.root_dir.clone(),
+                run_dir: g.runtime_dir.clone(),
+                boot_id_file: g.boot_id_file.clone(),
                 log_dir: g.log_dir.clone(),
                 cgroup_parent: g.cgroup_parent.clone(),
             };
@@ -387,7 +407,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             let binary = std::env::current_exe().context("cannot locate the podvisor binary")?;
             Ok(views::exec::exec(
                 &client.api_socket,
-                &g.root_dir,
+                &g.runtime_dir,
                 &binary,
                 &req,
             )?)
@@ -436,6 +456,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             };
             Ok(play(&opts)?)
         }
+        Command::Check { dry_run } => state_check(&g.root_dir, dry_run),
         Command::Image { command } => {
             let store = ImageStore::open(&g.root_dir.join("images"))?;
             image_command(&store, &g.root_dir, command)?;
@@ -452,6 +473,41 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         // Handled in main before logging is set up.
         Command::Shim { .. } => Ok(2),
     }
+}
+
+/// `podvisor check`: one line per finding, a summary, exit 1 if something inconsistent is left.
+fn state_check(root_dir: &std::path::Path, dry_run: bool) -> anyhow::Result<i32> {
+    use podvisor::images::FindingKind;
+    let report = podvisor::check::check(root_dir, !dry_run)?;
+    for f in report.all_findings() {
+        let kind = match f.kind {
+            FindingKind::Interrupted => "interrupted",
+            FindingKind::Inconsistent => "INCONSISTENT",
+        };
+        let action = match &f.repaired {
+            Some(what) => what.as_str(),
+            None if dry_run => "not repaired (dry run)",
+            None => "not repaired",
+        };
+        println!("{kind}: {}: {action}", f.message);
+    }
+    let consistent = report.consistent();
+    println!(
+        "checked {} blob(s), {} layer(s), {} image record(s), {} desired pod(s), {} container \
+         record(s): {} finding(s); {}",
+        report.images.blobs,
+        report.images.layers,
+        report.images.records,
+        report.desired_pods,
+        report.containers,
+        report.all_findings().count(),
+        if consistent {
+            "consistent"
+        } else {
+            "NOT consistent"
+        }
+    );
+    Ok(if consistent { 0 } else { 1 })
 }
 
 /// `podvisor validate`: every file is checked; exit 1 if any is invalid.

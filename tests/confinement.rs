@@ -231,10 +231,11 @@ fn a_privileged_container_gets_the_host_devices_and_may_open_them() {
 fn a_container_sees_no_podvisor_state_fds_or_environment() {
     let env = TestEnv::new("isolation");
     let root = env.root.display().to_string();
+    let run_dir = env.run.display().to_string();
     let script = format!(
         "ls /proc/1/fd | tr '\\n' ' '; echo; \
          tr '\\0' '\\n' < /proc/1/environ | cut -d= -f1 | sort | tr '\\n' ' '; echo; \
-         ls {root} 2>&1; ls /run/podvisor 2>&1; echo done"
+         ls {root} 2>&1; ls {run_dir} 2>&1; ls /run/podvisor 2>&1; echo done"
     );
     let p = script_pod("isolation", "{}", &script);
     let (exit, lines) = run(&env, &p);
@@ -244,6 +245,7 @@ fn a_container_sees_no_podvisor_state_fds_or_environment() {
     assert_eq!(lines[1].trim(), "HOME HOSTNAME PATH", "{lines:?}");
     assert!(lines[2].contains("No such file or directory"), "{lines:?}");
     assert!(lines[3].contains("No such file or directory"), "{lines:?}");
+    assert!(lines[4].contains("No such file or directory"), "{lines:?}");
 }
 
 /// `podvisor --root-dir ROOT validate ARGS... FILES...`: success and the whole output.
@@ -403,7 +405,7 @@ fn sub_paths_stay_in_their_volume_and_are_pinned_then_unmounted() {
     let (rt, rx) = env.runtime();
     rt.run_pod_sandbox(&p).expect("sandbox");
     let info = start(&rt, &p).expect("start");
-    let dir = env.root.join("containers").join(&info.meta.id);
+    let dir = env.run.join("containers").join(&info.meta.id);
     let config: serde_json::Value =
         serde_json::from_slice(&fs::read(dir.join("config.json")).expect("config")).expect("json");
     let pin = dir.join("subpaths/0");
@@ -471,12 +473,14 @@ fn state_logs_socket_and_profile_directory_get_the_kubelets_modes() {
         (env.root.clone(), 0o700),
         (env.root.join("containers"), 0o700),
         (env.root.join("pods"), 0o700),
+        (env.run.join("containers"), 0o700),
+        (env.run.join("pods"), 0o700),
         (env.root.join("seccomp"), 0o700),
         (d.socket.clone(), 0o600),
     ] {
         assert_eq!(mode(&p), want, "{}", p.display());
     }
-    let pod_dirs: Vec<_> = fs::read_dir(env.root.join("pods"))
+    let pod_dirs: Vec<_> = fs::read_dir(env.run.join("pods"))
         .expect("pods")
         .flatten()
         .map(|e| e.path())

@@ -9,33 +9,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::daemon::{wait_for, Daemon};
+use common::daemon::{wait_for, Daemon, KeepLogOnPanic};
 use common::TestEnv;
 use podvisor::status::PodView;
 
 const T: Duration = Duration::from_secs(30);
-
-/// Keeps the daemon log of a failing test (of every run with KEEP_DAEMON_LOG set): copied
-/// next to the temp dir's name under /tmp and its path printed, since the temp dir itself is
-/// removed when the test ends.
-struct KeepLogOnPanic(PathBuf);
-
-impl Drop for KeepLogOnPanic {
-    fn drop(&mut self) {
-        if std::thread::panicking() || std::env::var_os("KEEP_DAEMON_LOG").is_some() {
-            let name = self
-                .0
-                .parent()
-                .and_then(|d| d.file_name())
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let keep = std::env::temp_dir().join(format!("{name}-daemon.log"));
-            if fs::copy(&self.0, &keep).is_ok() {
-                eprintln!("daemon log kept at {}", keep.display());
-            }
-        }
-    }
-}
 
 /// (containerID, running) of the first container of a pod view.
 fn container(v: &PodView, name: &str) -> Option<(String, bool)> {
@@ -69,7 +47,7 @@ fn manifest(name: &str, msg: &str, extra_label: &str) -> String {
 fn init_pid(env: &TestEnv, container_id: &str) -> i32 {
     let id = container_id.trim_start_matches("podvisor://");
     let state: serde_json::Value = serde_json::from_slice(
-        &fs::read(env.root.join("containers").join(id).join("state.json")).expect("state"),
+        &fs::read(env.run.join("containers").join(id).join("state.json")).expect("state"),
     )
     .expect("json");
     state["init"]["pid"].as_i64().expect("pid") as i32

@@ -31,7 +31,7 @@ fn text(b: &[u8]) -> String {
 
 /// Entries of the container's libcontainer state directory.
 fn state_entries(env: &TestEnv, id: &str) -> Vec<String> {
-    let dir = env.root.join("containers").join(id).join("youki").join(id);
+    let dir = env.run.join("containers").join(id).join("youki").join(id);
     let mut v: Vec<String> = fs::read_dir(&dir)
         .expect("state dir")
         .flatten()
@@ -252,6 +252,8 @@ fn exec_cmd(env: &TestEnv, d: &Daemon, args: &[&str]) -> Command {
     let mut c = Command::new(common::podvisor_bin());
     c.arg("--root-dir")
         .arg(&env.root)
+        .arg("--runtime-dir")
+        .arg(&env.run)
         .arg("exec")
         .arg("--api-socket")
         .arg(&d.socket)

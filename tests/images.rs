@@ -178,3 +178,115 @@ fn image_in_use_cannot_be_removed_until_its_container_is_gone() {
     assert_eq!(layers, 0, "layers garbage-collected");
     env.assert_clean();
 }
+
+/// Runs `podvisor check` (with `args`): (success, stdout).
+fn check(env: &TestEnv, args: &[&str]) -> (bool, String) {
+    let mut all = vec!["check"];
+    all.extend_from_slice(args);
+    let out = cli(env, &all);
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn check_verifies_the_store_and_repairs_what_it_can() {
+    let env = TestEnv::new("check");
+    let store = env.images();
+    let rec = store
+        .resolve("busybox:1.35")
+        .expect("resolve")
+        .expect("imported");
+    store
+        .import_archive(
+            common::busybox_archive(),
+            &ImportOptions {
+                reference: Some("example.com/second:1".into()),
+                pinned: false,
+            },
+        )
+        .expect("second name");
+    drop(store);
+    let images = env.root.join("images");
+    let (ok, out) = check(&env, &[]);
+    assert!(
+        ok && out.contains("; consistent") && !out.contains("INCONSISTENT"),
+        "{out}"
+    );
+
+    // What interruptions and damage leave: a layer directory gone, a torn record, temporary
+    // files of interrupted writes.
+    let diff_id = rec.layers[0]
+        .diff_id
+        .strip_prefix("sha256:")
+        .expect("hex")
+        .to_string();
+    fs::remove_dir_all(images.join("layers").join(&diff_id)).expect("rm layer");
+    let second = fs::read_dir(images.join("refs"))
+        .expect("refs")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| fs::read_to_string(p).is_ok_and(|t| t.contains("example.com/second")))
+        .expect("second record");
+    fs::write(&second, b"").expect("tear the record");
+    fs::create_dir_all(images.join("tmp/import-1-2-3")).expect("leftover");
+    fs::write(images.join("refs/.x.tmp-9"), b"{").expect("temp file");
+    let (ok, out) = check(&env, &["--dry-run"]);
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("is not unpacked") && out.contains("is torn"),
+        "{out}"
+    );
+    assert!(
+        out.contains("interrupted: ") && out.contains("not repaired (dry run)"),
+        "{out}"
+    );
+    assert!(out.contains(".x.tmp-9"), "{out}");
+    assert!(
+        second.exists() && images.join("refs/.x.tmp-9").exists(),
+        "a dry run changes nothing"
+    );
+
+    let (ok, out) = check(&env, &[]);
+    assert!(ok && out.contains("unpacked again from its blob"), "{out}");
+    assert!(images.join("layers").join(&diff_id).is_dir());
+    assert!(!second.exists() && !images.join("tmp/import-1-2-3").exists());
+    let (ok, out) = check(&env, &[]);
+    assert!(
+        ok && !out.contains("INCONSISTENT") && !out.contains("interrupted"),
+        "{out}"
+    );
+    run_echo(&env, "busybox:1.35");
+
+    // A blob whose content changed cannot be trusted: removed; the image it belonged to is
+    // reported until it is imported again.
+    let config = images
+        .join("blobs/sha256")
+        .join(rec.config_digest.strip_prefix("sha256:").expect("hex"));
+    fs::write(&config, b"{}").expect("damage the config");
+    let (ok, out) = check(&env, &[]);
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("does not match its digest") && out.contains("import or pull"),
+        "{out}"
+    );
+    let out = cli(
+        &env,
+        &[
+            "image",
+            "import",
+            common::busybox_archive().to_str().expect("utf8"),
+            "--ref",
+            "busybox:1.35",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (ok, out) = check(&env, &[]);
+    assert!(ok && out.contains("; consistent"), "{out}");
+    env.assert_clean();
+}

@@ -23,14 +23,7 @@ fn start(
     p: &k8s_openapi::api::core::v1::Pod,
     idx: usize,
 ) -> podvisor::runtime::ContainerInfo {
-    let c = &p.spec.as_ref().expect("spec").containers[idx];
-    rt.start_container(&ContainerRequest {
-        pod: p,
-        container: c,
-        kind: ContainerKind::App,
-        restart_count: 0,
-    })
-    .expect("start container")
+    common::start_container(rt, p, idx, 0)
 }
 
 /// Creates the pod's sandbox, starts its first container and waits (up to `timeout`) for
@@ -457,7 +450,7 @@ fn sigkilled_monitor_is_cleaned_up_and_reported_unknown() {
     let p = pod(&simple_pod("killshim", "sleep 1000"));
     rt.run_pod_sandbox(&p).expect("sandbox");
     let info = start(&rt, &p, 0);
-    let dir = env.root.join("containers").join(&info.meta.id);
+    let dir = env.run.join("containers").join(&info.meta.id);
     let state: serde_json::Value =
         serde_json::from_slice(&fs::read(dir.join("state.json")).expect("state")).expect("json");
     let shim_pid = state["shim"]["pid"].as_i64().expect("shim pid") as i32;
@@ -520,6 +513,7 @@ fn play_runs_a_pod_prints_prefixed_output_and_cleans_up() {
             .count(),
         0
     );
+    assert_eq!(fs::read_dir(env.run.join("pods")).expect("dir").count(), 0);
     assert_eq!(fs::read_dir(env.root.join("pods")).expect("dir").count(), 0);
     env.assert_clean();
 }
@@ -699,7 +693,7 @@ fn sandbox_without_record_is_torn_down_by_the_next_runtime() {
     let env = TestEnv::new("partial-sandbox");
     let p = pod(&simple_pod("partial", "true"));
     let uid = p.metadata.uid.clone().expect("uid");
-    let pod_dir = env.root.join("pods").join(&uid);
+    let pod_dir = env.run.join("pods").join(&uid);
     {
         let (rt, _rx) = env.runtime();
         rt.run_pod_sandbox(&p).expect("sandbox");
@@ -734,9 +728,9 @@ fn half_removed_container_directory_is_removed_by_the_next_listing() {
     let (info, exit) = run_to_exit(&rt, &rx, &p, T);
     assert_eq!(exit.exit_code, 3);
     let dir = env.root.join("containers").join(&info.meta.id);
-    for f in ["exit.json", "shim.json", "state.json"] {
-        let _ = fs::remove_file(dir.join(f));
-    }
+    // The runtime directory went with the container's end; the records stay.
+    assert!(!env.run.join("containers").join(&info.meta.id).exists());
+    let _ = fs::remove_file(dir.join("exit.json"));
     assert!(dir.join("meta.json").exists() && dir.join("cleaned").exists());
     drop(rt);
     let (rt, _rx) = env.runtime();

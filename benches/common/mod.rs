@@ -47,6 +47,8 @@ spec:
 pub struct Env {
     pub dir: tempfile::TempDir,
     pub root: PathBuf,
+    /// The runtime dir (`--runtime-dir`), private to the bench.
+    pub run: PathBuf,
     pub logs: PathBuf,
     pub cgroup_parent: String,
     pub bin: PathBuf,
@@ -59,11 +61,13 @@ impl Env {
             .tempdir()
             .context("create temp dir")?;
         let root = dir.path().join("root");
+        let run = dir.path().join("run");
         let logs = dir.path().join("logs");
         fs::create_dir_all(&root).context("create state root")?;
         Ok(Env {
             dir,
             root,
+            run,
             logs,
             cgroup_parent: format!("podvisor-bench-{}", std::process::id()),
             bin: PathBuf::from(env!("CARGO_BIN_EXE_podvisor")),
@@ -71,8 +75,8 @@ impl Env {
     }
 
     pub fn runtime_config(&self) -> Result<RuntimeConfig> {
-        let mut cfg =
-            RuntimeConfig::new(self.root.clone(), self.logs.clone()).context("runtime config")?;
+        let mut cfg = RuntimeConfig::new(self.root.clone(), self.run.clone(), self.logs.clone())
+            .context("runtime config")?;
         cfg.shim_binary = self.bin.clone();
         cfg.cgroup_parent = self.cgroup_parent.clone();
         cfg.start_timeout = TIMEOUT;
@@ -222,13 +226,17 @@ pub fn pod_container(pod: &Pod) -> Result<k8s_openapi::api::core::v1::Container>
 }
 
 /// Runs the template container through podvisor and returns the spec it was created from.
+/// The container sleeps while its spec is read (a container's runtime directory goes with its
+/// end) and the spec gets the template's own command back.
 pub fn template_spec(
     rt: &LinuxRuntime,
     rx: &Receiver<RuntimeEvent>,
     pod: &Pod,
     env: &Env,
 ) -> Result<Spec> {
-    let container = pod_container(pod)?;
+    let template = pod_container(pod)?;
+    let mut container = template.clone();
+    container.command = Some(vec!["sleep".into(), "3600".into()]);
     let info = rt
         .start_container(&ContainerRequest {
             pod,
@@ -237,20 +245,26 @@ pub fn template_spec(
             restart_count: 0,
         })
         .context("start template container")?;
-    let exit = wait_exit(rx, &info.meta.id)?;
-    ensure!(
-        exit.exit_code == 0,
-        "template container exited with {exit:?}"
-    );
     let path = env
-        .root
+        .run
         .join("containers")
         .join(&info.meta.id)
         .join("config.json");
-    let data = fs::read(&path).with_context(|| format!("read {}", path.display()))?;
+    let data = fs::read(&path).with_context(|| format!("read {}", path.display()));
+    rt.signal_container(&info.meta.id, libc::SIGKILL)
+        .context("stop template container")?;
+    wait_exit(rx, &info.meta.id)?;
     rt.remove_container(&info.meta.id)
         .context("remove template container")?;
-    serde_json::from_slice(&data).with_context(|| format!("parse {}", path.display()))
+    let mut spec: Spec =
+        serde_json::from_slice(&data?).with_context(|| format!("parse {}", path.display()))?;
+    let mut process = spec
+        .process()
+        .clone()
+        .ok_or_else(|| anyhow!("template spec has no process"))?;
+    process.set_args(template.command.clone());
+    spec.set_process(Some(process));
+    Ok(spec)
 }
 
 pub fn wait_exit(rx: &Receiver<RuntimeEvent>, id: &str) -> Result<podvisor::runtime::ExitRecord> {
@@ -439,7 +453,7 @@ pub fn cleanup(env: &Env) -> Result<()> {
         }
     }
     // podvisor containers and sandboxes (normally none): a runtime cleans them up.
-    let pods_dir = env.root.join("pods");
+    let pods_dir = env.run.join("pods");
     let leftover_pods: Vec<PathBuf> = fs::read_dir(&pods_dir)
         .map(|d| d.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();

@@ -47,7 +47,7 @@ pub enum ExecCliError {
         container: String,
         detail: String,
     },
-    #[error("container {container} of pod {pod} ({id}) is not under {dir}: is the daemon using another --root-dir?")]
+    #[error("container {container} of pod {pod} ({id}) is not under {dir}: is the daemon using another --runtime-dir?")]
     NoDirectory {
         pod: String,
         container: String,
@@ -139,7 +139,7 @@ pub fn target(view: &PodView, container: Option<&str>) -> Result<(String, String
 /// Runs the command; returns its exit code (126 when it could not be started).
 pub fn exec(
     socket: &Path,
-    root_dir: &Path,
+    runtime_dir: &Path,
     binary: &Path,
     req: &ExecRequest,
 ) -> Result<i32, ExecCliError> {
@@ -148,13 +148,13 @@ pub fn exec(
     }
     let view: PodView = client::get_json(socket, &format!("/pods/{}", percent_encode(&req.pod)))?;
     let (name, id) = target(&view, req.container.as_deref())?;
-    let dir = root_dir.join("containers").join(&id);
-    if !dir.join("meta.json").exists() {
+    let dir = runtime_dir.join("containers").join(&id);
+    if !dir.join("shim.json").exists() {
         return Err(ExecCliError::NoDirectory {
             pod: crate::status::full_name(&view.pod),
             container: name,
             id,
-            dir: root_dir.join("containers"),
+            dir: runtime_dir.join("containers"),
         });
     }
     let mut cmd = Command::new(binary);

@@ -12,11 +12,17 @@
 //! - `tmp/`: import work areas; `tmp/pulls/`: registry downloads (`<hex>.partial` while
 //!   downloading, kept to resume); `lock`: the flock serializing mutations.
 //!
+//! Crash safety: a blob is fsynced before it is renamed into place, a layer directory is
+//! synced (syncfs) before it is renamed into place, and the record naming an image is written
+//! durably last, so a power cut leaves either the old state or the new one, plus temporary
+//! files that the next open removes. `check` verifies the whole store and repairs what it can.
+//!
 //! Pulls from OCI registries: `registry` (mirrors, auth, TLS config), `client` (the
 //! distribution API over ureq), `pull` (`ImageStore::pull`).
 
 mod archive;
 mod blobs;
+mod check;
 mod client;
 pub mod digest;
 mod gc;
@@ -34,6 +40,7 @@ mod tests;
 
 pub use archive::ArchiveError;
 pub use blobs::BlobError;
+pub use check::{CheckReport, Finding, FindingKind};
 pub use client::RetryPolicy;
 pub use digest::Digest;
 pub use gc::{

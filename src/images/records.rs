@@ -119,9 +119,20 @@ impl Records {
         self.dir.join(Digest::of(reference.as_bytes()).hex())
     }
 
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Written durably (fsync of the file and the directory): a record is the last step of an
+    /// import or pull, after its content was made durable, so it never names missing content.
     pub fn write(&self, rec: &ImageRecord) -> Result<(), RecordError> {
         let path = self.path(&rec.reference);
         fsutil::write_json_atomic(&path, rec).map_err(io_err(&path))
+    }
+
+    /// Record files that are empty or do not parse: (path, why).
+    pub fn torn(&self) -> Result<Vec<(PathBuf, String)>, RecordError> {
+        torn_files::<ImageRecord>(&self.dir, |name| Digest::from_hex(name).is_some())
     }
 
     pub fn read(&self, reference: &str) -> Result<Option<ImageRecord>, RecordError> {
@@ -197,9 +208,37 @@ impl Leases {
         Ok(self.dir.join(holder))
     }
 
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Written without fsync (atomic against crashes, not power cuts): a lease is held by a
+    /// container, and no container survives a power cut. One that a power cut left empty is
+    /// removed when the store is opened ([`Leases::torn`]).
     pub fn add(&self, holder: &str, digest: &Digest) -> Result<(), RecordError> {
         let path = self.path(holder)?;
-        fsutil::write_atomic(&path, digest.to_string().as_bytes()).map_err(io_err(&path))
+        fsutil::write_atomic_volatile(&path, digest.to_string().as_bytes()).map_err(io_err(&path))
+    }
+
+    /// Lease files that do not hold a digest: (path, why).
+    pub fn torn(&self) -> Result<Vec<(PathBuf, String)>, RecordError> {
+        let mut out = Vec::new();
+        for entry in fs::read_dir(&self.dir).map_err(io_err(&self.dir))? {
+            let entry = entry.map_err(io_err(&self.dir))?;
+            if entry
+                .file_name()
+                .to_str()
+                .is_none_or(|n| n.starts_with('.'))
+            {
+                continue;
+            }
+            let path = entry.path();
+            let text = fs::read_to_string(&path).map_err(io_err(&path))?;
+            if let Err(e) = Digest::parse(text.trim()) {
+                out.push((path, e.to_string()));
+            }
+        }
+        Ok(out)
     }
 
     pub fn remove(&self, holder: &str) -> Result<(), RecordError> {
@@ -231,6 +270,25 @@ impl Leases {
         }
         Ok(out)
     }
+}
+
+/// Files of `dir` whose name passes `wanted` and whose content is empty or not a `T`.
+fn torn_files<T: serde::de::DeserializeOwned>(
+    dir: &Path,
+    wanted: impl Fn(&str) -> bool,
+) -> Result<Vec<(PathBuf, String)>, RecordError> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).map_err(io_err(dir))? {
+        let entry = entry.map_err(io_err(dir))?;
+        if !entry.file_name().to_str().is_some_and(&wanted) {
+            continue;
+        }
+        let path = entry.path();
+        if let fsutil::Loaded::Torn(why) = fsutil::load_json::<T>(&path).map_err(io_err(&path))? {
+            out.push((path, why));
+        }
+    }
+    Ok(out)
 }
 
 /// The current time as RFC 3339 UTC with seconds precision (no date crate needed).

@@ -117,6 +117,14 @@ pub struct ImportOptions {
     pub pinned: bool,
 }
 
+/// Content nothing references: what garbage collection removes.
+pub(super) struct Unreferenced {
+    pub blobs: Vec<Digest>,
+    pub layers: Vec<Digest>,
+    /// Manifests of the images the store keeps (their use marks stay).
+    pub manifests: HashSet<Digest>,
+}
+
 /// Held exclusive flock on `images/lock`; released on drop (close).
 pub(super) struct LockGuard {
     _file: File,
@@ -126,11 +134,11 @@ pub(super) struct LockGuard {
 #[derive(Debug)]
 pub struct ImageStore {
     pub(super) dir: PathBuf,
-    blobs: BlobStore,
-    layers: Layers,
+    pub(super) blobs: BlobStore,
+    pub(super) layers: Layers,
     pub(super) records: Records,
     pub(super) leases: Leases,
-    tmp: PathBuf,
+    pub(super) tmp: PathBuf,
     host: HostPlatform,
 }
 
@@ -143,8 +151,22 @@ struct PreloadEntry {
 
 impl ImageStore {
     /// Opens (creating) the store at `images_dir` and, unless another process holds the lock,
-    /// removes leftovers of crashed imports and content no record or lease references.
+    /// removes leftovers of crashed imports, records and leases a power cut tore (each said
+    /// once: they are gone afterwards) and content no record or lease references.
     pub fn open(images_dir: &Path) -> Result<ImageStore, ImageError> {
+        let store = ImageStore::open_as_is(images_dir)?;
+        if let Some(_lock) = store.try_lock()? {
+            store.remove_tmp_leftovers()?;
+            store.layers.remove_leftovers()?;
+            store.remove_torn_locked()?;
+            store.gc_locked()?;
+        }
+        Ok(store)
+    }
+
+    /// Opens (creating) the store without cleaning anything up: for [`ImageStore::check`],
+    /// which reports what an interruption left before it repairs.
+    pub fn open_as_is(images_dir: &Path) -> Result<ImageStore, ImageError> {
         let dir = images_dir.to_path_buf();
         let tmp = dir.join("tmp");
         let store = ImageStore {
@@ -157,12 +179,32 @@ impl ImageStore {
             dir,
         };
         fs::create_dir_all(store.preload_dir()).map_err(io_err(&store.preload_dir()))?;
-        if let Some(_lock) = store.try_lock()? {
-            store.remove_tmp_leftovers()?;
-            store.layers.remove_leftovers()?;
-            store.gc_locked()?;
-        }
         Ok(store)
+    }
+
+    /// Removes what interrupted writes left in `refs/` and `leases/`: temporary files, and
+    /// records or leases that are empty or torn (records are durable, so only damage tears
+    /// them; leases are written without fsync, being worthless after a reboot). The caller
+    /// holds the lock.
+    pub(super) fn remove_torn_locked(&self) -> Result<(), ImageError> {
+        for dir in [self.records.dir(), self.leases.dir()] {
+            fsutil::remove_atomic_temps(dir);
+        }
+        for (path, why) in self.records.torn()? {
+            log::warn!(
+                "image record {} is torn ({why}): removing it; import or pull that image again",
+                path.display()
+            );
+            fs::remove_file(&path).map_err(io_err(&path))?;
+        }
+        for (path, why) in self.leases.torn()? {
+            log::info!(
+                "image lease {} is torn ({why}): an interrupted write, removing it",
+                path.display()
+            );
+            fs::remove_file(&path).map_err(io_err(&path))?;
+        }
+        Ok(())
     }
 
     /// The `images/layers` directory (relative lowerdirs for overlayfs are its entries).
@@ -206,7 +248,7 @@ impl ImageStore {
         }
     }
 
-    fn try_lock(&self) -> Result<Option<LockGuard>, ImageError> {
+    pub(super) fn try_lock(&self) -> Result<Option<LockGuard>, ImageError> {
         let file = self.open_lock_file()?;
         // SAFETY: valid fd owned by `file`.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
@@ -222,7 +264,7 @@ impl ImageStore {
         })
     }
 
-    fn remove_tmp_leftovers(&self) -> Result<(), ImageError> {
+    pub(super) fn remove_tmp_leftovers(&self) -> Result<(), ImageError> {
         for entry in fs::read_dir(&self.tmp).map_err(io_err(&self.tmp))? {
             let entry = entry.map_err(io_err(&self.tmp))?;
             if entry.file_name() == PULLS_DIR {
@@ -741,6 +783,19 @@ impl ImageStore {
     /// Removes blobs and layer directories referenced by no record and no lease. The caller
     /// holds the lock.
     pub(super) fn gc_locked(&self) -> Result<(), ImageError> {
+        let unused = self.unreferenced_locked()?;
+        for b in &unused.blobs {
+            self.blobs.remove(b)?;
+        }
+        for l in &unused.layers {
+            self.layers.remove(l)?;
+        }
+        self.prune_used_marks(&unused.manifests);
+        Ok(())
+    }
+
+    /// What [`ImageStore::gc_locked`] would remove. The caller holds the lock.
+    pub(super) fn unreferenced_locked(&self) -> Result<Unreferenced, ImageError> {
         let mut keep_blobs: HashSet<Digest> = HashSet::new();
         let mut keep_layers: HashSet<Digest> = HashSet::new();
         let mut manifests: HashSet<Digest> = HashSet::new();
@@ -774,18 +829,21 @@ impl ImageStore {
                 log::warn!("gc: lease {holder} on {digest}: {e}");
             }
         }
-        for b in self.blobs.list()? {
-            if !keep_blobs.contains(&b) {
-                self.blobs.remove(&b)?;
-            }
-        }
-        for l in self.layers.list()? {
-            if !keep_layers.contains(&l) {
-                self.layers.remove(&l)?;
-            }
-        }
-        self.prune_used_marks(&manifests);
-        Ok(())
+        Ok(Unreferenced {
+            blobs: self
+                .blobs
+                .list()?
+                .into_iter()
+                .filter(|b| !keep_blobs.contains(b))
+                .collect(),
+            layers: self
+                .layers
+                .list()?
+                .into_iter()
+                .filter(|l| !keep_layers.contains(l))
+                .collect(),
+            manifests,
+        })
     }
 
     fn keep_from_manifest(

@@ -130,6 +130,25 @@ pub fn container_log_path(
         .join(format!("{restart_count}.log"))
 }
 
+/// The highest restart count among a container's log files in `container_log_dir`
+/// (`<n>.log`, rotated `<n>.log.<suffix>` included), `None` without any. The kubelet computes a
+/// new container's restart count from these when the runtime lost the previous instance's
+/// status (calcRestartCountByLogDir: "when nodes are rebooted, some container runtimes clear
+/// their state"), so a restarted container never reuses and appends to an earlier log file.
+pub fn highest_restart_count(container_log_dir: &Path) -> Option<u32> {
+    std::fs::read_dir(container_log_dir)
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.to_string();
+            let (n, rest) = name.split_once(".log")?;
+            (rest.is_empty() || rest.starts_with('.'))
+                .then(|| n.parse::<u32>().ok())
+                .flatten()
+        })
+        .max()
+}
+
 /// Shortens external text quoted in an error message so a garbage line cannot flood the log.
 fn quote_prefix(b: &[u8]) -> String {
     const MAX: usize = 64;
@@ -156,6 +175,24 @@ mod tests {
             container_log_path(root, "kube-system", "etcd-n", "u1", "etcd", 3),
             PathBuf::from("/var/log/pods/kube-system_etcd-n_u1/etcd/3.log")
         );
+    }
+
+    #[test]
+    fn highest_restart_count_reads_current_and_rotated_names() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert_eq!(highest_restart_count(dir.path()), None);
+        for f in [
+            "0.log",
+            "2.log.20240102-030405",
+            "1.log",
+            "x.log",
+            "10.logx",
+            ".3.log",
+        ] {
+            std::fs::write(dir.path().join(f), b"").expect("write");
+        }
+        assert_eq!(highest_restart_count(dir.path()), Some(2));
+        assert_eq!(highest_restart_count(&dir.path().join("missing")), None);
     }
 
     #[test]

@@ -50,7 +50,7 @@ use nix::unistd::Pid;
 use oci_spec::runtime::{LinuxSeccomp, Process, Spec};
 use serde::{Deserialize, Serialize};
 
-use super::shim::{self, ContainerPaths, ShimConfig, ShimError, ShimState};
+use super::shim::{self, ContainerPaths, ShimError, ShimState};
 use super::ExecOutput;
 use crate::fsutil;
 
@@ -243,8 +243,7 @@ fn dir_names(dir: &Path) -> HashSet<std::ffi::OsString> {
 
 /// Creates the command inside the container; returns its pid (our child).
 fn spawn_tenant(dir: &Path, cmd: &[String], tio: TenantIo) -> Result<Pid, ExecError> {
-    let paths = ContainerPaths::new(dir);
-    let cfg: ShimConfig = shim::read_json(&paths.shim_config())?;
+    let (paths, cfg) = ContainerPaths::open(dir)?;
     check_running(&paths, &cfg.id)?;
     let spec: Spec = shim::read_json(&paths.config())?;
     let terminal = matches!(tio, TenantIo::Console(..));
@@ -807,8 +806,7 @@ fn receive_master(listener: &UnixListener) -> Result<OwnedFd, ExecError> {
 }
 
 fn interactive_tty(dir: &Path, cmd: &[String], stdin: bool) -> Result<i32, ExecError> {
-    let paths = ContainerPaths::new(dir);
-    let cfg: ShimConfig = shim::read_json(&paths.shim_config())?;
+    let (_, cfg) = ContainerPaths::open(dir)?;
     let state_dir = cfg.youki_root.join(&cfg.id);
     // Unix socket paths are limited to 108 bytes: bind by a name relative to the state
     // directory; libcontainer reaches it through a symlink it makes there.

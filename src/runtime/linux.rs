@@ -1,13 +1,20 @@
 //! linux: [`LinuxRuntime`], the real [`Runtime`]: containers through per-container monitor
 //! processes ([`super::shim`]), sandboxes through [`super::sandbox`].
 //!
-//! Owns the on-disk container directories `<root>/containers/<id>/` and one thread, the exit
-//! watcher, which waits on the pidfds of every monitor with epoll and turns each monitor exit
-//! into a [`RuntimeEvent::ContainerExited`] (reading the `exit.json` the monitor wrote). The
-//! daemon's threads never call libcontainer: they spawn monitors (fork+exec) and send signals
-//! through pidfds.
+//! Owns the container directories (runtime part `<runtime-dir>/containers/<id>/`, records
+//! `<root-dir>/containers/<id>/`) and one thread, the exit watcher, which waits on the pidfds of
+//! every monitor with epoll and turns each monitor exit into a
+//! [`RuntimeEvent::ContainerExited`] (reading the `exit.json` the monitor wrote). The daemon's
+//! threads never call libcontainer: they spawn monitors (fork+exec) and send signals through
+//! pidfds. At start it makes the runtime dir this boot's ([`super::rundir`]); containers of an
+//! earlier boot are reported exited with containerd's unknown status (255, `Unknown`), their
+//! records and logs kept, everything else of them removed.
+//!
+//! Submodules: `records` (a container's two directories and what a listing finds in them:
+//! complete, interrupted, monitor dead, lost with an earlier boot), `watcher` (the exit
+//! watcher thread).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fs;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
@@ -23,16 +30,15 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
-use nix::sys::eventfd::{EfdFlags, EventFd};
 
 use super::procfs::{self, ProcessId};
-use super::sandbox::{self, SandboxPaths};
+use super::rundir;
+use super::sandbox::{self, SandboxDirs, SandboxPaths};
 use super::shim::{self, ContainerPaths, ShimConfig, ShimState, StartReport};
 use super::spec::{self, NodeInfo, SandboxMounts, SpecRequest};
 use super::{
-    ContainerInfo, ContainerMeta, ContainerRequest, ContainerState, ExecOutput, ExitRecord,
-    Runtime, RuntimeError, RuntimeEvent, SandboxInfo,
+    ContainerInfo, ContainerMeta, ContainerRequest, ContainerState, ExecOutput, Runtime,
+    RuntimeError, RuntimeEvent, SandboxInfo,
 };
 use crate::cgroups::resources::PodCgroupConfig;
 use crate::cgroups::{self, CgroupRoot};
@@ -41,11 +47,22 @@ use crate::images::ImageStore;
 use crate::security::apparmor::{self, AppArmorHost};
 use crate::security::{self, NodeSecurity};
 
+mod records;
+mod watcher;
+
+use records::{remove_container_dirs, remove_orphan_runtime_dirs};
+pub use records::{UNKNOWN_EXIT_CODE, UNKNOWN_EXIT_REASON};
+use watcher::ExitWatcher;
+
 /// Settings of the real runtime.
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
-    /// podvisor's state root (`--root-dir`, default /var/lib/podvisor).
+    /// podvisor's persistent state (`--root-dir`, default /var/lib/podvisor).
     pub root_dir: PathBuf,
+    /// podvisor's per-boot state (`--runtime-dir`, default /run/podvisor, a tmpfs).
+    pub run_dir: PathBuf,
+    /// Where the current boot's ID is read (`--boot-id-file`; the kernel's by default).
+    pub boot_id_file: PathBuf,
     /// Root of the CRI log tree (default /var/log/pods).
     pub log_dir: PathBuf,
     /// The podvisor binary re-executed as monitor and helpers.
@@ -66,8 +83,10 @@ pub struct RuntimeConfig {
 
 impl RuntimeConfig {
     /// Defaults for a node: the current executable as monitor, kubelet log defaults.
-    pub fn new(root_dir: PathBuf, log_dir: PathBuf) -> io::Result<RuntimeConfig> {
+    pub fn new(root_dir: PathBuf, run_dir: PathBuf, log_dir: PathBuf) -> io::Result<RuntimeConfig> {
         Ok(RuntimeConfig {
+            run_dir,
+            boot_id_file: PathBuf::from(rundir::BOOT_ID_FILE),
             log_dir,
             shim_binary: std::env::current_exe()?,
             cgroup_root: CgroupRoot::default(),
@@ -81,11 +100,23 @@ impl RuntimeConfig {
             start_timeout: Duration::from_secs(60),
         })
     }
+    /// Runtime directories of containers (bundles, monitor state), gone with the boot.
     pub fn containers_dir(&self) -> PathBuf {
+        self.run_dir.join("containers")
+    }
+    /// Record directories of containers (identity, exit, writable layer), kept across boots.
+    pub fn records_dir(&self) -> PathBuf {
         self.root_dir.join("containers")
     }
+    /// Runtime parts of pod sandboxes.
     pub fn pods_dir(&self) -> PathBuf {
-        self.root_dir.join("pods")
+        self.run_dir.join("pods")
+    }
+    pub fn sandbox_dirs(&self) -> SandboxDirs {
+        SandboxDirs {
+            run: self.pods_dir(),
+            data: self.root_dir.join("pods"),
+        }
     }
 }
 
@@ -172,6 +203,8 @@ impl Drop for BusyGuard<'_> {
 /// The real runtime.
 pub struct LinuxRuntime {
     cfg: RuntimeConfig,
+    /// This boot's ID: recorded in every container's identity.
+    boot_id: String,
     /// Containers being created or removed by this process. `list_containers` (run by the
     /// removal of another pod on another worker) skips them: without this it took a directory
     /// still being written for the leftover of a crashed creation and deleted it, or ran
@@ -196,10 +229,19 @@ impl LinuxRuntime {
         events: Sender<RuntimeEvent>,
     ) -> Result<LinuxRuntime, RuntimeError> {
         cgroups::validate_parent(&cfg.cgroup_parent)?;
+        let boot_id = rundir::read_boot_id(&cfg.boot_id_file)?;
+        rundir::prepare(&cfg.run_dir, &boot_id)?;
+        let sandbox_dirs = cfg.sandbox_dirs();
         // root only, whatever existed: the state holds specs (environment values), images with
         // setuid binaries and container root filesystems (the kubelet's root dir is 0750
         // root:root; containerd keeps its snapshots 0700).
-        for d in [cfg.root_dir.clone(), cfg.containers_dir(), cfg.pods_dir()] {
+        for d in [
+            cfg.root_dir.clone(),
+            cfg.containers_dir(),
+            cfg.records_dir(),
+            sandbox_dirs.run,
+            sandbox_dirs.data,
+        ] {
             fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
@@ -211,6 +253,7 @@ impl LinuxRuntime {
                     source,
                 })?;
         }
+        remove_orphan_runtime_dirs(&cfg);
         let watcher =
             Arc::new(
                 ExitWatcher::new(cfg.clone(), events).map_err(|source| RuntimeError::Io {
@@ -230,6 +273,7 @@ impl LinuxRuntime {
             })?;
         Ok(LinuxRuntime {
             cfg,
+            boot_id,
             busy_containers: BusySet::default(),
             busy_sandboxes: BusySet::default(),
             cgroup_lock: Mutex::new(()),
@@ -241,6 +285,11 @@ impl LinuxRuntime {
 
     pub fn config(&self) -> &RuntimeConfig {
         &self.cfg
+    }
+
+    /// The boot this runtime runs in.
+    pub fn boot_id(&self) -> &str {
+        &self.boot_id
     }
 
     /// Sets the Burstable tier's CPU weight from the cpu requests of the Burstable pods on
@@ -269,27 +318,23 @@ impl LinuxRuntime {
         Ok(())
     }
 
-    /// Finishes tearing down a sandbox that has no record. No container can run in it: a
-    /// container starts only in a complete sandbox, and a removal deletes the record only
-    /// once every container of the pod exited.
+    /// Finishes tearing down a sandbox that has no record, or one that is not live, keeping
+    /// the pod's data. No container runs in it: a container starts only in a complete sandbox,
+    /// a removal deletes the record only once every container of the pod exited, and a dead
+    /// sandbox is only torn down once no container of its pod lives.
     fn remove_partial_sandbox(&self, uid: &str) -> Result<(), RuntimeError> {
         let _busy = self.busy_sandboxes.enter(uid);
         let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
         self.cfg
             .cgroup_root
             .remove_pod(&self.cfg.cgroup_parent, uid)?;
-        sandbox::remove(&self.cfg.pods_dir(), uid).map_err(|source| RuntimeError::Sandbox {
-            pod: uid.to_string(),
-            source: Box::new(source),
+        sandbox::remove_runtime(&self.cfg.sandbox_dirs(), uid).map_err(|source| {
+            RuntimeError::Sandbox {
+                pod: uid.to_string(),
+                source: Box::new(source),
+            }
         })?;
         self.update_burstable_tier()
-    }
-
-    fn container_paths(&self, id: &str) -> Result<ContainerPaths, RuntimeError> {
-        if id.is_empty() || id.contains('/') || id == "." || id == ".." {
-            return Err(RuntimeError::NotFound { id: id.to_string() });
-        }
-        Ok(ContainerPaths::new(self.cfg.containers_dir().join(id)))
     }
 
     fn prepare(
@@ -344,7 +389,7 @@ impl LinuxRuntime {
             .collect();
         lower.reverse();
 
-        let sb_paths = SandboxPaths::new(&self.cfg.pods_dir(), &uid).map_err(|source| {
+        let sb_paths = SandboxPaths::new(&self.cfg.sandbox_dirs(), &uid).map_err(|source| {
             RuntimeError::Sandbox {
                 pod: pod_name.clone(),
                 source: Box::new(source),
@@ -355,10 +400,18 @@ impl LinuxRuntime {
                 pod: pod_name.clone(),
                 source: Box::new(source),
             })?
-            .ok_or_else(|| RuntimeError::Start {
-                id: id.to_string(),
-                message: format!("pod {pod_name} has no sandbox (run_pod_sandbox first)"),
+            .ok_or_else(|| RuntimeError::SandboxNotReady {
+                pod: pod_name.clone(),
+                message: "the pod has no sandbox".into(),
             })?;
+        // Never join a namespace file that is not a live nsfs mount (one left by an earlier
+        // boot is an empty file): the owner creates the sandbox again.
+        sandbox::check_namespaces(&sb_paths, sb.host_network).map_err(|message| {
+            RuntimeError::SandboxNotReady {
+                pod: pod_name.clone(),
+                message,
+            }
+        })?;
         let mounts = SandboxMounts {
             network_ns: (!sb.host_network).then(|| sb_paths.ns("net")),
             ipc_ns: sb_paths.ns("ipc"),
@@ -432,9 +485,11 @@ impl LinuxRuntime {
             log_path: log_path.clone(),
             stop_signal: built.stop_signal,
             created_at: super::now_rfc3339(),
+            boot_id: self.boot_id.clone(),
         };
         let shim_cfg = ShimConfig {
             id: id.to_string(),
+            record_dir: paths.record.clone(),
             youki_root: paths.dir.join("youki"),
             layers_dir,
             lower_layers: lower,
@@ -460,9 +515,10 @@ impl LinuxRuntime {
             paths.shim_config(),
             fsutil::write_json_atomic_volatile(&paths.shim_config(), &shim_cfg),
         )?;
-        // Runtime files need no fsync: no container survives a power cut, and a torn file after
-        // one is treated like an interrupted creation (the directory is removed).
-        // meta.json last: its presence marks a container directory as complete.
+        // No fsync on the start path: the runtime files live on a tmpfs, and the monitor makes
+        // meta.json durable once the container started (a torn one after a power cut is an
+        // interrupted creation: the directories are removed).
+        // meta.json last: its presence marks a container as complete.
         write(
             paths.meta(),
             fsutil::write_json_atomic_volatile(&paths.meta(), &meta),
@@ -561,7 +617,7 @@ impl LinuxRuntime {
         // `child` is not waited on through std: the watcher reaps it via its pidfd.
         drop(child);
         let pidfd = procfs::pidfd_open(shim_pid).map_err(io("pidfd_open", paths.dir.clone()))?;
-        self.watcher.watch(meta, paths.dir.clone(), pidfd)?;
+        self.watcher.watch(meta, paths.clone(), pidfd)?;
 
         match read_report(&ready_r, self.cfg.start_timeout) {
             Ok(StartReport::Started { pid, started_at }) => Ok(ContainerInfo {
@@ -583,14 +639,14 @@ impl LinuxRuntime {
     }
 
     /// A start failed: stop watching the monitor, let it finish its cleanup (or finish it),
-    /// and remove the container's directory.
+    /// and remove the container's directories.
     fn discard_failed(&self, id: &str, paths: &ContainerPaths) {
         if let Some(fd) = self.watcher.forget(id) {
             let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
             let _ = poll(&mut fds, PollTimeout::from(10_000u16));
             procfs::reap_pidfd(&fd);
         }
-        if !paths.cleaned().exists() {
+        if !paths.cleaned().exists() && paths.shim_config().exists() {
             if let Err(e) = self.run_cleanup(paths) {
                 log::warn!("container {id}: {e}");
             }
@@ -598,112 +654,13 @@ impl LinuxRuntime {
         if let Err(e) = self.images.remove_lease(id) {
             log::warn!("container {id}: {e}");
         }
-        if let Err(e) = remove_container_dir(&paths.dir) {
+        if let Err(e) = remove_container_dirs(paths) {
             log::warn!("container {id}: {e}");
         }
     }
 
     fn run_cleanup(&self, paths: &ContainerPaths) -> Result<(), RuntimeError> {
         run_cleanup(&self.cfg.shim_binary, paths)
-    }
-
-    fn container_info(
-        &self,
-        paths: &ContainerPaths,
-    ) -> Result<Option<ContainerInfo>, RuntimeError> {
-        let shim_err = |id: &str| {
-            let id = id.to_string();
-            move |source| RuntimeError::Shim {
-                id,
-                source: Box::new(source),
-            }
-        };
-        let name = paths
-            .dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        // A torn meta.json (power cut right after creation) counts as an interrupted creation.
-        let meta = match shim::read_json_opt::<ContainerMeta>(&paths.meta()) {
-            Ok(m) => m,
-            Err(e) if !shim::monitor_alive(paths) => {
-                log::warn!(
-                    "{}: {e}: removing the incomplete container",
-                    paths.dir.display()
-                );
-                None
-            }
-            Err(e) => return Err(shim_err(&name)(e)),
-        };
-        let Some(meta) = meta else {
-            // Crashed while being created: nothing was started from it.
-            if !shim::monitor_alive(paths) {
-                if let Err(e) = remove_container_dir(&paths.dir) {
-                    log::warn!("container dir {}: {e}", paths.dir.display());
-                }
-                let _ = self.images.remove_lease(&name);
-            }
-            return Ok(None);
-        };
-        if shim::monitor_alive(paths) {
-            // Give a monitor that is just starting a moment to record itself.
-            let deadline = Instant::now() + Duration::from_secs(2);
-            let state = loop {
-                let st: ShimState = shim::read_json_opt(&paths.state())
-                    .map_err(shim_err(&meta.id))?
-                    .unwrap_or_default();
-                if st.shim.is_some() || Instant::now() >= deadline {
-                    break st;
-                }
-                thread::sleep(Duration::from_millis(10));
-            };
-            if let Some(shim_id) = state.shim {
-                if !self.watcher.is_watched(&meta.id) {
-                    if let Ok(Some(fd)) = shim_id.open_pidfd() {
-                        self.watcher.watch(&meta, paths.dir.clone(), fd)?;
-                    }
-                }
-            }
-            let st = match (state.init, state.started_at) {
-                (Some(init), Some(started_at)) => ContainerState::Running {
-                    pid: init.pid,
-                    started_at,
-                },
-                _ => ContainerState::Created,
-            };
-            return Ok(Some(ContainerInfo { meta, state: st }));
-        }
-        if self.watcher.is_watched(&meta.id) {
-            // The monitor just exited; the watcher reports it as an event.
-            let exit =
-                shim::read_json_opt::<ExitRecord>(&paths.exit()).map_err(shim_err(&meta.id))?;
-            if let Some(exit) = exit {
-                return Ok(Some(ContainerInfo {
-                    meta,
-                    state: ContainerState::Exited(exit),
-                }));
-            }
-        }
-        if !paths.cleaned().exists() {
-            self.run_cleanup(paths)?;
-        } else if !paths.exit().exists() {
-            // `cleaned` is written after exit.json: only a removal interrupted half-way (by
-            // an older version that deleted meta.json last) leaves one without the other.
-            log::warn!(
-                "{}: half-removed container: removing it",
-                paths.dir.display()
-            );
-            if let Err(e) = remove_container_dir(&paths.dir) {
-                log::warn!("container dir {}: {e}", paths.dir.display());
-            }
-            let _ = self.images.remove_lease(&name);
-            return Ok(None);
-        }
-        let exit = shim::read_json::<ExitRecord>(&paths.exit()).map_err(shim_err(&meta.id))?;
-        Ok(Some(ContainerInfo {
-            meta,
-            state: ContainerState::Exited(exit),
-        }))
     }
 }
 
@@ -807,32 +764,6 @@ fn run_cleanup(binary: &Path, paths: &ContainerPaths) -> Result<(), RuntimeError
     }
 }
 
-/// Removes a container directory without descending into mount points (pinned subPaths are
-/// unmounted first).
-fn remove_container_dir(dir: &Path) -> io::Result<()> {
-    super::rootfs::unpin_sub_paths(&super::rootfs::RootfsPaths::in_dir(dir).sub_paths)
-        .map_err(io::Error::other)?;
-    let rootfs = dir.join("rootfs");
-    if super::rootfs::is_mounted(&rootfs) {
-        return Err(io::Error::other(format!(
-            "{} is still mounted",
-            rootfs.display()
-        )));
-    }
-    // meta.json first: a removal interrupted below (daemon killed) then looks like an
-    // interrupted creation, which the next listing removes. Deleted in directory order, a
-    // half-removed directory could keep meta.json but lose exit.json and shim.json, and
-    // stay forever as an unreadable container.
-    match fs::remove_file(ContainerPaths::new(dir).meta()) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    match fs::remove_dir_all(dir) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        r => r,
-    }
-}
-
 fn new_container_id(uid: &str, name: &str, restart_count: u32) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
@@ -865,7 +796,7 @@ impl Runtime for LinuxRuntime {
                 source,
             }
         })?;
-        let info = sandbox::create(&self.cfg.pods_dir(), pod, &self.cfg.shim_binary).map_err(
+        let info = sandbox::create(&self.cfg.sandbox_dirs(), pod, &self.cfg.shim_binary).map_err(
             |source| RuntimeError::Sandbox {
                 pod: name.clone(),
                 source: Box::new(source),
@@ -904,23 +835,26 @@ impl Runtime for LinuxRuntime {
         self.cfg
             .cgroup_root
             .remove_pod(&self.cfg.cgroup_parent, pod_uid)?;
-        sandbox::remove(&self.cfg.pods_dir(), pod_uid).map_err(|source| RuntimeError::Sandbox {
-            pod: pod_uid.to_string(),
-            source: Box::new(source),
+        sandbox::remove(&self.cfg.sandbox_dirs(), pod_uid).map_err(|source| {
+            RuntimeError::Sandbox {
+                pod: pod_uid.to_string(),
+                source: Box::new(source),
+            }
         })?;
         self.update_burstable_tier()?;
         Ok(())
     }
 
     fn list_pod_sandboxes(&self) -> Result<Vec<SandboxInfo>, RuntimeError> {
-        let err = |source| RuntimeError::Sandbox {
-            pod: String::new(),
-            source: Box::new(source),
-        };
+        let scan =
+            sandbox::scan(&self.cfg.sandbox_dirs()).map_err(|source| RuntimeError::Sandbox {
+                pod: String::new(),
+                source: Box::new(source),
+            })?;
         // A sandbox whose creation or removal was interrupted (daemon killed) has no record,
         // so it is listed as nothing, but its namespaces and /dev/shm may still be mounted
         // and its cgroups still there: nobody would ever remove them.
-        for uid in sandbox::list_partial(&self.cfg.pods_dir()).map_err(err)? {
+        for uid in scan.partial {
             if self.busy_sandboxes.contains(&uid) {
                 continue;
             }
@@ -931,11 +865,45 @@ impl Runtime for LinuxRuntime {
                 log::warn!("pod {uid}: {e}");
             }
         }
-        sandbox::list(&self.cfg.pods_dir()).map_err(err)
+        // A sandbox that is not live is never listed (its pod gets a new one). It is torn
+        // down once none of its containers lives; until then the owner stops them first.
+        for (uid, why) in scan.dead {
+            if self.busy_sandboxes.contains(&uid) {
+                continue;
+            }
+            if self.pod_has_live_container(&uid) {
+                log::warn!("pod {uid}: sandbox is not live ({why}) but containers still run in it");
+                continue;
+            }
+            log::info!("pod {uid}: tearing down a sandbox that is not live ({why})");
+            if let Err(e) = self.remove_partial_sandbox(&uid) {
+                log::warn!("pod {uid}: {e}");
+            }
+        }
+        Ok(scan.live)
+    }
+
+    fn list_pod_data(&self) -> Result<Vec<String>, RuntimeError> {
+        sandbox::list_data(&self.cfg.sandbox_dirs()).map_err(|source| RuntimeError::Sandbox {
+            pod: String::new(),
+            source: Box::new(source),
+        })
+    }
+
+    fn restart_count_from_logs(&self, pod: &Pod, container: &str) -> Option<u32> {
+        let log = crate::logs::container_log_path(
+            &self.cfg.log_dir,
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+            pod.metadata.name.as_deref().unwrap_or_default(),
+            pod.metadata.uid.as_deref().unwrap_or_default(),
+            container,
+            0,
+        );
+        crate::logs::highest_restart_count(log.parent()?)
     }
 
     fn pod_network_namespace(&self, pod_uid: &str) -> Option<PathBuf> {
-        let net = sandbox::SandboxPaths::new(&self.cfg.pods_dir(), pod_uid)
+        let net = sandbox::SandboxPaths::new(&self.cfg.sandbox_dirs(), pod_uid)
             .ok()?
             .ns("net");
         // Only pods with their own network namespace have it pinned.
@@ -950,16 +918,20 @@ impl Runtime for LinuxRuntime {
         })?;
         let id = new_container_id(&uid, &req.container.name, req.restart_count);
         let paths = self.container_paths(&id)?;
-        // Until its start is reported the directory is incomplete: listings leave it alone.
+        // Until its start is reported the container is incomplete: listings leave it alone.
         let _busy = self.busy_containers.enter(&id);
-        fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&paths.dir)
-            .map_err(|source| RuntimeError::Io {
-                what: "create",
-                path: paths.dir.clone(),
-                source,
-            })?;
+        // The record directory first: a runtime directory without one is an interrupted
+        // removal, removed at the next start.
+        for dir in [&paths.record, &paths.dir] {
+            if let Err(source) = fs::DirBuilder::new().mode(0o700).create(dir) {
+                let _ = remove_container_dirs(&paths);
+                return Err(RuntimeError::Io {
+                    what: "create",
+                    path: dir.clone(),
+                    source,
+                });
+            }
+        }
         let prepared = self.prepare(req, &id, &paths).and_then(|(meta, _)| {
             self.images
                 .add_lease(&id, &meta.image_digest)
@@ -973,7 +945,7 @@ impl Runtime for LinuxRuntime {
             Ok(m) => m,
             Err(e) => {
                 let _ = self.images.remove_lease(&id);
-                let _ = remove_container_dir(&paths.dir);
+                let _ = remove_container_dirs(&paths);
                 return Err(e);
             }
         };
@@ -1003,7 +975,7 @@ impl Runtime for LinuxRuntime {
     fn remove_container(&self, id: &str) -> Result<(), RuntimeError> {
         let paths = self.container_paths(id)?;
         let _busy = self.busy_containers.enter(id);
-        if !paths.dir.exists() {
+        if !paths.record.exists() && !paths.dir.exists() {
             return Ok(());
         }
         if shim::monitor_alive(&paths) {
@@ -1022,15 +994,15 @@ impl Runtime for LinuxRuntime {
                 pod: String::new(),
                 source: Box::new(source),
             })?;
-        remove_container_dir(&paths.dir).map_err(|source| RuntimeError::Io {
+        remove_container_dirs(&paths).map_err(|source| RuntimeError::Io {
             what: "remove",
-            path: paths.dir.clone(),
+            path: paths.record.clone(),
             source,
         })
     }
 
     fn list_containers(&self) -> Result<Vec<ContainerInfo>, RuntimeError> {
-        let dir = self.cfg.containers_dir();
+        let dir = self.cfg.records_dir();
         let entries = fs::read_dir(&dir).map_err(|source| RuntimeError::Io {
             what: "read",
             path: dir.clone(),
@@ -1038,20 +1010,20 @@ impl Runtime for LinuxRuntime {
         })?;
         let mut out = Vec::new();
         for entry in entries.flatten() {
-            if self
-                .busy_containers
-                .contains(&entry.file_name().to_string_lossy())
-            {
+            let id = entry.file_name().to_string_lossy().into_owned();
+            if self.busy_containers.contains(&id) {
                 continue;
             }
-            let paths = ContainerPaths::new(entry.path());
+            let Ok(paths) = self.container_paths(&id) else {
+                continue;
+            };
             match self.container_info(&paths) {
                 Ok(Some(info)) => out.push(info),
                 Ok(None) => {}
                 // Removed meanwhile (by another process sharing the root): gone, not broken.
                 Err(_) if !paths.meta().exists() => {}
                 // One broken directory must not hide the others.
-                Err(e) => log::warn!("{}: {e}", paths.dir.display()),
+                Err(e) => log::warn!("{}: {e}", paths.record.display()),
             }
         }
         out.sort_by(|a, b| a.meta.created_at.cmp(&b.meta.created_at));
@@ -1068,6 +1040,13 @@ impl Runtime for LinuxRuntime {
         if !paths.meta().exists() {
             return Err(RuntimeError::NotFound { id: id.to_string() });
         }
+        // Its runtime directory goes with the container's end.
+        if !paths.shim_config().exists() {
+            return Err(RuntimeError::Exec {
+                id: id.to_string(),
+                source: Box::new(super::exec::ExecError::NotRunning { id: id.to_string() }),
+            });
+        }
         // libcontainer runs only in the helper process (`shim exec`), never in this one.
         super::exec::exec_capture(&self.cfg.shim_binary, &paths.dir, cmd, timeout).map_err(
             |source| RuntimeError::Exec {
@@ -1075,154 +1054,6 @@ impl Runtime for LinuxRuntime {
                 source: Box::new(source),
             },
         )
-    }
-}
-
-struct Watched {
-    id: String,
-    pod_uid: String,
-    dir: PathBuf,
-    pidfd: OwnedFd,
-}
-
-/// The exit-watcher: epoll over monitor pidfds.
-struct ExitWatcher {
-    cfg: RuntimeConfig,
-    epoll: Epoll,
-    stop: EventFd,
-    next: AtomicU64,
-    watched: Mutex<HashMap<u64, Watched>>,
-    events: Mutex<Sender<RuntimeEvent>>,
-}
-
-const STOP_TOKEN: u64 = 0;
-
-impl ExitWatcher {
-    fn new(cfg: RuntimeConfig, events: Sender<RuntimeEvent>) -> io::Result<ExitWatcher> {
-        let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
-        let stop = EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)?;
-        epoll.add(&stop, EpollEvent::new(EpollFlags::EPOLLIN, STOP_TOKEN))?;
-        Ok(ExitWatcher {
-            cfg,
-            epoll,
-            stop,
-            next: AtomicU64::new(1),
-            watched: Mutex::new(HashMap::new()),
-            events: Mutex::new(events),
-        })
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Watched>> {
-        // A panic while holding this lock cannot leave the map inconsistent (single inserts
-        // and removes), so a poisoned lock is still usable.
-        self.watched.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn watch(
-        &self,
-        meta: &ContainerMeta,
-        dir: PathBuf,
-        pidfd: OwnedFd,
-    ) -> Result<(), RuntimeError> {
-        let token = self.next.fetch_add(1, Ordering::Relaxed);
-        let mut map = self.lock();
-        self.epoll
-            .add(&pidfd, EpollEvent::new(EpollFlags::EPOLLIN, token))
-            .map_err(|e| RuntimeError::Io {
-                what: "watch monitor of",
-                path: dir.clone(),
-                source: e.into(),
-            })?;
-        map.insert(
-            token,
-            Watched {
-                id: meta.id.clone(),
-                pod_uid: meta.pod_uid.clone(),
-                dir,
-                pidfd,
-            },
-        );
-        Ok(())
-    }
-
-    fn is_watched(&self, id: &str) -> bool {
-        self.lock().values().any(|w| w.id == id)
-    }
-
-    /// Stops watching `id`; returns its pidfd.
-    fn forget(&self, id: &str) -> Option<OwnedFd> {
-        let mut map = self.lock();
-        let token = map.iter().find(|(_, w)| w.id == id).map(|(t, _)| *t)?;
-        let w = map.remove(&token)?;
-        let _ = self.epoll.delete(&w.pidfd);
-        Some(w.pidfd)
-    }
-
-    fn shutdown(&self) {
-        let _ = self.stop.arm();
-    }
-
-    fn run(&self) {
-        let mut events = [EpollEvent::empty(); 32];
-        loop {
-            let n = match self.epoll.wait(&mut events, EpollTimeout::NONE) {
-                Ok(n) => n,
-                Err(nix::Error::EINTR) => continue,
-                Err(e) => {
-                    log::error!("exit watcher: epoll_wait: {e}");
-                    return;
-                }
-            };
-            for ev in &events[..n] {
-                let token = ev.data();
-                if token == STOP_TOKEN {
-                    return;
-                }
-                let w = {
-                    let mut map = self.lock();
-                    match map.remove(&token) {
-                        Some(w) => {
-                            let _ = self.epoll.delete(&w.pidfd);
-                            w
-                        }
-                        None => continue,
-                    }
-                };
-                procfs::reap_pidfd(&w.pidfd);
-                self.report(w);
-            }
-        }
-    }
-
-    fn report(&self, w: Watched) {
-        let paths = ContainerPaths::new(&w.dir);
-        if !paths.cleaned().exists() {
-            if let Err(e) = run_cleanup(&self.cfg.shim_binary, &paths) {
-                log::error!("container {}: {e}", w.id);
-            }
-        }
-        let exit = match shim::read_json::<ExitRecord>(&paths.exit()) {
-            Ok(e) => e,
-            Err(e) => {
-                log::error!("container {}: {e}", w.id);
-                ExitRecord {
-                    exit_code: 137,
-                    signal: None,
-                    oom_killed: false,
-                    started_at: String::new(),
-                    finished_at: super::now_rfc3339(),
-                    reason: "ContainerStatusUnknown".into(),
-                    message: Some(e.to_string()),
-                }
-            }
-        };
-        let tx = self.events.lock().unwrap_or_else(|p| p.into_inner());
-        // The receiver may be gone while shutting down: nothing left to tell.
-        let _ = tx.send(RuntimeEvent::ContainerExited {
-            id: w.id,
-            pod_uid: w.pod_uid,
-            exit,
-        });
     }
 }
 

@@ -9,7 +9,8 @@
 //!
 //! Submodules:
 //! - [`spec`]: OCI runtime spec from a Pod container and its image config.
-//! - [`sandbox`]: the pod sandbox on disk and its pinned namespaces.
+//! - [`rundir`]: the runtime dir (per-boot state, default /run/podvisor) and the boot ID.
+//! - [`sandbox`]: the pod sandbox (runtime part and pod data) and its pinned namespaces.
 //! - [`shim`]: the per-container monitor process (hidden `podvisor shim ...` subcommands).
 //! - [`rootfs`]: the overlayfs root filesystem of a container.
 //! - [`procfs`]: process identity (pid + start time) and pidfds.
@@ -20,6 +21,7 @@ pub mod exec;
 pub mod linux;
 pub mod procfs;
 pub mod rootfs;
+pub mod rundir;
 pub mod sandbox;
 pub mod shim;
 pub mod spec;
@@ -54,6 +56,18 @@ pub enum RuntimeError {
         pod: String,
         #[source]
         source: Box<sandbox::SandboxError>,
+    },
+    /// The pod's sandbox is missing or not live (its namespaces died): it must be created
+    /// again, as the kubelet does when a sandbox is not ready.
+    #[error("pod {pod}: sandbox is not ready: {message}")]
+    SandboxNotReady { pod: String, message: String },
+    #[error(transparent)]
+    RunDir(#[from] rundir::RunDirError),
+    #[error("container {id}: rootfs: {source}")]
+    Rootfs {
+        id: String,
+        #[source]
+        source: rootfs::RootfsError,
     },
     #[error("container {id}: {message}")]
     Start { id: String, message: String },
@@ -162,6 +176,10 @@ pub struct ContainerMeta {
     /// Signal to send first when stopping (the image's STOPSIGNAL, default SIGTERM).
     pub stop_signal: i32,
     pub created_at: String,
+    /// The boot the container was created in (/proc/sys/kernel/random/boot_id): a container of
+    /// another boot did not survive it. Empty in records of older versions.
+    #[serde(default)]
+    pub boot_id: String,
 }
 
 /// A container and its current state.
@@ -212,9 +230,22 @@ pub trait Runtime: Send + Sync {
     /// Tears the sandbox down: namespaces, mounts, files and the pod's cgroups. Its containers
     /// must have exited.
     fn remove_pod_sandbox(&self, pod_uid: &str) -> Result<(), RuntimeError>;
-    /// Existing sandboxes, from disk (used after a daemon restart). Incomplete ones (an
-    /// interrupted creation or removal) are torn down, not listed.
+    /// Existing live sandboxes (used after a daemon restart). Incomplete ones (an interrupted
+    /// creation or removal) and dead ones (namespaces of an earlier boot) are torn down, not
+    /// listed.
     fn list_pod_sandboxes(&self) -> Result<Vec<SandboxInfo>, RuntimeError>;
+    /// Uids of pods with data on this node's disk (emptyDir volumes), live sandbox or not:
+    /// after a reboot, the pods that ran before it. [`Runtime::remove_pod_sandbox`] removes
+    /// that data with the pod.
+    fn list_pod_data(&self) -> Result<Vec<String>, RuntimeError> {
+        Ok(Vec::new())
+    }
+    /// The highest restart count among the log files of a container of `pod`, as the kubelet
+    /// reads it when the runtime lost the container's status (a node reboot): the next
+    /// instance never reuses an earlier instance's log file.
+    fn restart_count_from_logs(&self, _pod: &Pod, _container: &str) -> Option<u32> {
+        None
+    }
     /// The pinned network namespace of a pod that has its own (not hostNetwork): probes and
     /// httpGet hooks connect from inside it, where the pod's 127.0.0.1 is.
     fn pod_network_namespace(&self, _pod_uid: &str) -> Option<PathBuf> {

@@ -1,16 +1,28 @@
-//! sandbox: everything a pod's containers share, kept on disk under `<root>/pods/<uid>/`.
+//! sandbox: everything a pod's containers share. Per-boot state lives in the runtime dir
+//! (`<runtime-dir>/pods/<uid>/`), pod data that outlives a reboot in the root dir
+//! (`<root-dir>/pods/<uid>/`), as the kubelet keeps emptyDir data under /var/lib/kubelet/pods
+//! while containerd keeps sandbox state under /run.
 //!
 //! There is no pause container. The pod's network, IPC and UTS namespaces are created by a
 //! short-lived single-threaded helper (`podvisor shim sandbox`, see [`pin_namespaces`]) and
 //! pinned by bind-mounting their nsfs files on `ns/{net,ipc,uts}`; containers join them by
-//! path. With `hostNetwork: true` the host's network and UTS namespaces are used.
+//! path, and only after [`check_namespaces`] found them live. With `hostNetwork: true` the
+//! host's network and UTS namespaces are used.
 //!
-//! Layout of a pod directory:
+//! Runtime part (`<runtime-dir>/pods/<uid>/`, gone with the boot):
 //! - `sandbox.json`: [`SandboxInfo`], written last (its presence marks a complete sandbox),
 //! - `ns/net`, `ns/ipc`, `ns/uts`: pinned namespaces (bind mounts),
 //! - `shm/`: the pod's /dev/shm (tmpfs, shared by its containers),
 //! - `etc/hosts`, `etc/hostname`, `etc/resolv.conf`: bind-mounted into every container,
-//! - `volumes/<name>/`: emptyDir volumes (tmpfs mounts for `medium: Memory`).
+//! - `cgroup.json`: what the pod cgroup was created with (written by [`super::linux`]).
+//!
+//! Data part (`<root-dir>/pods/<uid>/`, kept across reboots while the pod exists):
+//! - `volumes/<name>/`: emptyDir volumes; `medium: Memory` ones are tmpfs mounts, whose content
+//!   a reboot loses, as under a kubelet.
+//!
+//! A sandbox is live when its record exists and its namespace files are nsfs mounts and /dev/shm
+//! is mounted. A sandbox that is not live (its namespaces died with an earlier boot, or were
+//! unmounted) is never joined: it is torn down and created again.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -23,9 +35,10 @@ use k8s_openapi::api::core::v1::{Pod, Volume};
 use nix::mount::{mount, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 
-use super::rootfs::unmount_if_mounted;
+use super::rootfs::{is_mounted, unmount_if_mounted};
+use super::rundir::is_nsfs;
 use super::SandboxInfo;
-use crate::fsutil;
+use crate::fsutil::{self, Loaded};
 
 /// Errors of sandbox handling.
 #[derive(Debug, thiserror::Error)]
@@ -48,11 +61,6 @@ pub enum SandboxError {
     },
     #[error("failed to unmount: {0}")]
     Unmount(#[from] super::rootfs::RootfsError),
-    #[error("failed to parse {path}: {source}")]
-    Parse {
-        path: PathBuf,
-        source: serde_json::Error,
-    },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> SandboxError + '_ {
@@ -62,17 +70,29 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> SandboxError + '_ {
     }
 }
 
-/// Paths inside one pod directory.
+/// Where sandboxes live: `run` holds the per-boot part (`<runtime-dir>/pods`), `data` the
+/// pod data that outlives a reboot (`<root-dir>/pods`).
+#[derive(Debug, Clone)]
+pub struct SandboxDirs {
+    pub run: PathBuf,
+    pub data: PathBuf,
+}
+
+/// Paths of one pod's sandbox.
 #[derive(Debug, Clone)]
 pub struct SandboxPaths {
+    /// The per-boot part (runtime dir).
     pub dir: PathBuf,
+    /// The pod's data (root dir): emptyDir volumes.
+    pub data: PathBuf,
 }
 
 impl SandboxPaths {
-    pub fn new(pods_dir: &Path, uid: &str) -> Result<SandboxPaths, SandboxError> {
+    pub fn new(dirs: &SandboxDirs, uid: &str) -> Result<SandboxPaths, SandboxError> {
         validate_uid(uid)?;
         Ok(SandboxPaths {
-            dir: pods_dir.join(uid),
+            dir: dirs.run.join(uid),
+            data: dirs.data.join(uid),
         })
     }
     pub fn info(&self) -> PathBuf {
@@ -87,8 +107,11 @@ impl SandboxPaths {
     pub fn etc(&self, name: &str) -> PathBuf {
         self.dir.join("etc").join(name)
     }
+    pub fn volumes(&self) -> PathBuf {
+        self.data.join("volumes")
+    }
     pub fn volume(&self, name: &str) -> PathBuf {
-        self.dir.join("volumes").join(name)
+        self.volumes().join(name)
     }
 }
 
@@ -128,9 +151,10 @@ pub fn host_network(pod: &Pod) -> bool {
         .unwrap_or(false)
 }
 
-/// Creates (or reuses, if complete) the sandbox of `pod`.
+/// Creates (or reuses, if complete and live) the sandbox of `pod`. The pod's data (emptyDir
+/// volumes) is kept: a sandbox created again after a reboot finds it where it was.
 pub fn create(
-    pods_dir: &Path,
+    dirs: &SandboxDirs,
     pod: &Pod,
     helper_binary: &Path,
 ) -> Result<SandboxInfo, SandboxError> {
@@ -139,21 +163,49 @@ pub fn create(
         .uid
         .clone()
         .ok_or(SandboxError::MissingField { field: "uid" })?;
-    let paths = SandboxPaths::new(pods_dir, &uid)?;
+    let paths = SandboxPaths::new(dirs, &uid)?;
     if let Some(info) = load(&paths)? {
-        return Ok(info);
+        match check_live(&paths, info.host_network) {
+            Ok(()) => return Ok(info),
+            Err(why) => log::warn!("pod {uid}: sandbox is not live ({why}): creating it again"),
+        }
     }
-    // A partial sandbox (crash during creation) is torn down and made again.
+    // A partial or dead sandbox is torn down and made again.
     if paths.dir.exists() {
-        remove_dir(&paths)?;
+        remove_runtime_part(&paths)?;
     }
     let result = create_new(&paths, pod, &uid, helper_binary);
     if result.is_err() {
-        if let Err(e) = remove_dir(&paths) {
+        if let Err(e) = remove_runtime_part(&paths) {
             log::warn!("pod {uid}: cleanup of failed sandbox: {e}");
         }
     }
     result
+}
+
+/// Checks that the pod's namespace files are live nsfs mounts (never join anything else).
+pub fn check_namespaces(paths: &SandboxPaths, host_network: bool) -> Result<(), String> {
+    let kinds: &[&str] = if host_network {
+        &["ipc"]
+    } else {
+        &["net", "ipc", "uts"]
+    };
+    for kind in kinds {
+        let p = paths.ns(kind);
+        if !is_nsfs(&p) {
+            return Err(format!("{} is not a live namespace", p.display()));
+        }
+    }
+    Ok(())
+}
+
+/// Whether a complete sandbox is usable: live namespaces and a mounted /dev/shm.
+pub fn check_live(paths: &SandboxPaths, host_network: bool) -> Result<(), String> {
+    check_namespaces(paths, host_network)?;
+    if !is_mounted(&paths.shm()) {
+        return Err(format!("{} is not mounted", paths.shm().display()));
+    }
+    Ok(())
 }
 
 fn create_new(
@@ -169,6 +221,9 @@ fn create_new(
     }
     fs::set_permissions(&paths.dir, fs::Permissions::from_mode(0o700))
         .map_err(io_err(&paths.dir))?;
+    fs::create_dir_all(&paths.data).map_err(io_err(&paths.data))?;
+    fs::set_permissions(&paths.data, fs::Permissions::from_mode(0o700))
+        .map_err(io_err(&paths.data))?;
     write_etc_files(paths, pod, &hostname, host_net)?;
     let volumes = prepare_volumes(paths, pod)?;
 
@@ -209,83 +264,116 @@ fn create_new(
         created_at: super::now_rfc3339(),
         volumes,
     };
-    fsutil::write_json_atomic(&paths.info(), &info).map_err(io_err(&paths.info()))?;
+    // The runtime dir is a tmpfs: no fsync (a power cut takes the namespaces with it).
+    fsutil::write_json_atomic_volatile(&paths.info(), &info).map_err(io_err(&paths.info()))?;
     Ok(info)
 }
 
-/// Reads a complete sandbox's record, `None` if there is none.
+/// Reads a complete sandbox's record, `None` if there is none (or it is torn: an interrupted
+/// write on a runtime dir that is not a tmpfs, treated as an interrupted creation).
 pub fn load(paths: &SandboxPaths) -> Result<Option<SandboxInfo>, SandboxError> {
     let p = paths.info();
-    match fs::read(&p) {
-        Ok(data) => serde_json::from_slice(&data)
-            .map(Some)
-            .map_err(|source| SandboxError::Parse { path: p, source }),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(SandboxError::Io { path: p, source }),
+    match fsutil::load_json(&p).map_err(io_err(&p))? {
+        Loaded::Ok(info) => Ok(Some(info)),
+        Loaded::Missing | Loaded::Torn(_) => Ok(None),
     }
 }
 
-/// Every complete sandbox under `pods_dir`.
-pub fn list(pods_dir: &Path) -> Result<Vec<SandboxInfo>, SandboxError> {
-    let mut out = Vec::new();
-    let entries = match fs::read_dir(pods_dir) {
+/// What [`scan`] found in the runtime dir.
+#[derive(Debug, Default)]
+pub struct SandboxScan {
+    /// Complete and live sandboxes, by uid.
+    pub live: Vec<SandboxInfo>,
+    /// Pod directories without a record (a creation or removal interrupted by a crash), with
+    /// their namespaces, /dev/shm and memory volumes possibly still mounted.
+    pub partial: Vec<String>,
+    /// Complete sandboxes that are not live: (uid, why).
+    pub dead: Vec<(String, String)>,
+}
+
+/// Sorts the sandboxes of the runtime dir into live, partial and dead ones.
+pub fn scan(dirs: &SandboxDirs) -> Result<SandboxScan, SandboxError> {
+    let mut out = SandboxScan::default();
+    let entries = match fs::read_dir(&dirs.run) {
         Ok(e) => e,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
         Err(source) => {
             return Err(SandboxError::Io {
-                path: pods_dir.to_path_buf(),
+                path: dirs.run.clone(),
                 source,
             })
         }
     };
     for entry in entries.flatten() {
         let uid = entry.file_name().to_string_lossy().into_owned();
-        let Ok(paths) = SandboxPaths::new(pods_dir, &uid) else {
+        let Ok(paths) = SandboxPaths::new(dirs, &uid) else {
             continue;
         };
-        if let Some(info) = load(&paths)? {
-            out.push(info);
+        if !paths.dir.is_dir() {
+            continue;
+        }
+        match load(&paths)? {
+            None => out.partial.push(uid),
+            Some(info) => match check_live(&paths, info.host_network) {
+                Ok(()) => out.live.push(info),
+                Err(why) => out.dead.push((uid, why)),
+            },
         }
     }
-    out.sort_by(|a, b| a.pod_uid.cmp(&b.pod_uid));
+    out.live.sort_by(|a, b| a.pod_uid.cmp(&b.pod_uid));
+    out.partial.sort();
+    out.dead.sort();
     Ok(out)
 }
 
-/// Pod directories under `pods_dir` without a record: a creation or a removal interrupted by
-/// a crash. Their namespaces, /dev/shm and memory volumes may still be mounted.
-pub fn list_partial(pods_dir: &Path) -> Result<Vec<String>, SandboxError> {
-    let entries = match fs::read_dir(pods_dir) {
+/// Pods with data under the root dir (emptyDir volumes), live sandbox or not: after a reboot
+/// these are the pods that ran before it.
+pub fn list_data(dirs: &SandboxDirs) -> Result<Vec<String>, SandboxError> {
+    let entries = match fs::read_dir(&dirs.data) {
         Ok(e) => e,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(source) => {
             return Err(SandboxError::Io {
-                path: pods_dir.to_path_buf(),
+                path: dirs.data.clone(),
                 source,
             })
         }
     };
-    let mut out = Vec::new();
-    for entry in entries.flatten() {
-        let uid = entry.file_name().to_string_lossy().into_owned();
-        let Ok(paths) = SandboxPaths::new(pods_dir, &uid) else {
-            continue;
-        };
-        if paths.dir.is_dir() && !paths.info().exists() {
-            out.push(uid);
-        }
-    }
+    let mut out: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|u| validate_uid(u).is_ok())
+        .collect();
     out.sort();
     Ok(out)
 }
 
-/// Tears a sandbox down: unmounts the pinned namespaces, /dev/shm and memory volumes, then
-/// removes the directory. Never recurses into a directory that is still a mount point.
-pub fn remove(pods_dir: &Path, uid: &str) -> Result<(), SandboxError> {
-    let paths = SandboxPaths::new(pods_dir, uid)?;
-    remove_dir(&paths)
+/// Tears a sandbox down for good (the pod is removed): unmounts the pinned namespaces,
+/// /dev/shm and memory volumes, then removes both parts. Never recurses into a directory that
+/// is still a mount point.
+pub fn remove(dirs: &SandboxDirs, uid: &str) -> Result<(), SandboxError> {
+    let paths = SandboxPaths::new(dirs, uid)?;
+    remove_runtime_part(&paths)?;
+    if !paths.data.exists() {
+        return Ok(());
+    }
+    if let Ok(entries) = fs::read_dir(paths.volumes()) {
+        for entry in entries.flatten() {
+            unmount_if_mounted(&entry.path())?;
+        }
+    }
+    fsutil::remove_tree_no_mounts(&paths.data).map_err(io_err(&paths.data))
 }
 
-fn remove_dir(paths: &SandboxPaths) -> Result<(), SandboxError> {
+/// Tears down the runtime part of a sandbox (namespaces, /dev/shm, /etc files), keeping the
+/// pod's data: an interrupted or dead sandbox is made again with the same emptyDir volumes.
+pub fn remove_runtime(dirs: &SandboxDirs, uid: &str) -> Result<(), SandboxError> {
+    let paths = SandboxPaths::new(dirs, uid)?;
+    remove_runtime_part(&paths)
+}
+
+fn remove_runtime_part(paths: &SandboxPaths) -> Result<(), SandboxError> {
     if !paths.dir.exists() {
         return Ok(());
     }
@@ -305,38 +393,7 @@ fn remove_dir(paths: &SandboxPaths) -> Result<(), SandboxError> {
         unmount_if_mounted(&paths.ns(kind))?;
     }
     unmount_if_mounted(&paths.shm())?;
-    let vols = paths.dir.join("volumes");
-    if let Ok(entries) = fs::read_dir(&vols) {
-        for entry in entries.flatten() {
-            unmount_if_mounted(&entry.path())?;
-        }
-    }
-    remove_tree_no_mounts(&paths.dir)
-}
-
-/// Removes a tree, refusing to descend into mount points (st_dev differs from the root's).
-fn remove_tree_no_mounts(dir: &Path) -> Result<(), SandboxError> {
-    use std::os::unix::fs::MetadataExt;
-    let top = fs::symlink_metadata(dir).map_err(io_err(dir))?;
-    fn walk(p: &Path, dev: u64) -> Result<(), SandboxError> {
-        let md = fs::symlink_metadata(p).map_err(io_err(p))?;
-        if md.is_dir() {
-            if md.dev() != dev {
-                return Err(SandboxError::Io {
-                    path: p.to_path_buf(),
-                    source: io::Error::other("still a mount point, not removing"),
-                });
-            }
-            for entry in fs::read_dir(p).map_err(io_err(p))? {
-                let entry = entry.map_err(io_err(p))?;
-                walk(&entry.path(), dev)?;
-            }
-            fs::remove_dir(p).map_err(io_err(p))
-        } else {
-            fs::remove_file(p).map_err(io_err(p))
-        }
-    }
-    walk(dir, top.dev())
+    fsutil::remove_tree_no_mounts(&paths.dir).map_err(io_err(&paths.dir))
 }
 
 fn write_etc_files(
@@ -463,10 +520,20 @@ fn prepare_volume(paths: &SandboxPaths, v: &Volume, field: &str) -> Result<PathB
         return Ok(p);
     }
     if let Some(ed) = &v.empty_dir {
+        // Kept across sandbox re-creations and reboots while the pod (its uid) exists.
         let p = paths.volume(&v.name);
+        let memory = match ed.medium.as_deref().filter(|m| !m.is_empty()) {
+            None => false,
+            Some("Memory") => true,
+            Some(m) => return Err(verr(format!("emptyDir.medium {m:?} is not supported"))),
+        };
+        // A memory volume still mounted (a sandbox created again without a reboot) is reused.
+        if memory && is_mounted(&p) {
+            return Ok(p);
+        }
         fs::create_dir_all(&p).map_err(io_err(&p))?;
         fs::set_permissions(&p, fs::Permissions::from_mode(0o777)).map_err(io_err(&p))?;
-        if ed.medium.as_deref() == Some("Memory") {
+        if memory {
             let mut opts = String::from("mode=1777");
             if let Some(limit) = &ed.size_limit {
                 let bytes = crate::pod::quantity::parse_bytes(limit)
@@ -485,8 +552,6 @@ fn prepare_volume(paths: &SandboxPaths, v: &Volume, field: &str) -> Result<PathB
                 path: p.clone(),
                 source,
             })?;
-        } else if let Some(m) = ed.medium.as_deref().filter(|m| !m.is_empty()) {
-            return Err(verr(format!("emptyDir.medium {m:?} is not supported")));
         }
         return Ok(p);
     }
@@ -575,6 +640,8 @@ fn check_host_path(p: &Path, kind: &str) -> Result<(), String> {
 pub fn pin_namespaces(pod_dir: &Path, hostname: &str, host_net: bool) -> Result<(), SandboxError> {
     let paths = SandboxPaths {
         dir: pod_dir.to_path_buf(),
+        // Not used here: the helper only touches the runtime part.
+        data: PathBuf::new(),
     };
     let mut flags = CloneFlags::CLONE_NEWIPC;
     if !host_net {
@@ -709,7 +776,11 @@ mod tests {
     fn secret_volume_is_refused_naming_the_field() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = pod("metadata: {name: a, uid: u1}\nspec:\n  containers: []\n  volumes:\n  - name: s\n    secret: {secretName: x}\n");
-        let paths = SandboxPaths::new(dir.path(), "u1").expect("paths");
+        let dirs = SandboxDirs {
+            run: dir.path().join("run"),
+            data: dir.path().join("data"),
+        };
+        let paths = SandboxPaths::new(&dirs, "u1").expect("paths");
         let err = prepare_volumes(&paths, &p).expect_err("must fail");
         let msg = err.to_string();
         assert!(

@@ -8,11 +8,19 @@
 //! 1. records its own identity in `state.json` (the daemon holds nothing it needs),
 //! 2. mounts the overlay rootfs, resolves the image user against it,
 //! 3. creates and starts the container through libcontainer, so it is the init's parent,
-//! 4. reports "started" (or the error) on fd 3 to whoever spawned it,
+//! 4. reports "started" (or the error) on fd 3 to whoever spawned it, then makes the
+//!    container's identity (`meta.json`) durable, off the spawner's start path,
 //! 5. copies the container's stdout/stderr into the CRI log until the init exits (SIGCHLD via
 //!    signalfd: the exit is seen within microseconds, never polled),
-//! 6. writes `exit.json` atomically (exit code, signal, OOM kill from the cgroup, times),
-//! 7. deletes the container (cgroup, state), unmounts the rootfs, writes `cleaned`, exits.
+//! 6. writes `exit.json` atomically and durably (exit code, signal, OOM kill, times),
+//! 7. deletes the container (cgroup, state), unmounts the rootfs, removes the writable layer,
+//!    writes `cleaned`, removes its runtime directory, exits.
+//!
+//! A container has two directories ([`ContainerPaths`]): its runtime directory
+//! (`<runtime-dir>/containers/<id>`: bundle, libcontainer state, rootfs mount point, monitor
+//! state and lock), which exists only while something of the container lives and is gone with
+//! the boot; and its record directory (`<root-dir>/containers/<id>`: identity, exit record,
+//! the writable layer), which outlives a reboot so restart counts and `logs --previous` do.
 //!
 //! The monitor holds an exclusive flock on `shim.lock` (fd 4, taken by the spawner before the
 //! exec) for its whole life: a free lock means the monitor is gone. `podvisor shim cleanup`
@@ -83,6 +91,11 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> ShimError + '_ {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ShimConfig {
     pub id: String,
+    /// The container's record directory under the root dir (identity, exit record, writable
+    /// layer). Empty in containers of podvisor's earlier single-directory layout, which keep
+    /// everything in one directory.
+    #[serde(default)]
+    pub record_dir: PathBuf,
     /// Directory that holds libcontainer's state for this container.
     pub youki_root: PathBuf,
     /// The image layers directory; `lower_layers` are relative to it, topmost first.
@@ -113,18 +126,37 @@ pub enum StartReport {
     Failed { message: String },
 }
 
-/// Files of one container directory.
+/// Files of one container: its runtime directory (`dir`) and its record directory (`record`).
 #[derive(Debug, Clone)]
 pub struct ContainerPaths {
+    /// `<runtime-dir>/containers/<id>`: gone with the boot.
     pub dir: PathBuf,
+    /// `<root-dir>/containers/<id>`: kept across reboots.
+    pub record: PathBuf,
 }
 
 impl ContainerPaths {
-    pub fn new(dir: impl Into<PathBuf>) -> ContainerPaths {
-        ContainerPaths { dir: dir.into() }
+    pub fn new(dir: impl Into<PathBuf>, record: impl Into<PathBuf>) -> ContainerPaths {
+        ContainerPaths {
+            dir: dir.into(),
+            record: record.into(),
+        }
     }
+    /// The paths of a container a helper was given the runtime directory of (the record
+    /// directory comes from its `shim.json`).
+    pub fn open(dir: &Path) -> Result<(ContainerPaths, ShimConfig), ShimError> {
+        let cfg: ShimConfig = read_json(&dir.join("shim.json"))?;
+        let record = if cfg.record_dir.as_os_str().is_empty() {
+            dir.to_path_buf()
+        } else {
+            cfg.record_dir.clone()
+        };
+        Ok((ContainerPaths::new(dir, record), cfg))
+    }
+    /// Identity ([`super::ContainerMeta`]); written last at creation, so its presence marks a
+    /// complete container.
     pub fn meta(&self) -> PathBuf {
-        self.dir.join("meta.json")
+        self.record.join("meta.json")
     }
     pub fn config(&self) -> PathBuf {
         self.dir.join("config.json")
@@ -136,20 +168,43 @@ impl ContainerPaths {
         self.dir.join("state.json")
     }
     pub fn exit(&self) -> PathBuf {
-        self.dir.join("exit.json")
+        self.record.join("exit.json")
     }
+    /// Nothing of the container remains but its records.
     pub fn cleaned(&self) -> PathBuf {
-        self.dir.join("cleaned")
+        self.record.join("cleaned")
     }
     pub fn lock(&self) -> PathBuf {
         self.dir.join("shim.lock")
     }
+    /// The monitor's own stderr (warnings): kept with the records for a post-mortem.
     pub fn shim_log(&self) -> PathBuf {
-        self.dir.join("shim.log")
+        self.record.join("shim.log")
     }
+    /// Mount point in the runtime dir; writable layer in the record dir (on disk, not in the
+    /// runtime dir's memory, as containerd's snapshots live under /var/lib).
     pub fn rootfs(&self) -> RootfsPaths {
-        RootfsPaths::in_dir(&self.dir)
+        RootfsPaths {
+            rootfs: self.dir.join("rootfs"),
+            upper: self.record.join("upper"),
+            work: self.record.join("work"),
+            empty: self.dir.join("empty"),
+            sub_paths: self.dir.join("subpaths"),
+        }
     }
+}
+
+/// Makes a just-started container's identity durable: `meta.json`, its directory and that
+/// directory's entry in the records directory.
+pub fn sync_identity(paths: &ContainerPaths) -> io::Result<()> {
+    let parent = paths.record.parent().unwrap_or(Path::new("/"));
+    fsutil::sync_file_and_dirs(&paths.meta(), &[&paths.record, parent])
+}
+
+/// Removes a container's runtime directory once nothing of the container lives (the rootfs
+/// is unmounted); never descends into a mount point.
+pub fn remove_runtime_dir(paths: &ContainerPaths) -> io::Result<()> {
+    fsutil::remove_tree_no_mounts(&paths.dir)
 }
 
 pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, ShimError> {
@@ -209,10 +264,9 @@ pub fn run(dir: &Path) -> i32 {
     unsafe {
         libc::prctl(libc::PR_SET_NAME, c"podvisor-shim".as_ptr(), 0, 0, 0);
     }
-    let paths = ContainerPaths::new(dir);
     // SAFETY: fd 3 was set up by the spawner as the write end of the ready pipe; we own it.
     let ready = unsafe { fs::File::from_raw_fd(READY_FD) };
-    match run_inner(&paths, ready) {
+    match run_inner(dir, ready) {
         Ok(()) => 0,
         Err(e) => {
             log::error!("container {}: {e}", dir.display());
@@ -239,11 +293,13 @@ fn send_report(ready: &mut Option<fs::File>, report: &StartReport) {
     }
 }
 
-fn run_inner(paths: &ContainerPaths, ready: fs::File) -> Result<(), ShimError> {
+fn run_inner(dir: &Path, ready: fs::File) -> Result<(), ShimError> {
     let mut ready = Some(ready);
     // A spawner that blocks signals (play, the daemon) passes its mask on through exec; the
     // container must start with none blocked.
     let _ = signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
+    let (paths, cfg) = ContainerPaths::open(dir)?;
+    let paths = &paths;
     let me = ProcessId::current()?;
     let mut state = ShimState {
         shim: Some(me),
@@ -257,7 +313,6 @@ fn run_inner(paths: &ContainerPaths, ready: fs::File) -> Result<(), ShimError> {
         let _ = signal::signal(Signal::SIGPIPE, signal::SigHandler::SigDfl);
     }
 
-    let cfg: ShimConfig = read_json(&paths.shim_config())?;
     let started = match create_and_start(paths, &cfg, &mut state) {
         Ok(started) => started,
         Err(e) => {
@@ -279,7 +334,7 @@ fn run_inner(paths: &ContainerPaths, ready: fs::File) -> Result<(), ShimError> {
             };
             fsutil::write_json_atomic(&paths.exit(), &exit).map_err(io_err(&paths.exit()))?;
             cleanup_container(paths, &cfg);
-            fs::write(paths.cleaned(), b"").map_err(io_err(&paths.cleaned()))?;
+            finish(paths)?;
             return Err(e);
         }
     };
@@ -290,6 +345,12 @@ fn run_inner(paths: &ContainerPaths, ready: fs::File) -> Result<(), ShimError> {
             started_at: started.started_at.clone(),
         },
     );
+    // Durable identity, now that the spawner has its answer: a power cut before this point
+    // loses the record of a container that ran for milliseconds (its log file still counts
+    // for the next restart count); after it, the container is reported lost with its node.
+    if let Err(e) = sync_identity(paths) {
+        log::warn!("container {}: sync {}: {e}", cfg.id, paths.meta().display());
+    }
     // From here on the monitor must not be stopped by signals meant for the daemon or a
     // terminal (Ctrl-C, hangup); only SIGKILL ends it early.
     // SAFETY: ignoring signals in a single-threaded process; the container is already exec'd.
@@ -314,8 +375,19 @@ fn run_inner(paths: &ContainerPaths, ready: fs::File) -> Result<(), ShimError> {
     let exit = exit_record(status, oom, started.started_at);
     fsutil::write_json_atomic(&paths.exit(), &exit).map_err(io_err(&paths.exit()))?;
     cleanup_container(paths, &cfg);
+    finish(paths)
+}
+
+/// Marks the container cleaned (nothing but its records remain) and removes its runtime
+/// directory. `cleaned` needs no fsync: lost in a power cut, the container is simply found
+/// unfinished by the next boot and finished again.
+fn finish(paths: &ContainerPaths) -> Result<(), ShimError> {
     fs::write(paths.cleaned(), b"").map_err(io_err(&paths.cleaned()))?;
-    Ok(())
+    // A container of the earlier single-directory layout has its records there too.
+    if paths.dir == paths.record {
+        return Ok(());
+    }
+    remove_runtime_dir(paths).map_err(io_err(&paths.dir))
 }
 
 /// Capability number of CAP_SYS_RESOURCE (linux/capability.h).
@@ -656,14 +728,13 @@ fn cleanup_container(paths: &ContainerPaths, cfg: &ShimConfig) {
 /// Kills the container's processes if any survive, records an unknown exit if none was
 /// recorded, and removes the container's cgroup, state and rootfs.
 pub fn cleanup(dir: &Path) -> Result<(), ShimError> {
-    let paths = ContainerPaths::new(dir);
+    let (paths, cfg) = ContainerPaths::open(dir)?;
     if monitor_alive(&paths) {
         return Err(ShimError::Io {
             path: paths.lock(),
             source: io::Error::other("the container's monitor is still running"),
         });
     }
-    let cfg: ShimConfig = read_json(&paths.shim_config())?;
     let state: ShimState = read_json_opt(&paths.state())?.unwrap_or_default();
     let mut killed = false;
     if let Some(init) = state.init {
@@ -675,7 +746,12 @@ pub fn cleanup(dir: &Path) -> Result<(), ShimError> {
         .oom_kill_count(&cfg.cgroup_path)
         .map(|n| n > 0)
         .unwrap_or(false);
-    if read_json_opt::<ExitRecord>(&paths.exit())?.is_none() {
+    // A torn exit record (power cut) counts as none.
+    let recorded = matches!(
+        fsutil::load_json::<ExitRecord>(&paths.exit()).map_err(io_err(&paths.exit()))?,
+        fsutil::Loaded::Ok(_)
+    );
+    if !recorded {
         let exit = ExitRecord {
             exit_code: if killed || state.started_at.is_some() {
                 137
@@ -699,8 +775,7 @@ pub fn cleanup(dir: &Path) -> Result<(), ShimError> {
         fsutil::write_json_atomic(&paths.exit(), &exit).map_err(io_err(&paths.exit()))?;
     }
     cleanup_container(&paths, &cfg);
-    fs::write(paths.cleaned(), b"").map_err(io_err(&paths.cleaned()))?;
-    Ok(())
+    finish(&paths)
 }
 
 /// Entry point of `podvisor shim sandbox <pod-dir>`.
@@ -802,7 +877,7 @@ mod tests {
     #[test]
     fn monitor_alive_follows_the_lock() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let paths = ContainerPaths::new(dir.path());
+        let paths = ContainerPaths::new(dir.path(), dir.path());
         assert!(!monitor_alive(&paths), "no lock file");
         let f = fs::File::create(paths.lock()).expect("create");
         assert!(!monitor_alive(&paths), "unlocked");

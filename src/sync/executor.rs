@@ -283,8 +283,13 @@ pub fn run_job(
     }
 }
 
+/// The start failure reason of a container whose pod sandbox is missing or not live; the sync
+/// loop creates the sandbox again (never shown as a container's reason).
+pub const SANDBOX_NOT_READY: &str = "SandboxNotReady";
+
 fn classify(e: RuntimeError) -> StartFailure {
     let reason = match &e {
+        RuntimeError::SandboxNotReady { .. } => SANDBOX_NOT_READY,
         RuntimeError::ImageNotPresent { .. } => "ErrImageNeverPull",
         RuntimeError::Spec { .. } | RuntimeError::Image { .. } => "CreateContainerConfigError",
         RuntimeError::Start { .. } => "RunContainerError",

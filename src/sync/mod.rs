@@ -221,6 +221,13 @@ pub struct SyncLoop {
     adopted: BTreeMap<String, Vec<ContainerInfo>>,
     /// Sandboxes found on disk at start: pod uid -> creation time.
     sandboxes_on_disk: BTreeMap<String, String>,
+    /// Pods with data on disk at start (emptyDir volumes), not yet claimed by a worker: after
+    /// a reboot these have no sandbox; unclaimed ones are removed once the sources reported.
+    data_on_disk: BTreeSet<String>,
+    /// Uids of the desired-pod records found at start, not yet claimed by a worker. A record
+    /// no worker claims once the sources reported (a generation replaced while the daemon was
+    /// down, or by a power cut before its removal finished) is deleted.
+    persisted: BTreeSet<String>,
     events: EventLog,
     snapshots: SnapshotCell,
     file_ready: bool,
@@ -274,7 +281,11 @@ impl SyncLoop {
     ) -> Result<SyncLoop, crate::runtime::RuntimeError> {
         let store = DesiredStore::new(cfg.store_dir.clone());
         let mut config = PodConfig::new(&cfg.node_name, cfg.security.clone());
-        let persisted = store.load_all();
+        let persisted = store.recover();
+        let persisted_uids = persisted
+            .iter()
+            .filter_map(|p| p.pod.metadata.uid.clone())
+            .collect();
         config.seed(persisted, |p| {
             if p.source.starts_with("http://") || p.source.starts_with("https://") {
                 SourceKind::Http
@@ -291,6 +302,7 @@ impl SyncLoop {
             .into_iter()
             .map(|s| (s.pod_uid, s.created_at))
             .collect();
+        let data_on_disk = runtime.list_pod_data()?.into_iter().collect();
         let started = clock.now();
         let mut s = SyncLoop {
             file_ready: !cfg.expect_file_source,
@@ -305,6 +317,8 @@ impl SyncLoop {
             removals: BTreeMap::new(),
             adopted,
             sandboxes_on_disk,
+            data_on_disk,
+            persisted: persisted_uids,
             events: EventLog::new(1000),
             probe_state: probes::ProbeState::default(),
             snapshots,
@@ -544,7 +558,9 @@ impl SyncLoop {
         let mut order: Vec<(&String, &StaticPod)> = desired.iter().collect();
         order.sort_by_key(|(_, sp)| {
             !sp.pod.metadata.uid.as_deref().is_some_and(|u| {
-                self.adopted.contains_key(u) || self.sandboxes_on_disk.contains_key(u)
+                self.adopted.contains_key(u)
+                    || self.sandboxes_on_disk.contains_key(u)
+                    || self.data_on_disk.contains(u)
             })
         });
         for (name, sp) in order {
@@ -563,11 +579,12 @@ impl SyncLoop {
             }
         }
         if ready {
-            // Containers and sandboxes on disk that no desired pod claims.
+            // Containers, sandboxes and pod data on disk that no desired pod claims.
             let orphan_uids: Vec<String> = self
                 .adopted
                 .keys()
                 .chain(self.sandboxes_on_disk.keys())
+                .chain(self.data_on_disk.iter())
                 .filter(|u| !self.removals.contains_key(*u))
                 .cloned()
                 .collect::<BTreeSet<_>>()
@@ -576,6 +593,7 @@ impl SyncLoop {
             for uid in orphan_uids {
                 let containers = self.adopted.remove(&uid).unwrap_or_default();
                 self.sandboxes_on_disk.remove(&uid);
+                self.data_on_disk.remove(&uid);
                 let mut running = BTreeMap::new();
                 for c in containers {
                     if !matches!(c.state, ContainerState::Exited(_)) {
@@ -583,6 +601,7 @@ impl SyncLoop {
                     }
                 }
                 log::info!("pod {uid}: not defined by any source: removing its containers");
+                self.persisted.remove(&uid);
                 self.removals.insert(
                     uid.clone(),
                     Removal {
@@ -599,6 +618,18 @@ impl SyncLoop {
                         hooks_pending: BTreeSet::new(),
                     },
                 );
+            }
+        }
+        if ready {
+            // Desired-pod records nothing claimed: nothing of them is on disk either.
+            for uid in std::mem::take(&mut self.persisted) {
+                if self.removals.contains_key(&uid) {
+                    continue;
+                }
+                log::info!("pod {uid}: no source defines it any more: removing its record");
+                if let Err(e) = self.store.remove(&uid) {
+                    log::warn!("pod {uid}: {e}");
+                }
             }
         }
         let names: Vec<String> = self.workers.keys().cloned().collect();
@@ -666,6 +697,8 @@ impl SyncLoop {
             rejected: None,
         };
         // Re-adopt what a previous run left: the sandbox and the containers of this uid.
+        self.data_on_disk.remove(&uid);
+        self.persisted.remove(&uid);
         if let Some(created) = self.sandboxes_on_disk.remove(&uid) {
             w.sandbox = SandboxPhase::Ready;
             w.start_time = Some(created.clone());
@@ -751,16 +784,66 @@ impl SyncLoop {
                 }
             }
         }
-        let adopted = w.sandbox == SandboxPhase::Ready
-            || w.slots
-                .iter()
-                .any(|s| s.instance.is_some() || s.last.is_some());
+        // The kubelet's restart count after a runtime lost a container's status: one above the
+        // highest log file, so no instance appends to an earlier instance's log.
+        for slot in &mut w.slots {
+            if let Some(n) = self
+                .runtime
+                .restart_count_from_logs(&w.pod, &slot.container.name)
+            {
+                slot.instances_started = slot.instances_started.max(n.saturating_add(1));
+            }
+        }
+        let ran = w
+            .slots
+            .iter()
+            .any(|s| s.instance.is_some() || s.last.is_some());
+        let adopted = w.sandbox == SandboxPhase::Ready || ran;
         self.admit_worker(&name, &mut w, adopted);
         if let Err(e) = self.store.save(&w.spec) {
             log::warn!("{name}: {e}");
         }
-        self.workers.insert(name, w);
+        // Containers but no live sandbox (a reboot took it, or its namespaces died): the
+        // kubelet's "sandbox changed".
+        let changed = ran && w.sandbox != SandboxPhase::Ready;
+        self.workers.insert(name.clone(), w);
+        if changed {
+            self.sandbox_changed(&name, "no live sandbox for the pod's containers");
+        }
         self.dirty = true;
+    }
+
+    /// The kubelet's reaction to a pod sandbox that is gone or not live ("Pod sandbox changed,
+    /// it will be killed and re-created"): live containers are stopped, init containers run
+    /// again (not under restartPolicy Never, where the kubelet leaves a pod that has run as it
+    /// is), and a new sandbox is created once no container of the pod runs.
+    fn sandbox_changed(&mut self, name: &str, why: &str) {
+        let Some(w) = self.workers.get_mut(name) else {
+            return;
+        };
+        w.sandbox = SandboxPhase::Pending;
+        w.sandbox_retry_at = None;
+        let never = restart_policy(&w.pod) == "Never";
+        let mut live = Vec::new();
+        for s in &mut w.slots {
+            if s.kind == ContainerKind::Init && !never {
+                s.succeeded = false;
+            }
+            if let Some(i) = s.instance.as_ref().filter(|i| !i.id.is_empty()) {
+                live.push(i.id.clone());
+            }
+        }
+        log::debug!("{name}: sandbox changed ({why})");
+        self.event(
+            EventType::Normal,
+            name,
+            None,
+            "SandboxChanged",
+            "Pod sandbox changed, it will be killed and re-created.",
+        );
+        for id in live {
+            self.begin_container_kill(name, &id, None);
+        }
     }
 
     /// Moves a worker's containers into a removal (stop, then remove).
@@ -888,6 +971,11 @@ impl SyncLoop {
             SandboxPhase::Creating => return,
             SandboxPhase::Pending | SandboxPhase::Failed { .. } => {
                 if w.sandbox_retry_at.is_some_and(|t| now < t) {
+                    return;
+                }
+                // A sandbox made again: not while a container of the old one still runs (or
+                // a start into it is in flight).
+                if w.slots.iter().any(|s| s.instance.is_some()) {
                     return;
                 }
                 w.sandbox = SandboxPhase::Creating;
@@ -1163,6 +1251,17 @@ impl SyncLoop {
                 );
                 // Started once its postStart hook (if any) completed.
                 self.begin_post_start(&name, cname);
+            }
+            Err(f) if f.reason == executor::SANDBOX_NOT_READY => {
+                // Nothing was created: this attempt is not an instance.
+                slot.instance = None;
+                slot.instances_started = slot.instances_started.saturating_sub(1);
+                slot.waiting = Some(("ContainerCreating".into(), String::new()));
+                let ready = w.sandbox == SandboxPhase::Ready;
+                log::warn!("{name} {cname}: {}", f.message);
+                if ready {
+                    self.sandbox_changed(&name, &f.message);
+                }
             }
             Err(f) if f.reason == "ErrImagePull" => {
                 slot.instance = None;

@@ -184,7 +184,7 @@ impl SyncLoop {
 
     /// Kills one container of a running pod: preStop (if any), stop signal, SIGKILL after the
     /// grace period (the probe's terminationGracePeriodSeconds for probe kills).
-    fn begin_container_kill(&mut self, name: &str, id: &str, kind: Option<ProbeKind>) {
+    pub(super) fn begin_container_kill(&mut self, name: &str, id: &str, kind: Option<ProbeKind>) {
         let now = self.clock.now();
         let host_ip = self.cfg.host_ip.clone();
         let Some(w) = self.workers.get_mut(name) else {

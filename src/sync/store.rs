@@ -2,8 +2,11 @@
 //!
 //! A restarted daemon seeds its configuration from here, so a pod whose source is broken or
 //! unreachable at start (invalid file, URL down) keeps its running containers instead of being
-//! stopped. Records are written atomically when a pod is first adopted or started and when its
-//! metadata changes, and deleted once the pod has been removed.
+//! stopped, and pods come back after a reboot even before their source answers. Records are
+//! written atomically and durably (fsync of the file and the directory) when a pod is first
+//! adopted or started and when its metadata changes, and deleted once the pod has been removed.
+//! A record a power cut left empty or torn is an interrupted write: the daemon removes it at
+//! start and says so once ([`DesiredStore::recover`]).
 
 use std::fs;
 use std::io;
@@ -12,7 +15,7 @@ use std::path::PathBuf;
 use k8s_openapi::api::core::v1::Pod;
 use serde::{Deserialize, Serialize};
 
-use crate::fsutil;
+use crate::fsutil::{self, Loaded};
 use crate::pod::static_pod::StaticPod;
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -85,11 +88,42 @@ impl DesiredStore {
         }
     }
 
-    /// Every readable record; unreadable ones are logged and skipped.
+    /// Every readable record; unreadable ones are skipped (the daemon's [`DesiredStore::recover`]
+    /// removes and reports them). Safe to call while a daemon writes the directory.
     pub fn load_all(&self) -> Vec<StaticPod> {
-        let mut out = Vec::new();
+        self.read_all(false)
+    }
+
+    /// The daemon's load at start, before anything else writes the directory: removes the
+    /// temporary files of interrupted writes and torn records (each said once, as it is gone
+    /// afterwards), then returns every good record.
+    pub fn recover(&self) -> Vec<StaticPod> {
+        let temps = fsutil::remove_atomic_temps(&self.dir);
+        if temps > 0 {
+            log::info!(
+                "{}: removed {temps} temporary file(s) of interrupted writes",
+                self.dir.display()
+            );
+        }
+        self.read_all(true)
+    }
+
+    /// (record files, those that are empty or torn with why), for `podvisor check`.
+    pub fn scan(&self) -> (usize, Vec<(PathBuf, String)>) {
+        let mut n = 0;
+        let mut torn = Vec::new();
+        for path in self.record_paths() {
+            n += 1;
+            if let Ok(Loaded::Torn(why)) = fsutil::load_json::<Record>(&path) {
+                torn.push((path, why));
+            }
+        }
+        (n, torn)
+    }
+
+    fn record_paths(&self) -> Vec<PathBuf> {
         let Ok(entries) = fs::read_dir(&self.dir) else {
-            return out;
+            return Vec::new();
         };
         let mut paths: Vec<PathBuf> = entries
             .flatten()
@@ -97,21 +131,55 @@ impl DesiredStore {
             .filter(|p| p.extension().is_some_and(|x| x == "json"))
             .collect();
         paths.sort();
-        for path in paths {
-            let rec: Result<Record, String> = fs::read(&path)
-                .map_err(|e| e.to_string())
-                .and_then(|d| serde_json::from_slice(&d).map_err(|e| e.to_string()));
-            match rec {
-                Ok(r) => out.push(StaticPod {
+        paths
+    }
+
+    fn read_all(&self, remove_torn: bool) -> Vec<StaticPod> {
+        let mut out = Vec::new();
+        for path in self.record_paths() {
+            match fsutil::load_json::<Record>(&path) {
+                Ok(Loaded::Ok(r)) => out.push(StaticPod {
                     pod: r.pod,
                     source: r.source,
                     full_name: r.full_name,
                     spec_hash: r.spec_hash,
                     meta_hash: r.meta_hash,
                 }),
+                Ok(Loaded::Missing) => {}
+                Ok(Loaded::Torn(why)) if remove_torn => {
+                    // Its manifest defines the pod again once the sources report.
+                    log::warn!(
+                        "{}: torn desired-pod record ({why}): an interrupted write, removing it",
+                        path.display()
+                    );
+                    if let Err(e) = fs::remove_file(&path) {
+                        log::warn!("{}: {e}", path.display());
+                    }
+                }
+                Ok(Loaded::Torn(why)) => log::debug!("skipping torn {}: {why}", path.display()),
                 Err(e) => log::warn!("ignoring unreadable pod record {}: {e}", path.display()),
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recover_removes_torn_records_and_temp_files_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = DesiredStore::new(dir.path().to_path_buf());
+        fs::write(dir.path().join("u1.json"), b"").expect("empty record");
+        fs::write(dir.path().join("u2.json"), b"{\"source\": \"/m/a.yaml\"").expect("torn");
+        fs::write(dir.path().join(".u3.json.tmp-77"), b"{").expect("temp");
+        // A reader (the CLI) skips them and changes nothing.
+        assert!(store.load_all().is_empty());
+        assert_eq!(fs::read_dir(dir.path()).expect("dir").count(), 3);
+        // The daemon's start removes them.
+        assert!(store.recover().is_empty());
+        assert_eq!(fs::read_dir(dir.path()).expect("dir").count(), 0);
     }
 }

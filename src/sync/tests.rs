@@ -1,6 +1,7 @@
 //! Sync-loop unit tests against a recording fake runtime, an inline executor and a fake clock.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fs;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -48,6 +49,12 @@ struct FakeState {
     missing_images: BTreeSet<String>,
     /// Exit code of exec'd commands by their first word (0 when absent).
     exec_exit: BTreeMap<String, i32>,
+    /// Pods with data on disk (emptyDir volumes).
+    pod_data: BTreeSet<String>,
+    /// Sandboxes whose namespaces died: starts into them fail until they are created again.
+    dead_sandboxes: BTreeSet<String>,
+    /// Highest log file restart count by container name.
+    log_counts: BTreeMap<String, u32>,
 }
 
 #[derive(Clone, Default)]
@@ -78,6 +85,28 @@ impl FakeRuntime {
             .map(|c| c.meta.id.clone())
             .collect()
     }
+    /// What a reboot leaves: no sandbox, every container exited (the live ones with
+    /// containerd's unknown status, as `LinuxRuntime` reports containers of an earlier boot),
+    /// and the pods' data on disk.
+    fn reboot(&self) {
+        let mut st = self.state.lock().expect("lock");
+        let uids: Vec<String> = st.sandboxes.iter().cloned().collect();
+        st.pod_data.extend(uids);
+        st.sandboxes.clear();
+        for c in st.containers.values_mut() {
+            if !matches!(c.state, ContainerState::Exited(_)) {
+                c.state = ContainerState::Exited(ExitRecord {
+                    exit_code: 255,
+                    signal: None,
+                    oom_killed: false,
+                    started_at: "2026-01-01T00:00:00Z".into(),
+                    finished_at: "2026-01-01T00:10:00Z".into(),
+                    reason: "Unknown".into(),
+                    message: Some("the node rebooted".into()),
+                });
+            }
+        }
+    }
     /// Marks a container exited and returns the event the watcher would send.
     fn exit(&self, id: &str, code: i32) -> SyncEvent {
         let mut st = self.state.lock().expect("lock");
@@ -106,6 +135,8 @@ impl Runtime for FakeRuntime {
         let mut st = self.state.lock().expect("lock");
         st.calls.push(Call::RunSandbox(uid.clone()));
         st.sandboxes.insert(uid.clone());
+        st.dead_sandboxes.remove(&uid);
+        st.pod_data.insert(uid.clone());
         Ok(SandboxInfo {
             pod_uid: uid,
             pod_namespace: String::new(),
@@ -120,7 +151,26 @@ impl Runtime for FakeRuntime {
         let mut st = self.state.lock().expect("lock");
         st.calls.push(Call::RemoveSandbox(pod_uid.to_string()));
         st.sandboxes.remove(pod_uid);
+        st.pod_data.remove(pod_uid);
         Ok(())
+    }
+    fn list_pod_data(&self) -> Result<Vec<String>, RuntimeError> {
+        Ok(self
+            .state
+            .lock()
+            .expect("lock")
+            .pod_data
+            .iter()
+            .cloned()
+            .collect())
+    }
+    fn restart_count_from_logs(&self, _pod: &Pod, container: &str) -> Option<u32> {
+        self.state
+            .lock()
+            .expect("lock")
+            .log_counts
+            .get(container)
+            .copied()
     }
     fn list_pod_sandboxes(&self) -> Result<Vec<SandboxInfo>, RuntimeError> {
         let st = self.state.lock().expect("lock");
@@ -146,6 +196,12 @@ impl Runtime for FakeRuntime {
             container: req.container.name.clone(),
             restart: req.restart_count,
         });
+        if st.dead_sandboxes.contains(&uid) {
+            return Err(RuntimeError::SandboxNotReady {
+                pod: String::new(),
+                message: "ns/net is not a live namespace".into(),
+            });
+        }
         let image = req.container.image.clone().unwrap_or_default();
         if st.missing_images.contains(&image) {
             return Err(RuntimeError::ImageNotPresent {
@@ -169,6 +225,7 @@ impl Runtime for FakeRuntime {
                 log_path: PathBuf::from(format!("/logs/{id}.log")),
                 stop_signal: libc::SIGTERM,
                 created_at: format!("{:08}", st.next),
+                boot_id: "boot-1".into(),
             },
             state: ContainerState::Running {
                 pid: 1000 + st.next as i32,
@@ -450,6 +507,12 @@ impl Harness {
     }
     fn snap(&self) -> Arc<Snapshot> {
         self.snapshots.get()
+    }
+    fn uid(&self, pod: &str) -> String {
+        self.snap()
+            .find_pod(pod)
+            .and_then(|v| v.pod.metadata.uid.clone())
+            .expect("uid")
     }
     fn waiting_reason(&self, pod: &str, container: &str) -> Option<String> {
         let snap = self.snap();
@@ -955,11 +1018,7 @@ fn restart_reconciles_with_what_runs() {
     h1.scan_done();
     h1.file("keep.yaml", &pod_yaml("keep", "busybox", ""));
     h1.file("gone.yaml", &pod_yaml("gone", "busybox", ""));
-    let keep_uid = h1
-        .snap()
-        .find_pod("keep")
-        .and_then(|v| v.pod.metadata.uid.clone())
-        .expect("uid");
+    let keep_uid = h1.uid("keep");
     let running_before = rt.running_ids();
     assert_eq!(running_before.len(), 2);
     // The daemon dies; containers and the store stay. A second daemon starts: keep.yaml is
@@ -1611,4 +1670,249 @@ fn pod_removal_waits_for_prestop_within_the_grace_period() {
         .expect("term");
     assert!(exec < term);
     assert_eq!(h.event_count("FailedPreStopHook"), 1);
+}
+
+/// Restart count and last state of a container in the snapshot.
+fn restarts_and_last(h: &Harness, pod: &str, container: &str) -> (i32, Option<(i32, String)>) {
+    let snap = h.snap();
+    let st = snap
+        .find_pod(pod)
+        .and_then(|v| v.pod.status.clone())
+        .expect("status");
+    let cs = st
+        .container_statuses
+        .iter()
+        .flatten()
+        .chain(st.init_container_statuses.iter().flatten())
+        .find(|c| c.name == container)
+        .expect("container status")
+        .clone();
+    let last = cs
+        .last_state
+        .and_then(|s| s.terminated)
+        .map(|t| (t.exit_code, t.reason.unwrap_or_default()));
+    (cs.restart_count, last)
+}
+
+#[test]
+fn after_a_reboot_every_pod_starts_again_with_kubelet_restart_counts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("static-pods");
+    let rt = FakeRuntime::default();
+    let init_pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: i}\nspec:\n  initContainers:\n  - {name: setup, image: busybox}\n  containers:\n  - {name: app, image: busybox}\n";
+    let mut h1 = harness_with(rt.clone(), store.clone());
+    h1.scan_done();
+    h1.file("web.yaml", &pod_yaml("web", "busybox", ""));
+    h1.file("i.yaml", init_pod);
+    // The init container completes, the app runs; web crashed once and runs again.
+    let setup = h1.rt.running_ids().into_iter().find(|id| {
+        h1.rt.state.lock().expect("lock").containers[id]
+            .meta
+            .container_name
+            == "setup"
+    });
+    let ev = h1.rt.exit(&setup.expect("setup running"), 0);
+    h1.send(ev);
+    let web = h1
+        .rt
+        .running_ids()
+        .into_iter()
+        .find(|id| {
+            h1.rt.state.lock().expect("lock").containers[id]
+                .meta
+                .container_name
+                == "main"
+        })
+        .expect("web running");
+    let ev = h1.rt.exit(&web, 1);
+    h1.send(ev);
+    assert_eq!(restarts_and_last(&h1, "web", "main").0, 1);
+    drop(h1);
+
+    // Power cut: the sandboxes and processes are gone; records, store and pod data stay.
+    rt.reboot();
+    let starts_before = rt.starts().len();
+    let mut h2 = harness_with(rt.clone(), store);
+    // Pods start from the persisted records before the sources answer.
+    let after: Vec<(String, u32)> = rt.starts()[starts_before..].to_vec();
+    assert!(after.contains(&("main".to_string(), 2)), "{after:?}");
+    assert!(after.contains(&("setup".to_string(), 1)), "{after:?}");
+    let calls = rt.calls();
+    assert_eq!(
+        calls
+            .iter()
+            .filter(|c| matches!(c, Call::RunSandbox(_)))
+            .count(),
+        4,
+        "each pod got a new sandbox: {calls:?}"
+    );
+    // The kubelet's view: restartCount = previous + 1, lastState = the lost instance.
+    assert_eq!(
+        restarts_and_last(&h2, "web", "main"),
+        (2, Some((255, "Unknown".to_string())))
+    );
+    // Init containers run again in the new sandbox; the app waits for them.
+    assert!(!after.iter().any(|(n, _)| n == "app"), "{after:?}");
+    let setup = rt
+        .running_ids()
+        .into_iter()
+        .find(|id| {
+            rt.state.lock().expect("lock").containers[id]
+                .meta
+                .container_name
+                == "setup"
+        })
+        .expect("setup runs again");
+    let ev = rt.exit(&setup, 0);
+    h2.send(ev);
+    assert!(
+        rt.starts().contains(&("app".to_string(), 1)),
+        "{:?}",
+        rt.starts()
+    );
+    assert_eq!(
+        restarts_and_last(&h2, "i", "app"),
+        (1, Some((255, "Unknown".to_string())))
+    );
+    assert!(h2
+        .snap()
+        .events
+        .iter()
+        .any(|e| e.reason == "SandboxChanged"));
+    // The sources report the same manifests: nothing else happens.
+    let n = rt.starts().len();
+    h2.file("web.yaml", &pod_yaml("web", "busybox", ""));
+    h2.file("i.yaml", init_pod);
+    h2.scan_done();
+    assert_eq!(rt.starts().len(), n, "{:?}", rt.calls());
+}
+
+#[test]
+fn restart_count_follows_log_files_when_records_are_lost() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = FakeRuntime::default();
+    rt.state
+        .lock()
+        .expect("lock")
+        .log_counts
+        .insert("main".into(), 4);
+    let mut h = harness_with(rt.clone(), dir.path().join("static-pods"));
+    h.file("web.yaml", &pod_yaml("web", "busybox", ""));
+    assert_eq!(rt.starts(), vec![("main".to_string(), 5)]);
+    assert_eq!(restarts_and_last(&h, "web", "main").0, 5);
+}
+
+#[test]
+fn data_of_pods_no_source_defines_is_removed_after_a_reboot() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = FakeRuntime::default();
+    rt.state
+        .lock()
+        .expect("lock")
+        .pod_data
+        .insert("gone-uid".into());
+    let mut h = harness_with(rt.clone(), dir.path().join("static-pods"));
+    assert!(!rt.calls().contains(&Call::RemoveSandbox("gone-uid".into())));
+    h.scan_done();
+    assert!(
+        rt.calls().contains(&Call::RemoveSandbox("gone-uid".into())),
+        "{:?}",
+        rt.calls()
+    );
+}
+
+#[test]
+fn a_dead_sandbox_is_created_again_once_the_pod_stopped() {
+    let mut h = harness();
+    h.file(
+        "two.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: two}\nspec:\n  terminationGracePeriodSeconds: 5\n  containers:\n  - {name: a, image: busybox}\n  - {name: b, image: busybox}\n",
+    );
+    let uid = h.uid("two");
+    let ids = h.rt.running_ids();
+    assert_eq!(ids.len(), 2);
+    let name_of = |rt: &FakeRuntime, id: &str| {
+        rt.state.lock().expect("lock").containers[id]
+            .meta
+            .container_name
+            .clone()
+    };
+    let (a, b) = if name_of(&h.rt, &ids[0]) == "a" {
+        (ids[0].clone(), ids[1].clone())
+    } else {
+        (ids[1].clone(), ids[0].clone())
+    };
+    // The sandbox's namespaces die; b exits and its restart finds the sandbox dead.
+    h.rt.state
+        .lock()
+        .expect("lock")
+        .dead_sandboxes
+        .insert(uid.clone());
+    let sandboxes_before =
+        h.rt.calls()
+            .iter()
+            .filter(|c| matches!(c, Call::RunSandbox(_)))
+            .count();
+    let ev = h.rt.exit(&b, 1);
+    h.send(ev);
+    // Never joined: a is stopped first, no sandbox is made while it runs.
+    assert!(h.rt.calls().contains(&Call::Signal {
+        id: a.clone(),
+        signal: libc::SIGTERM
+    }));
+    let sandboxes = |h: &Harness| {
+        h.rt.calls()
+            .iter()
+            .filter(|c| matches!(c, Call::RunSandbox(_)))
+            .count()
+    };
+    assert_eq!(sandboxes(&h), sandboxes_before);
+    assert!(h.snap().events.iter().any(|e| e.reason == "SandboxChanged"));
+    let ev = h.rt.exit(&a, 143);
+    h.send(ev);
+    assert_eq!(sandboxes(&h), sandboxes_before + 1, "{:?}", h.rt.calls());
+    h.advance(Duration::from_secs(30));
+    let running: Vec<String> =
+        h.rt.running_ids()
+            .iter()
+            .map(|id| name_of(&h.rt, id))
+            .collect();
+    assert_eq!(
+        running.len(),
+        2,
+        "both run again in the new sandbox: {running:?}"
+    );
+}
+
+#[test]
+fn a_replaced_generation_left_in_the_store_is_dropped_once_the_sources_report() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("static-pods");
+    let rt = FakeRuntime::default();
+    let mut h1 = harness_with(rt.clone(), store.clone());
+    h1.scan_done();
+    h1.file("web.yaml", &pod_yaml("web", "busybox", ""));
+    let old = h1.uid("web");
+    // The spec is edited; a power cut comes before the old generation's record was removed.
+    let old_record = fs::read(store.join(format!("{old}.json"))).expect("old record");
+    h1.file("web.yaml", &pod_yaml("web", "busybox:1.36", ""));
+    h1.advance(Duration::from_secs(60));
+    drop(h1);
+    fs::write(store.join(format!("{old}.json")), old_record).expect("restore old record");
+    rt.reboot();
+    {
+        let mut st = rt.state.lock().expect("lock");
+        st.containers.retain(|_, c| c.meta.pod_uid != old);
+        st.pod_data.remove(&old);
+    }
+    let mut h2 = harness_with(rt.clone(), store.clone());
+    assert!(store.join(format!("{old}.json")).exists());
+    h2.file("web.yaml", &pod_yaml("web", "busybox:1.36", ""));
+    h2.scan_done();
+    assert!(
+        !store.join(format!("{old}.json")).exists(),
+        "stale record left"
+    );
+    assert_eq!(fs::read_dir(&store).expect("store").count(), 1);
+    assert!(h2.snap().find_pod("web").is_some());
 }

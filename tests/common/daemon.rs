@@ -131,6 +131,8 @@ impl Daemon {
         let out = Command::new(super::podvisor_bin())
             .arg("--root-dir")
             .arg(&env.root)
+            .arg("--runtime-dir")
+            .arg(&env.run)
             .args(args)
             .arg("--api-socket")
             .arg(&self.socket)
@@ -157,5 +159,27 @@ pub fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     while !f() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Keeps the daemon log of a failing test (of every run with KEEP_DAEMON_LOG set): copied
+/// next to the temp dir's name under /tmp and its path printed, since the temp dir itself is
+/// removed when the test ends.
+pub struct KeepLogOnPanic(pub PathBuf);
+
+impl Drop for KeepLogOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() || std::env::var_os("KEEP_DAEMON_LOG").is_some() {
+            let name = self
+                .0
+                .parent()
+                .and_then(|d| d.file_name())
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let keep = std::env::temp_dir().join(format!("{name}-daemon.log"));
+            if fs::copy(&self.0, &keep).is_ok() {
+                eprintln!("daemon log kept at {}", keep.display());
+            }
+        }
     }
 }

@@ -42,8 +42,13 @@ pub fn require_root() {
 pub struct TestEnv {
     pub dir: tempfile::TempDir,
     pub root: PathBuf,
+    /// The runtime dir (`--runtime-dir`; on this host's disk, not a tmpfs).
+    pub run: PathBuf,
     pub logs: PathBuf,
     pub cgroup_parent: String,
+    /// The boot ID podvisor sees (`--boot-id-file`): the kernel's at first;
+    /// [`TestEnv::simulate_boot`] changes it.
+    pub boot_id_file: PathBuf,
 }
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
@@ -56,8 +61,11 @@ impl TestEnv {
             .tempdir()
             .expect("tempdir");
         let root = dir.path().join("root");
+        let run = dir.path().join("run");
         let logs = dir.path().join("logs");
         fs::create_dir_all(&root).expect("root");
+        let boot_id_file = dir.path().join("boot_id");
+        fs::copy(podvisor::runtime::rundir::BOOT_ID_FILE, &boot_id_file).expect("boot id");
         let cgroup_parent = format!(
             "podvisor-test-{}-{}-{}",
             name,
@@ -67,9 +75,101 @@ impl TestEnv {
         TestEnv {
             dir,
             root,
+            run,
             logs,
             cgroup_parent,
+            boot_id_file,
         }
+    }
+
+    /// Gives podvisor a new boot ID, as a reboot would.
+    pub fn simulate_boot(&self, n: u32) {
+        fs::write(
+            &self.boot_id_file,
+            format!("00000000-0000-4000-8000-{n:012}\n"),
+        )
+        .expect("write boot id");
+    }
+
+    /// Does to this environment what a reboot or a power cut does to a node (the daemon must
+    /// be stopped first): every container and monitor is killed, everything mounted under the
+    /// temp dir (pinned namespaces, /dev/shm, rootfs overlays, memory volumes) is unmounted,
+    /// the test's cgroups are removed. Then the node boots `boot`: a new boot ID, and with
+    /// `clear_run_dir` an empty runtime dir (a tmpfs /run); without it the runtime dir keeps
+    /// the earlier boot's files, as a runtime dir on disk would.
+    pub fn simulate_reboot(&self, boot: u32, clear_run_dir: bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        // Monitors first, as a power cut would stop them: none may see its container end and
+        // record an exit.
+        let monitors = |run: &Path| -> Vec<i32> {
+            let needle = format!("shim run {}", run.display());
+            fs::read_dir("/proc")
+                .map(|r| {
+                    r.flatten()
+                        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+                        .filter(|pid| {
+                            fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                                String::from_utf8_lossy(&c)
+                                    .replace('\0', " ")
+                                    .contains(&needle)
+                            })
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        loop {
+            let pids = monitors(&self.run);
+            if pids.is_empty() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "monitors survive SIGKILL: {pids:?}"
+            );
+            for pid in pids {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            reap_zombies();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        loop {
+            let mut procs = processes_under(self.dir.path());
+            procs.extend(processes_in_cgroup(&self.cgroup_parent));
+            if procs.is_empty() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "processes survive SIGKILL: {procs:?}"
+            );
+            for (pid, _) in procs {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            reap_zombies();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        reap_zombies();
+        for m in mounts_under(self.dir.path()).iter().rev() {
+            match nix::mount::umount2(m.as_str(), nix::mount::MntFlags::MNT_DETACH) {
+                // Listed twice, or gone with its parent.
+                Ok(()) | Err(nix::Error::EINVAL) | Err(nix::Error::ENOENT) => {}
+                Err(e) => panic!("unmount {m}: {e}"),
+            }
+        }
+        for top in cgroup_dirs(&self.cgroup_parent) {
+            remove_cgroup_tree(&top);
+        }
+        if clear_run_dir {
+            fs::remove_dir_all(&self.run).expect("clear the runtime dir");
+        }
+        self.simulate_boot(boot);
     }
 
     /// The podvisor binary with this environment's root, log dir and cgroup parent.
@@ -77,6 +177,10 @@ impl TestEnv {
         let mut c = std::process::Command::new(podvisor_bin());
         c.arg("--root-dir")
             .arg(&self.root)
+            .arg("--runtime-dir")
+            .arg(&self.run)
+            .arg("--boot-id-file")
+            .arg(&self.boot_id_file)
             .arg("--log-dir")
             .arg(&self.logs)
             .arg("--cgroup-parent")
@@ -85,7 +189,9 @@ impl TestEnv {
     }
 
     pub fn config(&self) -> RuntimeConfig {
-        let mut cfg = RuntimeConfig::new(self.root.clone(), self.logs.clone()).expect("config");
+        let mut cfg = RuntimeConfig::new(self.root.clone(), self.run.clone(), self.logs.clone())
+            .expect("config");
+        cfg.boot_id_file = self.boot_id_file.clone();
         cfg.shim_binary = podvisor_bin();
         cfg.cgroup_parent = self.cgroup_parent.clone();
         cfg.start_timeout = Duration::from_secs(30);
@@ -115,13 +221,7 @@ impl TestEnv {
     /// Asserts that nothing of this environment is left: no mount under the temp dir, no
     /// cgroup under the test's parent, no process rooted in or running from the temp dir.
     pub fn assert_clean(&self) {
-        let base = self.dir.path().to_string_lossy().to_string();
-        let mounts: Vec<String> = fs::read_to_string("/proc/self/mountinfo")
-            .expect("mountinfo")
-            .lines()
-            .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
-            .filter(|m| m.starts_with(&base))
-            .collect();
+        let mounts = mounts_under(self.dir.path());
         assert!(mounts.is_empty(), "mounts left behind: {mounts:?}");
         let mut cgroups = Vec::new();
         for top in cgroup_dirs(&self.cgroup_parent) {
@@ -140,6 +240,36 @@ impl TestEnv {
     }
 }
 
+/// Mount points under `dir` (from /proc/self/mountinfo), sorted: parents first.
+pub fn mounts_under(dir: &Path) -> Vec<String> {
+    let base = dir.to_string_lossy().to_string();
+    let mut mounts: Vec<String> = fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
+        .filter(|m| m.starts_with(&base))
+        .collect();
+    mounts.sort();
+    mounts
+}
+
+/// Starts container `idx` of `pod` (an app container) with `restart_count`.
+pub fn start_container(
+    rt: &impl podvisor::runtime::Runtime,
+    pod: &Pod,
+    idx: usize,
+    restart_count: u32,
+) -> podvisor::runtime::ContainerInfo {
+    let c = &pod.spec.as_ref().expect("spec").containers[idx];
+    rt.start_container(&podvisor::runtime::ContainerRequest {
+        pod,
+        container: c,
+        kind: podvisor::runtime::ContainerKind::App,
+        restart_count,
+    })
+    .expect("start container")
+}
+
 impl Drop for TestEnv {
     fn drop(&mut self) {
         // A test that failed half-way may leave containers, mounts and cgroups: kill what runs
@@ -153,15 +283,7 @@ impl Drop for TestEnv {
                 nix::sys::signal::Signal::SIGKILL,
             );
         }
-        let base = self.dir.path().to_string_lossy().to_string();
-        let mut mounts: Vec<String> = fs::read_to_string("/proc/self/mountinfo")
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
-            .filter(|m| m.starts_with(&base))
-            .collect();
-        mounts.sort();
-        for m in mounts.iter().rev() {
+        for m in mounts_under(self.dir.path()).iter().rev() {
             let _ = nix::mount::umount2(m.as_str(), nix::mount::MntFlags::MNT_DETACH);
         }
         for top in cgroup_dirs(&self.cgroup_parent) {

@@ -5,6 +5,7 @@
 # BUSYBOX=path: another busybox (e.g. busybox-static:arm64's, for the arm64 VM), whose applets
 # are listed by running BUSYBOX_LIST (default: BUSYBOX itself; a foreign binary cannot run);
 # IMAGE_ARCH: the config's architecture (default: this host's).
+# FILLER_MB=N adds N MiB of random data (/filler) to the layer: another image, slow to import.
 set -eu
 out=${1:?usage: $0 OUT.tar}
 busybox=${BUSYBOX:-/bin/busybox}
@@ -26,6 +27,9 @@ for applet in $("$busybox_list" --list); do
 done
 printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' > "$rootfs/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' > "$rootfs/etc/group"
+if [ "${FILLER_MB:-0}" -gt 0 ]; then
+  head -c "$((FILLER_MB * 1024 * 1024))" /dev/urandom > "$rootfs/filler"
+fi
 umoci repack --image "$work/oci:latest" "$work/bundle"
 umoci config --image "$work/oci:latest" --config.cmd sh \
   --architecture "${IMAGE_ARCH:-$(dpkg --print-architecture)}" \

@@ -2,24 +2,36 @@
 # cgroup v2 VM tests: boots Debian's kernel under qemu (software emulation, no KVM) with an
 # initramfs holding podvisor, busybox and the busybox test image, runs the scenarios of
 # tests/vm/scenarios.sh as real pods through the podvisor daemon on a pure cgroup v2 tree,
-# and reads one result line per scenario back from the serial console.
+# and reads one result line per scenario back from the serial console. Then the reboot
+# series (tests/vm/reboot.sh): a fresh ext4 disk image holds podvisor's root, log and
+# manifest directories, and the VM is booted again and again on it: an orderly reboot, then
+# power cuts (sysrq b with -no-reboot: qemu exits with what the guest had written to the
+# disk) during churn, each verified by the next boot.
 #
 # Usage (as root, from anywhere): tests/vm/run.sh
-# Needs: qemu-system-x86 cpio busybox-static umoci (apt), cargo. The kernel package is fetched
-# with `apt-get download` on first use and cached under $PODVISOR_VM_CACHE (default
+# Needs: qemu-system-x86 cpio busybox-static umoci e2fsprogs (apt), cargo. The kernel package
+# is fetched with `apt-get download` on first use and cached under $PODVISOR_VM_CACHE (default
 # target/vm-cache). Exit status 0 only if every expected scenario printed PASS.
 # PODVISOR_VM_ARCH=arm64 runs the same scenarios in an arm64 guest (tests/vm/arch.sh holds
 # everything that differs per architecture; it also needs qemu-system-arm and what
 # scripts/cross needs).
 #
 # Environment knobs:
-#   PODVISOR_VM_CACHE    cache directory (kernel, last console log); default target/vm-cache
+#   PODVISOR_VM_CACHE    cache directory (kernel, console logs, the series' disk); default
+#                        target/vm-cache
 #   PODVISOR_BIN         use this podvisor binary instead of building one with cargo
-#   PODVISOR_VM_TIMEOUT  overall limit for the VM in seconds (default 400)
+#   PODVISOR_VM_TIMEOUT  limit for each boot in seconds (default 400)
 #   PODVISOR_VM_BOOT_TIMEOUT  limit until the guest reports it started (default 90)
 #   PODVISOR_VM_MEM      guest memory in MiB (default 1024)
-#   PODVISOR_VM_ONLY     comma-separated scenario names to run instead of all of them
+#   PODVISOR_VM_ONLY     comma-separated scenario names to run instead of all of them (the
+#                        reboot series runs when one of its names, or "reboot" for all of
+#                        them, is listed)
 #   PODVISOR_VM_SMP      guest cpus (default 2; each is one host thread of qemu's TCG)
+#   PODVISOR_VM_CUTS     power cuts in the reboot series (default 3, one boot each; 0 leaves
+#                        only the orderly reboot); the churn before a cut cycles through
+#                        manifest edits, container kills and an image import
+#   PODVISOR_VM_CHURN    the churn cycle before the cuts (default edits,kills,import)
+#   PODVISOR_VM_DISK_MB  size of the series' ext4 disk (default 512)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -31,11 +43,15 @@ overall_timeout=${PODVISOR_VM_TIMEOUT:-400}
 boot_timeout=${PODVISOR_VM_BOOT_TIMEOUT:-90}
 mem=${PODVISOR_VM_MEM:-1024}
 smp=${PODVISOR_VM_SMP:-2}
+cuts=${PODVISOR_VM_CUTS:-3}
+churn=${PODVISOR_VM_CHURN:-edits,kills,import}
+disk_mb=${PODVISOR_VM_DISK_MB:-512}
 # Kernel modules podvisor needs that Debian builds as modules (dependencies follow); brd gives
-# the block device /dev/ram0 of the device-filter scenarios.
-modules=(overlay brd)
+# the block device /dev/ram0 of the device-filter scenarios; the disk of the reboot series
+# needs virtio and ext4 (whose metadata checksums need crc32c).
+modules=(overlay brd virtio_pci virtio_blk crc32c_generic ext4)
 # Every scenario the guest must report; a missing line is a failure.
-expected=(
+scenarios=(
   qos-guaranteed qos-burstable qos-besteffort
   oom-killed oom-child pids-limit cpu-throttled
   refused-outofcpu refused-outofmemory
@@ -45,13 +61,27 @@ expected=(
 )
 if [ "$vm_arch" != amd64 ]; then
   # No apparmor_parser of the guest's architecture in the initramfs.
-  expected=("${expected[@]/apparmor-*/}")
-  read -r -a expected <<< "${expected[*]}"
-  [ "${PODVISOR_VM_ONLY:-}" = all ] && PODVISOR_VM_ONLY=$(IFS=,; echo "${expected[*]}")
+  scenarios=("${scenarios[@]/apparmor-*/}")
+  read -r -a scenarios <<< "${scenarios[*]}"
+  # "all": every scenario there is (the reboot series only when named); unset: the CI subset.
+  [ "${PODVISOR_VM_ONLY:-}" = all ] && PODVISOR_VM_ONLY=$(IFS=,; echo "${scenarios[*]}")
   PODVISOR_VM_ONLY=${PODVISOR_VM_ONLY:-$vm_default_scenarios}
 fi
+series=(reboot-setup reboot-orderly)
+for ((i = 1; i <= cuts; i++)); do series+=("power-cut-$i"); done
+expected=("${scenarios[@]}" "${series[@]}")
+run_scenarios=1
+run_series=1
 if [ -n "${PODVISOR_VM_ONLY:-}" ]; then
-  IFS=, read -r -a expected <<< "$PODVISOR_VM_ONLY"
+  IFS=, read -r -a only_names <<< "$PODVISOR_VM_ONLY"
+  expected=() run_scenarios="" run_series=""
+  for name in "${only_names[@]}"; do
+    case "$name" in
+      reboot) run_series=1 expected+=("${series[@]}") ;; # the whole series
+      reboot-* | power-cut-*) run_series=1 expected+=("$name") ;;
+      *) run_scenarios=1 expected+=("$name") ;;
+    esac
+  done
 fi
 
 t0=$(date +%s)
@@ -131,16 +161,22 @@ fi
 : > "$stage/vm/modules/order"
 add_module() { vm_add_module "$stage/vm/modules" "$1"; }
 for m in "${modules[@]}"; do add_module "$m"; done
-# the test image, built offline like the other tests' image
+# the test image, built offline like the other tests' image; for the reboot series a second
+# image with 8 MiB of random data, imported while the power is cut
 BUSYBOX=$busybox_bin BUSYBOX_LIST=$(command -v busybox) IMAGE_ARCH=$vm_arch \
   "$repo/tests/images/build-busybox.sh" "$stage/vm/images/busybox.tar" >/dev/null
+if [ -n "$run_series" ]; then
+  BUSYBOX=$busybox_bin BUSYBOX_LIST=$(command -v busybox) IMAGE_ARCH=$vm_arch FILLER_MB=8 \
+    "$repo/tests/images/build-busybox.sh" "$stage/vm/images/churn.tar" >/dev/null
+fi
 # one image for amd64, arm64/v8 and arm/v7 in one OCI index (the multiarch-image scenario)
 "$repo/tests/images/build-multiarch.sh" "$stage/vm/images/multiarch.tar" >/dev/null
 # init, scenarios, manifests, configuration
 cp "$here/init" "$stage/init"
-cp "$here/scenarios.sh" "$here/kubelet-config.yaml" "$here/apparmor-missing.yaml" "$stage/vm/"
+cp "$here/scenarios.sh" "$here/reboot.sh" "$here/kubelet-config.yaml" "$here/apparmor-missing.yaml" "$stage/vm/"
 cp -r "$here/manifests" "$stage/vm/manifests"
-chmod 755 "$stage/init" "$stage/vm/scenarios.sh"
+cp -r "$here/reboot" "$stage/vm/reboot"
+chmod 755 "$stage/init" "$stage/vm/scenarios.sh" "$stage/vm/reboot.sh"
 initrd=$cache/initrd.cpio
 # Uncompressed: unpacking gzip under software emulation costs more than reading the bytes.
 (cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) > "$initrd"
@@ -152,49 +188,90 @@ log "kernel $kversion, initramfs $(( $(stat -c %s "$initrd") / 1024 / 1024 )) Mi
 # --- 4. boot and collect results ------------------------------------------------------------
 console=$cache/console.log
 : > "$console"
-log "booting (qemu software emulation, $smp cpus, ${mem} MiB; console log: $console)"
-"${qemu_system[@]}" -nographic -no-reboot -nic none -m "$mem" -smp "$smp" \
-  -kernel "$kernel_dir/vmlinuz" -initrd "$initrd" \
-  -append "console=$vm_console quiet loglevel=3 panic=-1 cgroup_no_v1=all podvisor_vm.only=${PODVISOR_VM_ONLY:-}" \
-  </dev/null >"$console" 2>&1 &
-qemu=$!
-trap 'kill "$qemu" 2>/dev/null || true' EXIT
-timed_out=""
-printed=0
-show_new() { # prints result lines not printed yet
-  local lines
-  lines=$(tr -d '\r' < "$console" | grep -a '^PODVISOR-VM: ' || true)
-  [ -n "$lines" ] || return 0
-  local n
-  n=$(printf '%s\n' "$lines" | wc -l)
-  if [ "$n" -gt "$printed" ]; then
-    printf '%s\n' "$lines" | tail -n +"$((printed + 1))" |
-      sed "s/^PODVISOR-VM: /  [$(( $(date +%s) - t_initrd )) s] /"
-    printed=$n
-  fi
-}
-while kill -0 "$qemu" 2>/dev/null; do
-  sleep 1
+boot_failed=""
+# boot_vm NAME APPEND [QEMU ARGS...]: one VM run with its console in $cache/console-NAME.log,
+# result lines printed as they come; sets $boot_failed to why when it timed out.
+boot_vm() {
+  local name=$1 append=$2
+  shift 2
+  local clog=$cache/console-$name.log t_boot printed=0 lines n elapsed
+  : > "$clog"
+  t_boot=$(date +%s)
+  log "booting $name (qemu software emulation, $smp cpus, ${mem} MiB; console log: $clog)"
+  "${qemu_system[@]}" -nographic -no-reboot -nic none -m "$mem" -smp "$smp" \
+    -kernel "$kernel_dir/vmlinuz" -initrd "$initrd" \
+    -append "console=$vm_console quiet loglevel=3 panic=-1 cgroup_no_v1=all $append" "$@" \
+    </dev/null >"$clog" 2>&1 &
+  qemu=$!
+  trap 'kill "$qemu" 2>/dev/null || true' EXIT
+  boot_failed=""
+  show_new() { # prints result lines not printed yet
+    lines=$(tr -d '\r' < "$clog" | grep -a '^PODVISOR-VM: ' || true)
+    [ -n "$lines" ] || return 0
+    n=$(printf '%s\n' "$lines" | wc -l)
+    if [ "$n" -gt "$printed" ]; then
+      printf '%s\n' "$lines" | tail -n +"$((printed + 1))" |
+        sed "s/^PODVISOR-VM: /  [$(( $(date +%s) - t_boot )) s] /"
+      printed=$n
+    fi
+  }
+  while kill -0 "$qemu" 2>/dev/null; do
+    sleep 1
+    show_new
+    elapsed=$(( $(date +%s) - t_boot ))
+    if [ "$elapsed" -ge "$overall_timeout" ]; then
+      boot_failed="$name: timeout (${overall_timeout} s)"
+    elif [ "$elapsed" -ge "$boot_timeout" ] && ! grep -aq 'PODVISOR-VM: BEGIN' "$clog"; then
+      boot_failed="$name: boot timeout (${boot_timeout} s without the guest's BEGIN line)"
+    fi
+    if [ -n "$boot_failed" ]; then
+      kill "$qemu" 2>/dev/null || true
+      break
+    fi
+  done
+  wait "$qemu" 2>/dev/null || true
+  trap - EXIT
   show_new
-  elapsed=$(( $(date +%s) - t_initrd ))
-  if [ "$elapsed" -ge "$overall_timeout" ]; then
-    timed_out="overall timeout (${overall_timeout} s)"
-  elif [ "$elapsed" -ge "$boot_timeout" ] && ! grep -aq 'PODVISOR-VM: BEGIN' "$console"; then
-    timed_out="boot timeout (${boot_timeout} s without the guest's BEGIN line)"
-  fi
-  if [ -n "$timed_out" ]; then
-    kill "$qemu" 2>/dev/null || true
-    break
-  fi
-done
-wait "$qemu" 2>/dev/null || true
-trap - EXIT
-show_new
+  cat "$clog" >> "$console"
+  log "$name: $(( $(date +%s) - t_boot )) s"
+}
+failed=0
+problem() { echo "vm-test: $*"; failed=$((failed + 1)); }
+only=${PODVISOR_VM_ONLY:-}
+if [ -n "$run_scenarios" ]; then
+  boot_vm scenarios "podvisor_vm.only=$only"
+  [ -z "$boot_failed" ] || problem "$boot_failed: qemu killed"
+  grep -aq 'PODVISOR-VM: DONE' "$cache/console-scenarios.log" ||
+    problem "the guest did not finish its scenarios"
+fi
+if [ -n "$run_series" ]; then
+  disk=$cache/reboot-disk.img
+  rm -f "$disk"
+  truncate -s "${disk_mb}M" "$disk"
+  mkfs.ext4 -q -F "$disk"
+  drive=(-drive "file=$disk,format=raw,if=virtio,cache=unsafe")
+  t_series=$(date +%s)
+  phases=(setup)
+  for ((i = 1; i <= cuts; i++)); do phases+=("cut-$i"); done
+  phases+=(final)
+  for phase in "${phases[@]}"; do
+    boot_vm "reboot-$phase" "podvisor_vm.phase=$phase podvisor_vm.cuts=$cuts podvisor_vm.churn=$churn" \
+      "${drive[@]}"
+    [ -z "$boot_failed" ] || { problem "$boot_failed: qemu killed"; break; }
+    case "$phase" in
+      cut-*) grep -aq 'PODVISOR-VM: INFO cutting the power' "$cache/console-reboot-$phase.log" ||
+        { problem "reboot-$phase: the power was not cut"; break; } ;;
+      *) grep -aq 'PODVISOR-VM: DONE' "$cache/console-reboot-$phase.log" ||
+        { problem "reboot-$phase: the guest did not finish"; break; } ;;
+    esac
+  done
+  log "reboot series: ${#phases[@]} boots, $cuts power cuts, $(( $(date +%s) - t_series )) s"
+fi
 t_end=$(date +%s)
 
 # --- 5. verdict -----------------------------------------------------------------------------
 results=$(tr -d '\r' < "$console" | grep -a '^PODVISOR-VM: \(PASS\|FAIL\) ' || true)
-failed=$(printf '%s\n' "$results" | grep -c '^PODVISOR-VM: FAIL ' || true)
+failed=$((failed + $(printf '%s\n' "$results" | grep -c '^PODVISOR-VM: FAIL ' || true)))
 passed=0
 for name in "${expected[@]}"; do
   if printf '%s\n' "$results" | grep -qx "PODVISOR-VM: PASS $name"; then
@@ -204,14 +281,6 @@ for name in "${expected[@]}"; do
     failed=$((failed + 1))
   fi
 done
-if [ -n "$timed_out" ]; then
-  echo "vm-test: $timed_out: qemu killed"
-  failed=$((failed + 1))
-fi
-if ! grep -aq 'PODVISOR-VM: DONE' "$console"; then
-  echo "vm-test: the guest did not finish its scenarios"
-  failed=$((failed + 1))
-fi
 if [ "$failed" -gt 0 ]; then
   echo "---- last 80 console lines ($console) ----"
   tr -d '\r' < "$console" | tail -n 80

@@ -350,7 +350,8 @@ EOF
     i=$((i + 1))
   done
   bt0=$(ms)
-  podvisor --root-dir "$broot" --log-dir /var/log/pv-boot --cgroup-parent "$bparent" run \
+  podvisor --root-dir "$broot" --runtime-dir /run/pv-boot/state --log-dir /var/log/pv-boot \
+    --cgroup-parent "$bparent" run \
     --pod-manifest-path "$bman" --api-socket "$bsock" >/var/log/pv-boot.log 2>&1 &
   bd=$!
   _end=$(($(now) + 120))
