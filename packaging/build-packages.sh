@@ -3,7 +3,8 @@
 # armhf, .rpm for x86_64 and aarch64 (the rpm for a Debian architecture is skipped for armhf:
 # 32-bit ARM RPM distributions are out of scope). Then checks them: lintian and rpmlint must
 # pass (overrides are in packaging/debian/lintian-overrides, shipped in the .deb, and
-# packaging/rpm/rpmlintrc, each with its reason), and the declared glibc versions must cover what the binaries use.
+# packaging/rpm/rpmlintrc with packaging/rpm/rpmlint.toml, each with its reason), and the
+# declared glibc versions must cover what the binaries use.
 #
 # Usage: packaging/build-packages.sh [-a "amd64 arm64 armhf"] [-r REVISION] [-o OUT_DIR] [--no-lint]
 #   -a   Debian architectures to build (default: all three)
@@ -11,7 +12,8 @@
 #        install test builds a second revision to upgrade to
 #   -o   where the packages go (default target/packages)
 # Needs: cargo-deb and cargo-generate-rpm (`cargo install --locked cargo-deb
-# cargo-generate-rpm`), lintian, rpmlint, binutils; for arm64/armhf what scripts/cross needs.
+# cargo-generate-rpm`), lintian, rpmlint and rpm, binutils; for arm64/armhf what
+# scripts/cross needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -26,7 +28,7 @@ while [ $# -gt 0 ]; do
     -r) revision=$2; shift 2 ;;
     -o) out=$2; shift 2 ;;
     --no-lint) lint=""; shift ;;
-    *) sed -n '2,14p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,16p' "$0" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$out"
@@ -86,7 +88,7 @@ for arch in $archs; do
       --set-metadata "release = \"$revision\"" -o "$rpm_out" >/dev/null
     log "$arch: $rpm_out"
     if [ -n "$lint" ]; then
-      rpmlint -r packaging/rpm/rpmlintrc "$rpm_out"
+      rpmlint -c packaging/rpm/rpmlint.toml -r packaging/rpm/rpmlintrc "$rpm_out"
     fi
   fi
 done
