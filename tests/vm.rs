@@ -1,7 +1,7 @@
 //! The VM tests as part of `cargo test`: tests/vm/run.sh (qemu, Debian's kernel, pure cgroup
 //! v2) in an amd64 guest against the podvisor binary cargo just built, and in an arm64 guest
-//! (qemu-system-aarch64 -M virt) against the aarch64 build of scripts/cross; and the armhf
-//! binary's platform choice under qemu-user. Each fails with the script's report when any
+//! (qemu-system-aarch64 -M virt) against the aarch64 build of scripts/cross, where the armv7
+//! build also runs (the armhf-binary scenario). Each fails with the script's report when any
 //! scenario fails, is missing, or the VM times out.
 
 use std::process::Command;
@@ -32,9 +32,4 @@ fn cgroup_v2_scenarios_in_a_vm() {
 #[test]
 fn cgroup_v2_scenarios_in_an_arm64_vm() {
     run_script("run.sh", &[("PODVISOR_VM_ARCH", "arm64")]);
-}
-
-#[test]
-fn armhf_binary_picks_arm_v7_from_an_index() {
-    run_script("armhf-platform.sh", &[]);
 }

@@ -8,7 +8,8 @@
 # (the kernel metapackage and the image package it depends on, as .debs in DIR),
 # vm_busybox (prints a static busybox for the guest), vm_build_podvisor (prints the binary),
 # vm_copy_libs STAGE BINARY... (their shared libraries and loader into the initramfs),
-# vm_add_module DIR NAME (a kernel module and its dependencies, for insmod in DIR/order) and
+# vm_add_module DIR NAME (a kernel module and its dependencies, for insmod in DIR/order),
+# vm_stage_armhf DIR (the armv7 podvisor and its libraries, for the arm64 guest) and
 # vm_default_scenarios (the scenarios run when PODVISOR_VM_ONLY is not set; empty: all).
 
 vm_arch=${PODVISOR_VM_ARCH:-amd64}
@@ -30,7 +31,7 @@ case "$vm_arch" in
     # Bounded for CI (software emulation of another ISA is 2-4x slower than the amd64 VM):
     # every kind of scenario once, no AppArmor (no arm64 apparmor_parser in the initramfs)
     # and no 50 cycles. PODVISOR_VM_ONLY=all runs everything but AppArmor (see the README).
-    vm_default_scenarios=qos-guaranteed,qos-burstable,qos-besteffort,oom-killed,pids-limit,cpu-throttled,refused-outofmemory,device-filter,monitors-outside-pods,multiarch-image,boot-to-pods,pod-cgroup-removed
+    vm_default_scenarios=qos-guaranteed,qos-burstable,qos-besteffort,oom-killed,pids-limit,cpu-throttled,refused-outofmemory,device-filter,monitors-outside-pods,multiarch-image,armhf-binary,boot-to-pods,pod-cgroup-removed
     ;;
   *)
     echo "vm-test: unknown PODVISOR_VM_ARCH $vm_arch (amd64 or arm64)" >&2
@@ -107,6 +108,25 @@ vm_copy_libs() { # STAGE BINARY...: shared libraries and the dynamic loader
     [ -n "$found" ] || { echo "vm-test: $lib (needed by $*) not found in ${dirs[*]}" >&2; return 1; }
     # /lib: in the loader's default search path and where PT_INTERP points.
     cp -L "$found" "$stage/lib/$lib"
+  done
+}
+
+# vm_stage_armhf DIR: the armv7 podvisor (scripts/cross) with its dynamic loader and libraries
+# (the cross libc, the sysroot's libseccomp) in DIR, for the armhf-binary scenario of the arm64
+# guest: the arm64 kernel runs 32-bit ARM programs (AArch32 compat).
+vm_stage_armhf() {
+  local dir=$1 lib found d
+  "$vm_repo/scripts/cross" armv7 build --release --locked --quiet --bin podvisor >&2 || return 1
+  mkdir -p "$dir"
+  cp "$vm_repo/target/armv7-unknown-linux-gnueabihf/release/podvisor" "$dir/podvisor"
+  local dirs=(/usr/arm-linux-gnueabihf/lib "$vm_repo/target/cross/armhf/sysroot/usr/lib/arm-linux-gnueabihf")
+  for lib in $(readelf -d -W "$dir/podvisor" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p') ld-linux-armhf.so.3; do
+    found=""
+    for d in "${dirs[@]}"; do
+      if [ -e "$d/$lib" ]; then found=$d/$lib; break; fi
+    done
+    [ -n "$found" ] || { echo "vm-test: $lib (armhf) not found in ${dirs[*]}" >&2; return 1; }
+    cp -L "$found" "$dir/$lib"
   done
 }
 

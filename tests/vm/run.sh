@@ -63,6 +63,8 @@ if [ "$vm_arch" != amd64 ]; then
   # No apparmor_parser of the guest's architecture in the initramfs.
   scenarios=("${scenarios[@]/apparmor-*/}")
   read -r -a scenarios <<< "${scenarios[*]}"
+  # The armv7 binary under the arm64 kernel's 32-bit compat layer.
+  scenarios+=(armhf-binary)
   # "all": every scenario there is (the reboot series only when named); unset: the CI subset.
   [ "${PODVISOR_VM_ONLY:-}" = all ] && PODVISOR_VM_ONLY=$(IFS=,; echo "${scenarios[*]}")
   PODVISOR_VM_ONLY=${PODVISOR_VM_ONLY:-$vm_default_scenarios}
@@ -171,6 +173,16 @@ if [ -n "$run_series" ]; then
 fi
 # one image for amd64, arm64/v8 and arm/v7 in one OCI index (the multiarch-image scenario)
 "$repo/tests/images/build-multiarch.sh" "$stage/vm/images/multiarch.tar" >/dev/null
+if [ "$vm_arch" = arm64 ]; then
+  # the armhf-binary scenario: the armv7 podvisor, and the digest it must pick from the index
+  vm_stage_armhf "$stage/vm/armhf" || die "staging the armv7 podvisor failed"
+  tar -xOf "$stage/vm/images/multiarch.tar" ./index.json | python3 -c '
+import json, sys
+for m in json.load(sys.stdin)["manifests"]:
+    p = m["platform"]
+    if p["architecture"] == "arm" and p.get("variant") == "v7":
+        print(m["digest"])' > "$stage/vm/images/multiarch-arm-v7.digest"
+fi
 # init, scenarios, manifests, configuration
 cp "$here/init" "$stage/init"
 cp "$here/scenarios.sh" "$here/reboot.sh" "$here/kubelet-config.yaml" "$here/apparmor-missing.yaml" "$stage/vm/"

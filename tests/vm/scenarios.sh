@@ -319,6 +319,33 @@ scenario_multiarch_image() {
   report $n
 }
 
+# The armhf (armv7) podvisor, run by the arm64 kernel's AArch32 compat layer as on a Raspberry
+# Pi running 32-bit Raspberry Pi OS on a 64-bit kernel, imports the multi-platform image into
+# its own root: it must store the index's linux/arm/v7 manifest (run.sh computed its digest).
+scenario_armhf_binary() {
+  n=armhf-binary errs=""
+  a=/vm/armhf
+  armhf() { "$a/ld-linux-armhf.so.3" --library-path "$a" "$a/podvisor" --root-dir /var/lib/pv-armhf \
+    --runtime-dir /run/pv-armhf "$@"; }
+  want_digest=$(cat /vm/images/multiarch-arm-v7.digest)
+  if ! armhf image import /vm/images/multiarch.tar >/tmp/armhf.log 2>&1; then
+    errs="import failed: $(tail -n 3 /tmp/armhf.log | tr '\n' ' ');"
+  else
+    got=$(armhf image ls --no-trunc 2>&1 | awk '$1 == "docker.io/library/multiarch:1.0" {print $2}')
+    [ "$got" = "$want_digest" ] || errs="stored ${got:-nothing}, want the linux/arm/v7 manifest $want_digest;"
+  fi
+  say "INFO armhf-binary: $(file_arch "$a/podvisor") podvisor on $(uname -m), stored ${got:-nothing}"
+  rm -rf /var/lib/pv-armhf /run/pv-armhf
+  report $n
+}
+file_arch() { # the ELF class and machine of FILE, from its header (busybox has no file(1))
+  case "$(od -An -tx1 -j4 -N1 "$1" | tr -d ' ')-$(od -An -tx1 -j18 -N1 "$1" | tr -d ' ')" in
+    01-28) echo "32-bit ARM" ;;
+    02-b7) echo "64-bit ARM" ;;
+    *) echo "unknown ELF" ;;
+  esac
+}
+
 # Boot to pods: a second daemon (own root, manifests, socket and cgroup parent) starts with
 # 10 manifests and the multi-platform image only in its preload directory, and no network
 # (the VM has no NIC): the time from its start to 10 containers running, and no pull tried.
@@ -528,6 +555,7 @@ want privileged-device && scenario_privileged_device
 want apparmor-default && scenario_apparmor_default
 want apparmor-localhost && scenario_apparmor_localhost
 want multiarch-image && scenario_multiarch_image
+want armhf-binary && scenario_armhf_binary
 want monitors-outside-pods && scenario_monitors_outside_pods
 
 scenario_uids=""
