@@ -422,6 +422,16 @@ fn sigkilled_play_daemon_leaves_containers_running_and_readoptable() {
         assert!(Instant::now() < deadline, "container never ran");
         std::thread::sleep(Duration::from_millis(50));
     };
+    // Running is reported when the process started; its first line (and so the log file)
+    // comes a moment later.
+    while !info.meta.log_path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "no log file {:?}",
+            info.meta.log_path
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     child.kill().expect("SIGKILL play");
     child.wait().expect("reap play");
     let before = log_lines(&info.meta.log_path).len();
