@@ -8,6 +8,7 @@
 # (the kernel metapackage and the image package it depends on, as .debs in DIR),
 # vm_busybox (prints a static busybox for the guest), vm_build_podvisor (prints the binary),
 # vm_copy_libs STAGE BINARY... (their shared libraries and loader into the initramfs),
+# vm_copy_cross_libs DEST TRIPLE ARCH LOADER BINARY... (the same for foreign binaries),
 # vm_add_module DIR NAME (a kernel module and its dependencies, for insmod in DIR/order),
 # vm_stage_armhf DIR (the armv7 podvisor and its libraries, for the arm64 guest) and
 # vm_default_scenarios (the scenarios run when PODVISOR_VM_ONLY is not set; empty: all).
@@ -95,39 +96,38 @@ vm_copy_libs() { # STAGE BINARY...: shared libraries and the dynamic loader
       done
     return
   fi
-  # A foreign binary cannot be ldd'ed: its NEEDED entries are looked up in the cross libc
-  # (libc6-arm64-cross) and the sysroot of scripts/cross (libseccomp), one level deep (libc's
-  # own dependencies are the loader only).
-  local dirs=(/usr/aarch64-linux-gnu/lib "$vm_repo/target/cross/arm64/sysroot/usr/lib/aarch64-linux-gnu")
-  mkdir -p "$stage/lib"
-  for lib in $(readelf -d -W "$@" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort -u) ld-linux-aarch64.so.1; do
-    local found=""
-    for d in "${dirs[@]}"; do
-      if [ -e "$d/$lib" ]; then found=$d/$lib; break; fi
-    done
-    [ -n "$found" ] || { echo "vm-test: $lib (needed by $*) not found in ${dirs[*]}" >&2; return 1; }
-    # /lib: in the loader's default search path and where PT_INTERP points.
-    cp -L "$found" "$stage/lib/$lib"
-  done
+  # /lib: in the loader's default search path and where PT_INTERP points.
+  vm_copy_cross_libs "$stage/lib" aarch64-linux-gnu arm64 ld-linux-aarch64.so.1 "$@"
 }
 
-# vm_stage_armhf DIR: the armv7 podvisor (scripts/cross) with its dynamic loader and libraries
-# (the cross libc, the sysroot's libseccomp) in DIR, for the armhf-binary scenario of the arm64
-# guest: the arm64 kernel runs 32-bit ARM programs (AArch32 compat).
-vm_stage_armhf() {
-  local dir=$1 lib found d
-  "$vm_repo/scripts/cross" armv7 build --release --locked --quiet --bin podvisor >&2 || return 1
-  mkdir -p "$dir"
-  cp "$vm_repo/target/armv7-unknown-linux-gnueabihf/release/podvisor" "$dir/podvisor"
-  local dirs=(/usr/arm-linux-gnueabihf/lib "$vm_repo/target/cross/armhf/sysroot/usr/lib/arm-linux-gnueabihf")
-  for lib in $(readelf -d -W "$dir/podvisor" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p') ld-linux-armhf.so.3; do
+# vm_copy_cross_libs DEST GNU-TRIPLE DEBIAN-ARCH LOADER BINARY...: the NEEDED libraries of
+# foreign binaries (which cannot be ldd'ed) and their dynamic loader into DEST, looked up in the
+# cross libc (libc6-<arch>-cross) and the sysroot of scripts/cross (libseccomp), one level deep
+# (libc's own dependencies are the loader only).
+vm_copy_cross_libs() {
+  local dest=$1 triple=$2 arch=$3 loader=$4 lib found d
+  shift 4
+  local dirs=("/usr/$triple/lib" "$vm_repo/target/cross/$arch/sysroot/usr/lib/$triple")
+  mkdir -p "$dest"
+  for lib in $(readelf -d -W "$@" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort -u) "$loader"; do
     found=""
     for d in "${dirs[@]}"; do
       if [ -e "$d/$lib" ]; then found=$d/$lib; break; fi
     done
-    [ -n "$found" ] || { echo "vm-test: $lib (armhf) not found in ${dirs[*]}" >&2; return 1; }
-    cp -L "$found" "$dir/$lib"
+    [ -n "$found" ] || { echo "vm-test: $lib (needed by $*) not found in ${dirs[*]}" >&2; return 1; }
+    cp -L "$found" "$dest/$lib"
   done
+}
+
+# vm_stage_armhf DIR: the armv7 podvisor (scripts/cross) with its dynamic loader and libraries
+# in DIR, for the armhf-binary scenario of the arm64 guest: the arm64 kernel runs 32-bit ARM
+# programs (AArch32 compat).
+vm_stage_armhf() {
+  local dir=$1
+  "$vm_repo/scripts/cross" armv7 build --release --locked --quiet --bin podvisor >&2 || return 1
+  mkdir -p "$dir"
+  cp "$vm_repo/target/armv7-unknown-linux-gnueabihf/release/podvisor" "$dir/podvisor"
+  vm_copy_cross_libs "$dir" arm-linux-gnueabihf armhf ld-linux-armhf.so.3 "$dir/podvisor"
 }
 
 # vm_add_module DIR NAME: copies module NAME of $kernel_dir (uncompressed) into DIR and appends
