@@ -23,6 +23,7 @@
 //! - [`health`]: the sync loop's turnover time, the daemon's liveness signal.
 //! - [`systemd`]: `Type=notify` readiness, status and watchdog pings.
 //! - [`kernel`]: what podvisor needs from the kernel (minimum 5.6), probed and checked at start.
+//! - [`httpclient`]: the limits and deadlines every network read goes through.
 
 pub mod api;
 pub mod cgroups;
@@ -32,6 +33,7 @@ pub mod config;
 pub mod daemon;
 pub mod fsutil;
 pub mod health;
+pub mod httpclient;
 pub mod images;
 pub mod kernel;
 pub mod logs;

@@ -5,9 +5,11 @@
 mod common;
 
 use std::fs;
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::{log_lines, pod, wait_exit, TestEnv};
+use podvisor::runtime::linux::LinuxRuntime;
 use podvisor::runtime::{ContainerKind, ContainerRequest, ContainerState, Runtime};
 
 const T: Duration = Duration::from_secs(30);
@@ -390,6 +392,23 @@ fn running_container_is_readopted_by_a_new_runtime_with_the_same_pid() {
     finish(&rt, &env, &p);
 }
 
+/// Waits for the first line of a container log under the environment's log dir; its path.
+fn wait_for_log_line(env: &TestEnv, timeout: Duration) -> std::path::PathBuf {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let logs = fs::read_dir(&env.logs).into_iter().flatten().flatten();
+        let found = logs
+            .flat_map(|pod| fs::read_dir(pod.path()).into_iter().flatten().flatten())
+            .map(|c| c.path().join("0.log"))
+            .find(|l| fs::read(l).is_ok_and(|b| b.contains(&b'\n')));
+        if let Some(l) = found {
+            return l;
+        }
+        assert!(Instant::now() < deadline, "no container logged a line");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn sigkilled_play_daemon_leaves_containers_running_and_readoptable() {
     let env = TestEnv::new("killplay");
@@ -408,32 +427,27 @@ fn sigkilled_play_daemon_leaves_containers_running_and_readoptable() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("play");
-    // Wait until the container runs, then SIGKILL the "daemon".
-    let (rt, rx) = env.runtime();
-    let deadline = Instant::now() + T;
-    let info = loop {
-        let list = rt.list_containers().expect("list");
-        if let Some(c) = list
-            .into_iter()
-            .find(|c| matches!(c.state, ContainerState::Running { .. }))
-        {
-            break c;
-        }
-        assert!(Instant::now() < deadline, "container never ran");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    // Running is reported when the process started; its first line (and so the log file)
-    // comes a moment later.
-    while !info.meta.log_path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "no log file {:?}",
-            info.meta.log_path
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // While play runs, it holds the runtime dir: a second runtime is refused, naming it.
+    let log = wait_for_log_line(&env, T);
+    let e = LinuxRuntime::new(env.config(), env.images(), mpsc::channel().0)
+        .err()
+        .expect("a second runtime on the same runtime dir is refused")
+        .to_string();
+    assert!(e.contains("is in use by another podvisor"), "{e}");
+    assert!(e.contains(&env.run.display().to_string()), "{e}");
     child.kill().expect("SIGKILL play");
     child.wait().expect("reap play");
+    // Then SIGKILL the "daemon": the container is found running by a new runtime.
+    let (rt, rx) = env.runtime();
+    let list = rt.list_containers().expect("list");
+    assert_eq!(list.len(), 1, "{list:?}");
+    let info = list.into_iter().next().expect("one container");
+    assert!(
+        matches!(info.state, ContainerState::Running { .. }),
+        "{:?}",
+        info.state
+    );
+    assert_eq!(info.meta.log_path, log);
     let before = log_lines(&info.meta.log_path).len();
     std::thread::sleep(Duration::from_millis(800));
     let after = log_lines(&info.meta.log_path).len();

@@ -365,17 +365,20 @@ fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
     }
 }
 
-/// The request line of one request.
-#[derive(Debug, PartialEq, Eq)]
-struct RequestLine {
-    method: String,
-    target: String,
+/// The request line of a request head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestLine {
+    pub method: String,
+    /// The request target as sent (path and query, percent-encoded).
+    pub target: String,
     /// HTTP/1.0 clients get no chunked encoding.
-    http10: bool,
+    pub http10: bool,
 }
 
-/// Reads the request head; `Ok(None)` if the client closed without sending anything.
-fn read_head(stream: &mut UnixStream) -> Result<Option<RequestLine>, ApiError> {
+/// Reads a request head (at most 16 KiB, up to the blank line) from `stream` and parses its
+/// request line; `Ok(None)` if the client closed without sending anything. Headers are read
+/// and ignored. The server calls it on each connection (with a read timeout on the socket).
+pub fn read_request_head<R: Read>(stream: &mut R) -> Result<Option<RequestLine>, ApiError> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     let end = loop {
@@ -491,7 +494,7 @@ fn serve_request(stream: &mut UnixStream, shared: &Shared) {
         log::warn!("api: cannot set socket timeouts: {e}");
         return;
     }
-    let line = match read_head(stream) {
+    let line = match read_request_head(stream) {
         Ok(Some(line)) => line,
         Ok(None) => return,
         Err(e) => {

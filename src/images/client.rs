@@ -4,6 +4,14 @@
 //! backoff for transport errors and 429/5xx (honouring `Retry-After`), manifest fetches with
 //! the four manifest/index media types, and blob downloads that are hashed while streaming
 //! and resumed with `Range` requests into a partial file.
+//!
+//! Every request and body read goes through [`crate::httpclient`] with [`REGISTRY_LIMITS`]:
+//! manifests and indexes at most [`MAX_MANIFEST`] bytes, tokens [`MAX_TOKEN`], an image
+//! config and a blob no more than their descriptor's size, all counted after decompression;
+//! response heads 64 KiB; 10 redirects; deadlines for connecting, the response head, the body
+//! (for a blob, growing with its size at [`MIN_RATE`]) and each whole request. A body too
+//! large, a head too large or a redirect loop fails the pull at once; timeouts and transport
+//! errors are retried.
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -22,23 +30,39 @@ use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig};
 use ureq::{Agent, Body};
 
 use super::digest::Digest;
-use super::pull::{PullError, What};
+use super::pull::{PullError, TokenError, What};
 use super::registry::{
     base64_encode, Credentials, Endpoint, RegistryConfig, Scheme, SYSTEM_CA_BUNDLE,
 };
+use crate::httpclient::{self, read_body, HttpError, Limits};
 
 pub const MT_DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
 /// Largest manifest or index accepted.
 pub const MAX_MANIFEST: u64 = 4 << 20;
+/// Largest token response accepted.
+pub const MAX_TOKEN: u64 = 1 << 20;
+/// Largest image config accepted.
+pub const MAX_CONFIG: u64 = 4 * MAX_MANIFEST;
+/// The limits of manifest, index and token requests; image configs and blobs derive theirs
+/// (their size, and for blobs a body deadline that grows with it).
+pub const REGISTRY_LIMITS: Limits = Limits {
+    max_body: MAX_MANIFEST,
+    max_head: 64 << 10,
+    max_redirects: 10,
+    connect: Duration::from_secs(20),
+    head: Duration::from_secs(60),
+    body: Duration::from_secs(60),
+    total: Duration::from_secs(180),
+};
 /// Accept header for manifest requests.
 const ACCEPT_MANIFESTS: &str = "application/vnd.oci.image.index.v1+json, \
      application/vnd.oci.image.manifest.v1+json, \
      application/vnd.docker.distribution.manifest.list.v2+json, \
      application/vnd.docker.distribution.manifest.v2+json";
 
-/// Time allowed for a blob body: this plus the remaining bytes at [`MIN_RATE`] bytes/s.
-const BODY_TIMEOUT_BASE: Duration = Duration::from_secs(60);
-const MIN_RATE: u64 = 16 << 10;
+/// The slowest blob download accepted, in bytes/s: a blob's body deadline is the limits'
+/// `body` plus its remaining bytes at this rate.
+pub const MIN_RATE: u64 = 16 << 10;
 
 /// Retry policy inside one pull.
 #[derive(Debug, Clone, Copy)]
@@ -90,6 +114,7 @@ pub struct Client<'a> {
     cfg: &'a RegistryConfig,
     reference: String,
     retry: RetryPolicy,
+    limits: Limits,
     agents: Mutex<HashMap<String, Agent>>,
     /// Authorization header values per (host, scope).
     auth: Mutex<HashMap<(String, String), String>>,
@@ -186,9 +211,28 @@ impl<'a> Client<'a> {
             cfg,
             reference: reference.to_string(),
             retry,
+            limits: REGISTRY_LIMITS,
             agents: Mutex::new(HashMap::new()),
             auth: Mutex::new(HashMap::new()),
             cancel,
+        }
+    }
+
+    /// This client with other limits than [`REGISTRY_LIMITS`] (short deadlines for tests).
+    #[cfg(test)]
+    pub fn with_limits(mut self, limits: Limits) -> Client<'a> {
+        self.limits = limits;
+        self
+    }
+
+    /// The limits of a blob download with `remaining` of its bytes still to come.
+    fn blob_limits(&self, remaining: u64) -> Limits {
+        let body = self.limits.body + Duration::from_secs(remaining / MIN_RATE);
+        Limits {
+            max_body: remaining,
+            body,
+            total: self.limits.connect + self.limits.head + body,
+            ..self.limits
         }
     }
 
@@ -203,10 +247,9 @@ impl<'a> Client<'a> {
             host: host.to_string(),
             detail,
         })?;
-        let agent: Agent = Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_connect(Some(Duration::from_secs(20)))
-            .timeout_recv_response(Some(Duration::from_secs(60)))
+        let agent: Agent = self
+            .limits
+            .agent_config()
             .redirect_auth_headers(ureq::config::RedirectAuthHeaders::SameHost)
             .tls_config(
                 TlsConfig::builder()
@@ -241,15 +284,15 @@ impl<'a> Client<'a> {
         Ok(())
     }
 
-    /// GET `path` (below the endpoint's base) with auth, retries and backoff. Returns the
-    /// response for 2xx and 416; other statuses become errors.
+    /// GET `path` (below the endpoint's base) with auth, retries and backoff, within
+    /// `limits`. Returns the response for 2xx and 416; other statuses become errors.
     fn get(
         &self,
         ep: &Endpoint,
         repo: &str,
         path: &str,
         headers: &[(&str, String)],
-        body_timeout: Option<Duration>,
+        limits: &Limits,
         what: &What,
     ) -> Result<Response<Body>, PullError> {
         let url = format!("{}{}/{repo}/{path}", ep.origin(), ep.base);
@@ -273,15 +316,13 @@ impl<'a> Client<'a> {
             if let Some(a) = &cached {
                 req = req.header("Authorization", a.as_str());
             }
-            if body_timeout.is_some() {
-                req = req.config().timeout_recv_body(body_timeout).build();
-            }
-            let resp = match req.call() {
+            let resp = match limits.request(req).call() {
                 Ok(r) => r,
                 Err(e) => {
+                    let e = limits.error(e);
                     attempt += 1;
-                    if attempt >= self.retry.attempts {
-                        return Err(self.transport(ep, what, e.to_string(), attempt));
+                    if !retryable(&e) || attempt >= self.retry.attempts {
+                        return Err(self.transport(ep, what, e, attempt));
                     }
                     log::debug!("GET {url}: {e}; retrying");
                     self.sleep(attempt, None)?;
@@ -354,12 +395,12 @@ impl<'a> Client<'a> {
         }
     }
 
-    fn transport(&self, ep: &Endpoint, what: &What, detail: String, attempts: u32) -> PullError {
+    fn transport(&self, ep: &Endpoint, what: &What, source: HttpError, attempts: u32) -> PullError {
         PullError::Transport {
             reference: self.reference.clone(),
             registry: ep.to_string(),
             what: what.clone(),
-            detail,
+            source,
             attempts,
         }
     }
@@ -407,24 +448,29 @@ impl<'a> Client<'a> {
         scope: &str,
         creds: Option<&Credentials>,
     ) -> Result<String, PullError> {
-        let token_err = |detail: String| PullError::Token {
+        let token_err = |source: TokenError| PullError::Token {
             reference: self.reference.clone(),
             realm: realm.to_string(),
-            detail,
+            source,
         };
-        let realm_ep = Endpoint::parse(realm).map_err(|e| token_err(format!("bad realm: {e}")))?;
+        let realm_ep = Endpoint::parse(realm).map_err(|e| token_err(TokenError::BadRealm(e)))?;
         if realm_ep.scheme == Scheme::Http && ep.scheme == Scheme::Https {
-            return Err(token_err(
-                "refusing a plain http token realm for an https registry".to_string(),
-            ));
+            return Err(token_err(TokenError::InsecureRealm));
         }
         if !realm.starts_with("http://") && !realm.starts_with("https://") {
-            return Err(token_err("realm is not an http(s) url".to_string()));
+            return Err(token_err(TokenError::BadRealm(
+                "not an http(s) url".to_string(),
+            )));
         }
+        let limits = Limits {
+            max_body: MAX_TOKEN,
+            ..self.limits
+        };
         let agent = self.agent(&realm_ep.host)?;
         let mut attempt = 0u32;
         loop {
             self.check_cancel()?;
+            attempt += 1;
             let mut req = agent.get(realm).query("scope", scope);
             if let Some(s) = service {
                 req = req.query("service", s);
@@ -432,39 +478,43 @@ impl<'a> Client<'a> {
             if let Some(c) = creds {
                 req = req.header("Authorization", basic(c));
             }
-            let mut resp = match req.call() {
-                Ok(r) => r,
-                Err(e) => {
-                    attempt += 1;
-                    if attempt >= self.retry.attempts {
-                        return Err(token_err(e.to_string()));
+            let body = match limits.request(req).call() {
+                Ok(mut resp) => {
+                    let status = resp.status().as_u16();
+                    if matches!(status, 429 | 500 | 502 | 503 | 504)
+                        && attempt < self.retry.attempts
+                    {
+                        self.sleep(attempt, None)?;
+                        continue;
                     }
+                    if status != 200 {
+                        return Err(token_err(TokenError::Status(status)));
+                    }
+                    read_body(resp.body_mut(), &limits)
+                }
+                Err(e) => Err(limits.error(e)),
+            };
+            let body = match body {
+                Ok(body) => body,
+                Err(e) if retryable(&e) && attempt < self.retry.attempts => {
+                    log::debug!("token from {realm}: {e}; retrying");
                     self.sleep(attempt, None)?;
                     continue;
                 }
+                Err(source) => {
+                    return Err(token_err(TokenError::Http {
+                        source,
+                        attempts: attempt,
+                    }))
+                }
             };
-            let status = resp.status().as_u16();
-            if matches!(status, 429 | 500 | 502 | 503 | 504) && attempt + 1 < self.retry.attempts {
-                attempt += 1;
-                self.sleep(attempt, None)?;
-                continue;
-            }
-            if status != 200 {
-                return Err(token_err(format!("HTTP {status}")));
-            }
-            let body = resp
-                .body_mut()
-                .with_config()
-                .limit(1 << 20)
-                .read_to_vec()
-                .map_err(|e| token_err(e.to_string()))?;
-            let t: TokenResponse =
-                serde_json::from_slice(&body).map_err(|e| token_err(e.to_string()))?;
+            let t: TokenResponse = serde_json::from_slice(&body)
+                .map_err(|e| token_err(TokenError::Json(e.to_string())))?;
             return t
                 .token
                 .or(t.access_token)
                 .filter(|t| !t.is_empty())
-                .ok_or_else(|| token_err("response holds no token".to_string()));
+                .ok_or_else(|| token_err(TokenError::NoToken));
         }
     }
 
@@ -487,7 +537,7 @@ impl<'a> Client<'a> {
                 repo,
                 &format!("manifests/{tag_or_digest}"),
                 &[("Accept", ACCEPT_MANIFESTS.to_string())],
-                Some(BODY_TIMEOUT_BASE),
+                &self.limits,
                 &what,
             )?;
             let content_type = resp
@@ -500,24 +550,19 @@ impl<'a> Client<'a> {
                 .get("docker-content-digest")
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| Digest::parse(v).ok());
-            let body = match resp
-                .body_mut()
-                .with_config()
-                .limit(MAX_MANIFEST)
-                .read_to_vec()
-            {
+            let body = match read_body(resp.body_mut(), &self.limits) {
                 Ok(b) => b,
-                Err(ureq::Error::BodyExceedsLimit(_)) => {
+                Err(HttpError::BodyTooLarge { limit }) => {
                     return Err(PullError::TooLarge {
                         reference: self.reference.clone(),
                         what,
-                        limit: MAX_MANIFEST,
+                        limit,
                     })
                 }
                 Err(e) => {
                     attempt += 1;
-                    if attempt >= self.retry.attempts {
-                        return Err(self.transport(ep, &what, e.to_string(), attempt));
+                    if !retryable(&e) || attempt >= self.retry.attempts {
+                        return Err(self.transport(ep, &what, e, attempt));
                     }
                     self.sleep(attempt, None)?;
                     continue;
@@ -631,13 +676,13 @@ impl<'a> Client<'a> {
                 headers.push(("Range", format!("bytes={have}-")));
             }
             // A stalled connection ends (and is resumed) instead of hanging the pull.
-            let body_timeout = BODY_TIMEOUT_BASE + Duration::from_secs((size - have) / MIN_RATE);
+            let limits = self.blob_limits(size - have);
             let resp = self.get(
                 ep,
                 repo,
                 &format!("blobs/{digest}"),
                 &headers,
-                Some(body_timeout),
+                &limits,
                 &what,
             )?;
             match resp.status().as_u16() {
@@ -658,12 +703,13 @@ impl<'a> Client<'a> {
                 416 => {
                     attempt += 1;
                     if attempt >= self.retry.attempts {
-                        return Err(self.transport(
-                            ep,
-                            &what,
-                            "range not satisfiable".to_string(),
-                            attempt,
-                        ));
+                        return Err(PullError::Status {
+                            reference: self.reference.clone(),
+                            registry: ep.to_string(),
+                            what,
+                            status: 416,
+                            attempts: attempt,
+                        });
                     }
                     restart(&mut file, &mut hasher, &mut have)
                         .map_err(|e| write_err(&partial, e))?;
@@ -680,25 +726,27 @@ impl<'a> Client<'a> {
             }
             file.seek(SeekFrom::Start(have))
                 .map_err(|e| write_err(&partial, e))?;
-            let mut body = resp.into_body().into_reader();
+            // Decoded bytes beyond the blob's size are an error, not a longer download.
+            let mut body = httpclient::body_reader(resp.into_body(), size - have);
             let interrupted = loop {
                 self.check_cancel()?;
                 let n = match body.read(&mut buf) {
                     Ok(0) => break None,
                     Ok(n) => n,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => break Some(e.to_string()),
+                    Err(e) => match limits.io_error(e) {
+                        HttpError::BodyTooLarge { .. } => {
+                            drop(file);
+                            let _ = fs::remove_file(&partial);
+                            return Err(PullError::SizeMismatch {
+                                reference: self.reference.clone(),
+                                digest: digest.clone(),
+                                expected: size,
+                            });
+                        }
+                        e => break Some(e.to_string()),
+                    },
                 };
-                if have + n as u64 > size {
-                    drop(file);
-                    let _ = fs::remove_file(&partial);
-                    return Err(PullError::SizeMismatch {
-                        reference: self.reference.clone(),
-                        digest: digest.clone(),
-                        expected: size,
-                        got: have + n as u64,
-                    });
-                }
                 if let Err(e) = file.write_all(&buf[..n]) {
                     drop(file);
                     // A full disk is not kept full by a partial download.
@@ -760,24 +808,21 @@ impl<'a> Client<'a> {
         size: u64,
     ) -> Result<Vec<u8>, PullError> {
         let what = What::Blob(digest.to_string());
-        if size > MAX_MANIFEST * 4 {
+        if size > MAX_CONFIG {
             return Err(PullError::TooLarge {
                 reference: self.reference.clone(),
                 what,
-                limit: MAX_MANIFEST * 4,
+                limit: MAX_CONFIG,
             });
         }
+        let limits = Limits {
+            max_body: size,
+            ..self.limits
+        };
         let mut attempt = 0u32;
         loop {
-            let mut resp = self.get(
-                ep,
-                repo,
-                &format!("blobs/{digest}"),
-                &[],
-                Some(BODY_TIMEOUT_BASE),
-                &what,
-            )?;
-            match resp.body_mut().with_config().limit(size + 1).read_to_vec() {
+            let mut resp = self.get(ep, repo, &format!("blobs/{digest}"), &[], &limits, &what)?;
+            let (got, detail) = match read_body(resp.body_mut(), &limits) {
                 Ok(b) if b.len() as u64 == size => {
                     let actual = Digest::of(&b);
                     if &actual != digest {
@@ -789,43 +834,39 @@ impl<'a> Client<'a> {
                     }
                     return Ok(b);
                 }
-                Ok(b) if (b.len() as u64) > size => {
+                Err(HttpError::BodyTooLarge { .. }) => {
                     return Err(PullError::SizeMismatch {
                         reference: self.reference.clone(),
                         digest: digest.clone(),
                         expected: size,
-                        got: b.len() as u64,
                     })
                 }
-                Err(ureq::Error::BodyExceedsLimit(_)) => {
-                    return Err(PullError::SizeMismatch {
-                        reference: self.reference.clone(),
-                        digest: digest.clone(),
-                        expected: size,
-                        got: size + 1,
-                    })
+                Err(e) if !retryable(&e) => {
+                    return Err(self.transport(ep, &what, e, attempt + 1));
                 }
-                short => {
-                    attempt += 1;
-                    let (got, detail) = match short {
-                        Ok(b) => (b.len() as u64, "truncated".to_string()),
-                        Err(e) => (0, e.to_string()),
-                    };
-                    if attempt >= self.retry.attempts {
-                        return Err(PullError::Truncated {
-                            reference: self.reference.clone(),
-                            registry: ep.to_string(),
-                            digest: digest.clone(),
-                            expected: size,
-                            got,
-                            detail,
-                        });
-                    }
-                    self.sleep(attempt, None)?;
-                }
+                Ok(b) => (b.len() as u64, "truncated".to_string()),
+                Err(e) => (0, e.to_string()),
+            };
+            attempt += 1;
+            if attempt >= self.retry.attempts {
+                return Err(PullError::Truncated {
+                    reference: self.reference.clone(),
+                    registry: ep.to_string(),
+                    digest: digest.clone(),
+                    expected: size,
+                    got,
+                    detail,
+                });
             }
+            self.sleep(attempt, None)?;
         }
     }
+}
+
+/// Whether a failed request may succeed when tried again: timeouts and transport errors may;
+/// a body or head over its limit and a redirect loop are what the server sends, every time.
+fn retryable(e: &HttpError) -> bool {
+    matches!(e, HttpError::Timeout { .. } | HttpError::Transport { .. })
 }
 
 fn basic(c: &Credentials) -> String {
@@ -866,6 +907,153 @@ fn flock(f: &File) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::httpclient::hostile::{self, Hostile};
+    use crate::httpclient::Phase;
+    use std::sync::OnceLock;
+
+    /// The hostile behaviours, by the name their request paths end in.
+    const BEHAVIOURS: [&str; 6] = [
+        "bomb",
+        "endless",
+        "slow-head",
+        "trickle",
+        "huge-head",
+        "loop",
+    ];
+
+    fn behaviour(name: &str) -> Hostile {
+        match name {
+            "bomb" => Hostile::GzipBomb,
+            "endless" => Hostile::EndlessBody,
+            "slow-head" => Hostile::SlowHead,
+            "trickle" => Hostile::TrickleBody,
+            "huge-head" => Hostile::HugeHead,
+            _ => Hostile::RedirectLoop,
+        }
+    }
+
+    /// The blob digest standing for behaviour `name`.
+    fn blob_of(name: &str) -> Digest {
+        Digest::of(name.as_bytes())
+    }
+
+    const TEST_LIMITS: Limits = Limits {
+        head: Duration::from_millis(700),
+        body: Duration::from_millis(700),
+        total: Duration::from_secs(20),
+        ..REGISTRY_LIMITS
+    };
+
+    /// Runs in a child process (see `hostile_registries_end_in_named_errors_with_bounded_memory`):
+    /// manifests, tokens, an image config and a layer blob from each hostile behaviour.
+    fn hostile_child(base: &str) {
+        let cfg = RegistryConfig::default();
+        let ep = Endpoint::parse(base).expect("endpoint");
+        let retry = RetryPolicy {
+            attempts: 1,
+            ..RetryPolicy::default()
+        };
+        let client = Client::new(
+            &cfg,
+            "hostile/app:v1",
+            retry,
+            Arc::new(AtomicBool::new(false)),
+        )
+        .with_limits(TEST_LIMITS);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let timeout = |phase| HttpError::Timeout {
+            phase,
+            after: Duration::from_millis(700),
+        };
+        // What each behaviour becomes where an HTTP error is expected.
+        let http = |name: &str| match name {
+            "slow-head" => timeout(Phase::Head),
+            "trickle" => timeout(Phase::Body),
+            "huge-head" => HttpError::HeadTooLarge { limit: 64 << 10 },
+            _ => HttpError::TooManyRedirects { max: 10 },
+        };
+        for name in BEHAVIOURS {
+            let body_too_large = matches!(name, "bomb" | "endless");
+            match client.manifest(&ep, "r/app", name, None) {
+                Err(PullError::TooLarge { limit, .. }) if body_too_large => {
+                    assert_eq!(limit, MAX_MANIFEST)
+                }
+                Err(PullError::Transport { source, .. }) if !body_too_large => {
+                    assert_eq!(source, http(name), "manifest {name}")
+                }
+                other => panic!("manifest {name}: {other:?}"),
+            }
+            match client.manifest(&ep, "r/app", &format!("tok-{name}"), None) {
+                Err(PullError::Token {
+                    source: TokenError::Http { source, .. },
+                    ..
+                }) => {
+                    let want = if body_too_large {
+                        HttpError::BodyTooLarge { limit: MAX_TOKEN }
+                    } else {
+                        http(name)
+                    };
+                    assert_eq!(source, want, "token {name}");
+                }
+                other => panic!("token {name}: {other:?}"),
+            }
+            let blob = blob_of(name);
+            let config = client.blob_bytes(&ep, "r/app", &blob, 1000);
+            let layer = client.blob_to_file(&ep, "r/app", &blob, 1000, dir.path(), &|_| {});
+            for (what, r) in [("config", config.map(|_| ())), ("layer", layer.map(|_| ()))] {
+                match r {
+                    Err(PullError::SizeMismatch { expected, .. }) if body_too_large => {
+                        assert_eq!(expected, 1000)
+                    }
+                    Err(PullError::Truncated { detail, .. }) if name == "trickle" => {
+                        assert!(detail.contains("timed out"), "{what} {name}: {detail}")
+                    }
+                    Err(PullError::Transport { source, .. }) if !body_too_large => {
+                        assert_eq!(source, http(name), "{what} {name}")
+                    }
+                    other => panic!("{what} {name}: {other:?}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn hostile_registries_end_in_named_errors_with_bounded_memory() {
+        if let Some(base) = hostile::child_url() {
+            hostile_child(&base);
+            return hostile::report_peak_rss();
+        }
+        let authority: Arc<OnceLock<String>> = Arc::default();
+        let auth = Arc::clone(&authority);
+        let server = hostile::Server::start(move |path| {
+            let last = path.split('?').next().unwrap_or(path);
+            let last = last.rsplit('/').next().unwrap_or(last);
+            if let Some(name) = last.strip_prefix("tok-") {
+                let realm = format!("http://{}/token/{name}", auth.get().expect("set"));
+                return Hostile::Reply {
+                    status: 401,
+                    headers: vec![(
+                        "WWW-Authenticate".into(),
+                        format!("Bearer realm=\"{realm}\",service=\"hostile\""),
+                    )],
+                    body: Vec::new(),
+                };
+            }
+            let name = BEHAVIOURS
+                .into_iter()
+                .find(|n| *n == last || last == format!("{}", blob_of(n)))
+                .unwrap_or("loop");
+            behaviour(name)
+        });
+        authority.set(server.authority()).expect("once");
+        hostile::assert_child_memory_bounded(
+            module_path!(),
+            "hostile_registries_end_in_named_errors_with_bounded_memory",
+            &server.url(""),
+            "registry client",
+            MAX_MANIFEST,
+        );
+    }
 
     #[test]
     fn challenges() {

@@ -18,7 +18,8 @@
 //! files that the next open removes. `check` verifies the whole store and repairs what it can.
 //!
 //! Pulls from OCI registries: `registry` (mirrors, auth, TLS config), `client` (the
-//! distribution API over ureq), `pull` (`ImageStore::pull`).
+//! distribution API over ureq), `resolve` (what the fetched
+//! documents mean, pure), `pull` (`ImageStore::pull`).
 
 mod archive;
 mod blobs;
@@ -32,6 +33,7 @@ mod pull;
 mod records;
 pub mod reference;
 pub mod registry;
+mod resolve;
 mod store;
 mod unpack;
 
@@ -41,15 +43,17 @@ mod tests;
 pub use archive::ArchiveError;
 pub use blobs::BlobError;
 pub use check::{CheckReport, Finding, FindingKind};
-pub use client::RetryPolicy;
+pub use client::{parse_challenge, Challenge, FetchedManifest, RetryPolicy};
 pub use digest::Digest;
 pub use gc::{
     FsStats, FsUsage, GcReport, ImageGcPolicy, ImageUsage, PinnedImages, RemovedImage, Statvfs,
 };
 pub use layer::{unpack_layer_file, LayerError};
-pub use pull::{PullError, PullProgress, What, PULL_CONCURRENCY};
+pub use manifest::HostPlatform;
+pub use pull::{PullError, PullProgress, TokenError, What, PULL_CONCURRENCY};
 pub use records::{ImageRecord, LayerRecord, RecordError};
 pub use reference::{Reference, ReferenceError};
 pub use registry::{RegistryConfig, RegistryConfigError};
+pub use resolve::{decode_document, plan_image, Document, ImageManifest, ImagePlan};
 pub use store::{ImageError, ImageStore, ImportOptions, MIN_DIGEST_PREFIX};
-pub use unpack::UnpackError;
+pub use unpack::{unpack, UnpackError};

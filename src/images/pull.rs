@@ -13,16 +13,15 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Instant;
 
 use super::archive::{BlobData, PlannedImage, PlannedLayer};
-use super::client::{Client, FetchedManifest, RetryPolicy, MT_DOCKER_MANIFEST};
+use super::client::{Client, FetchedManifest, RetryPolicy};
 use super::digest::Digest;
-use super::manifest::{
-    is_index_media_type, HostPlatform, RawConfig, RawDescriptor, RawIndex, RawManifest,
-    MT_OCI_CONFIG, MT_OCI_MANIFEST,
-};
+use super::manifest::HostPlatform;
 use super::records::ImageRecord;
 use super::reference::Reference;
 use super::registry::{RegistryConfig, Source};
+use super::resolve::{decode_document, plan_image, Document};
 use super::store::{ImageError, ImageStore};
+use crate::httpclient::HttpError;
 
 /// Concurrent layer downloads per pull.
 pub const PULL_CONCURRENCY: usize = 3;
@@ -30,7 +29,6 @@ pub const PULL_CONCURRENCY: usize = 3;
 const MAX_INDEX_HOPS: usize = 4;
 /// Age after which an abandoned download in `tmp/pulls` is removed.
 const STALE_DOWNLOAD: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
-const MT_DOCKER_CONFIG: &str = "application/vnd.docker.container.image.v1+json";
 
 /// What a request was for, in error messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,12 +49,12 @@ impl fmt::Display for What {
 /// Errors of a pull.
 #[derive(Debug, thiserror::Error)]
 pub enum PullError {
-    #[error("pull {reference}: {what} from {registry}: {detail} (after {attempts} attempts)")]
+    #[error("pull {reference}: {what} from {registry}: {source} (after {attempts} attempts)")]
     Transport {
         reference: String,
         registry: String,
         what: What,
-        detail: String,
+        source: HttpError,
         attempts: u32,
     },
     #[error("pull {reference}: {what} from {registry}: HTTP {status} (after {attempts} attempts)")]
@@ -80,11 +78,11 @@ pub enum PullError {
         registry: String,
         what: What,
     },
-    #[error("pull {reference}: token from {realm}: {detail}")]
+    #[error("pull {reference}: token from {realm}: {source}")]
     Token {
         reference: String,
         realm: String,
-        detail: String,
+        source: TokenError,
     },
     #[error("pull {reference}: tls setup for {host}: {detail}")]
     Tls {
@@ -107,12 +105,11 @@ pub enum PullError {
         got: u64,
         detail: String,
     },
-    #[error("pull {reference}: blob {digest} is larger than its descriptor's {expected} bytes (got {got})")]
+    #[error("pull {reference}: blob {digest} is larger than its descriptor's {expected} bytes")]
     SizeMismatch {
         reference: String,
         digest: Digest,
         expected: u64,
-        got: u64,
     },
     #[error("pull {reference}: {what} is larger than the {limit}-byte limit")]
     TooLarge {
@@ -157,6 +154,23 @@ pub enum PullError {
     },
     #[error("pull {reference}: cancelled after another download failed")]
     Cancelled { reference: String },
+}
+
+/// Why a bearer token could not be had from a registry's token realm.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("bad realm: {0}")]
+    BadRealm(String),
+    #[error("refusing a plain http token realm for an https registry")]
+    InsecureRealm,
+    #[error("{source} (after {attempts} attempts)")]
+    Http { source: HttpError, attempts: u32 },
+    #[error("HTTP {0}")]
+    Status(u16),
+    #[error("response is not a token: {0}")]
+    Json(String),
+    #[error("response holds no token")]
+    NoToken,
 }
 
 /// Pull progress reported to the caller's callback (on the calling thread).
@@ -422,22 +436,21 @@ fn resolve(
     };
     let mut doc = client.manifest(ep, repo, &tag_or_digest, r.digest())?;
     for _ in 0..MAX_INDEX_HOPS {
-        match classify(name, &doc)? {
-            Kind::Manifest => return finish(client, name, source, doc),
-            Kind::Index => {
-                let index: RawIndex =
-                    serde_json::from_slice(&doc.bytes).map_err(|e| PullError::BadManifest {
-                        reference: name.to_string(),
-                        digest: doc.digest.to_string(),
-                        detail: e.to_string(),
-                    })?;
-                let chosen = select_platform(name, &doc.digest, &index.manifests, host)?;
-                let d = Digest::parse(&chosen.digest).map_err(|_| PullError::BadManifest {
-                    reference: name.to_string(),
-                    digest: doc.digest.to_string(),
-                    detail: format!("invalid digest {:?}", chosen.digest),
-                })?;
-                doc = client.manifest(ep, repo, &d.to_string(), Some(&d))?;
+        match decode_document(name, &doc, host)? {
+            Document::Index { chosen } => {
+                doc = client.manifest(ep, repo, &chosen.to_string(), Some(&chosen))?;
+            }
+            Document::Manifest(m) => {
+                let config = client.blob_bytes(ep, repo, &m.config, m.config_size)?;
+                let plan = plan_image(name, &m, &config)?;
+                return Ok(Resolved {
+                    source: source.clone(),
+                    manifest: doc,
+                    config,
+                    config_digest: m.config,
+                    layers: plan.layers,
+                    created: plan.created,
+                });
             }
         }
     }
@@ -445,159 +458,5 @@ fn resolve(
         reference: name.to_string(),
         digest: doc.digest.to_string(),
         detail: format!("more than {MAX_INDEX_HOPS} nested indexes"),
-    })
-}
-
-enum Kind {
-    Manifest,
-    Index,
-}
-
-fn classify(name: &str, doc: &FetchedManifest) -> Result<Kind, PullError> {
-    match doc.media_type.as_deref() {
-        Some(mt) if is_index_media_type(mt) => Ok(Kind::Index),
-        Some(MT_OCI_MANIFEST | MT_DOCKER_MANIFEST) => Ok(Kind::Manifest),
-        Some(other) => Err(PullError::UnsupportedMediaType {
-            reference: name.to_string(),
-            what: "manifest",
-            digest: doc.digest.to_string(),
-            media_type: other.to_string(),
-        }),
-        // OCI allows documents without mediaType: tell them apart by shape.
-        None => {
-            let v: serde_json::Value =
-                serde_json::from_slice(&doc.bytes).map_err(|e| PullError::BadManifest {
-                    reference: name.to_string(),
-                    digest: doc.digest.to_string(),
-                    detail: e.to_string(),
-                })?;
-            if v.get("manifests").is_some() {
-                Ok(Kind::Index)
-            } else if v.get("config").is_some() && v.get("layers").is_some() {
-                Ok(Kind::Manifest)
-            } else {
-                Err(PullError::UnsupportedMediaType {
-                    reference: name.to_string(),
-                    what: "manifest",
-                    digest: doc.digest.to_string(),
-                    media_type: "(none)".to_string(),
-                })
-            }
-        }
-    }
-}
-
-fn select_platform(
-    name: &str,
-    index_digest: &Digest,
-    descs: &[RawDescriptor],
-    host: &HostPlatform,
-) -> Result<RawDescriptor, PullError> {
-    host.select(descs)
-        .cloned()
-        .map_err(|available| PullError::NoMatchingPlatform {
-            reference: name.to_string(),
-            digest: index_digest.to_string(),
-            wanted: host.to_string(),
-            available,
-        })
-}
-
-fn is_layer_media_type(mt: &str) -> bool {
-    matches!(
-        mt,
-        "application/vnd.oci.image.layer.v1.tar"
-            | "application/vnd.oci.image.layer.v1.tar+gzip"
-            | "application/vnd.oci.image.layer.v1.tar+zstd"
-            | "application/vnd.docker.image.rootfs.diff.tar"
-            | "application/vnd.docker.image.rootfs.diff.tar.gzip"
-            | "application/vnd.docker.image.rootfs.diff.tar.zstd"
-    )
-}
-
-/// Validates an image manifest, fetches and checks its config.
-fn finish(
-    client: &Client<'_>,
-    name: &str,
-    source: &Source,
-    doc: FetchedManifest,
-) -> Result<Resolved, PullError> {
-    let bad = |detail: String| PullError::BadManifest {
-        reference: name.to_string(),
-        digest: doc.digest.to_string(),
-        detail,
-    };
-    let m: RawManifest = serde_json::from_slice(&doc.bytes).map_err(|e| bad(e.to_string()))?;
-    if m.schema_version != 2 {
-        return Err(bad(format!("schemaVersion {} is not 2", m.schema_version)));
-    }
-    let config_mt = m.config.media_type.as_deref().unwrap_or(MT_OCI_CONFIG);
-    if config_mt != MT_OCI_CONFIG && config_mt != MT_DOCKER_CONFIG {
-        return Err(PullError::UnsupportedMediaType {
-            reference: name.to_string(),
-            what: "config",
-            digest: m.config.digest.clone(),
-            media_type: config_mt.to_string(),
-        });
-    }
-    let config_digest = Digest::parse(&m.config.digest)
-        .map_err(|_| bad(format!("invalid config digest {:?}", m.config.digest)))?;
-    let size = |d: &RawDescriptor| -> Result<u64, PullError> {
-        u64::try_from(d.size).map_err(|_| bad(format!("negative size for {}", d.digest)))
-    };
-    let mut descs = Vec::new();
-    for l in &m.layers {
-        let mt = l.media_type.as_deref().unwrap_or("");
-        if !is_layer_media_type(mt) {
-            return Err(PullError::UnsupportedMediaType {
-                reference: name.to_string(),
-                what: "layer",
-                digest: l.digest.clone(),
-                media_type: mt.to_string(),
-            });
-        }
-        let d = Digest::parse(&l.digest)
-            .map_err(|_| bad(format!("invalid layer digest {:?}", l.digest)))?;
-        descs.push((d, size(l)?, mt.to_string()));
-    }
-    let config = client.blob_bytes(
-        &source.endpoint,
-        &source.repository,
-        &config_digest,
-        size(&m.config)?,
-    )?;
-    let c: RawConfig = serde_json::from_slice(&config).map_err(|e| PullError::BadManifest {
-        reference: name.to_string(),
-        digest: config_digest.to_string(),
-        detail: format!("image config: {e}"),
-    })?;
-    if c.rootfs.diff_ids.len() != descs.len() {
-        return Err(bad(format!(
-            "{} layers but the config lists {} diff_ids",
-            descs.len(),
-            c.rootfs.diff_ids.len()
-        )));
-    }
-    let mut layers = Vec::new();
-    for ((digest, size, media_type), diff) in descs.into_iter().zip(&c.rootfs.diff_ids) {
-        let diff_id = Digest::parse(diff).map_err(|_| PullError::BadManifest {
-            reference: name.to_string(),
-            digest: config_digest.to_string(),
-            detail: format!("invalid diff_id {diff:?}"),
-        })?;
-        layers.push(PlannedLayer {
-            digest,
-            diff_id,
-            size,
-            media_type,
-        });
-    }
-    Ok(Resolved {
-        source: source.clone(),
-        manifest: doc,
-        config,
-        config_digest,
-        layers,
-        created: c.created,
     })
 }

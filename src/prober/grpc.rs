@@ -12,7 +12,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use super::hpack::{self, Decoder};
+use super::hpack::{self, field_size, Decoder, MAX_HEADER_LIST};
 use super::{ProbeResult, USER_AGENT};
 
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -112,12 +112,8 @@ impl Response {
     }
 }
 
-fn read_frame(s: &mut TcpStream, deadline: Instant) -> Result<(u8, u8, u32, Vec<u8>), CallError> {
-    let remaining = deadline.saturating_duration_since(Instant::now());
-    if remaining.is_zero() {
-        return Err(CallError::Io(std::io::ErrorKind::TimedOut.into()));
-    }
-    s.set_read_timeout(Some(remaining))?;
+/// Reads one frame (type, flags, stream, payload); frames above [`MAX_FRAME`] are refused.
+fn read_frame<S: Read>(s: &mut S) -> Result<(u8, u8, u32, Vec<u8>), CallError> {
     let mut h = [0u8; 9];
     s.read_exact(&mut h)?;
     let len = u32::from_be_bytes([0, h[0], h[1], h[2]]) as usize;
@@ -128,6 +124,16 @@ fn read_frame(s: &mut TcpStream, deadline: Instant) -> Result<(u8, u8, u32, Vec<
     let mut payload = vec![0u8; len];
     s.read_exact(&mut payload)?;
     Ok((h[3], h[4], stream, payload))
+}
+
+/// Sets the socket's read timeout to what is left until `deadline` (an error once it passed).
+fn arm_read(s: &mut TcpStream, deadline: Instant) -> Result<(), CallError> {
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    if remaining.is_zero() {
+        return Err(CallError::Io(std::io::ErrorKind::TimedOut.into()));
+    }
+    s.set_read_timeout(Some(remaining))?;
+    Ok(())
 }
 
 /// Strips padding (and priority fields of HEADERS) from a frame payload.
@@ -166,12 +172,22 @@ fn call(host: &str, port: u16, service: &str, timeout: Duration) -> Result<Respo
             .max(Duration::from_millis(1)),
     ))?;
     s.write_all(&request(&addr, service))?;
+    exchange(&mut s, |s| arm_read(s, deadline))
+}
+
+/// Reads the server's frames after the request was sent, answering SETTINGS and PING, until
+/// stream 1 ends; `arm` runs before each frame is read (the deadline of a real call).
+fn exchange<S: Read + Write>(
+    s: &mut S,
+    mut arm: impl FnMut(&mut S) -> Result<(), CallError>,
+) -> Result<Response, CallError> {
     let mut dec = Decoder::default();
     let mut resp = Response::default();
     let mut block: Vec<u8> = Vec::new();
     let mut block_ends_stream = false;
     loop {
-        let (kind, flags, stream, payload) = read_frame(&mut s, deadline)?;
+        arm(s)?;
+        let (kind, flags, stream, payload) = read_frame(s)?;
         match kind {
             SETTINGS if flags & ACK == 0 => {
                 let mut ack = Vec::new();
@@ -199,6 +215,13 @@ fn call(host: &str, port: u16, service: &str, timeout: Duration) -> Result<Respo
                 if flags & END_HEADERS != 0 {
                     resp.headers.extend(dec.decode(&block)?);
                     block.clear();
+                    // Headers and trailers together, however many blocks a server sends.
+                    let size: usize = resp.headers.iter().map(|(n, v)| field_size(n, v)).sum();
+                    if size > MAX_HEADER_LIST {
+                        return Err(CallError::Protocol(format!(
+                            "response headers larger than {MAX_HEADER_LIST} bytes"
+                        )));
+                    }
                     if block_ends_stream {
                         return Ok(resp);
                     }
@@ -265,12 +288,44 @@ fn status_name(s: u64) -> &'static str {
 
 /// Runs one grpc health check against `host:port` within `timeout`.
 pub fn probe(host: &str, port: u16, service: &str, timeout: Duration) -> ProbeResult {
+    verdict(call(host, port, service, timeout), timeout)
+}
+
+/// The probe result for `server_bytes`, everything a server sent on the connection after the
+/// client's request, judged exactly as [`probe`] judges a live server (the client's
+/// acknowledgements are discarded, and the end of the bytes is the server closing). Used by
+/// the `grpc_response` fuzz target on the frame reader, HPACK and the health message.
+pub fn probe_reply(server_bytes: &[u8]) -> ProbeResult {
+    let mut wire = Replay(server_bytes);
+    verdict(exchange(&mut wire, |_| Ok(())), Duration::ZERO)
+}
+
+/// A connection replayed from memory: reads `.0`, discards writes.
+struct Replay<'a>(&'a [u8]);
+
+impl Read for Replay<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+
+impl Write for Replay<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Judges the outcome of a call made with `timeout`.
+fn verdict(call: Result<Response, CallError>, timeout: Duration) -> ProbeResult {
     let fail = |message: String| ProbeResult::Failure { message };
-    let resp = match call(host, port, service, timeout) {
+    let resp = match call {
         Ok(r) => r,
-        Err(e @ CallError::Connect { .. }) => {
+        Err(CallError::Connect { addr, source }) => {
             return fail(format!(
-                "timeout: failed to connect service \"{host}:{port}\" within {}s: {e}",
+                "timeout: failed to connect service \"{addr}\" within {}s: failed to connect to {addr}: {source}",
                 timeout.as_secs_f64()
             ))
         }
@@ -350,7 +405,10 @@ mod tests {
                     let mut service = String::new();
                     let mut path = String::new();
                     loop {
-                        let Ok((kind, flags, stream, payload)) = read_frame(&mut s, far) else {
+                        if arm_read(&mut s, far).is_err() {
+                            return;
+                        }
+                        let Ok((kind, flags, stream, payload)) = read_frame(&mut s) else {
                             return;
                         };
                         if kind == HEADERS {
@@ -434,6 +492,57 @@ mod tests {
             .expect("addr")
             .port();
         assert!(!probe("127.0.0.1", closed, "", Duration::from_secs(1)).passed());
+    }
+
+    #[test]
+    fn header_blocks_without_end_are_bounded() {
+        // Block after block of 4 KiB headers on stream 1, never ending the stream: the probe
+        // fails once the headers add up to more than the limit instead of collecting them.
+        let mut out = Vec::new();
+        let value = "v".repeat(4000);
+        for _ in 0..100 {
+            frame(
+                &mut out,
+                HEADERS,
+                END_HEADERS,
+                1,
+                &hpack::encode(&[("x-pad", &value)]),
+            );
+        }
+        match probe_reply(&out) {
+            ProbeResult::Failure { message } => assert_eq!(
+                message,
+                "error: health rpc probe failed: http2: response headers larger than 65536 bytes"
+            ),
+            r => panic!("{r:?}"),
+        }
+    }
+
+    #[test]
+    fn replayed_server_bytes_are_judged_like_a_live_server() {
+        let mut out = Vec::new();
+        frame(&mut out, SETTINGS, 0, 0, &[]);
+        let mut block = vec![0x88];
+        block.extend(hpack::encode(&[("content-type", "application/grpc")]));
+        frame(&mut out, HEADERS, END_HEADERS, 1, &block);
+        frame(&mut out, DATA, 0, 1, &[0, 0, 0, 0, 2, 0x08, 1]);
+        frame(
+            &mut out,
+            HEADERS,
+            END_HEADERS | END_STREAM,
+            1,
+            &hpack::encode(&[("grpc-status", "0")]),
+        );
+        assert_eq!(probe_reply(&out), ProbeResult::Success);
+        match probe_reply(&out[..out.len() - 3]) {
+            ProbeResult::Failure { message } => {
+                assert!(
+                    message.starts_with("error: health rpc probe failed"),
+                    "{message}"
+                )
+            }
+            r => panic!("{r:?}"),
+        }
     }
 
     #[test]

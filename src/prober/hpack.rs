@@ -23,6 +23,18 @@ pub enum HpackError {
     Huffman,
     #[error("hpack: table size update {0} above the limit")]
     TableSize(usize),
+    #[error("hpack: decoded header list larger than {MAX_HEADER_LIST} bytes")]
+    HeaderListTooLarge,
+}
+
+/// Largest decoded header list of one block, counted as HTTP/2's SETTINGS_MAX_HEADER_LIST_SIZE
+/// counts it (name + value + 32 per field). Without it, one indexed reference (one byte) to a
+/// 4 KiB dynamic table entry decodes to 4 KiB: a 64 KiB block would become 256 MiB.
+pub const MAX_HEADER_LIST: usize = 64 * 1024;
+
+/// The size of one header field in a header list, as HTTP/2 counts it.
+pub fn field_size(name: &str, value: &str) -> usize {
+    32 + name.len() + value.len()
 }
 
 const STATIC: [(&str, &str); 61] = [
@@ -256,21 +268,23 @@ impl Input<'_> {
         Ok(b)
     }
     fn int(&mut self, first: u8, prefix_bits: u32) -> Result<usize, HpackError> {
-        let max = (1usize << prefix_bits) - 1;
-        let mut v = (first as usize) & max;
+        let max = (1u64 << prefix_bits) - 1;
+        let mut v = u64::from(first) & max;
         if v < max {
-            return Ok(v);
+            return usize::try_from(v).map_err(|_| HpackError::Overflow);
         }
+        // At most 5 continuation bytes (35 bits): in u64 this cannot overflow, and the result
+        // must still fit the platform's usize (32 bits on armv7).
         let mut shift = 0;
         loop {
             let b = self.byte()?;
             if shift > 28 {
                 return Err(HpackError::Overflow);
             }
-            v += ((b & 0x7f) as usize) << shift;
+            v += u64::from(b & 0x7f) << shift;
             shift += 7;
             if b & 0x80 == 0 {
-                return Ok(v);
+                return usize::try_from(v).map_err(|_| HpackError::Overflow);
             }
         }
     }
@@ -318,18 +332,18 @@ impl Decoder {
         self.evict();
     }
 
-    /// Decodes one complete header block.
+    /// Decodes one complete header block; a decoded list over [`MAX_HEADER_LIST`] is an error.
     pub fn decode(&mut self, block: &[u8]) -> Result<Vec<(String, String)>, HpackError> {
         let mut inp = Input {
             data: block,
             pos: 0,
         };
-        let mut out = Vec::new();
+        let mut out = HeaderList::default();
         while inp.pos < block.len() {
             let b = inp.byte()?;
             if b & 0x80 != 0 {
                 let i = inp.int(b, 7)?;
-                out.push(self.get(i)?);
+                out.push(self.get(i)?)?;
             } else if b & 0x40 != 0 {
                 let i = inp.int(b, 6)?;
                 let name = if i == 0 {
@@ -339,7 +353,7 @@ impl Decoder {
                 };
                 let value = inp.string()?;
                 self.insert(name.clone(), value.clone());
-                out.push((name, value));
+                out.push((name, value))?;
             } else if b & 0x20 != 0 {
                 let size = inp.int(b, 5)?;
                 if size > self.limit {
@@ -355,10 +369,28 @@ impl Decoder {
                     self.get(i)?.0
                 };
                 let value = inp.string()?;
-                out.push((name, value));
+                out.push((name, value))?;
             }
         }
-        Ok(out)
+        Ok(out.fields)
+    }
+}
+
+/// A decoded header list that stays within [`MAX_HEADER_LIST`].
+#[derive(Default)]
+struct HeaderList {
+    fields: Vec<(String, String)>,
+    size: usize,
+}
+
+impl HeaderList {
+    fn push(&mut self, field: (String, String)) -> Result<(), HpackError> {
+        self.size += field_size(&field.0, &field.1);
+        if self.size > MAX_HEADER_LIST {
+            return Err(HpackError::HeaderListTooLarge);
+        }
+        self.fields.push(field);
+        Ok(())
     }
 }
 
@@ -427,6 +459,54 @@ mod tests {
             .expect("third");
         assert_eq!(h3[2], (":path".into(), "/index.html".into()));
         assert_eq!(h3[4], ("custom-key".into(), "custom-value".into()));
+    }
+
+    #[test]
+    fn indexed_references_cannot_amplify_a_block_past_the_limit() {
+        // One 4000-byte value put in the dynamic table, then referenced by 1-byte indexed
+        // fields (62 = the newest dynamic entry): 20 references (80 KB) are over the limit,
+        // 15 (60 KB) are not.
+        let value = "v".repeat(4000);
+        let mut insert = vec![0x40, 1, b'x'];
+        insert.extend([
+            0x7f,
+            0x80 + ((4000 - 127) % 128) as u8,
+            ((4000 - 127) / 128) as u8,
+        ]);
+        insert.extend(value.as_bytes());
+        let mut ok = insert.clone();
+        ok.extend([0x80 | 62; 14]);
+        let fields = Decoder::default().decode(&ok).expect("15 fields");
+        assert_eq!(fields.len(), 15);
+        assert!(fields.iter().all(|(n, v)| n == "x" && *v == value));
+        let mut bomb = insert;
+        bomb.extend([0x80 | 62; 19]);
+        assert_eq!(
+            Decoder::default().decode(&bomb),
+            Err(HpackError::HeaderListTooLarge)
+        );
+    }
+
+    #[test]
+    fn integers_past_the_platform_width_are_an_error() {
+        // 2^35 - 1 + 127 does not fit 32 bits: an error, never a wrapped index.
+        let mut inp = Input {
+            data: &[0xff, 0xff, 0xff, 0xff, 0xff, 0x7f],
+            pos: 0,
+        };
+        let first = inp.byte().expect("first");
+        let r = inp.int(first, 7);
+        if usize::BITS < 64 {
+            assert_eq!(r, Err(HpackError::Overflow));
+        } else {
+            assert_eq!(r, Ok(127 + (1 << 35) - 1));
+        }
+        let mut inp = Input {
+            data: &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01],
+            pos: 0,
+        };
+        let first = inp.byte().expect("first");
+        assert_eq!(inp.int(first, 7), Err(HpackError::Overflow));
     }
 
     #[test]

@@ -211,6 +211,8 @@ pub struct LinuxRuntime {
     /// `shim cleanup` on it just before its monitor started (killing the new container's
     /// cgroup and rootfs under it), or read a directory `remove_container` was deleting.
     busy_containers: BusySet,
+    /// This process's hold on the runtime dir (one runtime per runtime dir).
+    _run_dir_lock: rundir::RunDirLock,
     /// Pod sandboxes being created by this process (never torn down as partial).
     busy_sandboxes: BusySet,
     /// Serializes pod cgroup creation and removal (tiers are removed when empty, and the
@@ -230,6 +232,7 @@ impl LinuxRuntime {
     ) -> Result<LinuxRuntime, RuntimeError> {
         cgroups::validate_parent(&cfg.cgroup_parent)?;
         let boot_id = rundir::read_boot_id(&cfg.boot_id_file)?;
+        let run_dir_lock = rundir::lock(&cfg.run_dir)?;
         rundir::prepare(&cfg.run_dir, &boot_id)?;
         let sandbox_dirs = cfg.sandbox_dirs();
         // root only, whatever existed: the state holds specs (environment values), images with
@@ -275,6 +278,7 @@ impl LinuxRuntime {
             cfg,
             boot_id,
             busy_containers: BusySet::default(),
+            _run_dir_lock: run_dir_lock,
             busy_sandboxes: BusySet::default(),
             cgroup_lock: Mutex::new(()),
             images,

@@ -19,7 +19,7 @@
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use nix::mount::{umount2, MntFlags};
@@ -53,6 +53,67 @@ pub enum RunDirError {
     Io { path: PathBuf, source: io::Error },
     #[error("runtime dir {path}: state of an earlier boot is still mounted: {source}")]
     Unmount { path: PathBuf, source: nix::Error },
+    #[error(
+        "runtime dir {path} is in use by another podvisor (daemon or play; {holder}): give this \
+         one its own --root-dir, --runtime-dir and --cgroup-parent"
+    )]
+    InUse { path: PathBuf, holder: String },
+}
+
+/// The name of the lock file in the runtime dir.
+pub const LOCK_FILE: &str = "runtime.lock";
+
+/// An exclusive hold on a runtime dir: one runtime (a daemon or a `play`) per runtime dir and
+/// root dir. Two would race: each removes the other's containers in creation as the
+/// leftovers of an interrupted one, and the daemon would take `play`'s pods for orphans.
+/// Released when dropped, or when the process dies.
+#[derive(Debug)]
+pub struct RunDirLock {
+    _file: fs::File,
+}
+
+/// Creates the runtime dir if needed and takes its lock without waiting; the file names the
+/// holder's pid, for the error another process gets.
+pub fn lock(dir: &Path) -> Result<RunDirLock, RunDirError> {
+    use std::io::{Read, Seek, Write};
+    use std::os::fd::AsRawFd;
+    let io = |path: PathBuf| move |source| RunDirError::Io { path, source };
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o711)
+        .create(dir)
+        .map_err(io(dir.to_path_buf()))?;
+    let path = dir.join(LOCK_FILE);
+    let mut file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .map_err(io(path.clone()))?;
+    // SAFETY: flock on a descriptor this function owns; no memory is involved.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(io(path)(err));
+        }
+        let mut holder = String::new();
+        let _ = file.read_to_string(&mut holder);
+        let holder = match holder.trim() {
+            "" => "pid unknown".to_string(),
+            pid => format!("pid {pid}"),
+        };
+        return Err(RunDirError::InUse {
+            path: dir.to_path_buf(),
+            holder,
+        });
+    }
+    file.set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| writeln!(file, "{}", std::process::id()))
+        .map_err(io(path))?;
+    Ok(RunDirLock { _file: file })
 }
 
 /// Reads a boot ID (the kernel's, or a test's file): trimmed, 1-64 characters of

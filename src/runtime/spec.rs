@@ -1681,7 +1681,12 @@ mod tests {
             cgroups_path: "/podvisor/pod-u-1/c",
             node: &n,
             critical: false,
-            security: &NodeSecurity::default(),
+            security: &NodeSecurity {
+                // Not the default /var/lib/podvisor/seccomp: whether that exists depends on
+                // what ran on this machine before (a daemon, a package), not on the test.
+                seccomp_root: PathBuf::from("/nonexistent/podvisor-test/seccomp"),
+                ..NodeSecurity::default()
+            },
             host_devices: &[],
             sub_path_pins: None,
         })

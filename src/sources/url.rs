@@ -6,10 +6,11 @@
 //! the last ETag. 304 and a 200 with the same bytes (SHA-256) as the last body are silent; a
 //! new 200 body is `UrlChanged`; anything else is `UrlError`, on every failing poll. After an
 //! error the source forgets the last body and ETag, so the next success is reported even if
-//! it is the same body (the receiver can clear its error state). The timeout covers the
-//! whole request including the body; bodies are capped at 10 MiB. Proxies come from the
-//! usual environment variables (`HTTP_PROXY`, `NO_PROXY`...), like the kubelet's Go client;
-//! redirects are followed (up to 10).
+//! it is the same body (the receiver can clear its error state). Requests go through
+//! [`crate::httpclient`]: the timeout is a deadline for the whole request, redirects and body
+//! included; bodies are capped at 10 MiB after decompression, response heads at 64 KiB, and
+//! redirects are followed up to 10. Proxies come from the usual environment variables
+//! (`HTTP_PROXY`, `NO_PROXY`...), like the kubelet's Go client.
 
 use std::collections::BTreeMap;
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
@@ -22,11 +23,30 @@ use ureq::http::{HeaderName, HeaderValue, StatusCode, Uri};
 use ureq::Agent;
 
 use super::{Gate, SourceError, SourceEvent, SourceHandle, MAX_MANIFEST_BYTES};
+use crate::httpclient::{read_body, HttpError, Limits};
 
 /// The kubelet's `httpCheckFrequency`.
 pub const DEFAULT_URL_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
 /// The kubelet's HTTP client timeout for the static pod URL.
 pub const DEFAULT_URL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest response head (status line and headers) of the manifest URL.
+pub const MAX_URL_HEAD: usize = 64 * 1024;
+/// Redirects the manifest URL may take (Go's http.Client default).
+pub const MAX_URL_REDIRECTS: u32 = 10;
+
+/// The network limits of a manifest URL request with timeout `timeout`: every phase and the
+/// whole request share that one deadline.
+pub fn url_limits(timeout: Duration) -> Limits {
+    Limits {
+        max_body: MAX_MANIFEST_BYTES,
+        max_head: MAX_URL_HEAD,
+        max_redirects: MAX_URL_REDIRECTS,
+        connect: timeout,
+        head: timeout,
+        body: timeout,
+        total: timeout,
+    }
+}
 
 /// Configuration of [`start_url_source`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,21 +92,8 @@ pub fn start_url_source(
             });
         }
     }
-    validate_url(&cfg.url)?;
-    let headers = validate_headers(&cfg.headers)?;
-    let agent: Agent = Agent::config_builder()
-        .timeout_global(Some(cfg.timeout))
-        .http_status_as_error(false)
-        .build()
-        .new_agent();
-    let mut poller = Poller {
-        agent: agent.clone(),
-        url: cfg.url,
-        headers,
-        timeout: cfg.timeout,
-        etag: None,
-        last: None,
-    };
+    let mut poller = Poller::new(&cfg)?;
+    let agent = poller.agent.clone();
     let gate = Gate::new();
     let thread_gate = Arc::clone(&gate);
     let (stop_tx, stop_rx) = mpsc::channel::<()>();
@@ -165,18 +172,42 @@ enum Fetched {
     },
 }
 
+/// Why one poll failed.
+#[derive(Debug, thiserror::Error)]
+enum FetchError {
+    #[error(transparent)]
+    Http(#[from] HttpError),
+    #[error("unexpected status {0}")]
+    Status(StatusCode),
+}
+
 /// The polling state; one `poll` is one request.
 struct Poller {
     agent: Agent,
     url: String,
     headers: Vec<(HeaderName, HeaderValue)>,
-    timeout: Duration,
+    limits: Limits,
     etag: Option<HeaderValue>,
     /// SHA-256 of the last body reported.
     last: Option<[u8; 32]>,
 }
 
 impl Poller {
+    /// Checks the URL and headers (the durations are checked by the caller).
+    fn new(cfg: &UrlSourceConfig) -> Result<Poller, SourceError> {
+        validate_url(&cfg.url)?;
+        let headers = validate_headers(&cfg.headers)?;
+        let limits = url_limits(cfg.timeout);
+        Ok(Poller {
+            agent: limits.agent_config().build().new_agent(),
+            url: cfg.url.clone(),
+            headers,
+            limits,
+            etag: None,
+            last: None,
+        })
+    }
+
     /// Polls once; returns the event to send, if any.
     fn poll(&mut self) -> Option<SourceEvent> {
         match self.fetch() {
@@ -204,7 +235,7 @@ impl Poller {
         }
     }
 
-    fn fetch(&self) -> Result<Fetched, String> {
+    fn fetch(&self) -> Result<Fetched, FetchError> {
         let mut request = self.agent.get(&self.url);
         for (name, value) in &self.headers {
             request = request.header(name.clone(), value.clone());
@@ -212,32 +243,15 @@ impl Poller {
         if let Some(etag) = &self.etag {
             request = request.header(IF_NONE_MATCH, etag.clone());
         }
-        let mut response = request.call().map_err(|e| self.describe(e))?;
+        let mut response = request.call().map_err(|e| self.limits.error(e))?;
         match response.status() {
             StatusCode::NOT_MODIFIED => Ok(Fetched::NotModified),
             StatusCode::OK => {
                 let etag = response.headers().get(ETAG).cloned();
-                let data = response
-                    .body_mut()
-                    .with_config()
-                    .limit(MAX_MANIFEST_BYTES)
-                    .read_to_vec()
-                    .map_err(|e| self.describe(e))?;
+                let data = read_body(response.body_mut(), &self.limits)?;
                 Ok(Fetched::Body { data, etag })
             }
-            status => Err(format!("unexpected status {status}")),
-        }
-    }
-
-    fn describe(&self, err: ureq::Error) -> String {
-        match err {
-            ureq::Error::Timeout(which) => {
-                format!("timed out after {:?} ({which})", self.timeout)
-            }
-            ureq::Error::BodyExceedsLimit(_) => {
-                format!("response body is larger than the {MAX_MANIFEST_BYTES}-byte (10 MiB) limit")
-            }
-            other => other.to_string(),
+            status => Err(FetchError::Status(status)),
         }
     }
 }
@@ -245,6 +259,8 @@ impl Poller {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::httpclient::hostile::{self, Hostile};
+    use crate::httpclient::Phase;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::mpsc::Receiver;
     use std::sync::Mutex;
@@ -487,7 +503,10 @@ mod tests {
         let handle = start_url_source(config, tx).expect("start");
         let message = expect_error(&rx, &server.url);
         let elapsed = start.elapsed();
-        assert!(message.contains("timed out after 300ms"), "{message}");
+        assert!(
+            message.ends_with("timed out after 300ms for the whole request"),
+            "{message}"
+        );
         assert!(elapsed >= Duration::from_millis(300), "{elapsed:?}");
         assert!(elapsed < Duration::from_millis(1500), "{elapsed:?}");
         handle.stop();
@@ -538,6 +557,85 @@ mod tests {
         let handle = start_url_source(cfg(&url, Duration::from_secs(60)), tx).expect("start");
         expect_error(&rx, &url);
         handle.stop();
+    }
+
+    /// Runs in a child process (see `hostile_servers_end_in_named_errors_with_bounded_memory`):
+    /// every hostile behaviour, one poll each.
+    fn hostile_child(base: &str) {
+        let cfg = UrlSourceConfig {
+            timeout: Duration::from_secs(1),
+            ..UrlSourceConfig::new(base)
+        };
+        let poller = Poller::new(&cfg).expect("poller");
+        let fetch = |path: &str| {
+            let p = Poller {
+                url: format!("{base}{path}"),
+                ..Poller::new(&cfg).expect("poller")
+            };
+            match p.fetch() {
+                Err(FetchError::Http(e)) => e,
+                Err(other) => panic!("{path}: {other}"),
+                Ok(_) => panic!("{path}: fetched a body"),
+            }
+        };
+        let too_large = HttpError::BodyTooLarge {
+            limit: MAX_MANIFEST_BYTES,
+        };
+        assert_eq!(fetch("/bomb"), too_large);
+        assert_eq!(fetch("/endless"), too_large);
+        let timeout = HttpError::Timeout {
+            phase: Phase::Total,
+            after: Duration::from_secs(1),
+        };
+        assert_eq!(fetch("/slow-head"), timeout);
+        assert_eq!(fetch("/trickle"), timeout);
+        assert_eq!(
+            fetch("/huge-head"),
+            HttpError::HeadTooLarge {
+                limit: MAX_URL_HEAD
+            }
+        );
+        assert_eq!(
+            fetch("/loop"),
+            HttpError::TooManyRedirects {
+                max: MAX_URL_REDIRECTS
+            }
+        );
+        // The event the sync loop gets names the URL and the limit.
+        let mut p = Poller {
+            url: format!("{base}/bomb"),
+            ..poller
+        };
+        match p.poll() {
+            Some(SourceEvent::UrlError { message, .. }) => assert_eq!(
+                message,
+                format!("GET {base}/bomb: response body is larger than the 10485760-byte limit (counted after decompression)")
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn hostile_servers_end_in_named_errors_with_bounded_memory() {
+        if let Some(base) = hostile::child_url() {
+            hostile_child(&base);
+            return hostile::report_peak_rss();
+        }
+        let server = hostile::Server::start(|path| match path {
+            "/bomb" => Hostile::GzipBomb,
+            "/endless" => Hostile::EndlessBody,
+            "/slow-head" => Hostile::SlowHead,
+            "/trickle" => Hostile::TrickleBody,
+            "/huge-head" => Hostile::HugeHead,
+            _ => Hostile::RedirectLoop,
+        });
+        hostile::assert_child_memory_bounded(
+            module_path!(),
+            "hostile_servers_end_in_named_errors_with_bounded_memory",
+            &server.url(""),
+            "url source",
+            MAX_MANIFEST_BYTES,
+        );
     }
 
     #[test]

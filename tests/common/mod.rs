@@ -21,8 +21,37 @@ pub mod registry;
 
 pub use image::BUSYBOX;
 
+/// The podvisor binary under test: this build's, or `PODVISOR_TEST_BIN` (to measure another
+/// build with the same tests).
 pub fn podvisor_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_podvisor"))
+    match std::env::var_os("PODVISOR_TEST_BIN") {
+        Some(p) => PathBuf::from(p),
+        None => PathBuf::from(env!("CARGO_BIN_EXE_podvisor")),
+    }
+}
+
+/// Waits for `child` (its stderr piped) and returns whether it exited 0, its stderr and its
+/// peak RSS in bytes (`ru_maxrss` from wait4).
+pub fn wait_with_peak_rss(mut child: std::process::Child) -> (bool, String, u64) {
+    use std::io::Read;
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut stderr);
+    }
+    let pid = libc::pid_t::try_from(child.id()).expect("pid");
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to overwrite.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our child and not reaped yet (std's Child does not reap on drop);
+    // both pointers are to live locals.
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(rc, pid, "wait4: {}", std::io::Error::last_os_error());
+    let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    (
+        ok,
+        stderr,
+        u64::try_from(usage.ru_maxrss).expect("ru_maxrss") << 10,
+    )
 }
 
 pub fn require_root() {
