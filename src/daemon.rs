@@ -49,6 +49,8 @@ pub enum DaemonError {
     },
     #[error("signal setup: {0}")]
     Signals(nix::Error),
+    #[error("{0}")]
+    Kernel(#[from] crate::kernel::KernelError),
 }
 
 /// Settings that come from the global command line rather than the KubeletConfiguration.
@@ -64,6 +66,9 @@ pub struct DaemonPaths {
     /// `--cgroup-parent`: overrides cgroupRoot.
     pub cgroup_parent: Option<String>,
 }
+
+/// Test hook: a file whose appearance wedges the sync loop (tests of the systemd watchdog).
+pub const TEST_WEDGE_ENV: &str = "PODVISOR_TEST_WEDGE_FILE";
 
 /// Default `--registry-config` when that file exists.
 const DEFAULT_REGISTRY_CONFIG: &str = "/etc/podvisor/registries.yaml";
@@ -109,6 +114,13 @@ fn spawn_image_gc(
 
 /// Runs the daemon until SIGTERM/SIGINT.
 pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
+    // First, while this is the only thread: the environment is read and cleaned here.
+    let (notify_socket, watchdog) = crate::systemd::notify::take_from_env();
+    let wedge_file = std::env::var_os(TEST_WEDGE_ENV).map(PathBuf::from);
+    // Before anything is created: an old kernel stops here with every missing feature named,
+    // instead of failing later in the middle of a pod.
+    let kernel = crate::kernel::verify()?;
+    log::info!("kernel {}: every required feature present", kernel.release);
     let cfg: DaemonConfig = crate::config::load(flags, &paths.root_dir)?;
     if !cfg.unimplemented_fields.is_empty() {
         log::warn!(
@@ -191,7 +203,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         docker_config: cfg.docker_config.clone(),
     };
     let snapshots = SnapshotCell::default();
-    let Engine { sync, tx, rx } = engine::start(
+    let Engine { mut sync, tx, rx } = engine::start(
         SyncConfig {
             node_name: cfg.node_name.clone(),
             expect_file_source: cfg.static_pod_path.is_some(),
@@ -207,6 +219,29 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         image_service,
         snapshots.clone(),
     )?;
+    match notify_socket {
+        Ok(Some(socket)) => {
+            if let Some(w) = watchdog {
+                log::info!(
+                    "systemd watchdog: {} s, pinged by the sync loop",
+                    w.as_secs_f64()
+                );
+            }
+            sync.set_service(crate::systemd::ServiceReporter::new(
+                Box::new(socket),
+                watchdog,
+            ));
+        }
+        Ok(None) => {}
+        Err(e) => log::warn!("NOTIFY_SOCKET: {e}: systemd is not told about readiness"),
+    }
+    if let Some(f) = wedge_file {
+        log::warn!(
+            "{TEST_WEDGE_ENV}={}: test hook armed, the sync loop wedges once that file exists",
+            f.display()
+        );
+        sync.set_wedge_file(f);
+    }
 
     let (src_tx, src_rx) = mpsc::channel::<SourceEvent>();
     let _src_forwarder = engine::forward("source-events", src_rx, tx.clone(), SyncEvent::Source)?;

@@ -21,6 +21,9 @@
 //! - [`fsutil`]: small filesystem helpers (atomic and durable writes, torn records, openat2
 //!   below a directory).
 //! - [`check`]: `podvisor check`, the consistency check of the persistent state.
+//! - [`health`]: the sync loop's turnover time, the daemon's liveness signal.
+//! - [`systemd`]: `Type=notify` readiness, status and watchdog pings.
+//! - [`kernel`]: what podvisor needs from the kernel (minimum 5.6), probed and checked at start.
 //! - [`httpclient`]: the limits and deadlines every network read goes through.
 
 pub mod api;
@@ -30,8 +33,10 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod fsutil;
+pub mod health;
 pub mod httpclient;
 pub mod images;
+pub mod kernel;
 pub mod logs;
 pub mod play;
 pub mod pod;
@@ -43,3 +48,4 @@ pub mod sources;
 pub mod status;
 pub mod sync;
 pub mod sys;
+pub mod systemd;

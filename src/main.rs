@@ -178,6 +178,11 @@ enum Command {
         #[command(subcommand)]
         command: ImageCommand,
     },
+    /// Write the man pages and shell completions into a directory (packaging; only in a
+    /// build with the `docs` feature).
+    #[cfg(feature = "docs")]
+    #[command(hide = true)]
+    GenerateDocs { out: PathBuf },
     /// Internal: processes podvisor re-executes itself as.
     #[command(hide = true)]
     Shim {
@@ -472,6 +477,14 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Image { command } => {
             let store = ImageStore::open(&g.root_dir.join("images"))?;
             image_command(&store, &g.root_dir, command)?;
+            Ok(0)
+        }
+        #[cfg(feature = "docs")]
+        Command::GenerateDocs { out } => {
+            use clap::CommandFactory;
+            for f in views::docs::generate(Cli::command(), &out)? {
+                println!("{}", f.display());
+            }
             Ok(0)
         }
         // Handled in main before logging is set up.

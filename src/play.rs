@@ -51,6 +51,8 @@ pub enum PlayError {
     Engine(#[from] crate::sync::engine::EngineError),
     #[error("signal setup: {0}")]
     Signals(nix::Error),
+    #[error(transparent)]
+    Kernel(#[from] crate::kernel::KernelError),
 }
 
 /// What `play` needs.
@@ -70,6 +72,7 @@ const OUTPUT_PERIOD: Duration = Duration::from_millis(50);
 
 /// Runs the pod in the foreground; returns the process exit code.
 pub fn play(opts: &PlayOptions) -> Result<i32, PlayError> {
+    crate::kernel::verify()?;
     let mut runtime_cfg = opts.runtime.clone();
     // Load the default AppArmor profile now, so that a failure is known before validation.
     runtime_cfg.security.apparmor = AppArmorHost::detect_and_load();

@@ -1,23 +1,38 @@
-//! The cgroup v2 VM tests as part of `cargo test`: runs tests/vm/run.sh (qemu, Debian's
-//! kernel, pure cgroup v2) against the podvisor binary cargo just built, and fails with the
-//! script's report when any scenario fails, is missing, or the VM times out.
+//! The VM tests as part of `cargo test`: tests/vm/run.sh (qemu, Debian's kernel, pure cgroup
+//! v2) in an amd64 guest against the podvisor binary cargo just built, and in an arm64 guest
+//! (qemu-system-aarch64 -M virt) against the aarch64 build of scripts/cross, where the armv7
+//! build also runs (the armhf-binary scenario). Each fails with the script's report when any
+//! scenario fails, is missing, or the VM times out.
 
 use std::process::Command;
 
-#[test]
-#[ignore = "needs root: builds a VM image with root-owned files, boots it (scripts/test runs it)"]
-fn cgroup_v2_scenarios_in_a_vm() {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vm/run.sh");
-    let out = Command::new(script)
-        .env("PODVISOR_BIN", env!("CARGO_BIN_EXE_podvisor"))
+fn run_script(script: &str, envs: &[(&str, &str)]) {
+    let path = format!("{}/tests/vm/{script}", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(&path)
+        .envs(envs.iter().copied())
         .output()
-        .expect("run tests/vm/run.sh");
+        .unwrap_or_else(|e| panic!("run {path}: {e}"));
     let report = format!(
         "{}\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     println!("{report}");
-    assert!(out.status.success(), "VM tests failed:\n{report}");
+    assert!(out.status.success(), "{script} failed:\n{report}");
     assert!(report.contains("PASS"), "no scenario reported:\n{report}");
+}
+
+#[test]
+#[ignore = "needs root: builds a VM image with root-owned files, boots it (scripts/test runs it)"]
+fn cgroup_v2_scenarios_in_a_vm() {
+    run_script(
+        "run.sh",
+        &[("PODVISOR_BIN", env!("CARGO_BIN_EXE_podvisor"))],
+    );
+}
+
+#[test]
+#[ignore = "needs root: builds an arm64 VM image with root-owned files, boots it (scripts/test runs it)"]
+fn cgroup_v2_scenarios_in_an_arm64_vm() {
+    run_script("run.sh", &[("PODVISOR_VM_ARCH", "arm64")]);
 }

@@ -3,7 +3,8 @@
 #
 #   . scripts/lib/deps.sh
 #   deps_install run     building and running podvisor (scripts/quickstart)
-#   deps_install test    that and everything the test suite needs (scripts/test, CI)
+#   deps_install test    that and everything the test suite needs (scripts/test)
+#   deps_install ci      that and the packaging tools (.ci/run, packaging/build-packages.sh)
 #
 # Debian packages already installed are left alone (no `apt-get update` when nothing is
 # missing). Rust: Debian 12's rustc (1.63) is older than podvisor's rust-version, so the
@@ -21,9 +22,19 @@ DEPS_RUN=(gcc libc6-dev make pkg-config libseccomp-dev libelf-dev zlib1g-dev app
 # distribution registry) and apache2-utils (htpasswd) for the registry the pull tests run on
 # loopback; qemu-system-x86, cpio and binutils (strip) for the cgroup v2 VM tests
 # (tests/vm/run.sh); python3 (a seccomp test makes raw clone(2) calls with ctypes); e2fsprogs
-# (mkfs.ext4: the disk of the VM's reboot series).
+# (mkfs.ext4: the disk of the VM's reboot series). The arm64 VM test (issue 15):
+# gcc-aarch64-linux-gnu, gcc-arm-linux-gnueabihf and their libc for scripts/cross (the
+# target's libseccomp/libelf/zlib come from scripts/debian-download), qemu-system-arm (the
+# arm64 guest, which also runs the armhf binary), and the Rust targets (DEPS_RUST_TARGETS).
 DEPS_TEST=(skopeo docker-registry apache2-utils qemu-system-x86 cpio binutils python3
-  e2fsprogs)
+  e2fsprogs gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf
+  libc6-dev-armhf-cross qemu-system-arm)
+DEPS_RUST_TARGETS=(aarch64-unknown-linux-gnu armv7-unknown-linux-gnueabihf)
+# CI, in addition: lintian, rpmlint and rpm (rpmlint reads packages with it), debootstrap (the
+# systemd VM of the install test, tests/vm/install.sh); from crates.io, pinned and built once
+# per machine, cargo-deb and cargo-generate-rpm (DEPS_CARGO_CI).
+DEPS_CI=(lintian rpmlint rpm debootstrap)
+DEPS_CARGO_CI=(cargo-deb@3.8.0 cargo-generate-rpm@0.21.1)
 
 deps_die() {
   echo "$0: $*" >&2
@@ -45,7 +56,12 @@ deps_apt() {
   [ ${#missing[@]} -gt 0 ] || return 0
   echo "$0: installing ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
-  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  # A mirror in the middle of a sync can fail one index for a while (measured:
+  # bookworm-security armhf); retry once, then go on with the indexes that did arrive: the
+  # install below fails clearly if a package is really missing.
+  apt-get -o DPkg::Lock::Timeout=600 update -qq ||
+    { sleep 30; apt-get -o DPkg::Lock::Timeout=600 update -qq; } ||
+    echo "$0: apt-get update reported errors" >&2
   apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" \
     >/dev/null
 }
@@ -87,14 +103,36 @@ deps_rust() {
   deps_rustc_at_least "$min" || deps_die "rustc $min or newer is needed, have: $(rustc --version 2>&1)"
 }
 
-# deps_install run|test
+# The Rust standard libraries of DEPS_RUST_TARGETS that rustup has not installed yet.
+deps_rust_targets() {
+  local t installed
+  installed=$(rustup target list --installed 2>/dev/null || true)
+  for t in "${DEPS_RUST_TARGETS[@]}"; do
+    grep -qx "$t" <<<"$installed" || rustup target add "$t"
+  done
+}
+
+# The cargo tools of DEPS_CARGO_CI (name@version) not on PATH yet.
+deps_cargo_tools() {
+  local tool
+  for tool in "${DEPS_CARGO_CI[@]}"; do
+    command -v "${tool%@*}" >/dev/null 2>&1 || cargo install --locked --quiet "$tool"
+  done
+}
+
+# deps_install run|test|ci
 deps_install() {
   [ "$(id -u)" = 0 ] || deps_die "run as root (installs packages; podvisor runs containers as root)"
   command -v apt-get >/dev/null 2>&1 || deps_die "apt-get not found: Debian 12 or Raspberry Pi OS expected"
   case ${1:-} in
     run) deps_apt "${DEPS_RUN[@]}" ;;
     test) deps_apt "${DEPS_RUN[@]}" "${DEPS_TEST[@]}" ;;
-    *) deps_die "deps_install run|test" ;;
+    ci) deps_apt "${DEPS_RUN[@]}" "${DEPS_TEST[@]}" "${DEPS_CI[@]}" ;;
+    *) deps_die "deps_install run|test|ci" ;;
   esac
   deps_rust
+  case $1 in
+    test) deps_rust_targets ;;
+    ci) deps_rust_targets && deps_cargo_tools ;;
+  esac
 }

@@ -11,6 +11,8 @@ use crate::api::{client, percent_encode, ApiError};
 use crate::status::{EventRecord, PodView, SourceErrorView};
 
 pub mod describe;
+#[cfg(any(feature = "docs", test))]
+pub mod docs;
 pub mod events;
 pub mod exec;
 pub mod logs;

@@ -80,13 +80,16 @@ pub trait FsStats {
 pub struct Statvfs;
 
 impl FsStats for Statvfs {
+    // The block counts and sizes are 32 bits wide on 32-bit ARM (armhf) and 64 bits elsewhere:
+    // the casts widen there and are no-ops here.
+    #[allow(clippy::unnecessary_cast)]
     fn usage(&self, path: &Path) -> io::Result<FsUsage> {
         let st = nix::sys::statvfs::statvfs(path).map_err(io::Error::from)?;
-        let frag = st.fragment_size();
+        let frag = st.fragment_size() as u64;
         Ok(FsUsage {
-            capacity: st.blocks().saturating_mul(frag),
+            capacity: (st.blocks() as u64).saturating_mul(frag),
             // Blocks available to unprivileged users, as df and the kubelet's cadvisor report.
-            available: st.blocks_available().saturating_mul(frag),
+            available: (st.blocks_available() as u64).saturating_mul(frag),
         })
     }
 }

@@ -257,6 +257,14 @@ pub struct SyncLoop {
     probe_state: probes::ProbeState,
     /// When refused manifests are checked again next (see `PodConfig::recheck`).
     next_recheck: Instant,
+    /// Every turnover is recorded here (the daemon's liveness signal).
+    monitor: crate::health::SyncLoopMonitor,
+    /// systemd notifications (`Type=notify`), when started by systemd.
+    service: Option<crate::systemd::ServiceReporter>,
+    /// The `STATUS=` line of the latest published snapshot.
+    status_line: String,
+    /// Test hook: the loop stops turning over once this file exists.
+    wedge_file: Option<PathBuf>,
 }
 
 fn rfc3339(t: SystemTime) -> String {
@@ -353,6 +361,10 @@ impl SyncLoop {
             reported_dups: BTreeSet::new(),
             dirty: true,
             next_recheck: started + RECHECK_PERIOD,
+            monitor: crate::health::SyncLoopMonitor::new(started),
+            service: None,
+            status_line: String::new(),
+            wedge_file: None,
         };
         s.reconcile();
         s.publish();
@@ -505,23 +517,71 @@ impl SyncLoop {
             source_errors: self.config.orphan_errors(),
             events: self.events.to_vec(),
         };
+        self.status_line = crate::systemd::status_line(&snapshot);
         self.snapshots.publish(snapshot);
+    }
+
+    /// The loop's liveness signal, for readers on other threads (a health endpoint).
+    pub fn monitor(&self) -> crate::health::SyncLoopMonitor {
+        self.monitor.clone()
+    }
+
+    /// Reports readiness, status and watchdog pings to systemd from now on.
+    pub fn set_service(&mut self, service: crate::systemd::ServiceReporter) {
+        self.service = Some(service);
+    }
+
+    /// Test hook (`PODVISOR_TEST_WEDGE_FILE`): once `path` exists, the loop removes it and
+    /// blocks forever at its next turnover, as a deadlocked loop would, so the watchdog can
+    /// be seen to act (and the restarted daemon runs normally).
+    pub fn set_wedge_file(&mut self, path: PathBuf) {
+        self.wedge_file = Some(path);
+    }
+
+    /// One turnover: recorded for health checks, and told to systemd (readiness once the
+    /// sources reported and the previous run's pods are re-adopted, the status line, a
+    /// watchdog ping).
+    fn turnover(&mut self) {
+        let now = self.clock.now();
+        if let Some(f) = &self.wedge_file {
+            // One-shot: the file is removed, so the daemon systemd restarts runs normally.
+            if std::fs::remove_file(f).is_ok() {
+                log::error!(
+                    "test hook: {} appeared: the sync loop stops turning over",
+                    f.display()
+                );
+                loop {
+                    std::thread::sleep(Duration::from_secs(3600));
+                }
+            }
+        }
+        self.monitor.record(now);
+        let ready = self.sources_ready();
+        if let Some(s) = self.service.as_mut() {
+            s.turnover(now, ready, &self.status_line);
+        }
     }
 
     /// Runs until a [`SyncEvent::Shutdown`] arrives or every sender is gone.
     pub fn run(mut self, rx: std::sync::mpsc::Receiver<SyncEvent>) {
         use std::sync::mpsc::RecvTimeoutError;
         loop {
-            let timeout = self
-                .next_deadline()
+            self.turnover();
+            let mut deadline = self.next_deadline();
+            if let Some(ping) = self.service.as_ref().and_then(|s| s.next_ping()) {
+                deadline = Some(deadline.map_or(ping, |d| d.min(ping)));
+            }
+            let timeout = deadline
                 .map(|d| d.saturating_duration_since(self.clock.now()))
                 .unwrap_or(Duration::from_secs(60));
             match rx.recv_timeout(timeout) {
-                Ok(SyncEvent::Shutdown) => return,
+                Ok(SyncEvent::Shutdown) | Err(RecvTimeoutError::Disconnected) => break,
                 Ok(ev) => self.handle(ev),
                 Err(RecvTimeoutError::Timeout) => self.tick(),
-                Err(RecvTimeoutError::Disconnected) => return,
             }
+        }
+        if let Some(s) = self.service.as_mut() {
+            s.stopping();
         }
     }
 }

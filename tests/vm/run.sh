@@ -12,6 +12,9 @@
 # Needs: qemu-system-x86 cpio busybox-static umoci e2fsprogs (apt), cargo. The kernel package
 # is fetched with `apt-get download` on first use and cached under $PODVISOR_VM_CACHE (default
 # target/vm-cache). Exit status 0 only if every expected scenario printed PASS.
+# PODVISOR_VM_ARCH=arm64 runs the same scenarios in an arm64 guest (tests/vm/arch.sh holds
+# everything that differs per architecture; it also needs qemu-system-arm and what
+# scripts/cross needs).
 #
 # Environment knobs:
 #   PODVISOR_VM_CACHE    cache directory (kernel, console logs, the series' disk); default
@@ -33,7 +36,9 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-cache=${PODVISOR_VM_CACHE:-$repo/target/vm-cache}
+# shellcheck source=tests/vm/arch.sh
+. "$here/arch.sh"
+cache=${PODVISOR_VM_CACHE:-$vm_cache_default}
 overall_timeout=${PODVISOR_VM_TIMEOUT:-400}
 boot_timeout=${PODVISOR_VM_BOOT_TIMEOUT:-90}
 mem=${PODVISOR_VM_MEM:-1024}
@@ -51,8 +56,19 @@ scenarios=(
   oom-killed oom-child pids-limit cpu-throttled
   refused-outofcpu refused-outofmemory
   device-filter privileged-device apparmor-default apparmor-localhost
+  multiarch-image boot-to-pods
   monitors-outside-pods pod-cgroup-removed cycles-50
 )
+if [ "$vm_arch" != amd64 ]; then
+  # No apparmor_parser of the guest's architecture in the initramfs.
+  scenarios=("${scenarios[@]/apparmor-*/}")
+  read -r -a scenarios <<< "${scenarios[*]}"
+  # The armv7 binary under the arm64 kernel's 32-bit compat layer.
+  scenarios+=(armhf-binary)
+  # "all": every scenario there is (the reboot series only when named); unset: the CI subset.
+  [ "${PODVISOR_VM_ONLY:-}" = all ] && PODVISOR_VM_ONLY=$(IFS=,; echo "${scenarios[*]}")
+  PODVISOR_VM_ONLY=${PODVISOR_VM_ONLY:-$vm_default_scenarios}
+fi
 series=(reboot-setup reboot-orderly)
 for ((i = 1; i <= cuts; i++)); do series+=("power-cut-$i"); done
 expected=("${scenarios[@]}" "${series[@]}")
@@ -75,45 +91,38 @@ log() { echo "vm-test: $*"; }
 die() { echo "vm-test: error: $*" >&2; exit 2; }
 
 [ "$(id -u)" = 0 ] || die "must run as root (umoci builds the test image with root-owned files)"
-for tool in qemu-system-x86_64 cpio busybox umoci apt-get dpkg-deb strip apparmor_parser; do
+for tool in "${vm_tools[@]}" cpio busybox umoci apt-get dpkg-deb strip; do
   command -v "$tool" >/dev/null 2>&1 ||
-    die "missing $tool (apt-get install qemu-system-x86 cpio busybox-static umoci binutils apparmor)"
+    die "missing $tool (apt-get install qemu-system-x86 qemu-system-arm cpio busybox-static umoci binutils apparmor gcc-aarch64-linux-gnu)"
 done
-busybox_bin=$(command -v busybox)
+mkdir -p "$cache"
+busybox_bin=$(vm_busybox)
 # The Debian busybox package puts a dynamic busybox at /bin/busybox only with busybox (not
 # busybox-static); the VM has no libc for it, so insist on the static one.
-if ldd "$busybox_bin" >/dev/null 2>&1; then
+if [ "$vm_arch" = amd64 ] && ldd "$busybox_bin" >/dev/null 2>&1; then
   die "$busybox_bin is dynamically linked: install busybox-static"
 fi
-mkdir -p "$cache"
 
 # --- 1. podvisor ---------------------------------------------------------------------------
 if [ -n "${PODVISOR_BIN:-}" ]; then
   podvisor=$PODVISOR_BIN
 else
-  log "building podvisor (cargo build, debug profile)"
-  (cd "$repo" && cargo build --locked --quiet --bin podvisor)
-  podvisor=$repo/target/debug/podvisor
+  log "building podvisor for $vm_arch"
+  podvisor=$(vm_build_podvisor)
 fi
 [ -x "$podvisor" ] || die "no podvisor binary at $podvisor"
 t_build=$(date +%s)
 
 # --- 2. kernel (cached) ---------------------------------------------------------------------
-kernel_dir=$(find "$cache" -maxdepth 1 -type d -name 'kernel-*' 2>/dev/null | sort | tail -n1)
+kernel_dir=$(find "$cache" -maxdepth 1 -type d -name "kernel-*-$vm_arch" 2>/dev/null | sort | tail -n1)
 if [ -z "$kernel_dir" ] || [ ! -f "$kernel_dir/vmlinuz" ]; then
   log "fetching the Debian kernel with apt-get download (first run only)"
   dl=$(mktemp -d "$cache/download.XXXXXX")
   trap 'rm -rf "$dl"' EXIT
   chmod 755 "$dl"
   chown _apt "$dl" 2>/dev/null || true # lets apt download without the "unsandboxed" warning
-  (cd "$dl" && apt-get download -qq linux-image-amd64) ||
-    die "apt-get download linux-image-amd64 failed (run apt-get update?)"
-  meta=$(ls "$dl"/linux-image-amd64_*.deb)
-  # linux-image-amd64 is a metapackage: its first Depends is the real image package.
-  real=$(dpkg-deb -f "$meta" Depends | sed 's/^[[:space:]]*//; s/[[:space:],(|].*//')
-  case "$real" in linux-image-*) ;; *) die "unexpected Depends of linux-image-amd64: $real" ;; esac
-  (cd "$dl" && apt-get download -qq "$real") || die "apt-get download $real failed"
-  dpkg-deb -x "$dl/${real}"_*.deb "$dl/x"
+  vm_kernel_download "$dl" || die "downloading linux-image-$vm_arch failed (run apt-get update?)"
+  dpkg-deb -x "$(ls "$dl"/linux-image-[0-9]*.deb)" "$dl/x"
   version=$(ls "$dl/x/lib/modules")
   kernel_dir=$cache/kernel-$version
   rm -rf "$kernel_dir"
@@ -133,46 +142,46 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage"/{bin,sbin,usr/bin,usr/sbin,vm/modules,vm/images,etc,proc,sys,dev,newroot}
 # busybox and its applet links
 cp "$busybox_bin" "$stage/bin/busybox"
-for applet in $("$busybox_bin" --list-full); do
+for applet in $(busybox --list-full); do # the host's busybox-static: same version, and it runs here
   [ -e "$stage/$applet" ] || ln -s /bin/busybox "$stage/$applet"
 done
 # podvisor without symbols and debug info, apparmor_parser (the VM kernel has AppArmor) and the
 # policy includes it uses, their shared libraries and the dynamic loader
-strip --strip-all -o "$stage/usr/bin/podvisor" "$podvisor"
-cp "$(command -v apparmor_parser)" "$stage/usr/sbin/apparmor_parser"
-for d in abi tunables abstractions; do
-  [ -d "/etc/apparmor.d/$d" ] && mkdir -p "$stage/etc/apparmor.d" && cp -a "/etc/apparmor.d/$d" "$stage/etc/apparmor.d/"
-done
-{ ldd "$podvisor" "$(command -v apparmor_parser)" 2>/dev/null || true; } | awk '/:$/ {next} /=> \//{print $3} /^[[:space:]]*\//{print $1}' | sort -u | while read -r lib; do
-  mkdir -p "$stage$(dirname "$lib")"
-  cp -L "$lib" "$stage$lib"
-done
+strip --strip-all -o "$stage/usr/bin/podvisor" "$podvisor" 2>/dev/null ||
+  cp "$podvisor" "$stage/usr/bin/podvisor" # another architecture's binary: stripped by its profile
+if [ "$vm_arch" = amd64 ]; then
+  cp "$(command -v apparmor_parser)" "$stage/usr/sbin/apparmor_parser"
+  for d in abi tunables abstractions; do
+    [ -d "/etc/apparmor.d/$d" ] && mkdir -p "$stage/etc/apparmor.d" && cp -a "/etc/apparmor.d/$d" "$stage/etc/apparmor.d/"
+  done
+  vm_copy_libs "$stage" "$podvisor" "$(command -v apparmor_parser)"
+else
+  vm_copy_libs "$stage" "$podvisor" || die "libraries for $podvisor"
+fi
 # kernel modules in load order (dependencies first); the package has no modules.dep (depmod
 # runs at install time), so dependencies come from each module's .modinfo "depends=" entry
 : > "$stage/vm/modules/order"
-add_module() { # add_module NAME: the module and, first, its dependencies
-  local name=$1 file base dep
-  file=$(find "$kernel_dir/modules/kernel" \( -name "$name.ko*" -o -name "${name//_/-}.ko*" \) | head -n1)
-  [ -n "$file" ] || die "kernel module $name not found under $kernel_dir/modules"
-  base=$name.ko
-  grep -qx "$base" "$stage/vm/modules/order" && return 0
-  case "$file" in
-    *.ko) cp "$file" "$stage/vm/modules/$base" ;;
-    *.ko.xz) xz -dc "$file" > "$stage/vm/modules/$base" ;;
-    *.ko.zst) zstd -qdc "$file" > "$stage/vm/modules/$base" ;;
-    *) die "unsupported module file $file" ;;
-  esac
-  for dep in $(tr '\0' '\n' < "$stage/vm/modules/$base" | sed -n 's/^depends=//p' | tr ',' ' '); do
-    add_module "$dep"
-  done
-  echo "$base" >> "$stage/vm/modules/order"
-}
+add_module() { vm_add_module "$stage/vm/modules" "$1"; }
 for m in "${modules[@]}"; do add_module "$m"; done
 # the test image, built offline like the other tests' image; for the reboot series a second
 # image with 8 MiB of random data, imported while the power is cut
-"$repo/tests/images/build-busybox.sh" "$stage/vm/images/busybox.tar" >/dev/null
+BUSYBOX=$busybox_bin BUSYBOX_LIST=$(command -v busybox) IMAGE_ARCH=$vm_arch \
+  "$repo/tests/images/build-busybox.sh" "$stage/vm/images/busybox.tar" >/dev/null
 if [ -n "$run_series" ]; then
-  FILLER_MB=8 "$repo/tests/images/build-busybox.sh" "$stage/vm/images/churn.tar" >/dev/null
+  BUSYBOX=$busybox_bin BUSYBOX_LIST=$(command -v busybox) IMAGE_ARCH=$vm_arch FILLER_MB=8 \
+    "$repo/tests/images/build-busybox.sh" "$stage/vm/images/churn.tar" >/dev/null
+fi
+# one image for amd64, arm64/v8 and arm/v7 in one OCI index (the multiarch-image scenario)
+"$repo/tests/images/build-multiarch.sh" "$stage/vm/images/multiarch.tar" >/dev/null
+if [ "$vm_arch" = arm64 ]; then
+  # the armhf-binary scenario: the armv7 podvisor, and the digest it must pick from the index
+  vm_stage_armhf "$stage/vm/armhf" || die "staging the armv7 podvisor failed"
+  tar -xOf "$stage/vm/images/multiarch.tar" ./index.json | python3 -c '
+import json, sys
+for m in json.load(sys.stdin)["manifests"]:
+    p = m["platform"]
+    if p["architecture"] == "arm" and p.get("variant") == "v7":
+        print(m["digest"])' > "$stage/vm/images/multiarch-arm-v7.digest"
 fi
 # init, scenarios, manifests, configuration
 cp "$here/init" "$stage/init"
@@ -201,9 +210,9 @@ boot_vm() {
   : > "$clog"
   t_boot=$(date +%s)
   log "booting $name (qemu software emulation, $smp cpus, ${mem} MiB; console log: $clog)"
-  qemu-system-x86_64 -nographic -no-reboot -nic none -m "$mem" -smp "$smp" \
+  "${qemu_system[@]}" -nographic -no-reboot -nic none -m "$mem" -smp "$smp" \
     -kernel "$kernel_dir/vmlinuz" -initrd "$initrd" \
-    -append "console=ttyS0 quiet loglevel=3 panic=-1 cgroup_no_v1=all $append" "$@" \
+    -append "console=$vm_console quiet loglevel=3 panic=-1 cgroup_no_v1=all $append" "$@" \
     </dev/null >"$clog" 2>&1 &
   qemu=$!
   trap 'kill "$qemu" 2>/dev/null || true' EXIT

@@ -302,6 +302,110 @@ scenario_apparmor_localhost() {
   report $n
 }
 
+# The multi-platform image: the import picked this machine's entry of the index.
+scenario_multiarch_image() {
+  n=multiarch-image errs=""
+  case $(uname -m) in
+    aarch64) want=linux/arm64/v8 ;;
+    x86_64) want=linux/amd64 ;;
+    *) want="unknown machine $(uname -m)" ;;
+  esac
+  if ! wait_until 60 log_has $n linux/; then
+    errs="no platform in the log after 60 s (phase $(pod_field $n phase));"
+  else
+    got=$(pod_log $n | head -n1)
+    [ "$got" = "$want" ] || errs="$errs the container runs the $got image (want $want);"
+  fi
+  report $n
+}
+
+# The armhf (armv7) podvisor, run by the arm64 kernel's AArch32 compat layer as on a Raspberry
+# Pi running 32-bit Raspberry Pi OS on a 64-bit kernel, imports the multi-platform image into
+# its own root: it must store the index's linux/arm/v7 manifest (run.sh computed its digest).
+scenario_armhf_binary() {
+  n=armhf-binary errs=""
+  a=/vm/armhf
+  armhf() { "$a/ld-linux-armhf.so.3" --library-path "$a" "$a/podvisor" --root-dir /var/lib/pv-armhf \
+    --runtime-dir /run/pv-armhf "$@"; }
+  want_digest=$(cat /vm/images/multiarch-arm-v7.digest)
+  if ! armhf image import /vm/images/multiarch.tar >/tmp/armhf.log 2>&1; then
+    errs="import failed: $(tail -n 3 /tmp/armhf.log | tr '\n' ' ');"
+  else
+    got=$(armhf image ls --no-trunc 2>&1 | awk '$1 == "docker.io/library/multiarch:1.0" {print $2}')
+    [ "$got" = "$want_digest" ] || errs="stored ${got:-nothing}, want the linux/arm/v7 manifest $want_digest;"
+  fi
+  say "INFO armhf-binary: $(file_arch "$a/podvisor") podvisor on $(uname -m), stored ${got:-nothing}"
+  rm -rf /var/lib/pv-armhf /run/pv-armhf
+  report $n
+}
+file_arch() { # the ELF class and machine of FILE, from its header (busybox has no file(1))
+  case "$(od -An -tx1 -j4 -N1 "$1" | tr -d ' ')-$(od -An -tx1 -j18 -N1 "$1" | tr -d ' ')" in
+    01-28) echo "32-bit ARM" ;;
+    02-b7) echo "64-bit ARM" ;;
+    *) echo "unknown ELF" ;;
+  esac
+}
+
+# Boot to pods: a second daemon (own root, manifests, socket and cgroup parent) starts with
+# 10 manifests and the multi-platform image only in its preload directory, and no network
+# (the VM has no NIC): the time from its start to 10 containers running, and no pull tried.
+boot_running() { # PARENT: containers with a process under /sys/fs/cgroup/PARENT
+  _n=0
+  for _p in "$CG/$1"/pod*/*/cgroup.procs "$CG/$1"/*/pod*/*/cgroup.procs; do
+    read -r _pid 2>/dev/null < "$_p" && _n=$((_n + 1))
+  done
+  echo $_n
+}
+scenario_boot_to_pods() {
+  n=boot-to-pods errs=""
+  broot=/var/lib/pv-boot bman=/etc/pv-boot bsock=/run/pv-boot/api.sock bparent=pvboot
+  mkdir -p "$broot/images/preload" "$bman"
+  cp /vm/images/multiarch.tar "$broot/images/preload/multiarch.tar"
+  i=1
+  while [ $i -le 10 ]; do
+    cat > "$bman/boot-$i.yaml" <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: boot-$i}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: multiarch:1.0
+    command: [sh, -c, 'trap "exit 0" TERM; sleep 1000 & wait']
+EOF
+    i=$((i + 1))
+  done
+  bt0=$(ms)
+  podvisor --root-dir "$broot" --runtime-dir /run/pv-boot/state --log-dir /var/log/pv-boot \
+    --cgroup-parent "$bparent" run \
+    --pod-manifest-path "$bman" --api-socket "$bsock" >/var/log/pv-boot.log 2>&1 &
+  bd=$!
+  _end=$(($(now) + 120))
+  bfirst=""
+  while [ "$(boot_running $bparent)" -lt 10 ] && [ "$(now)" -lt "$_end" ]; do
+    [ -z "$bfirst" ] && [ "$(boot_running $bparent)" -ge 1 ] && bfirst=$(ms)
+    sleep 0.05
+  done
+  bt1=$(ms)
+  up=$(boot_running $bparent)
+  if [ "$up" -lt 10 ]; then
+    errs="$up of 10 pods running 120 s after the daemon started: $(tail -n 3 /var/log/pv-boot.log | tr '\n' ' ');"
+  else
+    say "INFO boot-to-pods: daemon start to 10 pods running: $((bt1 - bt0)) ms, the first after $((${bfirst:-$bt1} - bt0)) ms ($(uname -m), $(nproc) cpus, preloaded image imported at start, no network)"
+  fi
+  pulls=$(podvisor events --api-socket "$bsock" 2>/dev/null | grep -c Pulling)
+  [ "$pulls" = 0 ] || errs="$errs $pulls Pulling events: a pod waited on a registry;"
+  rm -f "$bman"/*.yaml
+  _end=$(($(now) + 90))
+  while [ -n "$(find "$CG/$bparent" -mindepth 1 -name 'pod*' 2>/dev/null)" ] && [ "$(now)" -lt "$_end" ]; do sleep 0.5; done
+  kill "$bd" 2>/dev/null
+  wait "$bd" 2>/dev/null
+  left=$(find "$CG/$bparent" -mindepth 1 -name 'pod*' 2>/dev/null | tr '\n' ' ')
+  [ -z "$left" ] || errs="$errs pods left after their manifests went: $left;"
+  report $n
+}
+
 # No monitor or daemon process may sit in a pod's cgroups (item 1 of issue 5).
 scenario_monitors_outside_pods() {
   n=monitors-outside-pods errs=""
@@ -415,6 +519,8 @@ t0=$(now)
 # never reaches for a registry (the VM has no network; :latest would mean Always)
 podvisor image import /vm/images/busybox.tar --ref docker.io/library/busybox:1.35 >/tmp/import.log 2>&1 ||
   say "INFO image import failed: $(tail -n 3 /tmp/import.log | tr '\n' ' ')"
+podvisor image import /vm/images/multiarch.tar >/tmp/import.log 2>&1 ||
+  say "INFO multiarch image import failed: $(tail -n 3 /tmp/import.log | tr '\n' ' ')"
 RUST_LOG=${RUST_LOG:-info} podvisor run --config /vm/kubelet-config.yaml \
   --pod-manifest-path "$MANIFESTS" >"$DAEMON_LOG" 2>&1 &
 daemon=$!
@@ -432,7 +538,7 @@ want() {
   case ",$only," in *",$1,"*) return 0 ;; *) return 1 ;; esac
 }
 scenario_pods=""
-for p in qos-guaranteed qos-burstable qos-besteffort oom-killed oom-child pids-limit cpu-throttled refused-outofcpu refused-outofmemory device-filter privileged-device apparmor-default apparmor-localhost; do
+for p in qos-guaranteed qos-burstable qos-besteffort oom-killed oom-child pids-limit cpu-throttled refused-outofcpu refused-outofmemory device-filter privileged-device apparmor-default apparmor-localhost multiarch-image; do
   if want $p; then
     start_pod $p
     scenario_pods="$scenario_pods $p"
@@ -452,11 +558,14 @@ want device-filter && scenario_device_filter
 want privileged-device && scenario_privileged_device
 want apparmor-default && scenario_apparmor_default
 want apparmor-localhost && scenario_apparmor_localhost
+want multiarch-image && scenario_multiarch_image
+[ -d /vm/armhf ] && want armhf-binary && scenario_armhf_binary # arm64 guest only
 want monitors-outside-pods && scenario_monitors_outside_pods
 
 scenario_uids=""
 for p in $scenario_pods; do scenario_uids="$scenario_uids $(pod_uid "$p")"; done
 want pod-cgroup-removed && scenario_removed
+want boot-to-pods && scenario_boot_to_pods
 want cycles-50 && scenario_cycles
 say "INFO scenarios took $(($(now) - t0)) s"
 warnings=$(grep -c -e '^\[[^ ]* WARN' -e '^\[[^ ]* ERROR' "$DAEMON_LOG")

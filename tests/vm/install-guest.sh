@@ -1,0 +1,135 @@
+#!/bin/sh
+# Runs inside the Debian 12 + systemd VM of tests/vm/install.sh, as a oneshot unit after
+# multi-user.target: the package's life on a real systemd. One line per step on the console:
+#   PODVISOR-VM: PASS <step>   or   PODVISOR-VM: FAIL <step>: <why>
+# then the VM powers off.
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+say() { echo "PODVISOR-VM: $*"; }
+pass() { say "PASS $1"; }
+fail() { say "FAIL $1: $2"; }
+report() { if [ -z "$errs" ]; then pass "$1"; else fail "$1" "$errs"; fi; }
+now() { date +%s; }
+wait_until() { # SECONDS CMD...
+  _end=$(($(now) + $1))
+  shift
+  until "$@"; do
+    [ "$(now)" -ge "$_end" ] && return 1
+    sleep 0.5
+  done
+}
+prop() { systemctl show -p "$1" --value podvisor.service 2>/dev/null; }
+running_pods() { podvisor pods 2>/dev/null | grep -c ' Running '; }
+two_running() { [ "$(running_pods)" -ge 2 ]; }
+# "cgroup pid" of every container, sorted: what must not change across restarts
+container_pids() {
+  for p in /sys/fs/cgroup/podvisor/pod*/*/cgroup.procs /sys/fs/cgroup/podvisor/*/pod*/*/cgroup.procs; do
+    [ -f "$p" ] && echo "${p%/cgroup.procs} $(head -n1 "$p")"
+  done | sort
+}
+ready_again() { [ "$(prop ActiveState)" = active ] && [ "$(prop MainPID)" != "$1" ] && [ "$(prop MainPID)" != 0 ]; }
+
+say "BEGIN $(systemctl --version | head -n1), kernel $(uname -r), cgroup $(stat -fc %T /sys/fs/cgroup)"
+
+# --- install: pods from /etc/kubernetes/manifests run ----------------------------------------
+errs=""
+mkdir -p /etc/kubernetes/manifests /var/lib/podvisor/images/preload
+cp /vm/multiarch.tar /var/lib/podvisor/images/preload/
+for name in web sleeper; do
+  cat > "/etc/kubernetes/manifests/$name.yaml" <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $name}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: multiarch:1.0
+    resources: {limits: {cpu: 100m, memory: 32Mi}}
+    command: [sh, -c, 'trap "exit 0" TERM; sleep 100000 & wait']
+EOF
+done
+t=$(now)
+out=$(dpkg -i /vm/podvisor-1.deb 2>&1) || errs="dpkg -i: $out;"
+[ "$(systemctl is-enabled podvisor 2>&1)" = enabled ] || errs="$errs not enabled: $(systemctl is-enabled podvisor 2>&1);"
+[ "$(prop ActiveState)" = active ] || errs="$errs not active after dpkg -i: $(prop ActiveState) $(prop Result);"
+wait_until 120 two_running || errs="$errs $(running_pods) of 2 pods Running: $(podvisor pods 2>&1 | tr '\n' ' ');"
+[ -f /usr/share/man/man1/podvisor.1.gz ] || errs="$errs no man page;"
+[ -f /usr/share/bash-completion/completions/podvisor ] || errs="$errs no bash completion;"
+say "INFO install to 2 pods running: $(($(now) - t)) s"
+report install
+
+# --- Type=notify: READY came (systemctl start returned active), STATUS says what runs --------
+errs=""
+status=$(prop StatusText)
+case "$status" in "2 pods running, 0 failing"*) ;; *) errs="StatusText \"$status\";" ;; esac
+[ "$(prop Type)" = notify ] || errs="$errs Type=$(prop Type);"
+[ "$(prop WatchdogUSec)" = 30s ] || errs="$errs WatchdogUSec=$(prop WatchdogUSec);"
+report ready-status
+
+# --- upgrade: the daemon restarts, the containers keep their pids ---------------------------
+errs=""
+before=$(container_pids)
+main=$(prop MainPID)
+echo "# edited by the admin" >> /etc/podvisor/config.yaml
+out=$(dpkg -i /vm/podvisor-2.deb 2>&1) || errs="dpkg -i (upgrade): $out;"
+wait_until 60 ready_again "$main" || errs="$errs daemon not restarted (MainPID $(prop MainPID), was $main);"
+wait_until 60 two_running || errs="$errs $(running_pods) of 2 pods Running after the upgrade;"
+after=$(container_pids)
+[ -n "$before" ] && [ "$before" = "$after" ] || errs="$errs container pids changed: [$before] -> [$after];"
+dpkg-query -W -f='${Version}' podvisor | grep -q -- '-2$' || errs="$errs version $(dpkg-query -W -f='${Version}' podvisor);"
+grep -q "edited by the admin" /etc/podvisor/config.yaml || errs="$errs the admin's config edit was lost;"
+say "INFO upgrade: daemon $main -> $(prop MainPID), containers: $(echo "$after" | awk '{print $2}' | tr '\n' ' ')"
+report upgrade-keeps-containers
+
+# --- watchdog: a wedged sync loop is restarted, containers survive ---------------------------
+errs=""
+mkdir -p /etc/systemd/system/podvisor.service.d
+cat > /etc/systemd/system/podvisor.service.d/wedge.conf <<'EOF'
+[Service]
+Environment=PODVISOR_TEST_WEDGE_FILE=/run/podvisor-test-wedge
+WatchdogSec=6s
+EOF
+systemctl daemon-reload
+systemctl restart podvisor || errs="restart with the test hook failed;"
+wait_until 60 two_running || errs="$errs pods not Running after arming the hook;"
+before=$(container_pids)
+main=$(prop MainPID)
+restarts=$(prop NRestarts)
+t=$(now)
+touch /run/podvisor-test-wedge
+wait_until 90 ready_again "$main" || errs="$errs not restarted within 90 s (MainPID $(prop MainPID), NRestarts $(prop NRestarts));"
+took=$(($(now) - t))
+wait_until 60 two_running || errs="$errs pods not Running after the watchdog restart;"
+[ "$(prop NRestarts)" -gt "$restarts" ] || errs="$errs NRestarts $(prop NRestarts) (was $restarts);"
+journalctl -u podvisor --no-pager 2>/dev/null | grep -q -i 'watchdog timeout' ||
+  errs="$errs no watchdog timeout in the journal;"
+after=$(container_pids)
+[ "$before" = "$after" ] || errs="$errs container pids changed: [$before] -> [$after];"
+say "INFO watchdog: wedged daemon $main replaced by $(prop MainPID) after $took s"
+rm -f /etc/systemd/system/podvisor.service.d/wedge.conf
+systemctl daemon-reload
+report watchdog-restart
+
+# --- remove: the service is gone, state stays; purge ----------------------------------------
+errs=""
+out=$(dpkg -r podvisor 2>&1) || errs="dpkg -r: $out;"
+# debhelper masks the unit of a removed (not purged) package until purge.
+case "$(prop LoadState)" in not-found | masked) ;; *) errs="$errs unit still loaded: $(prop LoadState);" ;; esac
+[ "$(prop ActiveState)" = inactive ] || errs="$errs unit $(prop ActiveState);"
+[ -e /usr/lib/systemd/system/podvisor.service ] && errs="$errs unit file still installed;"
+pgrep -x podvisor >/dev/null && errs="$errs a podvisor daemon still runs: $(pgrep -a -x podvisor | tr '\n' ' ');"
+[ -x /usr/bin/podvisor ] && errs="$errs /usr/bin/podvisor still there;"
+[ -d /var/lib/podvisor/images ] || errs="$errs state removed by remove (only purge may);"
+report remove
+errs=""
+out=$(dpkg --purge podvisor 2>&1) || errs="dpkg --purge: $out;"
+[ -e /etc/podvisor/config.yaml ] && errs="$errs config left after purge;"
+# Containers still run (removing the package stops the daemon only): purge keeps the state
+# they use and says so.
+echo "$out" | grep -q "containers still use /var/lib/podvisor" || errs="$errs purge said: $out;"
+[ -d /var/lib/podvisor ] || errs="$errs state of running containers removed;"
+report purge
+
+say DONE
+sync
+systemctl poweroff --force --force
