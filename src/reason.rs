@@ -241,6 +241,17 @@ reasons! {
     }
 }
 
+impl WaitingReason {
+    /// Whether the container is failing rather than starting (systemd's `STATUS=` counts its
+    /// pod as failing): every reason but `ContainerCreating` and `PodInitializing`.
+    pub const fn is_failure(self) -> bool {
+        !matches!(
+            self,
+            WaitingReason::ContainerCreating | WaitingReason::PodInitializing
+        )
+    }
+}
+
 impl PodReason {
     /// The admission reason for a resource the node has too little of: the kubelet's
     /// `"OutOf" + resourceName`.

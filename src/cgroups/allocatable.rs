@@ -200,8 +200,8 @@ pub fn host_capacity() -> Result<Amounts, CapacityError> {
 /// Why a pod was not admitted: the kubelet's `OutOf<resource>` reason and its message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejection {
-    /// A [`PodReason`] (`OutOfcpu`, `OutOfmemory`), as the sync loop records it.
-    pub reason: String,
+    /// `OutOfcpu` or `OutOfmemory`.
+    pub reason: PodReason,
     pub message: String,
 }
 
@@ -228,7 +228,7 @@ pub fn admit(requests: Amounts, used: Amounts, allocatable: Amounts) -> Result<(
     for (reason, name, req, used, cap) in checks {
         if req > 0 && req > cap.saturating_sub(used) {
             return Err(Rejection {
-                reason: reason.into(),
+                reason,
                 message: format!(
                     "Node didn't have enough resource: {name}, requested: {req}, used: {used}, capacity: {cap}"
                 ),
@@ -374,7 +374,7 @@ mod tests {
             memory_bytes: 2 * GI,
         };
         let r = admit(too_much_cpu, used, alloc).expect_err("cpu");
-        assert_eq!(r.reason, "OutOfcpu");
+        assert_eq!(r.reason, PodReason::OutOfCpu);
         assert_eq!(
             r.message,
             "Node didn't have enough resource: cpu, requested: 600, used: 1500, capacity: 2000"
@@ -388,7 +388,7 @@ mod tests {
             alloc,
         )
         .expect_err("memory");
-        assert_eq!(r.reason, "OutOfmemory");
+        assert_eq!(r.reason, PodReason::OutOfMemory);
         // No requests: always admitted, even on a full node.
         assert_eq!(admit(Amounts::default(), alloc, alloc), Ok(()));
     }

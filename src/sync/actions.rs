@@ -19,6 +19,7 @@ use super::backoff;
 use super::{restart_policy, PodWorker, Removal, SandboxPhase};
 use crate::pod::static_pod::StaticPod;
 use crate::prober::ProbeKind;
+use crate::reason::WaitingReason;
 use crate::runtime::ContainerKind;
 
 /// What the loop knows about one pod when it decides.
@@ -126,7 +127,10 @@ pub(super) fn compute_actions(now: Instant, state: &PodState<'_>) -> Actions {
     let due = |actions: &mut Actions, i: usize| {
         let s = &w.slots[i];
         if s.pull_backoff_at.is_some_and(|t| now >= t) {
-            let show = s.waiting.as_ref().is_some_and(|(r, _)| r == "ErrImagePull");
+            let show = s
+                .waiting
+                .as_ref()
+                .is_some_and(|(r, _)| *r == WaitingReason::ErrImagePull);
             actions.push(Action::PullBackoffDue { slot: i, show });
         }
         if s.retry_at.is_none_or(|t| now >= t) {

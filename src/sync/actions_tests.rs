@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 
 use super::*;
 use crate::prober::ProbeKind::{Liveness, Startup};
+use crate::reason::{PodReason, WaitingReason};
 use crate::runtime::ExitRecord;
 use crate::sync::probes::{Health, Kill};
 use crate::sync::{Finished, Instance, Slot};
@@ -39,7 +40,7 @@ enum C {
     },
     /// A failed pull: waiting with this reason, retry in s, ImagePullBackOff shown in s.
     PullFailed {
-        reason: &'static str,
+        reason: WaitingReason,
         retry: i64,
         backoff: i64,
     },
@@ -125,7 +126,7 @@ fn slot(now: Instant, name: String, kind: ContainerKind, c: C) -> Slot {
         C::Exited(code) => s.last = Some(finished(code)),
         C::ExitedWaiting(code) => {
             s.last = Some(finished(code));
-            s.waiting = Some(("CrashLoopBackOff".into(), String::new()));
+            s.waiting = Some((WaitingReason::CrashLoopBackOff, String::new()));
         }
         C::Backoff(code, secs) => {
             s.last = Some(finished(code));
@@ -163,7 +164,7 @@ fn slot(now: Instant, name: String, kind: ContainerKind, c: C) -> Slot {
             retry,
             backoff,
         } => {
-            s.waiting = Some((reason.into(), String::new()));
+            s.waiting = Some((reason, String::new()));
             s.retry_at = Some(at(now, retry));
             s.pull_backoff_at = Some(at(now, backoff));
         }
@@ -205,7 +206,9 @@ fn worker(now: Instant, case: &Case) -> PodWorker {
         created: String::new(),
         conditions: BTreeMap::new(),
         failed: case.failed,
-        rejected: case.rejected.then(|| ("OutOfmemory".into(), String::new())),
+        rejected: case
+            .rejected
+            .then(|| (PodReason::OutOfMemory, String::new())),
     }
 }
 
@@ -376,7 +379,7 @@ fn cases() -> Vec<Case> {
         Case {
             name: "ErrImagePull turns into ImagePullBackOff before the next attempt",
             apps: vec![C::PullFailed {
-                reason: "ErrImagePull",
+                reason: WaitingReason::ErrImagePull,
                 retry: 5,
                 backoff: 0,
             }],
@@ -389,7 +392,7 @@ fn cases() -> Vec<Case> {
         Case {
             name: "the pull is tried again when its backoff is over",
             apps: vec![C::PullFailed {
-                reason: "ErrImagePull",
+                reason: WaitingReason::ErrImagePull,
                 retry: -1,
                 backoff: -6,
             }],
@@ -405,7 +408,7 @@ fn cases() -> Vec<Case> {
         Case {
             name: "a pull backoff timer of a container waiting for something else is dropped",
             apps: vec![C::PullFailed {
-                reason: "CreateContainerConfigError",
+                reason: WaitingReason::CreateContainerConfigError,
                 retry: 5,
                 backoff: 0,
             }],
@@ -418,7 +421,7 @@ fn cases() -> Vec<Case> {
         Case {
             name: "an init container's pull backs off too",
             inits: vec![C::PullFailed {
-                reason: "ErrImagePull",
+                reason: WaitingReason::ErrImagePull,
                 retry: 5,
                 backoff: -1,
             }],

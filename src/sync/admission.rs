@@ -37,7 +37,9 @@ impl SyncLoop {
             }
         }
         if let Err(Rejection { reason, message }) = admit(requests, used, allocatable) {
-            self.event(EventType::Warning, name, None, &reason, &message);
+            if let Some(event) = reason.event() {
+                self.event(EventType::Warning, name, None, event, &message);
+            }
             w.rejected = Some((reason, format!("Pod was rejected: {message}")));
         }
     }

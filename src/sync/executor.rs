@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use crate::prober::{run_action, Action, HookKind, ProbeResult, Target};
+use crate::reason::WaitingReason;
 use crate::runtime::{
     ContainerInfo, ContainerKind, ContainerRequest, ContainerState, Runtime, RuntimeError,
     SandboxInfo,
@@ -103,12 +104,22 @@ pub fn needs_pull<E>(
     }
 }
 
-/// Why a start failed, in the kubelet's vocabulary.
+/// Why a start failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartFailureReason {
+    /// The container's waiting reason, in the kubelet's vocabulary: ErrImagePull,
+    /// ErrImageNeverPull, CreateContainerConfigError, CreateContainerError or
+    /// RunContainerError.
+    Waiting(WaitingReason),
+    /// The pod's sandbox is missing or not live; the sync loop creates it again (never shown
+    /// as a container's reason).
+    SandboxNotReady,
+}
+
+/// A start that failed, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StartFailure {
-    /// ErrImagePull, ErrImageNeverPull, CreateContainerConfigError, CreateContainerError or
-    /// RunContainerError.
-    pub reason: String,
+    pub reason: StartFailureReason,
     pub message: String,
 }
 
@@ -177,7 +188,7 @@ fn ensure_image(
 ) -> Result<(), StartFailure> {
     let image = container.image.clone().unwrap_or_default();
     let failed = |message: String| StartFailure {
-        reason: "ErrImagePull".into(),
+        reason: StartFailureReason::Waiting(WaitingReason::ErrImagePull),
         message: format!("failed to pull image {image:?}: {message}"),
     };
     if pull_policy(container) == "Never" {
@@ -296,20 +307,20 @@ pub fn run_job(
     }
 }
 
-/// The start failure reason of a container whose pod sandbox is missing or not live; the sync
-/// loop creates the sandbox again (never shown as a container's reason).
-pub const SANDBOX_NOT_READY: &str = "SandboxNotReady";
-
 fn classify(e: RuntimeError) -> StartFailure {
     let reason = match &e {
-        RuntimeError::SandboxNotReady { .. } => SANDBOX_NOT_READY,
-        RuntimeError::ImageNotPresent { .. } => "ErrImageNeverPull",
-        RuntimeError::Spec { .. } | RuntimeError::Image { .. } => "CreateContainerConfigError",
-        RuntimeError::Start { .. } => "RunContainerError",
-        _ => "CreateContainerError",
+        RuntimeError::SandboxNotReady { .. } => StartFailureReason::SandboxNotReady,
+        RuntimeError::ImageNotPresent { .. } => {
+            StartFailureReason::Waiting(WaitingReason::ErrImageNeverPull)
+        }
+        RuntimeError::Spec { .. } | RuntimeError::Image { .. } => {
+            StartFailureReason::Waiting(WaitingReason::CreateContainerConfigError)
+        }
+        RuntimeError::Start { .. } => StartFailureReason::Waiting(WaitingReason::RunContainerError),
+        _ => StartFailureReason::Waiting(WaitingReason::CreateContainerError),
     };
     StartFailure {
-        reason: reason.to_string(),
+        reason,
         message: crate::runtime::shim::error_chain(&e),
     }
 }

@@ -51,6 +51,7 @@ use self::executor::{Executor, JobResult};
 use self::podconfig::PodConfig;
 use self::store::DesiredStore;
 use crate::pod::static_pod::{SourceKind, StaticPod};
+use crate::reason::{EventReason, PodReason, WaitingReason};
 use crate::runtime::{ContainerInfo, ContainerKind, ExitRecord, Runtime, RuntimeEvent};
 use crate::sources::SourceEvent;
 use crate::status::{EventLog, EventType, PodView, Snapshot, SnapshotCell};
@@ -147,7 +148,7 @@ struct Slot {
     /// When an ErrImagePull waiting reason turns into ImagePullBackOff.
     pull_backoff_at: Option<Instant>,
     /// Why it is not running: (reason, message).
-    waiting: Option<(String, String)>,
+    waiting: Option<(WaitingReason, String)>,
     retry_at: Option<Instant>,
     /// An init container that completed successfully.
     succeeded: bool,
@@ -198,7 +199,7 @@ struct PodWorker {
     /// The pod can no longer make progress (init failed under restartPolicy Never...).
     failed: bool,
     /// Not admitted (does not fit the node): (reason, message); nothing is started.
-    rejected: Option<(String, String)>,
+    rejected: Option<(PodReason, String)>,
 }
 
 /// A pod generation being stopped and removed.
@@ -410,13 +411,13 @@ impl SyncLoop {
         type_: EventType,
         pod: &str,
         container: Option<&str>,
-        reason: &str,
+        reason: EventReason,
         message: &str,
     ) {
         let now = self.now_str();
         if self
             .events
-            .record(type_, pod, container, reason, message, &now)
+            .record(type_, pod, container, reason.as_str(), message, &now)
         {
             let what = match container {
                 Some(c) => format!("{pod} {c}"),

@@ -14,6 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::podconfig::PodConfig;
 use super::{PodWorker, SandboxPhase, Slot, SyncConfig};
+use crate::reason::PodReason;
 use crate::runtime::ContainerKind;
 use crate::status::PodView;
 
@@ -116,7 +117,7 @@ fn container_status(s: &Slot, inits_pending: bool) -> ContainerStatus {
     } else if let Some((reason, message)) = &s.waiting {
         K8sState {
             waiting: Some(ContainerStateWaiting {
-                reason: Some(reason.clone()),
+                reason: Some(reason.to_string()),
                 message: (!message.is_empty()).then(|| message.clone()),
             }),
             ..Default::default()
@@ -237,14 +238,14 @@ pub(super) fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig) -> PodVi
     let mut message = None;
     let mut reason = None;
     if let SandboxPhase::Failed { message: m } = &w.sandbox {
-        reason = Some("FailedCreatePodSandBox".to_string());
+        reason = Some(PodReason::FailedCreatePodSandBox.to_string());
         message = Some(m.clone());
     }
     let (mut inits, mut apps) = (inits, apps);
     if let Some((r, m)) = &w.rejected {
         // As the kubelet's rejectPod: phase, reason and message only, no container statuses
         // (so `podvisor pods` shows the reason, as kubectl does).
-        reason = Some(r.clone());
+        reason = Some(r.to_string());
         message = Some(m.clone());
         inits.clear();
         apps.clear();

@@ -20,6 +20,7 @@ use super::executor::Job;
 use super::{grace_of, PodWorker, SyncLoop};
 use crate::prober::scheduler::{ProbeControl, ProbeTarget, ProbeUpdate};
 use crate::prober::{container_probes, hook_action, HookKind, ProbeKind, ProbeResult};
+use crate::reason::EventReason;
 use crate::status::EventType;
 
 /// After a preStop hook the container always gets at least this long between the stop signal
@@ -135,7 +136,7 @@ impl SyncLoop {
                 EventType::Normal,
                 name,
                 Some(cname),
-                "Started",
+                EventReason::Started,
                 &format!("Started container {cname}"),
             );
             return;
@@ -165,7 +166,7 @@ impl SyncLoop {
                     EventType::Warning,
                     name,
                     Some(cname),
-                    "FailedPostStartHook",
+                    EventReason::FailedPostStartHook,
                     &e.to_string(),
                 );
                 self.begin_container_kill(name, &id, None);
@@ -239,7 +240,7 @@ impl SyncLoop {
                 EventType::Warning,
                 name,
                 Some(&cname),
-                "FailedPreStopHook",
+                EventReason::FailedPreStopHook,
                 &msg,
             );
         }
@@ -286,14 +287,14 @@ impl SyncLoop {
                 EventType::Warning,
                 &name,
                 Some(&u.container),
-                "Unhealthy",
+                EventReason::Unhealthy,
                 &format!("{kind} probe failed: {message}"),
             ),
             ProbeResult::Warning { message } => self.event(
                 EventType::Warning,
                 &name,
                 Some(&u.container),
-                "ProbeWarning",
+                EventReason::ProbeWarning,
                 &format!("{kind} probe warning: {message}"),
             ),
             ProbeResult::Success => {}
@@ -350,7 +351,7 @@ impl SyncLoop {
                         EventType::Warning,
                         &pod_name,
                         Some(cname),
-                        "FailedPreStopHook",
+                        EventReason::FailedPreStopHook,
                         &m,
                     );
                 }
@@ -378,7 +379,7 @@ impl SyncLoop {
                         EventType::Normal,
                         &name,
                         Some(cname),
-                        "Started",
+                        EventReason::Started,
                         &format!("Started container {cname}"),
                     ),
                     Some(m) => {
@@ -386,7 +387,7 @@ impl SyncLoop {
                             EventType::Warning,
                             &name,
                             Some(cname),
-                            "FailedPostStartHook",
+                            EventReason::FailedPostStartHook,
                             &m,
                         );
                         self.begin_container_kill(&name, id, None);
@@ -408,7 +409,7 @@ impl SyncLoop {
                         EventType::Warning,
                         &name,
                         Some(cname),
-                        "FailedPreStopHook",
+                        EventReason::FailedPreStopHook,
                         &m,
                     );
                 }
@@ -460,7 +461,7 @@ impl SyncLoop {
                 EventType::Warning,
                 &w.spec.full_name,
                 Some(&c),
-                "FailedPreStopHook",
+                EventReason::FailedPreStopHook,
                 &e,
             );
         }
@@ -528,7 +529,7 @@ impl SyncLoop {
             self.probe_state.control.remove(&id);
         }
         for (pod, c, e) in errors {
-            self.event(EventType::Warning, &pod, Some(&c), "Failed", &e);
+            self.event(EventType::Warning, &pod, Some(&c), EventReason::Failed, &e);
         }
     }
 

@@ -13,6 +13,7 @@ use super::actions::{compute_pod_change, PodChange};
 use super::podconfig::ConfigNotice;
 use super::{Removal, SyncLoop};
 use crate::pod::static_pod::StaticPod;
+use crate::reason::EventReason;
 use crate::runtime::ContainerState;
 use crate::sources::SourceEvent;
 use crate::status::EventType;
@@ -49,7 +50,7 @@ impl SyncLoop {
                             EventType::Warning,
                             "",
                             None,
-                            "SourceError",
+                            EventReason::SourceError,
                             &format!("{source}: {message}"),
                         );
                     }
@@ -58,7 +59,7 @@ impl SyncLoop {
                             EventType::Warning,
                             &p,
                             None,
-                            "SourceError",
+                            EventReason::SourceError,
                             &format!("{message}; the last valid manifest keeps running"),
                         );
                     }
@@ -90,7 +91,7 @@ impl SyncLoop {
                         EventType::Warning,
                         &full_name,
                         None,
-                        "DuplicatePod",
+                        EventReason::DuplicatePod,
                         &format!(
                             "{refused} defines {full_name}, already defined by {kept}: refused"
                         ),
@@ -122,7 +123,7 @@ impl SyncLoop {
                         w_uid,
                         sp.pod.metadata.uid.clone().unwrap_or_default()
                     );
-                    self.event(EventType::Normal, &name, None, "Replaced", &msg);
+                    self.event(EventType::Normal, &name, None, EventReason::Replaced, &msg);
                     self.begin_removal(&name, false);
                     self.start_worker(sp.clone(), Some(w_uid));
                 }
@@ -131,7 +132,7 @@ impl SyncLoop {
                         EventType::Normal,
                         &name,
                         None,
-                        "Killing",
+                        EventReason::Killing,
                         "manifest removed: stopping pod",
                     );
                     self.begin_removal(&name, true);
@@ -244,7 +245,7 @@ impl SyncLoop {
             EventType::Normal,
             name,
             None,
-            "MetadataUpdated",
+            EventReason::MetadataUpdated,
             "labels/annotations changed: nothing restarted",
         );
     }

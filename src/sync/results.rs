@@ -5,8 +5,9 @@
 
 use std::time::Duration;
 
-use super::executor::{self, ImageOutcome, Job, JobResult, StartFailure};
+use super::executor::{ImageOutcome, Job, JobResult, StartFailure, StartFailureReason};
 use super::{probes, rfc3339, Instance, SandboxPhase, SyncLoop};
+use crate::reason::{EventReason, WaitingReason};
 use crate::runtime::{ContainerInfo, ContainerState};
 use crate::status::EventType;
 
@@ -16,7 +17,13 @@ impl SyncLoop {
             JobResult::ImagePulling { uid, name, image } => {
                 if let Some(pod) = self.pod_name_of(&uid) {
                     let msg = format!("Pulling image {image:?}");
-                    self.event(EventType::Normal, &pod, Some(&name), "Pulling", &msg);
+                    self.event(
+                        EventType::Normal,
+                        &pod,
+                        Some(&name),
+                        EventReason::Pulling,
+                        &msg,
+                    );
                 }
             }
             JobResult::ImageReady {
@@ -54,7 +61,7 @@ impl SyncLoop {
                             EventType::Warning,
                             &name,
                             None,
-                            "FailedCreatePodSandBox",
+                            EventReason::FailedCreatePodSandBox,
                             &message,
                         );
                     }
@@ -140,7 +147,13 @@ impl SyncLoop {
                 )
             }
         };
-        self.event(EventType::Normal, &name, Some(cname), "Pulled", &msg);
+        self.event(
+            EventType::Normal,
+            &name,
+            Some(cname),
+            EventReason::Pulled,
+            &msg,
+        );
     }
 
     pub(super) fn on_started(
@@ -202,52 +215,67 @@ impl SyncLoop {
                     EventType::Normal,
                     &name,
                     Some(cname),
-                    "Created",
+                    EventReason::Created,
                     &format!("Created container {cname} (image {image})"),
                 );
                 // Started once its postStart hook (if any) completed.
                 self.begin_post_start(&name, cname);
             }
-            Err(f) if f.reason == executor::SANDBOX_NOT_READY => {
+            Err(StartFailure {
+                reason: StartFailureReason::SandboxNotReady,
+                message,
+            }) => {
                 // Nothing was created: this attempt is not an instance.
                 slot.instance = None;
                 slot.instances_started = slot.instances_started.saturating_sub(1);
-                slot.waiting = Some(("ContainerCreating".into(), String::new()));
+                slot.waiting = Some((WaitingReason::ContainerCreating, String::new()));
                 let ready = w.sandbox == SandboxPhase::Ready;
-                log::warn!("{name} {cname}: {}", f.message);
+                log::warn!("{name} {cname}: {message}");
                 if ready {
-                    self.sandbox_changed(&name, &f.message);
+                    self.sandbox_changed(&name, &message);
                 }
             }
-            Err(f) if f.reason == "ErrImagePull" => {
+            Err(StartFailure {
+                reason: StartFailureReason::Waiting(WaitingReason::ErrImagePull),
+                message,
+            }) => {
                 slot.instance = None;
                 // Nothing was created: this attempt is not an instance (restart count, log).
                 slot.instances_started = slot.instances_started.saturating_sub(1);
                 let delay = slot.image_backoff.failed(now);
                 slot.retry_at = Some(now + delay);
                 slot.pull_backoff_at = Some(now + delay / 2);
-                slot.waiting = Some((f.reason.clone(), f.message.clone()));
-                self.event(EventType::Warning, &name, Some(cname), "Failed", &f.message);
+                slot.waiting = Some((WaitingReason::ErrImagePull, message.clone()));
                 self.event(
                     EventType::Warning,
                     &name,
                     Some(cname),
-                    "Failed",
+                    EventReason::Failed,
+                    &message,
+                );
+                self.event(
+                    EventType::Warning,
+                    &name,
+                    Some(cname),
+                    EventReason::Failed,
                     "Error: ErrImagePull",
                 );
             }
-            Err(f) => {
+            Err(StartFailure {
+                reason: StartFailureReason::Waiting(reason),
+                message,
+            }) => {
                 slot.instance = None;
                 // Treated like a crash for the backoff, as the kubelet does.
                 slot.backoff.started(now, now);
                 slot.retry_at = Some(now + slot.backoff.current_delay());
-                slot.waiting = Some((f.reason.clone(), f.message.clone()));
+                slot.waiting = Some((reason, message.clone()));
                 self.event(
                     EventType::Warning,
                     &name,
                     Some(cname),
-                    "Failed",
-                    &format!("{}: {}", f.reason, f.message),
+                    EventReason::Failed,
+                    &format!("{reason}: {message}"),
                 );
             }
         }

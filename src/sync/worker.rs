@@ -15,6 +15,7 @@ use super::backoff;
 use super::executor::Job;
 use super::{probes, restart_policy, Finished, Instance, PodWorker, SandboxPhase, Slot, SyncLoop};
 use crate::pod::static_pod::StaticPod;
+use crate::reason::{EventReason, WaitingReason};
 use crate::runtime::{ContainerKind, ContainerState, ExitRecord};
 use crate::status::EventType;
 
@@ -192,7 +193,7 @@ impl SyncLoop {
             EventType::Normal,
             name,
             None,
-            "SandboxChanged",
+            EventReason::SandboxChanged,
             "Pod sandbox changed, it will be killed and re-created.",
         );
         for id in live {
@@ -223,7 +224,7 @@ impl SyncLoop {
 
     fn apply_actions(&mut self, name: &str, now: Instant, actions: Actions) {
         let mut jobs = Vec::new();
-        let mut notes: Vec<(EventType, String, &'static str, String)> = Vec::new();
+        let mut notes: Vec<(EventType, String, EventReason, String)> = Vec::new();
         let mut kills = Vec::new();
         let mut signals = Vec::new();
         let Some(w) = self.workers.get_mut(name) else {
@@ -266,7 +267,7 @@ impl SyncLoop {
                     notes.push((
                         EventType::Warning,
                         w.slots[slot].container.name.clone(),
-                        "Failed",
+                        EventReason::Failed,
                         format!(
                             "init container exited with {exit_code}; restartPolicy Never: the pod failed"
                         ),
@@ -279,8 +280,13 @@ impl SyncLoop {
                         // As the kubelet shows it between pull attempts.
                         let image = s.container.image.clone().unwrap_or_default();
                         let msg = format!("Back-off pulling image {image:?}");
-                        s.waiting = Some(("ImagePullBackOff".into(), msg.clone()));
-                        notes.push((EventType::Normal, s.container.name.clone(), "BackOff", msg));
+                        s.waiting = Some((WaitingReason::ImagePullBackOff, msg.clone()));
+                        notes.push((
+                            EventType::Normal,
+                            s.container.name.clone(),
+                            EventReason::BackOff,
+                            msg,
+                        ));
                     }
                 }
                 Action::StartContainer { slot } => {
@@ -295,7 +301,7 @@ impl SyncLoop {
                 EventType::Normal,
                 name,
                 Some(&cname),
-                "Killing",
+                EventReason::Killing,
                 &format!(
                     "Container {cname} failed {} probe, will be restarted",
                     kind.to_lowercase()
@@ -358,12 +364,12 @@ impl SyncLoop {
                 if at > now {
                     let secs = at.duration_since(now).as_secs();
                     slot.waiting = Some((
-                        "CrashLoopBackOff".into(),
+                        WaitingReason::CrashLoopBackOff,
                         format!("back-off {secs}s restarting failed container={cname} pod={name}"),
                     ));
                     note = Some((
                         EventType::Warning,
-                        "BackOff",
+                        EventReason::BackOff,
                         format!("Back-off {secs}s restarting failed container"),
                     ));
                 }
@@ -377,7 +383,7 @@ impl SyncLoop {
             },
             &name,
             Some(&cname),
-            "Exited",
+            EventReason::Exited,
             &format!("container exited with code {code} ({reason})"),
         );
         if let Some((t, r, m)) = note {
@@ -400,10 +406,10 @@ fn start_container(uid: &str, pod: &Arc<Pod>, s: &mut Slot) -> Job {
     s.instances_started += 1;
     if s.waiting
         .as_ref()
-        .is_some_and(|(r, _)| r == "CrashLoopBackOff")
+        .is_some_and(|(r, _)| *r == WaitingReason::CrashLoopBackOff)
         || s.waiting.is_none()
     {
-        s.waiting = Some(("ContainerCreating".into(), String::new()));
+        s.waiting = Some((WaitingReason::ContainerCreating, String::new()));
     }
     Job::StartContainer {
         uid: uid.to_string(),

@@ -16,19 +16,8 @@
 use std::time::{Duration, Instant};
 
 use super::notify::Notify;
+use crate::reason::WaitingReason;
 use crate::status::Snapshot;
-
-/// Container waiting reasons that mean the pod is failing rather than starting.
-const FAILING_REASONS: [&str; 8] = [
-    "CrashLoopBackOff",
-    "ErrImagePull",
-    "ImagePullBackOff",
-    "ErrImageNeverPull",
-    "InvalidImageName",
-    "CreateContainerConfigError",
-    "CreateContainerError",
-    "RunContainerError",
-];
 
 /// The one-line summary for `STATUS=`: `N pods running, M failing`, then pods still
 /// starting and manifest errors when there are any.
@@ -46,7 +35,10 @@ pub fn status_line(snap: &Snapshot) -> String {
                     .chain(s.init_container_statuses.iter().flatten())
             })
             .filter_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.as_deref())
-            .any(|r| FAILING_REASONS.contains(&r));
+            .any(|r| {
+                r.parse::<WaitingReason>()
+                    .is_ok_and(WaitingReason::is_failure)
+            });
         if phase == "Failed" || waiting_failed {
             failing += 1;
         } else if phase == "Running" {
