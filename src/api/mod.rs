@@ -107,6 +107,11 @@ pub enum ApiError {
         path: String,
         source: serde_json::Error,
     },
+    #[error("cannot decode the response to {path}: {error}")]
+    DecodeField {
+        path: String,
+        error: crate::pod::manifest::FieldError,
+    },
     #[error("cannot write the output")]
     Output { source: io::Error },
 }

@@ -146,7 +146,8 @@ pub fn exec(
     if req.command.is_empty() {
         return Err(ExecCliError::NoCommand);
     }
-    let view: PodView = client::get_json(socket, &format!("/pods/{}", percent_encode(&req.pod)))?;
+    let view: PodView =
+        client::get_pod_json(socket, &format!("/pods/{}", percent_encode(&req.pod)))?;
     let (name, id) = target(&view, req.container.as_deref())?;
     let dir = runtime_dir.join("containers").join(&id);
     if !dir.join("shim.json").exists() {

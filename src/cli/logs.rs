@@ -48,7 +48,8 @@ pub fn log_path(namespace: &str, name: &str, opts: &LogsOptions) -> String {
 
 /// Prints the log; with `follow`, until the container stops or the daemon goes away.
 pub fn logs(socket: &Path, opts: &LogsOptions, out: &mut dyn Write) -> Result<(), CliError> {
-    let view: PodView = client::get_json(socket, &format!("/pods/{}", percent_encode(&opts.pod)))?;
+    let view: PodView =
+        client::get_pod_json(socket, &format!("/pods/{}", percent_encode(&opts.pod)))?;
     let meta = &view.pod.metadata;
     let path = log_path(
         meta.namespace.as_deref().unwrap_or("default"),

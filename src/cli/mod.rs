@@ -114,11 +114,11 @@ pub fn get_pods(
     err: &mut dyn Write,
 ) -> Result<(), CliError> {
     let views: Vec<PodView> = match name {
-        Some(n) => vec![client::get_json(
+        Some(n) => vec![client::get_pod_json(
             socket,
             &format!("/pods/{}", percent_encode(n)),
         )?],
-        None => client::get_json(socket, "/pods")?,
+        None => client::get_pod_json(socket, "/pods")?,
     };
     match format {
         OutputFormat::Json | OutputFormat::Yaml => {
@@ -151,7 +151,7 @@ pub fn get_pods(
 
 /// `podvisor describe POD`.
 pub fn describe_pod(socket: &Path, pod: &str, out: &mut dyn Write) -> Result<(), CliError> {
-    let view: PodView = client::get_json(socket, &format!("/pods/{}", percent_encode(pod)))?;
+    let view: PodView = client::get_pod_json(socket, &format!("/pods/{}", percent_encode(pod)))?;
     let key = crate::api::handlers::pod_key(&view.pod);
     let events: Vec<EventRecord> =
         client::get_json(socket, &format!("/events?pod={}", percent_encode(&key)))?;

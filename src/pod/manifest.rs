@@ -652,6 +652,33 @@ pub fn from_tree<T: de::DeserializeOwned>(node: &RawNode) -> Result<T, FieldErro
     .map_err(TreeError::into_field_error)
 }
 
+/// A JSON value as a tree without locations (for [`from_tree`]).
+pub fn tree_of_json(v: serde_json::Value) -> RawNode {
+    let unknown = |node| Spanned::new(node, Location::UNKNOWN, Location::UNKNOWN);
+    match v {
+        serde_json::Value::Null => RawNode::Null,
+        serde_json::Value::Bool(b) => RawNode::Bool(b),
+        serde_json::Value::Number(n) => RawNode::Number(n),
+        serde_json::Value::String(s) => RawNode::String(s),
+        serde_json::Value::Array(items) => RawNode::Seq(
+            items
+                .into_iter()
+                .map(|i| unknown(tree_of_json(i)))
+                .collect(),
+        ),
+        serde_json::Value::Object(map) => RawNode::Map(
+            map.into_iter()
+                .map(|(k, v)| {
+                    (
+                        Spanned::new(k, Location::UNKNOWN, Location::UNKNOWN),
+                        unknown(tree_of_json(v)),
+                    )
+                })
+                .collect(),
+        ),
+    }
+}
+
 /// Parses manifest bytes holding one document into a raw Pod (phase one only: no kind check,
 /// no validation). `source_name` names the file or URL in errors.
 pub fn parse_pod(data: &[u8], source_name: &str) -> Result<Pod, ManifestError> {

@@ -10,7 +10,7 @@
 
 use std::fs;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::Pod;
 use serde::{Deserialize, Serialize};
@@ -114,7 +114,7 @@ impl DesiredStore {
         let mut torn = Vec::new();
         for path in self.record_paths() {
             n += 1;
-            if let Ok(Loaded::Torn(why)) = fsutil::load_json::<Record>(&path) {
+            if let Ok(Loaded::Torn(why)) = load_record(&path) {
                 torn.push((path, why));
             }
         }
@@ -137,7 +137,7 @@ impl DesiredStore {
     fn read_all(&self, remove_torn: bool) -> Vec<StaticPod> {
         let mut out = Vec::new();
         for path in self.record_paths() {
-            match fsutil::load_json::<Record>(&path) {
+            match load_record(&path) {
                 Ok(Loaded::Ok(r)) => out.push(StaticPod {
                     pod: r.pod,
                     source: r.source,
@@ -162,6 +162,23 @@ impl DesiredStore {
         }
         out
     }
+}
+
+/// Reads a record like [`fsutil::load_json`], decoding the pod with the manifest decoder
+/// (JSON -> tree -> [`Record`]): a second `serde_json` deserializer of the Kubernetes types
+/// would cost the binary about 200 KB (README, binary size). A record that is JSON but not a
+/// record is torn as well.
+fn load_record(path: &Path) -> io::Result<Loaded<Record>> {
+    Ok(match fsutil::load_json::<serde_json::Value>(path)? {
+        Loaded::Ok(v) => {
+            match crate::pod::manifest::from_tree(&crate::pod::manifest::tree_of_json(v)) {
+                Ok(r) => Loaded::Ok(r),
+                Err(e) => Loaded::Torn(format!("not a pod record{e}")),
+            }
+        }
+        Loaded::Missing => Loaded::Missing,
+        Loaded::Torn(why) => Loaded::Torn(why),
+    })
 }
 
 #[cfg(test)]
