@@ -12,11 +12,11 @@ use podvisor::logs::{parse_record, read_log, FollowStart, LogFollower, ReadOptio
 fn dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let base = std::path::Path::new("/dev/shm");
-        let base = if base.is_dir() {
-            base.to_path_buf()
-        } else {
-            std::env::temp_dir()
+        // scripts/fuzz gives a scratch dir it removes afterwards.
+        let base = match std::env::var_os("PODVISOR_FUZZ_SCRATCH") {
+            Some(d) => PathBuf::from(d),
+            None if std::path::Path::new("/dev/shm").is_dir() => PathBuf::from("/dev/shm"),
+            None => std::env::temp_dir(),
         };
         let d = base.join(format!("podvisor-fuzz-cri-log-{}", std::process::id()));
         std::fs::create_dir_all(&d).expect("scratch dir");

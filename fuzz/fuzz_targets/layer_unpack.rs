@@ -13,7 +13,11 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 
 /// The directory below which every run's scratch root and the canary live (tmpfs if possible).
+/// scripts/fuzz gives a scratch dir (`PODVISOR_FUZZ_SCRATCH`) it removes afterwards.
 fn base() -> PathBuf {
+    if let Some(d) = std::env::var_os("PODVISOR_FUZZ_SCRATCH") {
+        return PathBuf::from(d);
+    }
     let shm = Path::new("/dev/shm");
     if shm.is_dir() {
         shm.to_path_buf()
