@@ -28,6 +28,7 @@ mod client;
 pub mod digest;
 mod error;
 mod gc;
+mod import;
 mod layer;
 mod manifest;
 mod pull;
@@ -52,6 +53,7 @@ pub use error::{ImageError, PullError};
 pub use gc::{
     FsStats, FsUsage, GcReport, ImageGcPolicy, ImageUsage, PinnedImages, RemovedImage, Statvfs,
 };
+pub use import::ImportOptions;
 pub use layer::{unpack_layer_file, LayerError};
 pub use manifest::HostPlatform;
 pub use pull::{PullProgress, PULL_CONCURRENCY};
@@ -59,5 +61,5 @@ pub use records::{ImageRecord, LayerRecord, RecordError};
 pub use reference::{Reference, ReferenceError};
 pub use registry::{RegistryConfig, RegistryConfigError};
 pub use resolve::{decode_document, plan_image, Document, ImageManifest, ImagePlan, ResolveError};
-pub use store::{ImageStore, ImportOptions, MIN_DIGEST_PREFIX};
+pub use store::{ImageStore, MIN_DIGEST_PREFIX};
 pub use unpack::{unpack, UnpackError};
