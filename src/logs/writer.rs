@@ -284,7 +284,11 @@ impl CriLogWriter {
         // empty and the next record opens (and reports) it again.
         self.file = None;
         self.size = 0;
-        rotated.push(super::rotation::RotatedFile { key, path: target });
+        rotated.push(super::rotation::RotatedFile {
+            key,
+            path: target,
+            compressed: false,
+        });
         let keep = (self.opts.max_files - 1) as usize;
         let excess = rotated.len().saturating_sub(keep);
         for old in &rotated[..excess] {
