@@ -335,3 +335,46 @@ fn logs_of_collected_instances_go_except_the_highest() {
     );
     assert!(plan_unreferenced(&["5.log".to_string()], &BTreeSet::new()).is_empty());
 }
+
+#[test]
+fn compressed_rotated_files_are_read_back_in_order() {
+    use crate::logs::{read_log, CriLogWriter, LogOptions, ReadOptions, Stream};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = dir.path().join("0.log");
+    let opts = LogOptions {
+        max_size: 200,
+        max_files: 10,
+        max_line: 1000,
+    };
+    let mut w = CriLogWriter::open(&p, opts).expect("open");
+    for i in 0..40 {
+        w.write(Stream::Stdout, format!("line {i:03}\n").as_bytes(), t(i))
+            .expect("write");
+    }
+    drop(w);
+    let rotated = crate::logs::rotation::list_rotated(&p).expect("list");
+    assert!(rotated.len() >= 3, "{rotated:?}");
+    let plan = plan_rotated(&rotated, 10);
+    assert_eq!(plan.compress.len(), rotated.len() - 1);
+    for f in &plan.compress {
+        let (before, after) = super::logs::compress(f).expect("compress");
+        assert!(before > 0 && after > 0);
+        assert!(!f.exists());
+    }
+    let after = crate::logs::rotation::list_rotated(&p).expect("list");
+    assert_eq!(after.len(), rotated.len());
+    assert_eq!(after.iter().filter(|r| r.compressed).count(), rotated.len() - 1);
+    let lines: Vec<String> = read_log(
+        &p,
+        ReadOptions {
+            tail: None,
+            include_rotated: true,
+        },
+    )
+    .expect("read")
+    .into_iter()
+    .map(|l| String::from_utf8(l.content).expect("utf8"))
+    .collect();
+    let want: Vec<String> = (0..40).map(|i| format!("line {i:03}")).collect();
+    assert_eq!(lines, want);
+}
