@@ -363,7 +363,10 @@ fn compressed_rotated_files_are_read_back_in_order() {
     }
     let after = crate::logs::rotation::list_rotated(&p).expect("list");
     assert_eq!(after.len(), rotated.len());
-    assert_eq!(after.iter().filter(|r| r.compressed).count(), rotated.len() - 1);
+    assert_eq!(
+        after.iter().filter(|r| r.compressed).count(),
+        rotated.len() - 1
+    );
     let lines: Vec<String> = read_log(
         &p,
         ReadOptions {

@@ -459,6 +459,20 @@ impl SyncLoop {
         self.gc = gc;
     }
 
+    /// Saves desired-pod records that a failed write (a full disk) left missing, so a pod
+    /// comes back after a reboot once space is there again.
+    fn save_missing_desired(&self) {
+        let Some(store) = &self.store else { return };
+        for w in self.workers.values() {
+            if !store.contains(&w.uid) {
+                match store.save(&w.spec) {
+                    Ok(()) => log::info!("pod {}: desired-pod record written again", w.uid),
+                    Err(e) => log::debug!("pod {}: {e}", w.uid),
+                }
+            }
+        }
+    }
+
     /// The loop's view of the pods for container GC.
     fn gc_request(&self) -> crate::gc::GcRequest {
         crate::gc::GcRequest {
@@ -485,6 +499,7 @@ impl SyncLoop {
                 if let Some(gc) = &self.gc {
                     gc.request(self.gc_request());
                 }
+                self.save_missing_desired();
             }
         }
         if now >= self.next_recheck {
