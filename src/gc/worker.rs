@@ -49,6 +49,12 @@ pub struct GcHandle {
 }
 
 impl GcHandle {
+    /// A handle and the receiving end of its requests (the thread's, or a test's).
+    pub fn channel() -> (GcHandle, mpsc::Receiver<GcRequest>) {
+        let (tx, rx) = mpsc::sync_channel::<GcRequest>(1);
+        (GcHandle { tx }, rx)
+    }
+
     /// Queues a pass with the loop's current view; dropped if one is already queued.
     pub fn request(&self, req: GcRequest) {
         match self.tx.try_send(req) {
@@ -59,7 +65,7 @@ impl GcHandle {
 
 /// Starts the `container-gc` thread.
 pub fn spawn(runtime: Arc<dyn Runtime>, settings: GcSettings) -> io::Result<GcHandle> {
-    let (tx, rx) = mpsc::sync_channel::<GcRequest>(1);
+    let (handle, rx) = GcHandle::channel();
     thread::Builder::new()
         .name("container-gc".into())
         .spawn(move || {
@@ -75,7 +81,7 @@ pub fn spawn(runtime: Arc<dyn Runtime>, settings: GcSettings) -> io::Result<GcHa
                 errors.end_pass();
             }
         })?;
-    Ok(GcHandle { tx })
+    Ok(handle)
 }
 
 /// Warnings of one pass; one that the previous pass already logged is not logged again (the
