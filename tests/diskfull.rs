@@ -1,8 +1,10 @@
-//! Root integration test: the root dir and the log dir on a small tmpfs that is filled on
-//! purpose. A pod printing lines continuously keeps running (same container, no restart)
-//! through the full period, its monitor drops output instead of dying, a start that fails for
-//! lack of space says so naming the path, and once space is freed the log carries a drop
-//! marker and new lines, and the waiting pod starts.
+//! Root integration tests: the root dir and the log dir on a small filesystem (a tmpfs, and a
+//! loop-mounted ext4) that is filled on purpose. A pod printing lines continuously keeps
+//! running (same container, no restart) through the full period, its monitor drops output
+//! instead of dying; a container that exits while the disk is full has its own exit recorded
+//! (not ContainerStatusUnknown); a start that fails for lack of space says so naming the
+//! path; once space is freed the log carries a drop marker and new lines, and the waiting pod
+//! starts.
 
 mod common;
 
@@ -17,28 +19,45 @@ use podvisor::status::PodView;
 
 const T: Duration = Duration::from_secs(60);
 
-/// A size-limited tmpfs for one test, always unmounted (lazily, so a leftover user cannot
-/// keep it) when dropped, panics included; on a panic the test's containers are killed first.
+/// Which small filesystem a test runs on.
+#[derive(Clone, Copy)]
+enum Kind {
+    Tmpfs,
+    LoopExt4,
+}
+
+/// A small filesystem for one test (a size-limited tmpfs, or ext4 on a loop device backed by
+/// a file in the test's temp dir), always unmounted when dropped, panics included (lazily, so
+/// a leftover user cannot keep it; the loop device is detached with its last user, `mount -o
+/// loop` sets autoclear); on a panic the test's containers are killed first.
 struct SmallFs {
     dir: PathBuf,
     cgroup_parent: String,
 }
 
 impl SmallFs {
-    fn mount(dir: &Path, size: &str, cgroup_parent: &str) -> SmallFs {
+    fn mount(kind: Kind, dir: &Path, cgroup_parent: &str) -> SmallFs {
         fs::create_dir_all(dir).expect("mkdir");
-        let st = std::process::Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size},mode=0755"),
-                "tmpfs",
-            ])
-            .arg(dir)
-            .status()
-            .expect("mount");
-        assert!(st.success(), "mount tmpfs on {}", dir.display());
+        let mut cmd = std::process::Command::new("mount");
+        match kind {
+            Kind::Tmpfs => {
+                cmd.args(["-t", "tmpfs", "-o", "size=24m,mode=0755", "tmpfs"]);
+            }
+            Kind::LoopExt4 => {
+                let image = dir.with_extension("img");
+                let f = fs::File::create(&image).expect("image");
+                f.set_len(48 * 1024 * 1024).expect("size");
+                let st = std::process::Command::new("mkfs.ext4")
+                    .args(["-q", "-F", "-m", "0"])
+                    .arg(&image)
+                    .status()
+                    .expect("mkfs.ext4");
+                assert!(st.success(), "mkfs.ext4 {}", image.display());
+                cmd.args(["-t", "ext4", "-o", "loop"]).arg(&image);
+            }
+        }
+        let st = cmd.arg(dir).status().expect("mount");
+        assert!(st.success(), "mount on {}", dir.display());
         SmallFs {
             dir: dir.to_path_buf(),
             cgroup_parent: cgroup_parent.to_string(),
@@ -111,11 +130,32 @@ fn waiting(v: &PodView) -> Option<(String, String)> {
     ))
 }
 
+fn terminated_exit_code(v: &PodView) -> Option<i32> {
+    let cs = v
+        .pod
+        .status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .first()?;
+    Some(cs.state.as_ref()?.terminated.as_ref()?.exit_code)
+}
+
 #[test]
 #[ignore = "needs root: mounts a tmpfs and runs the daemon with real containers (scripts/test runs it)"]
-fn full_root_and_log_filesystem_keeps_pods_running_and_drops_output_with_a_marker() {
-    let mut env = TestEnv::new("diskfull");
-    let small = SmallFs::mount(&env.dir.path().join("small"), "24m", &env.cgroup_parent);
+fn full_tmpfs_keeps_pods_running_records_exits_and_drops_output_with_a_marker() {
+    full_disk(Kind::Tmpfs, "diskfull-tmpfs");
+}
+
+#[test]
+#[ignore = "needs root: mounts a loop ext4 and runs the daemon with real containers (scripts/test runs it)"]
+fn full_ext4_keeps_pods_running_records_exits_and_drops_output_with_a_marker() {
+    full_disk(Kind::LoopExt4, "diskfull-ext4");
+}
+
+fn full_disk(kind: Kind, name: &str) {
+    let mut env = TestEnv::new(name);
+    let small = SmallFs::mount(kind, &env.dir.path().join("small"), &env.cgroup_parent);
     // The root dir (images, records, writable layers) and the log dir on the small
     // filesystem; the runtime dir stays off it, as /run (a tmpfs of its own) is.
     env.root = small.dir.join("root");
@@ -150,12 +190,29 @@ fn full_root_and_log_filesystem_keeps_pods_running_and_drops_output_with_a_marke
         .pod("chatty")
         .and_then(|v| main_container(&v))
         .expect("id");
+    // A container that ends while the disk is full (restartPolicy Never: it stays ended).
+    fs::write(
+        manifests.join("quitter.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: quitter\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: busybox:1.35\n    command: [sh, -c, 'echo start; sleep 5; exit 3']\n",
+    )
+    .expect("write");
+    wait_until("quitter running", T, || {
+        d.pod("quitter")
+            .and_then(|v| main_container(&v))
+            .is_some_and(|(_, running, _)| running)
+    });
 
     let filler = small.fill();
-    // The full period: the container keeps running, unrestarted, and the daemon answers.
-    let full_for = Duration::from_secs(6);
+    // The full period: the container keeps running, unrestarted, and the daemon answers;
+    // the quitter's own exit is recorded.
+    let full_for = Duration::from_secs(8);
     let start = std::time::Instant::now();
-    while start.elapsed() < full_for {
+    while start.elapsed() < full_for
+        || d.pod("quitter")
+            .and_then(|v| terminated_exit_code(&v))
+            .is_none()
+    {
+        assert!(start.elapsed() < T, "quitter's exit was never recorded");
         let v = d
             .pod("chatty")
             .expect("the daemon answers while the disk is full");
@@ -166,6 +223,11 @@ fn full_root_and_log_filesystem_keeps_pods_running_and_drops_output_with_a_marke
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+    assert_eq!(
+        d.pod("quitter").and_then(|v| terminated_exit_code(&v)),
+        Some(3),
+        "the exit recorded on the full disk is the container's own"
+    );
     // A new pod cannot start: its waiting reason says why, naming the path.
     fs::write(
         manifests.join("late.yaml"),
@@ -209,12 +271,12 @@ fn full_root_and_log_filesystem_keeps_pods_running_and_drops_output_with_a_marke
     let v = d.pod("chatty").expect("chatty");
     assert_eq!(main_container(&v), Some((id.clone(), true, 0)));
     // The desired-pod record the full disk refused is written at a resync.
-    wait_until("both desired-pod records on disk", T, || {
+    wait_until("every desired-pod record on disk", T, || {
         fs::read_dir(env.root.join("static-pods")).map_or(0, |e| {
             e.flatten()
                 .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
                 .count()
-        }) == 2
+        }) == 3
     });
     assert!(
         !d.log().contains("ContainerStatusUnknown"),
@@ -224,6 +286,7 @@ fn full_root_and_log_filesystem_keeps_pods_running_and_drops_output_with_a_marke
 
     fs::remove_file(manifests.join("chatty.yaml")).expect("rm");
     fs::remove_file(manifests.join("late.yaml")).expect("rm");
+    fs::remove_file(manifests.join("quitter.yaml")).expect("rm");
     d.wait_all_gone(&env, T);
     d.stop();
     drop(small);
