@@ -115,6 +115,14 @@ fn main_container(v: &PodView) -> Option<(String, bool, i32)> {
     ))
 }
 
+fn wait_running(d: &Daemon, pod: &str) {
+    wait_until(&format!("{pod} running"), T, || {
+        d.pod(pod)
+            .and_then(|v| main_container(&v))
+            .is_some_and(|(_, running, _)| running)
+    });
+}
+
 fn waiting(v: &PodView) -> Option<(String, String)> {
     let cs = v
         .pod
@@ -181,11 +189,7 @@ fn full_disk(kind: Kind, name: &str) {
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: chatty\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: busybox:1.35\n    command: [sh, -c, 'trap \"exit 0\" TERM; i=0; while true; do i=$((i+1)); echo \"line $i\"; sleep 0.05; done']\n",
     )
     .expect("write");
-    wait_until("chatty running", T, || {
-        d.pod("chatty")
-            .and_then(|v| main_container(&v))
-            .is_some_and(|(_, running, _)| running)
-    });
+    wait_running(&d, "chatty");
     let (id, _, _) = d
         .pod("chatty")
         .and_then(|v| main_container(&v))
@@ -196,11 +200,7 @@ fn full_disk(kind: Kind, name: &str) {
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: quitter\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: busybox:1.35\n    command: [sh, -c, 'echo start; sleep 5; exit 3']\n",
     )
     .expect("write");
-    wait_until("quitter running", T, || {
-        d.pod("quitter")
-            .and_then(|v| main_container(&v))
-            .is_some_and(|(_, running, _)| running)
-    });
+    wait_running(&d, "quitter");
 
     let filler = small.fill();
     // The full period: the container keeps running, unrestarted, and the daemon answers;
@@ -263,11 +263,7 @@ fn full_disk(kind: Kind, name: &str) {
         .find(|l| l.contains(podvisor::logs::writer::DROP_MARKER))
         .expect("marker");
     assert!(marker.contains("No space left on device"), "{marker}");
-    wait_until("late running once space is back", T, || {
-        d.pod("late")
-            .and_then(|v| main_container(&v))
-            .is_some_and(|(_, running, _)| running)
-    });
+    wait_running(&d, "late");
     let v = d.pod("chatty").expect("chatty");
     assert_eq!(main_container(&v), Some((id.clone(), true, 0)));
     // The desired-pod record the full disk refused is written at a resync.

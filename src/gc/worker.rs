@@ -166,6 +166,20 @@ fn delete_log_files(log_path: &Path, report: &mut GcReport, errors: &mut ErrorLo
 struct Deleted(BTreeMap<String, (u64, u64, Vec<PathBuf>)>);
 
 impl Deleted {
+    /// Deletes one log file and notes it under `reason`.
+    fn delete(
+        &mut self,
+        path: &Path,
+        reason: &LogGcReason,
+        report: &mut GcReport,
+        errors: &mut ErrorLog,
+    ) {
+        let size = fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        if delete_file(path, report, errors) {
+            self.add(reason, path, size);
+        }
+    }
+
     fn add(&mut self, reason: &LogGcReason, path: &Path, bytes: u64) {
         let e = self.0.entry(reason.to_string()).or_default();
         e.0 += 1;
@@ -340,11 +354,12 @@ fn collect_logs(
                 .collect();
             // Compressions a killed daemon or a full disk interrupted.
             for n in names.iter().filter(|n| logs::is_compress_tmp(n)) {
-                let p = dir.join(n);
-                let size = fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
-                if delete_file(&p, report, errors) {
-                    deleted.add(&LogGcReason::InterruptedCompression, &p, size);
-                }
+                deleted.delete(
+                    &dir.join(n),
+                    &LogGcReason::InterruptedCompression,
+                    report,
+                    errors,
+                );
             }
             let refs: BTreeSet<String> = referenced
                 .iter()
@@ -354,11 +369,12 @@ fn collect_logs(
             let unreferenced = logs::plan_unreferenced(&names, &refs);
             let unreferenced_set: BTreeSet<&String> = unreferenced.iter().collect();
             for n in &unreferenced {
-                let p = dir.join(n);
-                let size = fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
-                if delete_file(&p, report, errors) {
-                    deleted.add(&LogGcReason::NoContainerRecord, &p, size);
-                }
+                deleted.delete(
+                    &dir.join(n),
+                    &LogGcReason::NoContainerRecord,
+                    report,
+                    errors,
+                );
             }
             let bases: BTreeSet<String> = names
                 .iter()
@@ -376,10 +392,7 @@ fn collect_logs(
                 };
                 let plan = logs::plan_rotated(&rotated, settings.log_max_files);
                 for (p, reason) in &plan.delete {
-                    let size = fs::metadata(p).map(|m| m.len()).unwrap_or(0);
-                    if delete_file(p, report, errors) {
-                        deleted.add(reason, p, size);
-                    }
+                    deleted.delete(p, reason, report, errors);
                 }
                 for p in &plan.compress {
                     match logs::compress(p) {

@@ -118,25 +118,10 @@ fn open_append(path: &Path) -> Result<(File, u64), LogError> {
 impl CriLogWriter {
     /// Opens (creating parent directories) or appends to the current log file at `path`.
     pub fn open(path: &Path, opts: LogOptions) -> Result<CriLogWriter, LogError> {
-        opts.validate()?;
-        if path.file_name().is_none() {
-            return Err(LogError::NoFileName {
-                path: path.to_owned(),
-            });
+        match Self::open_or_drop(path, opts)? {
+            (w, None) => Ok(w),
+            (_, Some(e)) => Err(e),
         }
-        let mut w = CriLogWriter {
-            path: path.to_owned(),
-            opts,
-            file: None,
-            size: 0,
-            pending: [Vec::new(), Vec::new()],
-            record: Vec::new(),
-            rotation_failing: false,
-            dropped: None,
-            torn_tail: false,
-        };
-        w.reopen()?;
-        Ok(w)
     }
 
     /// Like [`CriLogWriter::open`], but a log that cannot be opened yet (disk full, no
