@@ -5,8 +5,8 @@
 //! and URL source threads; the runtime's exit watcher; a pool of workers for slow runtime work;
 //! the API server; the prober thread (one timer heap for every probe) with its pool of four
 //! probe workers; the image GC thread; the container GC thread ([`crate::gc`], asked for a
-//! pass at every resync, `syncFrequency`); a signal thread; and two small forwarders that wrap source and runtime
-//! events into sync-loop events. The runtime, workers, prober and loop are started by
+//! pass at every resync, `syncFrequency`); a signal thread; and two small forwarders that
+//! wrap source and runtime events into sync-loop events. The runtime, workers, prober and loop are started by
 //! [`crate::sync::engine`], as for `podvisor play`. SIGTERM/SIGINT end the daemon and leave
 //! every container running under its monitor: the next daemon re-adopts them.
 
