@@ -284,11 +284,19 @@ pub(super) fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig) -> PodVi
                 }
             }
             None => {
+                // Waiting (a crash-loop backoff): as the kubelet's validateContainerLogStatus,
+                // `logs` and `logs --previous` both show the last terminated instance (the
+                // one dead instance container GC keeps).
                 if let Some(l) = &s.last {
                     log_paths.insert(s.container.name.clone(), l.log_path.clone());
                 }
-                if let Some(prev) = &s.previous_log {
-                    previous_log_paths.insert(s.container.name.clone(), prev.clone());
+                if let Some(prev) = s
+                    .last
+                    .as_ref()
+                    .map(|l| l.log_path.clone())
+                    .or(s.previous_log.clone())
+                {
+                    previous_log_paths.insert(s.container.name.clone(), prev);
                 }
             }
         }

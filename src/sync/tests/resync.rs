@@ -36,3 +36,28 @@ fn resync_is_a_deadline_and_asks_container_gc_with_the_loops_view() {
         "{req:?}"
     );
 }
+
+#[test]
+fn a_waiting_container_shows_its_last_instance_for_logs_and_previous() {
+    // Container GC keeps one dead instance: in CrashLoopBackOff, `logs` and `logs --previous`
+    // must both name it (the kubelet's validateContainerLogStatus), not an older one.
+    let mut h = harness();
+    h.file("crash.yaml", &pod_yaml("crash", "busybox", ""));
+    let mut last = String::new();
+    for _ in 0..2 {
+        let id = h.rt.running_ids()[0].clone();
+        last = id.clone();
+        let ev = h.rt.exit(&id, 1);
+        h.send(ev);
+        h.advance(Duration::from_secs(1));
+    }
+    assert_eq!(
+        h.waiting_reason("crash", "main").as_deref(),
+        Some("CrashLoopBackOff")
+    );
+    let snap = h.snap();
+    let v = snap.find_pod("crash").expect("pod");
+    let current = v.log_paths.get("main").expect("log path");
+    assert!(current.ends_with(format!("{last}.log")), "{current:?}");
+    assert_eq!(v.previous_log_paths.get("main"), Some(current));
+}
