@@ -123,15 +123,12 @@ fn wait_running(d: &Daemon, pod: &str) {
     });
 }
 
+fn status(v: &PodView) -> Option<&k8s_openapi::api::core::v1::ContainerStatus> {
+    v.pod.status.as_ref()?.container_statuses.as_ref()?.first()
+}
+
 fn waiting(v: &PodView) -> Option<(String, String)> {
-    let cs = v
-        .pod
-        .status
-        .as_ref()?
-        .container_statuses
-        .as_ref()?
-        .first()?;
-    let w = cs.state.as_ref()?.waiting.as_ref()?;
+    let w = status(v)?.state.as_ref()?.waiting.as_ref()?;
     Some((
         w.reason.clone().unwrap_or_default(),
         w.message.clone().unwrap_or_default(),
@@ -139,14 +136,7 @@ fn waiting(v: &PodView) -> Option<(String, String)> {
 }
 
 fn terminated_exit_code(v: &PodView) -> Option<i32> {
-    let cs = v
-        .pod
-        .status
-        .as_ref()?
-        .container_statuses
-        .as_ref()?
-        .first()?;
-    Some(cs.state.as_ref()?.terminated.as_ref()?.exit_code)
+    Some(status(v)?.state.as_ref()?.terminated.as_ref()?.exit_code)
 }
 
 #[test]
