@@ -4,8 +4,9 @@
 //! Threads: the main thread runs the sync loop (the only owner of pod state); the file source
 //! and URL source threads; the runtime's exit watcher; a pool of workers for slow runtime work;
 //! the API server; the prober thread (one timer heap for every probe) with its pool of four
-//! probe workers; a signal thread; and two small forwarders that wrap source and runtime
-//! events into sync-loop events. The runtime, workers, prober and loop are started by
+//! probe workers; the image GC thread; the container GC thread ([`crate::gc`], asked for a
+//! pass at every resync, `syncFrequency`); a signal thread; and two small forwarders that
+//! wrap source and runtime events into sync-loop events. The runtime, workers, prober and loop are started by
 //! [`crate::sync::engine`], as for `podvisor play`. SIGTERM/SIGINT end the daemon and leave
 //! every container running under its monitor: the next daemon re-adopts them.
 
@@ -203,7 +204,14 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         docker_config: cfg.docker_config.clone(),
     };
     let snapshots = SnapshotCell::default();
-    let Engine { mut sync, tx, rx } = engine::start(
+    let log_root = rcfg.log_dir.clone();
+    let log_max_files = rcfg.log_max_files;
+    let Engine {
+        mut sync,
+        tx,
+        rx,
+        runtime,
+    } = engine::start(
         SyncConfig {
             node_name: cfg.node_name.clone(),
             expect_file_source: cfg.static_pod_path.is_some(),
@@ -219,6 +227,19 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         image_service,
         snapshots.clone(),
     )?;
+    let gc = crate::gc::spawn(
+        runtime,
+        crate::gc::GcSettings {
+            policy: cfg.container_gc,
+            log_root,
+            log_max_files,
+        },
+    )
+    .map_err(|source| DaemonError::Io {
+        what: "spawn container GC",
+        source,
+    })?;
+    sync.set_periodic_resync(cfg.sync_frequency, Some(gc));
     match notify_socket {
         Ok(Some(socket)) => {
             if let Some(w) = watchdog {

@@ -44,17 +44,23 @@ fn write_atomic_with(path: &Path, data: &[u8], durable: bool) -> io::Result<()> 
         name.to_string_lossy(),
         std::process::id()
     ));
-    {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(data)?;
-        if durable {
-            f.sync_all()?;
-        }
+    let written = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| {
+            f.write_all(data)?;
+            if durable {
+                f.sync_all()?;
+            }
+            Ok(())
+        });
+    // A full disk (ENOSPC) fails here: the partial temporary file must not keep the space.
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
     }
     if let Err(e) = fs::rename(&tmp, path) {
         let _ = fs::remove_file(&tmp);

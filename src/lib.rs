@@ -20,6 +20,8 @@
 //!   what a node can give (validated against every manifest).
 //! - [`fsutil`]: small filesystem helpers (atomic and durable writes, torn records, openat2
 //!   below a directory).
+//! - [`gc`]: container and log garbage collection (dead containers, pod log directories,
+//!   rotated log files), run on its own thread at each resync.
 //! - [`check`]: `podvisor check`, the consistency check of the persistent state.
 //! - [`health`]: the sync loop's turnover time, the daemon's liveness signal.
 //! - [`systemd`]: `Type=notify` readiness, status and watchdog pings.
@@ -33,6 +35,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod fsutil;
+pub mod gc;
 pub mod health;
 pub mod httpclient;
 pub mod images;

@@ -127,7 +127,9 @@ fn run(
         registry_config: opts.registry_config.clone(),
         docker_config: opts.docker_config.clone(),
     };
-    let Engine { mut sync, tx, rx } = engine::start(cfg, runtime_cfg, images, snapshots.clone())?;
+    let Engine {
+        mut sync, tx, rx, ..
+    } = engine::start(cfg, runtime_cfg, images, snapshots.clone())?;
     let grace = pod
         .pod
         .spec

@@ -178,6 +178,25 @@ pub struct RunFlags {
     /// /var/lib/kubelet/config.json, $HOME/.docker/config.json].
     #[arg(long = "docker-config", value_name = "FILE")]
     pub docker_config: Option<PathBuf>,
+    /// Dead containers younger than this are never garbage-collected (a Go duration, the
+    /// kubelet's flag) [default: 0s].
+    #[arg(long = "minimum-container-ttl-duration", value_name = "DURATION")]
+    pub minimum_container_ttl_duration: Option<String>,
+    /// Dead instances kept per pod and container (for `logs --previous`); negative: no limit
+    /// (the kubelet's flag) [default: 1].
+    #[arg(
+        long = "maximum-dead-containers-per-container",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub maximum_dead_containers_per_container: Option<i32>,
+    /// Dead containers kept on the node; negative: no limit (the kubelet's flag) [default: -1].
+    #[arg(
+        long = "maximum-dead-containers",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub maximum_dead_containers: Option<i32>,
 }
 
 /// The validated content of a KubeletConfiguration file. `None` means the file leaves the
@@ -254,6 +273,8 @@ pub struct DaemonConfig {
     pub pod_pids_limit: Option<i64>,
     /// Image garbage collection thresholds and minimum age.
     pub image_gc: crate::images::ImageGcPolicy,
+    /// Container garbage collection (the kubelet's GC flags).
+    pub container_gc: crate::gc::ContainerGcPolicy,
     /// What node allocatable keeps back from the pods.
     pub reservation: Reservation,
     /// Sysctls pods may set beyond the kubelet's safe set.
@@ -331,8 +352,24 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
         None => PathBuf::from(DEFAULT_API_SOCKET),
     };
     let node_name = resolve_node_name(flags.hostname_override.as_deref())?;
+    let container_gc = {
+        let d = crate::gc::ContainerGcPolicy::default();
+        let min_age = match &flags.minimum_container_ttl_duration {
+            Some(v) => parse_go_duration(v)
+                .map_err(|e| invalid_flag("minimum-container-ttl-duration", v, e.to_string()))?,
+            None => d.min_age,
+        };
+        crate::gc::ContainerGcPolicy {
+            min_age,
+            max_per_pod_container: flags
+                .maximum_dead_containers_per_container
+                .unwrap_or(d.max_per_pod_container),
+            max_containers: flags.maximum_dead_containers.unwrap_or(d.max_containers),
+        }
+    };
 
     Ok(DaemonConfig {
+        container_gc,
         node_name,
         static_pod_path,
         static_pod_url,

@@ -511,6 +511,7 @@ fn defaults_without_config_file() {
                 low_threshold_percent: 80,
                 minimum_age: Duration::from_secs(120),
             },
+            container_gc: crate::gc::ContainerGcPolicy::default(),
             reservation: Default::default(),
             allowed_unsafe_sysctls: vec![],
             seccomp_default: false,

@@ -180,10 +180,35 @@ enum PathState {
 
 const READ_CHUNK: usize = 64 * 1024;
 
+/// A log file's bytes: the file itself, or the decompressed content of a rotated file container
+/// GC compressed (complete: nothing is appended to it any more).
+enum Input {
+    Plain(File),
+    Gzip(Box<flate2::read::GzDecoder<File>>),
+}
+
+impl std::fmt::Debug for Input {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Input::Plain(_) => "Plain",
+            Input::Gzip(_) => "Gzip",
+        })
+    }
+}
+
+impl Read for Input {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Input::Plain(f) => f.read(buf),
+            Input::Gzip(g) => g.read(buf),
+        }
+    }
+}
+
 /// An open log file and the bytes of its last, still incomplete record.
 #[derive(Debug)]
 struct Source {
-    file: File,
+    file: Input,
     path: PathBuf,
     dev: u64,
     ino: u64,
@@ -198,6 +223,15 @@ impl Source {
     fn open(path: &Path, kind: SourceKind) -> io::Result<Source> {
         let file = File::open(path)?;
         let meta = file.metadata()?;
+        let compressed = matches!(kind, SourceKind::Rotated(_))
+            && path
+                .to_str()
+                .is_some_and(|p| p.ends_with(super::rotation::COMPRESSED_SUFFIX));
+        let file = if compressed {
+            Input::Gzip(Box::new(flate2::read::GzDecoder::new(file)))
+        } else {
+            Input::Plain(file)
+        };
         Ok(Source {
             file,
             path: path.to_owned(),
@@ -233,9 +267,13 @@ impl Source {
 
     /// Starts over after the file was truncated in place.
     fn rewind(&mut self) -> Result<(), LogError> {
-        self.file
-            .seek(SeekFrom::Start(0))
-            .map_err(|e| self.read_err(e))?;
+        if let Input::Plain(f) = &mut self.file {
+            f.seek(SeekFrom::Start(0))
+                .map_err(|source| LogError::Read {
+                    path: self.path.clone(),
+                    source,
+                })?;
+        }
         self.offset = 0;
         self.buf.clear();
         Ok(())

@@ -1,5 +1,6 @@
 //! Rotated log files: naming (`<name>.<YYYYMMDD-HHMMSS>`, then `.1`, `.2`... when that name is
-//! taken), recognising them next to the current file, and ordering them oldest first. The
+//! taken; `.gz` appended once container GC compressed one, as the kubelet's container log
+//! manager does), recognising them next to the current file, and ordering them oldest first. The
 //! writer hands out strictly increasing keys (it never reuses an older stamp even if the wall
 //! clock goes back), so key order is write order; the readers rely on that.
 
@@ -72,7 +73,12 @@ impl RotationKey {
 pub struct RotatedFile {
     pub key: RotationKey,
     pub path: PathBuf,
+    /// gzip-compressed (`<rotated name>.gz`).
+    pub compressed: bool,
 }
+
+/// Suffix of a compressed rotated file (the kubelet's `compressSuffix`).
+pub const COMPRESSED_SUFFIX: &str = ".gz";
 
 fn split_path(current: &Path) -> Result<(&Path, &str), LogError> {
     let name = current
@@ -115,19 +121,26 @@ pub fn list_rotated(current: &Path) -> Result<Vec<RotatedFile>, LogError> {
             source,
         })?;
         let fname = entry.file_name();
-        let Some(key) = fname
-            .to_str()
-            .and_then(|f| f.strip_prefix(&prefix))
-            .and_then(RotationKey::parse_suffix)
-        else {
+        let Some(suffix) = fname.to_str().and_then(|f| f.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let (suffix, compressed) = match suffix.strip_suffix(COMPRESSED_SUFFIX) {
+            Some(s) => (s, true),
+            None => (suffix, false),
+        };
+        let Some(key) = RotationKey::parse_suffix(suffix) else {
             continue;
         };
         out.push(RotatedFile {
             key,
             path: entry.path(),
+            compressed,
         });
     }
-    out.sort_by(|a, b| a.key.cmp(&b.key));
+    // While a file is being compressed both forms exist for a moment: the plain one (complete
+    // for sure) is listed, once.
+    out.sort_by(|a, b| a.key.cmp(&b.key).then(a.compressed.cmp(&b.compressed)));
+    out.dedup_by(|later, earlier| later.key == earlier.key);
     Ok(out)
 }
 
@@ -192,6 +205,8 @@ mod tests {
             "0.log.20240102-030405.2",
             "0.log.20231231-235959",
             "0.log.20240102-030405.gz",
+            "0.log.20240101-000000.gz",
+            "0.log.20240101-000000.gz.tmp",
             "1.log.20240102-030405",
             "0.logx.20240102-030405",
         ] {
@@ -212,6 +227,7 @@ mod tests {
             got,
             [
                 "0.log.20231231-235959",
+                "0.log.20240101-000000.gz",
                 "0.log.20240102-030405",
                 "0.log.20240102-030405.2",
                 "0.log.20240102-030405.10",

@@ -3,6 +3,11 @@
 //! lines split into `P` records of `max_line` bytes, each line ended by an `F` record), writes
 //! each record with a single append, and rotates by size between records, keeping at most
 //! `max_files` files (kubelet `containerLogMaxSize` / `containerLogMaxFiles`).
+//!
+//! A log that cannot be written (disk full, log directory gone) never stops the container or
+//! its monitor: records are dropped and counted, as containerd drops output it cannot write,
+//! and once writing works again a marker record says how much was lost and why. A record a
+//! short write left half-written is cut off again, so the file never holds a torn record.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -71,7 +76,24 @@ pub struct CriLogWriter {
     record: Vec<u8>,
     /// Set while rotation keeps failing, so the failure is logged once, not for every record.
     rotation_failing: bool,
+    /// Output dropped since the last successful write, reported by a marker record.
+    dropped: Option<Dropped>,
+    /// A failed write left bytes after `size` that could not be cut off: the next write
+    /// starts with a newline, ending that torn record (readers skip it with a warning).
+    torn_tail: bool,
 }
+
+/// Output the writer could not write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Dropped {
+    records: u64,
+    bytes: u64,
+    /// The first error, as the marker names it.
+    error: String,
+}
+
+/// Prefix of the marker record written after dropped output.
+pub const DROP_MARKER: &str = "[podvisor] log output dropped:";
 
 /// Log files may hold secrets a container prints: owner read-write, group read (as containerd).
 const LOG_FILE_MODE: u32 = 0o640;
@@ -96,33 +118,64 @@ fn open_append(path: &Path) -> Result<(File, u64), LogError> {
 impl CriLogWriter {
     /// Opens (creating parent directories) or appends to the current log file at `path`.
     pub fn open(path: &Path, opts: LogOptions) -> Result<CriLogWriter, LogError> {
+        match Self::open_or_drop(path, opts)? {
+            (w, None) => Ok(w),
+            (_, Some(e)) => Err(e),
+        }
+    }
+
+    /// Like [`CriLogWriter::open`], but a log that cannot be opened yet (disk full, no
+    /// inodes) is not an error: output is dropped and counted until it can, and the error
+    /// returned is for the caller to log.
+    pub fn open_or_drop(
+        path: &Path,
+        opts: LogOptions,
+    ) -> Result<(CriLogWriter, Option<LogError>), LogError> {
         opts.validate()?;
         if path.file_name().is_none() {
             return Err(LogError::NoFileName {
                 path: path.to_owned(),
             });
         }
-        if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            // The kubelet's mode for pod log directories (log files are 0640).
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(LOG_DIR_MODE)
-                .create(dir)
-                .map_err(|source| LogError::CreateDir {
-                    path: dir.to_owned(),
-                    source,
-                })?;
-        }
-        let (file, size) = open_append(path)?;
-        Ok(CriLogWriter {
+        let mut w = CriLogWriter {
             path: path.to_owned(),
             opts,
-            file: Some(file),
-            size,
+            file: None,
+            size: 0,
             pending: [Vec::new(), Vec::new()],
             record: Vec::new(),
             rotation_failing: false,
-        })
+            dropped: None,
+            torn_tail: false,
+        };
+        let err = w.reopen().err();
+        Ok((w, err))
+    }
+
+    /// Creates the log directory if needed and opens the current file for appending.
+    fn reopen(&mut self) -> Result<(), LogError> {
+        if let Some(dir) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            if !dir.is_dir() {
+                // The kubelet's mode for pod log directories (log files are 0640).
+                fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(LOG_DIR_MODE)
+                    .create(dir)
+                    .map_err(|source| LogError::CreateDir {
+                        path: dir.to_owned(),
+                        source,
+                    })?;
+            }
+        }
+        let (file, size) = open_append(&self.path)?;
+        self.file = Some(file);
+        self.size = size;
+        Ok(())
+    }
+
+    /// Bytes of output dropped since the last successful write (0 when none).
+    pub fn dropped_bytes(&self) -> u64 {
+        self.dropped.as_ref().map_or(0, |d| d.bytes)
     }
 
     /// The current log file's path.
@@ -212,9 +265,57 @@ impl CriLogWriter {
         record.extend_from_slice(if partial { b" P " } else { b" F " });
         record.extend_from_slice(content);
         record.push(b'\n');
-        let result = self.append(&record, now);
+        let mut result = self.write_marker(ts, now);
+        if result.is_ok() {
+            result = self.append(&record, now);
+        }
+        if let Err(e) = result {
+            self.note_dropped(record.len() as u64, &e);
+        }
         self.record = record;
-        result
+        // Dropped, not failed: the container's output must keep flowing.
+        Ok(())
+    }
+
+    /// Counts a record that could not be written; the first one of a run is logged.
+    fn note_dropped(&mut self, bytes: u64, e: &LogError) {
+        match &mut self.dropped {
+            Some(d) => {
+                d.records += 1;
+                d.bytes += bytes;
+            }
+            None => {
+                let error = match std::error::Error::source(e) {
+                    Some(s) => format!("{e}: {s}"),
+                    None => e.to_string(),
+                };
+                log::warn!("dropping container output until the log can be written: {error}");
+                self.dropped = Some(Dropped {
+                    records: 1,
+                    bytes,
+                    error,
+                });
+            }
+        }
+    }
+
+    /// After dropped output, the marker record goes first (on stderr, as a full line).
+    fn write_marker(&mut self, ts: &str, now: SystemTime) -> Result<(), LogError> {
+        let Some(d) = self.dropped.clone() else {
+            return Ok(());
+        };
+        let marker = format!(
+            "{ts} stderr F {DROP_MARKER} {} record(s), {} bytes could not be written: {}\n",
+            d.records, d.bytes, d.error
+        );
+        self.append(marker.as_bytes(), now)?;
+        log::info!(
+            "container output is logged again; {} record(s), {} bytes were dropped",
+            d.records,
+            d.bytes
+        );
+        self.dropped = None;
+        Ok(())
     }
 
     fn append(&mut self, record: &[u8], now: SystemTime) -> Result<(), LogError> {
@@ -225,14 +326,22 @@ impl CriLogWriter {
         {
             self.rotate(now);
         }
-        let file = match &mut self.file {
-            Some(f) => f,
-            None => {
-                let (f, size) = open_append(&self.path)?;
-                self.size = size;
-                self.file.insert(f)
-            }
+        if self.file.is_none() {
+            self.reopen()?;
+        }
+        let Some(file) = self.file.as_mut() else {
+            return Ok(());
         };
+        let write_err = |path: &Path, source| LogError::Write {
+            path: path.to_owned(),
+            source,
+        };
+        if self.torn_tail {
+            file.write_all(b"\n")
+                .map_err(|e| write_err(&self.path, e))?;
+            self.torn_tail = false;
+            self.size = file.metadata().map(|m| m.len()).unwrap_or(self.size);
+        }
         // A regular file opened with O_APPEND: write_all issues one write(2) for the whole
         // record unless the kernel returns a short count (disk full, signal).
         match file.write_all(record) {
@@ -241,13 +350,13 @@ impl CriLogWriter {
                 Ok(())
             }
             Err(source) => {
-                if let Ok(meta) = file.metadata() {
-                    self.size = meta.len();
+                // Part of the record may be in the file: cut it off (only this writer appends
+                // to it), or end it with a newline before the next record.
+                let grew = file.metadata().map(|m| m.len() > self.size).unwrap_or(true);
+                if grew && file.set_len(self.size).is_err() {
+                    self.torn_tail = true;
                 }
-                Err(LogError::Write {
-                    path: self.path.clone(),
-                    source,
-                })
+                Err(write_err(&self.path, source))
             }
         }
     }
@@ -284,7 +393,11 @@ impl CriLogWriter {
         // empty and the next record opens (and reports) it again.
         self.file = None;
         self.size = 0;
-        rotated.push(super::rotation::RotatedFile { key, path: target });
+        rotated.push(super::rotation::RotatedFile {
+            key,
+            path: target,
+            compressed: false,
+        });
         let keep = (self.opts.max_files - 1) as usize;
         let excess = rotated.len().saturating_sub(keep);
         for old in &rotated[..excess] {
@@ -300,10 +413,7 @@ impl CriLogWriter {
                 ),
             }
         }
-        let (file, size) = open_append(&self.path)?;
-        self.file = Some(file);
-        self.size = size;
-        Ok(())
+        self.reopen()
     }
 
     /// The stream reached end of file: a pending unfinished line becomes a final `F` record.
@@ -658,5 +768,37 @@ mod tests {
         assert!(list_rotated(&p).expect("list").is_empty());
         let last = records(&p).pop().expect("a record");
         assert_eq!(last.2, b"line 19".to_vec());
+    }
+
+    #[test]
+    fn unwritable_log_drops_output_then_writes_a_marker() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // The log directory's place is taken by a file: nothing can be opened there.
+        let blocker = dir.path().join("c");
+        fs::write(&blocker, b"").expect("write");
+        let p = blocker.join("0.log");
+        let (mut w, err) = CriLogWriter::open_or_drop(&p, LogOptions::default()).expect("open");
+        assert!(matches!(err, Some(LogError::CreateDir { .. })), "{err:?}");
+        w.write(Stream::Stdout, b"lost 1\nlost 2\n", t0())
+            .expect("dropped, not failed");
+        w.write(Stream::Stderr, b"lost 3\n", t0())
+            .expect("dropped, not failed");
+        assert_eq!(w.dropped_bytes(), 3 * 47);
+        // Space again: the marker comes first, then the output.
+        fs::remove_file(&blocker).expect("rm");
+        w.write(Stream::Stdout, b"back\n", t0()).expect("write");
+        assert_eq!(w.dropped_bytes(), 0);
+        drop(w);
+        let got = records(&p);
+        assert_eq!(got.len(), 2, "{got:?}");
+        let marker = String::from_utf8(got[0].2.clone()).expect("utf8");
+        assert_eq!(got[0].0, Stream::Stderr);
+        assert!(
+            marker.starts_with(DROP_MARKER)
+                && marker.contains("3 record(s), 141 bytes")
+                && marker.contains("cannot create log directory"),
+            "{marker}"
+        );
+        assert_eq!(got[1], (Stream::Stdout, false, b"back".to_vec()));
     }
 }

@@ -153,6 +153,14 @@ impl BusySet {
         }
     }
 
+    /// Marks `name` busy unless it already is (another thread works on it).
+    fn try_enter(&self, name: &str) -> Option<BusyGuard<'_>> {
+        self.lock().insert(name.to_string()).then(|| BusyGuard {
+            set: self,
+            name: name.to_string(),
+        })
+    }
+
     fn contains(&self, name: &str) -> bool {
         self.lock().contains(name)
     }
@@ -473,7 +481,11 @@ impl Runtime for LinuxRuntime {
 
     fn remove_container(&self, id: &str) -> Result<(), RuntimeError> {
         let paths = self.container_paths(id)?;
-        let _busy = self.busy_containers.enter(id);
+        // Another thread is removing it (a pod's removal and container GC): that one
+        // finishes it.
+        let Some(_busy) = self.busy_containers.try_enter(id) else {
+            return Ok(());
+        };
         if !paths.record.exists() && !paths.dir.exists() {
             return Ok(());
         }

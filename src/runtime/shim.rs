@@ -171,6 +171,11 @@ impl ContainerPaths {
     pub fn exit(&self) -> PathBuf {
         self.record.join("exit.json")
     }
+    /// Blocks reserved for the exit record at creation ([`reserve_exit_record`]), renamed to
+    /// `exit.json` once written.
+    pub fn exit_reserve(&self) -> PathBuf {
+        self.record.join("exit.reserve")
+    }
     /// Nothing of the container remains but its records.
     pub fn cleaned(&self) -> PathBuf {
         self.record.join("cleaned")
@@ -196,10 +201,52 @@ impl ContainerPaths {
 }
 
 /// Makes a just-started container's identity durable: `meta.json`, its directory and that
-/// directory's entry in the records directory.
+/// directory's entry in the records directory; and the blocks reserved for its exit record.
 pub fn sync_identity(paths: &ContainerPaths) -> io::Result<()> {
+    match fs::File::open(paths.exit_reserve()) {
+        Ok(f) => f.sync_all()?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
     let parent = paths.record.parent().unwrap_or(Path::new("/"));
     fsutil::sync_file_and_dirs(&paths.meta(), &[&paths.record, parent])
+}
+
+/// Size of the space reserved for a container's exit record (an exit record is ~300 bytes;
+/// one with a long start error that does not fit is written the ordinary way).
+pub const EXIT_RESERVE_BYTES: usize = 4096;
+
+/// Reserves the blocks of a container's exit record before it starts (spaces, which JSON
+/// ignores after the record): on a filesystem that fills up while the container runs, its
+/// monitor still records how it ended, overwriting blocks that are already allocated instead
+/// of needing new ones (true of ext4 and xfs; a copy-on-write filesystem may still refuse).
+pub fn reserve_exit_record(paths: &ContainerPaths) -> io::Result<()> {
+    fsutil::write_atomic_volatile(&paths.exit_reserve(), &[b' '; EXIT_RESERVE_BYTES])
+}
+
+/// Writes a container's exit record atomically and durably: into the reserved blocks when
+/// they exist (padded to their size, fsynced, renamed to `exit.json`), else through a new
+/// temporary file.
+pub fn write_exit_record(paths: &ContainerPaths, exit: &ExitRecord) -> io::Result<()> {
+    use std::io::Write;
+    let mut data = serde_json::to_vec(exit).map_err(io::Error::other)?;
+    if data.len() <= EXIT_RESERVE_BYTES {
+        match fs::OpenOptions::new()
+            .write(true)
+            .open(paths.exit_reserve())
+        {
+            Ok(mut f) => {
+                data.resize(EXIT_RESERVE_BYTES, b' ');
+                f.write_all(&data)?;
+                f.sync_all()?;
+                fs::rename(paths.exit_reserve(), paths.exit())?;
+                return fs::File::open(&paths.record)?.sync_all();
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    fsutil::write_json_atomic(&paths.exit(), exit)
 }
 
 /// Removes a container's runtime directory once nothing of the container lives (the rootfs
@@ -340,7 +387,7 @@ fn run_inner(dir: &Path, ready: fs::File) -> Result<(), ShimError> {
                 reason: TerminatedReason::StartError.into(),
                 message: Some(message),
             };
-            fsutil::write_json_atomic(&paths.exit(), &exit).map_err(io_err(&paths.exit()))?;
+            write_exit_record(paths, &exit).map_err(io_err(&paths.exit()))?;
             cleanup_container(paths, &cfg);
             finish(paths)?;
             return Err(e);
@@ -381,7 +428,7 @@ fn run_inner(dir: &Path, ready: fs::File) -> Result<(), ShimError> {
             false
         });
     let exit = exit_record(status, oom, started.started_at);
-    fsutil::write_json_atomic(&paths.exit(), &exit).map_err(io_err(&paths.exit()))?;
+    write_exit_record(paths, &exit).map_err(io_err(&paths.exit()))?;
     cleanup_container(paths, &cfg);
     finish(paths)
 }
@@ -552,7 +599,9 @@ fn supervise(
     for fd in [&stdout, &stderr] {
         set_nonblocking(fd)?;
     }
-    let mut writer = CriLogWriter::open(
+    // A log that cannot be opened (disk full) drops output until it can: the container runs
+    // on either way.
+    let (mut writer, open_err) = CriLogWriter::open_or_drop(
         &cfg.log_path,
         LogOptions {
             max_size: cfg.log_max_size,
@@ -560,6 +609,9 @@ fn supervise(
             ..LogOptions::default()
         },
     )?;
+    if let Some(e) = open_err {
+        log::warn!("container {}: {}", cfg.id, error_chain(&e));
+    }
     let mut out = Some(fs::File::from(stdout));
     let mut err = Some(fs::File::from(stderr));
     let mut status: Option<WaitStatus> = None;
@@ -631,7 +683,9 @@ fn supervise(
             drain_deadline = Some(Instant::now() + Duration::from_secs(2));
         }
     }
-    writer.sync()?;
+    if let Err(e) = writer.sync() {
+        log::warn!("container {}: {}", cfg.id, error_chain(&e));
+    }
     // Unreachable without a status: the loop only breaks once the init was reaped or after
     // the drain deadline, which is only armed once a status exists.
     status.ok_or(ShimError::Sys {
@@ -781,7 +835,7 @@ pub fn cleanup(dir: &Path) -> Result<(), ShimError> {
                     .into(),
             ),
         };
-        fsutil::write_json_atomic(&paths.exit(), &exit).map_err(io_err(&paths.exit()))?;
+        write_exit_record(&paths, &exit).map_err(io_err(&paths.exit()))?;
     }
     cleanup_container(&paths, &cfg);
     finish(&paths)

@@ -101,6 +101,8 @@ pub fn forward<T: Send + 'static>(
 /// A started engine: the loop, and its channel (send it sources and signals, then run it).
 pub struct Engine {
     pub sync: SyncLoop,
+    /// The runtime the loop and its workers use (container GC removes through it too).
+    pub runtime: Arc<dyn Runtime>,
     pub tx: Sender<SyncEvent>,
     pub rx: Receiver<SyncEvent>,
 }
@@ -143,11 +145,16 @@ pub fn start(
     })?;
     let mut sync = SyncLoop::new(
         cfg,
-        runtime,
+        Arc::clone(&runtime),
         Box::new(pool),
         Box::new(SystemClock),
         snapshots,
     )?;
     sync.set_prober(Box::new(prober));
-    Ok(Engine { sync, tx, rx })
+    Ok(Engine {
+        sync,
+        runtime,
+        tx,
+        rx,
+    })
 }

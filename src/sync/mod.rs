@@ -266,6 +266,10 @@ pub struct SyncLoop {
     status_line: String,
     /// Test hook: the loop stops turning over once this file exists.
     wedge_file: Option<PathBuf>,
+    /// The periodic resync (`syncFrequency`): its period, when it is due next, and the
+    /// container GC asked for a pass at each one (the daemon's; none under `play`).
+    resync: Option<(Duration, Instant)>,
+    gc: Option<crate::gc::GcHandle>,
 }
 
 fn rfc3339(t: SystemTime) -> String {
@@ -366,6 +370,8 @@ impl SyncLoop {
             service: None,
             status_line: String::new(),
             wedge_file: None,
+            resync: None,
+            gc: None,
         };
         s.reconcile();
         s.publish();
@@ -446,9 +452,57 @@ impl SyncLoop {
         self.publish();
     }
 
+    /// Resyncs every pod each `period` (`syncFrequency`), even without an event, and asks
+    /// `gc` for a container and log GC pass each time (the kubelet's ContainerGCPeriod is a
+    /// minute, `syncFrequency`'s default).
+    pub fn set_periodic_resync(&mut self, period: Duration, gc: Option<crate::gc::GcHandle>) {
+        self.resync = Some((period, self.clock.now() + period));
+        self.gc = gc;
+    }
+
+    /// Saves desired-pod records that a failed write (a full disk) left missing, so a pod
+    /// comes back after a reboot once space is there again.
+    fn save_missing_desired(&self) {
+        let Some(store) = &self.store else { return };
+        for w in self.workers.values() {
+            if !store.contains(&w.uid) {
+                match store.save(&w.spec) {
+                    Ok(()) => log::info!("pod {}: desired-pod record written again", w.uid),
+                    Err(e) => log::debug!("pod {}: {e}", w.uid),
+                }
+            }
+        }
+    }
+
+    /// The loop's view of the pods for container GC.
+    fn gc_request(&self) -> crate::gc::GcRequest {
+        crate::gc::GcRequest {
+            taken_at: Some(self.clock.wall()),
+            active: self.workers.values().map(|w| w.uid.clone()).collect(),
+            removing: self
+                .removals
+                .keys()
+                .chain(self.adopted.keys())
+                .cloned()
+                .collect(),
+            sources_ready: self.sources_ready(),
+        }
+    }
+
     /// Called when a deadline passed (or periodically): advances timers.
     pub fn tick(&mut self) {
         let now = self.clock.now();
+        if let Some((period, due)) = self.resync {
+            if now >= due {
+                self.resync = Some((period, now + period));
+                // Every pod is reconciled below; the snapshot is published again.
+                self.dirty = true;
+                if let Some(gc) = &self.gc {
+                    gc.request(self.gc_request());
+                }
+                self.save_missing_desired();
+            }
+        }
         if now >= self.next_recheck {
             self.next_recheck = now + RECHECK_PERIOD;
             if self.config.has_refused() {
@@ -483,6 +537,7 @@ impl SyncLoop {
             }
         }
         consider(self.container_kill_deadline());
+        consider(self.resync.map(|(_, due)| due));
         if !(self.file_ready && self.url_ready) {
             consider(Some(self.started + self.cfg.sources_ready_timeout));
         }

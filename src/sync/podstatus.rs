@@ -272,26 +272,15 @@ pub(super) fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig) -> PodVi
             .as_ref()
             .filter(|i| !i.id.is_empty())
             .map(|i| i.log_path.clone());
-        match current {
-            Some(p) => {
-                log_paths.insert(s.container.name.clone(), p);
-                if let Some(prev) = s
-                    .last
-                    .as_ref()
-                    .map(|l| l.log_path.clone())
-                    .or(s.previous_log.clone())
-                {
-                    previous_log_paths.insert(s.container.name.clone(), prev);
-                }
-            }
-            None => {
-                if let Some(l) = &s.last {
-                    log_paths.insert(s.container.name.clone(), l.log_path.clone());
-                }
-                if let Some(prev) = &s.previous_log {
-                    previous_log_paths.insert(s.container.name.clone(), prev.clone());
-                }
-            }
+        let last = s.last.as_ref().map(|l| l.log_path.clone());
+        // As the kubelet's validateContainerLogStatus: `logs` is the running instance, else
+        // (waiting in a crash-loop backoff) the last terminated one; `logs --previous` is the
+        // last terminated one either way (the one dead instance container GC keeps).
+        if let Some(p) = current.or(last.clone()) {
+            log_paths.insert(s.container.name.clone(), p);
+        }
+        if let Some(prev) = last.or(s.previous_log.clone()) {
+            previous_log_paths.insert(s.container.name.clone(), prev);
         }
     }
     PodView {

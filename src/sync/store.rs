@@ -54,6 +54,11 @@ impl DesiredStore {
         self.dir.join(format!("{uid}.json"))
     }
 
+    /// Whether pod `uid` has a record (a save that failed, on a full disk, has none).
+    pub fn contains(&self, uid: &str) -> bool {
+        self.path(uid).exists()
+    }
+
     pub fn save(&self, p: &StaticPod) -> Result<(), StoreError> {
         let uid = p
             .pod

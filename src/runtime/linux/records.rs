@@ -89,8 +89,7 @@ impl LinuxRuntime {
                     reason: TerminatedReason::Unknown.into(),
                     message: Some(why.to_string()),
                 };
-                fsutil::write_json_atomic(&paths.exit(), &exit)
-                    .map_err(io("write", &paths.exit()))?;
+                shim::write_exit_record(paths, &exit).map_err(io("write", &paths.exit()))?;
                 exit
             }
         };

@@ -186,6 +186,8 @@ impl LinuxRuntime {
         // No fsync on the start path: the runtime files live on a tmpfs, and the monitor makes
         // meta.json durable once the container started (a torn one after a power cut is an
         // interrupted creation: the directories are removed).
+        // A container starts only if its exit can be recorded on a full disk.
+        write(paths.exit_reserve(), shim::reserve_exit_record(paths))?;
         // meta.json last: its presence marks a container as complete.
         write(
             paths.meta(),

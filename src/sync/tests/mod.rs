@@ -552,3 +552,4 @@ mod images;
 mod lifecycle;
 mod probes;
 mod restart;
+mod resync;
