@@ -124,6 +124,13 @@ pub fn render_describe(view: &PodView, events: &[EventRecord], now: Timestamp) -
             since_str(&e.since, now)
         );
     }
+    if let Some(why) = &view.rolled_back {
+        let _ = writeln!(w, "Update:\trolled back: {why}");
+        let _ = writeln!(
+            w,
+            "\tthe last Ready generation runs until the manifest's spec changes again"
+        );
+    }
     events_section(&mut w, events, now);
     kubectl_describe(&w)
 }
@@ -544,6 +551,7 @@ mod tests {
                 message: "web.yaml:3:1: spec: unknown field".into(),
                 since: "2024-01-02T03:04:00Z".into(),
             }),
+            rolled_back: None,
             log_paths: Default::default(),
             previous_log_paths: Default::default(),
         }

@@ -512,6 +512,7 @@ fn defaults_without_config_file() {
                 minimum_age: Duration::from_secs(120),
             },
             container_gc: crate::gc::ContainerGcPolicy::default(),
+            rollback_after: Duration::from_secs(300),
             reservation: Default::default(),
             allowed_unsafe_sysctls: vec![],
             seccomp_default: false,

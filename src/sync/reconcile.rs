@@ -75,7 +75,10 @@ impl SyncLoop {
 
     /// Compares desired and actual state and submits the work that closes the gap.
     pub(super) fn reconcile(&mut self) {
-        let (desired, dups) = self.config.desired();
+        let (mut desired, dups) = self.config.desired();
+        self.note_ready_generations();
+        self.check_rollbacks();
+        self.apply_rollbacks(&mut desired);
         for d in dups {
             if let ConfigNotice::Duplicate {
                 full_name,

@@ -138,6 +138,15 @@ fn validate_metadata(pod: &Pod, opts: &ValidationOptions<'_>, v: &mut Errors) {
             );
         }
     }
+    if let Err(m) = super::static_pod::rollback_after(pod) {
+        v.push(
+            format!(
+                "metadata.annotations{}",
+                key_segment(super::static_pod::ROLLBACK_AFTER_ANNOTATION)
+            ),
+            m,
+        );
+    }
     if total > 256 * 1024 {
         v.push(
             "metadata.annotations",

@@ -57,6 +57,8 @@ struct FakeState {
     log_counts: BTreeMap<String, u32>,
     /// Sandbox removals that fail before one succeeds.
     failing_sandbox_removals: u32,
+    /// Images whose containers the runtime refuses to start (RunContainerError).
+    refused_images: BTreeSet<String>,
 }
 
 #[derive(Clone, Default)]
@@ -215,6 +217,12 @@ impl Runtime for FakeRuntime {
             return Err(RuntimeError::ImageNotPresent {
                 pod: String::new(),
                 image,
+            });
+        }
+        if st.refused_images.contains(&image) {
+            return Err(RuntimeError::Start {
+                id: String::new(),
+                message: format!("exec of {image}'s command: permission denied"),
             });
         }
         st.next += 1;
@@ -442,6 +450,7 @@ fn harness_full(
             allocatable,
             security: crate::security::NodeSecurity::default(),
             only_pod: None,
+            rollback_after: Duration::from_secs(300),
         },
         Arc::new(rt.clone()),
         Box::new(InlineExecutor {
@@ -553,3 +562,4 @@ mod lifecycle;
 mod probes;
 mod restart;
 mod resync;
+mod rollback;
