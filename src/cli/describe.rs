@@ -662,6 +662,26 @@ mod tests {
     }
 
     #[test]
+    fn describe_says_why_an_edit_was_rolled_back() {
+        let mut v = sample();
+        v.rolled_back = Some("not Ready within 5m0s".into());
+        let now: Timestamp = "2024-01-02T03:05:00Z".parse().expect("now");
+        let out = render_describe(&v, &[], now);
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("Update:"))
+            .unwrap_or_else(|| panic!("{out}"));
+        assert!(
+            line.ends_with(" rolled back: not Ready within 5m0s"),
+            "{out}"
+        );
+        assert!(
+            out.contains("the last Ready generation runs until the manifest's spec changes again"),
+            "{out}"
+        );
+    }
+
+    #[test]
     fn describe_without_status_or_events() {
         let mut v = sample();
         v.pod.status = None;

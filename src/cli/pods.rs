@@ -798,6 +798,12 @@ mod tests {
         );
         // Status of the pod itself is untouched by the source error.
         assert!(render_pods(std::slice::from_ref(&v), now(), false).contains("Running"));
+        v.source_error = None;
+        v.rolled_back = Some("container main is crash-looping (last exit code 1)".into());
+        assert_eq!(
+            render_warnings(std::slice::from_ref(&v), &[]),
+            "warning: pod web-node1: rolled back: container main is crash-looping (last exit code 1) (its last Ready generation runs until the manifest's spec changes again)\n"
+        );
 
         let doc = list_document(&[v]);
         assert_eq!(doc["kind"], "List");

@@ -29,27 +29,6 @@ pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
 pub const CONFIG_SEEN_ANNOTATION: &str = "kubernetes.io/config.seen";
 /// Annotation holding the pod's UID (the content hash).
 pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
-/// podvisor's rollback deadline of a pod (safe updates): a Go duration ("5m", "90s"); "0"
-/// turns rollbacks off for the pod. Unset: the daemon's default (`--rollback-after`).
-pub const ROLLBACK_AFTER_ANNOTATION: &str = "podvisor.io/rollback-after";
-
-/// The pod's `podvisor.io/rollback-after`: `Ok(None)` when unset, `Ok(Some(ZERO))` when off.
-pub fn rollback_after(pod: &Pod) -> Result<Option<std::time::Duration>, String> {
-    match pod
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ROLLBACK_AFTER_ANNOTATION))
-    {
-        None => Ok(None),
-        Some(v) => crate::duration::parse_go_duration(v)
-            .map(Some)
-            .map_err(|e| {
-                format!("{e} (a duration such as \"5m\" or \"90s\"; \"0\" turns rollbacks off)")
-            }),
-    }
-}
-
 /// Where a manifest came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SourceKind {

@@ -222,7 +222,7 @@ pub(super) fn probation_deadline(p: &Probation) -> Option<Instant> {
 impl SyncLoop {
     /// What the rollback decision reads about worker `w`.
     fn probation_of(&self, name: &str, w: &PodWorker) -> Probation {
-        let deadline = crate::pod::static_pod::rollback_after(&w.pod)
+        let deadline = crate::pod::validation::rollback_after(&w.pod)
             .ok()
             .flatten()
             .unwrap_or(self.cfg.rollback_after);
