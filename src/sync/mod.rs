@@ -20,7 +20,8 @@
 //! [`engine`] wires runtime, workers, prober and loop for the daemon and `podvisor play`;
 //! [`backoff`] is the crash-loop backoff; [`executor`] runs jobs off-thread; [`podstatus`]
 //! computes v1 PodStatus in the kubelet's vocabulary; [`store`] persists the desired pods so a
-//! restarted daemon re-adopts its containers even when a source is down.
+//! restarted daemon re-adopts its containers even when a source is down; `rollback` rolls a
+//! failing edit back to the pod's last Ready generation, which [`generations`] persists.
 
 mod actions;
 mod admission;
