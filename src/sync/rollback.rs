@@ -17,7 +17,7 @@
 //!   registry may come back).
 //!
 //! The loop then stops the new generation, starts the last Ready one again, records a
-//! `RolledBack` warning and shows "rolled back: <why>" on the pod. While the manifest keeps the
+//! `RolledBack` warning and shows `rolled back: <why>` on the pod. While the manifest keeps the
 //! bad generation's spec hash, the desired pod is the Ready generation (labels-only edits do
 //! not retry it); any spec change clears the rollback and the new spec starts on probation. A
 //! pod that never was Ready has nothing to roll back to and behaves as before.
