@@ -298,8 +298,8 @@ impl SyncLoop {
         }
     }
 
-    /// Rolls back every generation [`compute_rollback`] gives up on.
-    pub(super) fn check_rollbacks(&mut self) {
+    /// Rolls back every generation [`compute_rollback`] gives up on; true if one was.
+    pub(super) fn check_rollbacks(&mut self) -> bool {
         let now = self.clock.now();
         let mut due = Vec::new();
         for (name, w) in &self.workers {
@@ -307,9 +307,11 @@ impl SyncLoop {
                 due.push((name.clone(), cause));
             }
         }
+        let any = !due.is_empty();
         for (name, cause) in due {
             self.roll_back(&name, &cause);
         }
+        any
     }
 
     fn roll_back(&mut self, name: &str, cause: &RollbackCause) {

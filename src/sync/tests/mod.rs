@@ -59,6 +59,8 @@ struct FakeState {
     failing_sandbox_removals: u32,
     /// Images whose containers the runtime refuses to start (RunContainerError).
     refused_images: BTreeSet<String>,
+    /// Images whose pods' sandboxes cannot be created.
+    refused_sandbox_images: BTreeSet<String>,
 }
 
 #[derive(Clone, Default)]
@@ -138,6 +140,16 @@ impl Runtime for FakeRuntime {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let mut st = self.state.lock().expect("lock");
         st.calls.push(Call::RunSandbox(uid.clone()));
+        let images = pod.spec.iter().flat_map(|s| &s.containers);
+        if let Some(image) = images
+            .filter_map(|c| c.image.clone())
+            .find(|i| st.refused_sandbox_images.contains(i))
+        {
+            return Err(RuntimeError::Start {
+                id: String::new(),
+                message: format!("volume of a pod of {image}: mount: permission denied"),
+            });
+        }
         st.sandboxes.insert(uid.clone());
         st.dead_sandboxes.remove(&uid);
         st.pod_data.insert(uid.clone());

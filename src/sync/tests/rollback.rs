@@ -256,3 +256,44 @@ fn an_edit_the_node_cannot_admit_rolls_back_at_once() {
         "{why}"
     );
 }
+
+#[test]
+fn an_edit_whose_sandbox_cannot_be_created_rolls_back_at_once() {
+    let rt = FakeRuntime::default();
+    rt.state
+        .lock()
+        .expect("lock")
+        .refused_sandbox_images
+        .insert(V2.into());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut h = harness_with(rt, dir.path().join("static-pods"));
+    let good = ready_then_edited(&mut h, V2, "");
+    assert_eq!(h.uid("web"), good, "{:?}", h.rt.calls());
+    let why = rolled_back(&h, "web").expect("rolled back");
+    assert!(
+        why.starts_with("the pod sandbox cannot be created: ")
+            && why.ends_with("permission denied"),
+        "{why}"
+    );
+    // The bad generation got one attempt, not the sandbox retry loop.
+    let sandboxes =
+        h.rt.calls()
+            .iter()
+            .filter(|c| matches!(c, Call::RunSandbox(_)))
+            .count();
+    assert_eq!(sandboxes, 3, "v1, the edit, v1 again: {:?}", h.rt.calls());
+}
+
+#[test]
+fn an_edit_whose_init_container_fails_under_restart_policy_never_rolls_back_at_once() {
+    let mut h = harness();
+    let edit = "  restartPolicy: Never\n  initContainers:\n  - name: setup\n    image: busybox\n";
+    let good = ready_then_edited(&mut h, V2, edit);
+    assert_ne!(h.uid("web"), good);
+    crash(&mut h, 7);
+    assert_eq!(h.uid("web"), good, "{:?}", h.rt.calls());
+    assert_eq!(
+        rolled_back(&h, "web").as_deref(),
+        Some("init container setup failed with exit code 7 under restartPolicy Never")
+    );
+}
