@@ -10,15 +10,13 @@
 //! an interrupted write, removed at start. A record whose pod no source defines once the
 //! sources reported is deleted.
 
-use std::fs;
-use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::Pod;
 use serde::{Deserialize, Serialize};
 
-use super::store::StoreError;
-use crate::fsutil::{self, Loaded};
+use super::store::{read_records, remove_record, write_record, StoreError};
+use crate::fsutil;
 use crate::pod::static_pod::StaticPod;
 
 /// A generation rolled back from: not started again while the manifest keeps its spec hash.
@@ -72,11 +70,6 @@ impl GenerationStore {
     }
 
     pub fn save(&self, r: &LastReady) -> Result<(), StoreError> {
-        let path = self.path(&r.pod.full_name);
-        fs::create_dir_all(&self.dir).map_err(|source| StoreError::Write {
-            path: self.dir.clone(),
-            source,
-        })?;
         let rec = Record {
             source: r.pod.source.clone(),
             full_name: r.pod.full_name.clone(),
@@ -85,73 +78,31 @@ impl GenerationStore {
             pod: r.pod.pod.clone(),
             rolled_back: r.rolled_back.clone(),
         };
-        fsutil::write_json_atomic(&path, &rec).map_err(|source| StoreError::Write { path, source })
+        write_record(&self.dir, self.path(&r.pod.full_name), &rec)
     }
 
     pub fn remove(&self, full_name: &str) -> Result<(), StoreError> {
-        let path = self.path(full_name);
-        match fs::remove_file(&path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(source) => Err(StoreError::Remove { path, source }),
-        }
+        remove_record(self.path(full_name))
     }
 
     /// The daemon's load at start: every good record; temporary files of interrupted writes
     /// and torn records are removed (and said once).
     pub fn recover(&self) -> Vec<LastReady> {
         fsutil::remove_atomic_temps(&self.dir);
-        let Ok(entries) = fs::read_dir(&self.dir) else {
-            return Vec::new();
-        };
-        let mut paths: Vec<PathBuf> = entries
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "json"))
-            .collect();
-        paths.sort();
-        let mut out = Vec::new();
-        for path in paths {
-            match load_record(&path) {
-                Ok(Loaded::Ok(r)) => out.push(LastReady {
-                    pod: StaticPod {
-                        pod: r.pod,
-                        source: r.source,
-                        full_name: r.full_name,
-                        spec_hash: r.spec_hash,
-                        meta_hash: r.meta_hash,
-                    },
-                    rolled_back: r.rolled_back,
-                }),
-                Ok(Loaded::Missing) => {}
-                Ok(Loaded::Torn(why)) => {
-                    log::warn!(
-                        "{}: torn pod generation record ({why}): an interrupted write, removing it",
-                        path.display()
-                    );
-                    if let Err(e) = fs::remove_file(&path) {
-                        log::warn!("{}: {e}", path.display());
-                    }
-                }
-                Err(e) => log::warn!("ignoring unreadable {}: {e}", path.display()),
-            }
-        }
-        out
+        read_records::<Record>(&self.dir, true, "pod generation record")
+            .into_iter()
+            .map(|r| LastReady {
+                pod: StaticPod {
+                    pod: r.pod,
+                    source: r.source,
+                    full_name: r.full_name,
+                    spec_hash: r.spec_hash,
+                    meta_hash: r.meta_hash,
+                },
+                rolled_back: r.rolled_back,
+            })
+            .collect()
     }
-}
-
-/// Reads a record with the manifest decoder, as [`super::store`] does (binary size).
-fn load_record(path: &Path) -> io::Result<Loaded<Record>> {
-    Ok(match fsutil::load_json::<serde_json::Value>(path)? {
-        Loaded::Ok(v) => {
-            match crate::pod::manifest::from_tree(&crate::pod::manifest::tree_of_json(v)) {
-                Ok(r) => Loaded::Ok(r),
-                Err(e) => Loaded::Torn(format!("not a pod generation record{e}")),
-            }
-        }
-        Loaded::Missing => Loaded::Missing,
-        Loaded::Torn(why) => Loaded::Torn(why),
-    })
 }
 
 #[cfg(test)]
@@ -186,7 +137,7 @@ mod tests {
                 rolled_back: Some(rb.clone()),
             })
             .expect("save");
-        fs::write(dir.path().join("g/x_y.json"), b"{\"source\":").expect("torn");
+        std::fs::write(dir.path().join("g/x_y.json"), b"{\"source\":").expect("torn");
         let got = store.recover();
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].pod.uid(), pod.uid());

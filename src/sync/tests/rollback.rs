@@ -32,6 +32,18 @@ fn ready_then_edited(h: &mut Harness, image: &str, extra: &str) -> String {
     good
 }
 
+/// Images whose `reg.local/app:2` cannot be pulled.
+fn unreachable_v2_image() -> FakeImages {
+    let images = FakeImages::default();
+    images
+        .state
+        .lock()
+        .expect("lock")
+        .failing
+        .insert("reg.local/app:2".into(), "connection refused".into());
+    images
+}
+
 /// Exits the pod's running container with `code`, as a crash.
 fn crash(h: &mut Harness, code: i32) {
     let id = h.rt.running_ids()[0].clone();
@@ -124,13 +136,7 @@ fn a_start_the_runtime_refuses_rolls_back_at_once() {
 
 #[test]
 fn image_pull_failures_roll_back_only_at_the_deadline_from_the_annotation() {
-    let images = FakeImages::default();
-    images
-        .state
-        .lock()
-        .expect("lock")
-        .failing
-        .insert("reg.local/app:2".into(), "connection refused".into());
+    let images = unreachable_v2_image();
     let dir = tempfile::tempdir().expect("tempdir");
     let mut h = harness_with_images(
         FakeRuntime::default(),
@@ -166,13 +172,7 @@ fn image_pull_failures_roll_back_only_at_the_deadline_from_the_annotation() {
 
 #[test]
 fn a_daemon_restarted_during_probation_still_rolls_back() {
-    let images = FakeImages::default();
-    images
-        .state
-        .lock()
-        .expect("lock")
-        .failing
-        .insert("reg.local/app:2".into(), "connection refused".into());
+    let images = unreachable_v2_image();
     let dir = tempfile::tempdir().expect("tempdir");
     let store = dir.path().join("static-pods");
     let rt = FakeRuntime::default();
