@@ -12,9 +12,9 @@
 //!   CreateContainerError, RunContainerError, ...), or an init container failed under
 //!   restartPolicy Never;
 //! - when a container crash-loops (it shows CrashLoopBackOff, as the kubelet would);
-//! - when it is not Ready within the deadline (`podvisor.io/rollback-after`, else the
-//!   daemon's `--rollback-after`, 5m by default (`config::DEFAULT_ROLLBACK_AFTER`); image pull failures only count here, as a
-//!   registry may come back).
+//! - when it is not Ready at the end of the deadline (`podvisor.io/rollback-after`, else
+//!   the daemon's `--rollback-after`, 5m by default: `config::DEFAULT_ROLLBACK_AFTER`);
+//!   image pull failures only count here, as a registry may come back.
 //!
 //! The loop then stops the new generation, starts the last Ready one again, records a
 //! `RolledBack` warning and shows `rolled back: <why>` on the pod. While the manifest keeps the
@@ -213,7 +213,8 @@ pub(super) fn proven_ready(now: Instant, p: &Probation) -> bool {
     p.ready && !p.was_ready && (!on_probation || now >= p.since + p.deadline)
 }
 
-/// When [`compute_rollback`] or [`proven_ready`] next changes its mind by itself (the deadline), if it can.
+/// When [`compute_rollback`] or [`proven_ready`] next changes its mind by itself (the
+/// deadline), if it can.
 pub(super) fn probation_deadline(p: &Probation) -> Option<Instant> {
     let on = p.has_ready_generation && !p.was_ready && !p.deadline.is_zero();
     (on && !p.waiting_for_previous).then(|| p.since + p.deadline)
