@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use k8s_openapi::api::core::v1::Pod;
 use serde::{Deserialize, Serialize};
 
-use super::store::{read_records, remove_record, write_record, StoreError};
+use super::store::{read_records, remove_record, scan_records, write_record, StoreError};
 use crate::fsutil;
 use crate::pod::static_pod::StaticPod;
 
@@ -83,6 +83,11 @@ impl GenerationStore {
 
     pub fn remove(&self, full_name: &str) -> Result<(), StoreError> {
         remove_record(self.path(full_name))
+    }
+
+    /// (record files, those that are empty or torn with why), for `podvisor check`.
+    pub fn scan(&self) -> (usize, Vec<(PathBuf, String)>) {
+        scan_records::<Record>(&self.dir)
     }
 
     /// The daemon's load at start: every good record; temporary files of interrupted writes

@@ -106,15 +106,7 @@ impl DesiredStore {
 
     /// (record files, those that are empty or torn with why), for `podvisor check`.
     pub fn scan(&self) -> (usize, Vec<(PathBuf, String)>) {
-        let mut n = 0;
-        let mut torn = Vec::new();
-        for path in self.record_paths() {
-            n += 1;
-            if let Ok(Loaded::Torn(why)) = load_record::<Record>(&path) {
-                torn.push((path, why));
-            }
-        }
-        (n, torn)
+        scan_records::<Record>(&self.dir)
     }
 
     fn record_paths(&self) -> Vec<PathBuf> {
@@ -156,6 +148,19 @@ pub(super) fn remove_record(path: PathBuf) -> Result<(), StoreError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(source) => Err(StoreError::Remove { path, source }),
     }
+}
+
+/// (record files in `dir`, those that are empty or torn with why), for `podvisor check`.
+pub(super) fn scan_records<T: DeserializeOwned>(dir: &Path) -> (usize, Vec<(PathBuf, String)>) {
+    let mut n = 0;
+    let mut torn = Vec::new();
+    for path in record_paths(dir) {
+        n += 1;
+        if let Ok(Loaded::Torn(why)) = load_record::<T>(&path) {
+            torn.push((path, why));
+        }
+    }
+    (n, torn)
 }
 
 /// The `*.json` files of a record directory, sorted.
