@@ -109,10 +109,6 @@ impl DesiredStore {
         scan_records::<Record>(&self.dir)
     }
 
-    fn record_paths(&self) -> Vec<PathBuf> {
-        record_paths(&self.dir)
-    }
-
     fn read_all(&self, remove_torn: bool) -> Vec<StaticPod> {
         read_records::<Record>(&self.dir, remove_torn, "desired-pod record")
             .into_iter()
