@@ -351,10 +351,10 @@ impl SyncLoop {
     }
 
     /// While a manifest keeps the spec hash of a generation rolled back from, its pod is the
-    /// last Ready generation; a spec change clears the rollback. Before the sources reported,
-    /// the desired pod may be the Ready generation itself, seeded from the desired-pod records
-    /// of the previous run: that is no edit. Once the sources reported, generations of pods
-    /// no source defines are forgotten.
+    /// last Ready generation; a spec change clears the rollback. Until its source gave valid
+    /// content in this run, the desired pod may be the Ready generation itself, seeded from
+    /// the desired-pod records of the previous run: that is no edit. Once the sources
+    /// reported, generations of pods no source defines are forgotten.
     pub(super) fn apply_rollbacks(&mut self, desired: &mut BTreeMap<String, StaticPod>) {
         let ready = self.sources_ready();
         let mut cleared = Vec::new();
@@ -365,7 +365,10 @@ impl SyncLoop {
             let same_source = sp.source == lr.pod.source;
             if sp.spec_hash == rb.spec_hash && same_source {
                 *sp = lr.pod.clone();
-            } else if ready || sp.spec_hash != lr.pod.spec_hash || !same_source {
+            } else if sp.spec_hash != lr.pod.spec_hash
+                || !same_source
+                || self.config.loaded_from_source(&sp.source)
+            {
                 cleared.push(name.clone());
             }
         }
@@ -377,6 +380,7 @@ impl SyncLoop {
             lr.rolled_back = None;
             let lr = lr.clone();
             self.save_generation(&lr);
+            self.dirty = true;
         }
         if ready {
             let gone: Vec<String> = self

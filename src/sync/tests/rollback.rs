@@ -297,3 +297,33 @@ fn an_edit_whose_init_container_fails_under_restart_policy_never_rolls_back_at_o
         Some("init container setup failed with exit code 7 under restartPolicy Never")
     );
 }
+
+#[test]
+fn a_restart_with_the_source_broken_keeps_the_rollback() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("static-pods");
+    let rt = FakeRuntime::default();
+    let mut h = harness_with(rt.clone(), store.clone());
+    let good = ready_then_edited(&mut h, V2, "");
+    crash(&mut h, 1);
+    crash(&mut h, 1);
+    assert_eq!(h.uid("web"), good);
+    let starts = h.rt.starts().len();
+    drop(h);
+    // The file is broken at start: the seeded Ready generation is no edit, even once the
+    // sources are taken as ready; the bad spec coming back later is still not retried.
+    let mut h = harness_with(rt, store);
+    h.file("web.yaml", "kind: [");
+    h.scan_done();
+    h.advance(Duration::from_secs(60));
+    assert_eq!(h.uid("web"), good);
+    assert!(rolled_back(&h, "web").is_some());
+    h.file("web.yaml", &pod_yaml("web", V2, ""));
+    h.advance(Duration::from_secs(60));
+    assert_eq!(h.uid("web"), good);
+    assert_eq!(h.rt.starts().len(), starts, "{:?}", h.rt.calls());
+    // Edited back to the Ready spec itself: the rollback is over.
+    h.file("web.yaml", &pod_yaml("web", V1, ""));
+    assert_eq!(h.uid("web"), good);
+    assert_eq!(rolled_back(&h, "web"), None);
+}
