@@ -118,40 +118,38 @@ pub fn check(root_dir: &Path, repair: bool) -> Result<StateReport, CheckError> {
             ));
         }
     }
-    let (n, torn_records) = DesiredStore::new(store_dir).scan();
+    let (n, torn_desired) = DesiredStore::new(store_dir).scan();
     report.desired_pods = n;
-    for (path, why) in torn_records {
-        let repaired = if repair {
-            fs::remove_file(&path).map_err(|source| CheckError::Io {
-                path: path.clone(),
-                source,
-            })?;
-            Some("removed (its manifest defines the pod again)".to_string())
-        } else {
-            None
-        };
-        report.findings.push(finding(
-            FindingKind::Inconsistent,
-            format!("desired-pod record {} is torn ({why})", path.display()),
-            repaired,
-        ));
-    }
     let (_, torn_generations) = GenerationStore::new(root_dir.join("pod-generations")).scan();
-    for (path, why) in torn_generations {
-        let repaired = if repair {
-            fs::remove_file(&path).map_err(|source| CheckError::Io {
-                path: path.clone(),
-                source,
-            })?;
-            Some("removed (the pod's Ready generation is recorded again when Ready)".to_string())
-        } else {
-            None
-        };
-        report.findings.push(finding(
-            FindingKind::Inconsistent,
-            format!("pod generation record {} is torn ({why})", path.display()),
-            repaired,
-        ));
+    let torn_records = [
+        (
+            "desired-pod",
+            "its manifest defines the pod again",
+            torn_desired,
+        ),
+        (
+            "pod generation",
+            "the pod's Ready generation is recorded again when Ready",
+            torn_generations,
+        ),
+    ];
+    for (what, then, records) in torn_records {
+        for (path, why) in records {
+            let repaired = if repair {
+                fs::remove_file(&path).map_err(|source| CheckError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                Some(format!("removed ({then})"))
+            } else {
+                None
+            };
+            report.findings.push(finding(
+                FindingKind::Inconsistent,
+                format!("{what} record {} is torn ({why})", path.display()),
+                repaired,
+            ));
+        }
     }
     for dir in entries(&root_dir.join("containers"))? {
         if !dir.is_dir() {
