@@ -4,6 +4,7 @@
 //! - The image store, verified and repaired by [`ImageStore::check`].
 //! - Desired-pod records (`static-pods/*.json`, durable): a torn one is inconsistent; the
 //!   repair removes it (its manifest defines the pod again, as the daemon's start does).
+//!   Pod generation records (`pod-generations/*.json`, safe updates) the same way.
 //! - Container records (`containers/<id>/`): a torn identity is an interrupted creation (it is
 //!   made durable right after the container starts); a torn exit record is inconsistent (it is
 //!   written durably). The daemon owns these and cleans them at its start; the check reports.
@@ -17,6 +18,7 @@ use std::path::{Path, PathBuf};
 use crate::fsutil::{self, Loaded};
 use crate::images::{CheckReport, Finding, FindingKind, ImageError, ImageStore};
 use crate::runtime::{ContainerMeta, ExitRecord};
+use crate::sync::generations::GenerationStore;
 use crate::sync::store::DesiredStore;
 
 /// Errors of `podvisor check`.
@@ -116,23 +118,38 @@ pub fn check(root_dir: &Path, repair: bool) -> Result<StateReport, CheckError> {
             ));
         }
     }
-    let (n, torn_records) = DesiredStore::new(store_dir).scan();
+    let (n, torn_desired) = DesiredStore::new(store_dir).scan();
     report.desired_pods = n;
-    for (path, why) in torn_records {
-        let repaired = if repair {
-            fs::remove_file(&path).map_err(|source| CheckError::Io {
-                path: path.clone(),
-                source,
-            })?;
-            Some("removed (its manifest defines the pod again)".to_string())
-        } else {
-            None
-        };
-        report.findings.push(finding(
-            FindingKind::Inconsistent,
-            format!("desired-pod record {} is torn ({why})", path.display()),
-            repaired,
-        ));
+    let (_, torn_generations) = GenerationStore::new(root_dir.join("pod-generations")).scan();
+    let torn_records = [
+        (
+            "desired-pod",
+            "its manifest defines the pod again",
+            torn_desired,
+        ),
+        (
+            "pod generation",
+            "the pod's Ready generation is recorded again when Ready",
+            torn_generations,
+        ),
+    ];
+    for (what, then, records) in torn_records {
+        for (path, why) in records {
+            let repaired = if repair {
+                fs::remove_file(&path).map_err(|source| CheckError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                Some(format!("removed ({then})"))
+            } else {
+                None
+            };
+            report.findings.push(finding(
+                FindingKind::Inconsistent,
+                format!("{what} record {} is torn ({why})", path.display()),
+                repaired,
+            ));
+        }
     }
     for dir in entries(&root_dir.join("containers"))? {
         if !dir.is_dir() {
@@ -176,6 +193,12 @@ mod tests {
         fs::create_dir_all(root.join("static-pods")).expect("mkdir");
         fs::write(root.join("static-pods/u1.json"), b"").expect("torn record");
         fs::write(root.join("static-pods/.u2.json.tmp-5"), b"{").expect("temp");
+        fs::create_dir_all(root.join("pod-generations")).expect("mkdir");
+        fs::write(
+            root.join("pod-generations/default_web-n.json"),
+            b"{\"source\"",
+        )
+        .expect("torn");
         fs::create_dir_all(root.join("containers/c1")).expect("mkdir");
         fs::write(root.join("containers/c1/meta.json"), b"").expect("torn identity");
         fs::write(root.join("containers/c1/exit.json"), b"{\"exit_code\"").expect("torn exit");
@@ -191,6 +214,7 @@ mod tests {
             vec![
                 (FindingKind::Interrupted, false),
                 (FindingKind::Inconsistent, false),
+                (FindingKind::Inconsistent, false),
                 (FindingKind::Interrupted, false),
                 (FindingKind::Inconsistent, false),
             ],
@@ -203,6 +227,7 @@ mod tests {
             !root.join("static-pods/u1.json").exists(),
             "torn record removed"
         );
+        assert!(!root.join("pod-generations/default_web-n.json").exists());
         // The torn exit record is the daemon's to handle: still inconsistent.
         assert!(!r.consistent());
     }

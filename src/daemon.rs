@@ -222,6 +222,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
             allocatable,
             security,
             only_pod: None,
+            rollback_after: cfg.rollback_after,
         },
         rcfg,
         image_service,

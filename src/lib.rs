@@ -34,6 +34,7 @@ pub mod check;
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod duration;
 pub mod fsutil;
 pub mod gc;
 pub mod health;

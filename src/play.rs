@@ -121,6 +121,8 @@ fn run(
         allocatable: None,
         security: runtime_cfg.security.clone(),
         only_pod: Some(pod.clone()),
+        // The one pod never changes: nothing to roll back.
+        rollback_after: Duration::ZERO,
     };
     let images = StoreImageService {
         store: images,

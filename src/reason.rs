@@ -219,6 +219,9 @@ reasons! {
         Replaced => "Replaced",
         /// podvisor: only the pod's labels or annotations changed.
         MetadataUpdated => "MetadataUpdated",
+        /// podvisor: an edited manifest's new generation failed; its last Ready generation
+        /// runs again (safe updates).
+        RolledBack => "RolledBack",
     }
 }
 
@@ -340,6 +343,7 @@ mod tests {
                 "DuplicatePod",
                 "Replaced",
                 "MetadataUpdated",
+                "RolledBack",
             ]
         );
         let pods: Vec<&str> = PodReason::ALL.iter().map(|r| r.as_str()).collect();

@@ -35,6 +35,10 @@ pub struct PodView {
     /// last-known-good version keeps running), if any, with the time it was seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_error: Option<SourceErrorView>,
+    /// Why a newer generation of the pod was rolled back to this one (safe updates), while
+    /// the manifest keeps that generation's spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_back: Option<String>,
     /// Log file of each container's current (or last) instance: container name -> path.
     #[serde(default)]
     pub log_paths: std::collections::BTreeMap<String, std::path::PathBuf>,
@@ -284,6 +288,7 @@ mod tests {
                 pod,
                 source: "/etc/kubernetes/manifests/etcd.yaml".into(),
                 source_error: None,
+                rolled_back: None,
                 log_paths: Default::default(),
                 previous_log_paths: Default::default(),
             }],

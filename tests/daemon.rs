@@ -572,3 +572,91 @@ fn daemon_pulls_a_missing_image_from_a_registry_mirror() {
     d.stop();
     env.assert_clean();
 }
+
+/// Safe updates: a Ready pod edited to a crash-looping command is rolled back to its Ready
+/// generation (a RolledBack event, "rolled back: <why>" in `pods` and `describe`), the bad
+/// spec is not retried, and a restarted daemon keeps the rolled-back generation.
+#[test]
+#[ignore = "needs root: runs the daemon with real containers (scripts/test runs it)"]
+fn a_crash_looping_edit_rolls_back_to_the_last_ready_generation() {
+    let env = TestEnv::new("rollback");
+    let _keep = KeepLogOnPanic(env.dir.path().join("daemon.log"));
+    let _ = env.images();
+    let dir = env.dir.path().join("manifests");
+    fs::create_dir_all(&dir).expect("mkdir");
+    fs::write(dir.join("web.yaml"), manifest("web", "v1", "")).expect("write");
+    let d = Daemon::start(&env, &dir);
+    wait_until("web running", T, || running_id(&d, "web").is_some());
+    let uid = |d: &Daemon| d.pod("web").and_then(|v| v.pod.metadata.uid);
+    let good = uid(&d).expect("uid");
+    let good_id = running_id(&d, "web").expect("id");
+    // The edit: a command that exits at once, with a short rollback deadline.
+    let bad = manifest(
+        "web",
+        "v2",
+        "  annotations:\n    podvisor.io/rollback-after: 4s\n",
+    )
+    .replace(
+        "'trap \"exit 0\" TERM; echo v2; while true; do sleep 0.2; done'",
+        "'echo v2; exit 3'",
+    );
+    assert!(bad.contains("exit 3"), "{bad}");
+    fs::write(dir.join("web.yaml"), &bad).expect("write");
+    wait_until("the edit tried", T, || uid(&d).is_some_and(|u| u != good));
+    wait_until("rolled back", Duration::from_secs(120), || {
+        d.pod("web")
+            .is_some_and(|v| v.rolled_back.is_some() && v.pod.metadata.uid.as_ref() == Some(&good))
+            && running_id(&d, "web").is_some()
+    });
+    let why = d.pod("web").and_then(|v| v.rolled_back).expect("why");
+    assert!(
+        why.contains("crash-looping (last exit code 3)") || why.starts_with("not Ready within 4s"),
+        "{why}"
+    );
+    assert_ne!(running_id(&d, "web"), Some(good_id), "a new instance of v1");
+    let events = d.events();
+    let rb: Vec<_> = events.iter().filter(|e| e.reason == "RolledBack").collect();
+    assert_eq!(rb.len(), 1, "{events:?}");
+    assert_eq!(rb[0].type_, podvisor::status::EventType::Warning);
+    assert!(rb[0].message.contains(&good), "{}", rb[0].message);
+    let (ok, out, err) = cli(&env, &d, &["pods"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("web-testnode"), "{out}");
+    assert!(
+        err.contains(&format!("pod web-testnode: rolled back: {why}")),
+        "{err}"
+    );
+    let (ok, out, err) = cli(&env, &d, &["describe", "web-testnode"]);
+    assert!(ok, "{err}");
+    assert!(out.contains(&format!("rolled back: {why}")), "{out}");
+    assert!(out.contains("RolledBack"), "{out}");
+    let id = running_id(&d, "web").expect("id");
+
+    // A restarted daemon runs the rolled-back generation and does not retry the bad spec.
+    d.kill9();
+    let d = Daemon::start(&env, &dir);
+    wait_until("web re-adopted", T, || running_id(&d, "web").is_some());
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(uid(&d), Some(good.clone()));
+    assert_eq!(running_id(&d, "web"), Some(id), "the same container");
+    assert_eq!(
+        d.pod("web").and_then(|v| v.rolled_back),
+        Some(why),
+        "still rolled back"
+    );
+    assert!(
+        !d.events().iter().any(|e| e.reason == "Replaced"),
+        "{:?}",
+        d.events()
+    );
+    fs::remove_file(dir.join("web.yaml")).expect("rm");
+    d.wait_all_gone(&env, T);
+    assert!(
+        !env.root
+            .join("pod-generations/default_web-testnode.json")
+            .exists(),
+        "the generation record goes with the pod"
+    );
+    d.stop();
+    env.assert_clean();
+}

@@ -257,6 +257,7 @@ pub(crate) mod tests {
             pod,
             source: format!("/etc/podvisor/manifests/{name}.yaml"),
             source_error: None,
+            rolled_back: None,
             log_paths: BTreeMap::new(),
             previous_log_paths: BTreeMap::new(),
         }

@@ -157,6 +157,7 @@ mod tests {
             pod,
             source: "/m/web.yaml".into(),
             source_error: None,
+            rolled_back: None,
             log_paths: Default::default(),
             previous_log_paths: Default::default(),
         }

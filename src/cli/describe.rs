@@ -124,6 +124,13 @@ pub fn render_describe(view: &PodView, events: &[EventRecord], now: Timestamp) -
             since_str(&e.since, now)
         );
     }
+    if let Some(why) = &view.rolled_back {
+        let _ = writeln!(w, "Update:\trolled back: {why}");
+        let _ = writeln!(
+            w,
+            "\tthe last Ready generation runs until the manifest's spec changes again"
+        );
+    }
     events_section(&mut w, events, now);
     kubectl_describe(&w)
 }
@@ -544,6 +551,7 @@ mod tests {
                 message: "web.yaml:3:1: spec: unknown field".into(),
                 since: "2024-01-02T03:04:00Z".into(),
             }),
+            rolled_back: None,
             log_paths: Default::default(),
             previous_log_paths: Default::default(),
         }
@@ -651,6 +659,26 @@ mod tests {
         assert!(pos("Init Containers:") < pos("Containers:\n  app"));
         assert!(pos("Conditions:") < pos("QoS Class:"));
         assert!(pos("QoS Class:") < pos("Events:"));
+    }
+
+    #[test]
+    fn describe_says_why_an_edit_was_rolled_back() {
+        let mut v = sample();
+        v.rolled_back = Some("not Ready within 5m0s".into());
+        let now: Timestamp = "2024-01-02T03:05:00Z".parse().expect("now");
+        let out = render_describe(&v, &[], now);
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("Update:"))
+            .unwrap_or_else(|| panic!("{out}"));
+        assert!(
+            line.ends_with(" rolled back: not Ready within 5m0s"),
+            "{out}"
+        );
+        assert!(
+            out.contains("the last Ready generation runs until the manifest's spec changes again"),
+            "{out}"
+        );
     }
 
     #[test]

@@ -208,6 +208,7 @@ mod tests {
             pod: serde_json::from_value(doc).expect("pod"),
             source: String::new(),
             source_error: None,
+            rolled_back: None,
             log_paths: Default::default(),
             previous_log_paths: Default::default(),
         }

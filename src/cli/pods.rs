@@ -216,11 +216,18 @@ pub fn render_pods(views: &[PodView], now: Timestamp, wide: bool) -> String {
 }
 
 /// One `warning: <source>: <message>` line per manifest error: those of pods (which keep
-/// running from their last valid manifest) and those not tied to a pod, without repeats.
+/// running from their last valid manifest) and those not tied to a pod, without repeats; and
+/// one `warning: pod <name>: rolled back: <why>` line per pod whose edit was rolled back.
 pub fn render_warnings(views: &[PodView], source_errors: &[SourceErrorView]) -> String {
     let mut out = String::new();
     let mut seen: Vec<(&str, &str)> = Vec::new();
     for v in views {
+        if let Some(why) = &v.rolled_back {
+            out.push_str(&format!(
+                "warning: pod {}: rolled back: {why} (its last Ready generation runs until the manifest's spec changes again)\n",
+                v.pod.metadata.name.as_deref().unwrap_or("")
+            ));
+        }
         if let Some(e) = &v.source_error {
             seen.push((&e.source, &e.message));
             out.push_str(&format!(
@@ -735,6 +742,7 @@ mod tests {
             pod: p,
             source: "/etc/podvisor/manifests/web.yaml".into(),
             source_error: None,
+            rolled_back: None,
             log_paths: Default::default(),
             previous_log_paths: Default::default(),
         }
@@ -790,6 +798,12 @@ mod tests {
         );
         // Status of the pod itself is untouched by the source error.
         assert!(render_pods(std::slice::from_ref(&v), now(), false).contains("Running"));
+        v.source_error = None;
+        v.rolled_back = Some("container main is crash-looping (last exit code 1)".into());
+        assert_eq!(
+            render_warnings(std::slice::from_ref(&v), &[]),
+            "warning: pod web-node1: rolled back: container main is crash-looping (last exit code 1) (its last Ready generation runs until the manifest's spec changes again)\n"
+        );
 
         let doc = list_document(&[v]);
         assert_eq!(doc["kind"], "List");

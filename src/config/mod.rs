@@ -10,7 +10,7 @@
 //! accumulates over repeated flags.
 
 mod checks;
-mod duration;
+
 pub mod raw;
 #[cfg(test)]
 mod tests;
@@ -29,9 +29,9 @@ use crate::pod::quantity::parse_bytes;
 use crate::pod::validation::is_dns1123_subdomain;
 
 use crate::cgroups::allocatable::{self, MemoryThreshold, Reservation};
+pub use crate::duration::{parse_go_duration, DurationError};
 use crate::security::sysctl::SysctlPattern;
 use checks::{check_absolute, check_header, check_pod_logs_dir, check_socket_path, check_url};
-pub use duration::{parse_go_duration, DurationError};
 use raw::RawKubeletConfiguration;
 
 /// The only accepted `apiVersion`.
@@ -55,6 +55,8 @@ pub const DEFAULT_FILE_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
 pub const DEFAULT_HTTP_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
 /// Default `syncFrequency`.
 pub const DEFAULT_SYNC_FREQUENCY: Duration = Duration::from_secs(60);
+/// Default `--rollback-after` (safe updates: see the README).
+pub const DEFAULT_ROLLBACK_AFTER: Duration = Duration::from_secs(300);
 /// The kubelet's default `resolvConf`.
 pub const DEFAULT_RESOLV_CONF: &str = "/etc/resolv.conf";
 /// Default `containerLogMaxSize` ("10Mi").
@@ -197,6 +199,12 @@ pub struct RunFlags {
         allow_negative_numbers = true
     )]
     pub maximum_dead_containers: Option<i32>,
+    /// Safe updates: an edited manifest's new generation that is not Ready this long after it
+    /// could start is rolled back to the pod's last Ready generation (a Go duration; "0" turns
+    /// rollbacks off; a pod's `podvisor.io/rollback-after` annotation overrides it)
+    /// [default: 5m].
+    #[arg(long = "rollback-after", value_name = "DURATION")]
+    pub rollback_after: Option<String>,
 }
 
 /// The validated content of a KubeletConfiguration file. `None` means the file leaves the
@@ -275,6 +283,8 @@ pub struct DaemonConfig {
     pub image_gc: crate::images::ImageGcPolicy,
     /// Container garbage collection (the kubelet's GC flags).
     pub container_gc: crate::gc::ContainerGcPolicy,
+    /// Safe updates: how long a new generation has to become Ready (zero: no rollbacks).
+    pub rollback_after: Duration,
     /// What node allocatable keeps back from the pods.
     pub reservation: Reservation,
     /// Sysctls pods may set beyond the kubelet's safe set.
@@ -368,8 +378,16 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
         }
     };
 
+    let rollback_after = match &flags.rollback_after {
+        Some(v) => {
+            parse_go_duration(v).map_err(|e| invalid_flag("rollback-after", v, e.to_string()))?
+        }
+        None => DEFAULT_ROLLBACK_AFTER,
+    };
+
     Ok(DaemonConfig {
         container_gc,
+        rollback_after,
         node_name,
         static_pod_path,
         static_pod_url,

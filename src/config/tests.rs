@@ -512,6 +512,7 @@ fn defaults_without_config_file() {
                 minimum_age: Duration::from_secs(120),
             },
             container_gc: crate::gc::ContainerGcPolicy::default(),
+            rollback_after: Duration::from_secs(300),
             reservation: Default::default(),
             allowed_unsafe_sysctls: vec![],
             seccomp_default: false,
@@ -617,6 +618,23 @@ fn file_values_are_used_and_flags_override_them() {
 }
 
 #[test]
+fn rollback_after_flag() {
+    let root = Path::new("/var/lib/podvisor");
+    for (arg, want) in [
+        ("90s", Duration::from_secs(90)),
+        ("1h", Duration::from_secs(3600)),
+        ("0", Duration::ZERO),
+    ] {
+        let cfg = load(
+            &flags(&["--hostname-override", "n1", "--rollback-after", arg]),
+            root,
+        )
+        .expect(arg);
+        assert_eq!(cfg.rollback_after, want, "{arg}");
+    }
+}
+
+#[test]
 fn invalid_flags_name_the_flag() {
     let root = Path::new("/var/lib/podvisor");
     let cases: &[(&[&str], &str)] = &[
@@ -638,6 +656,8 @@ fn invalid_flags_name_the_flag() {
             "--manifest-url-header",
         ),
         (&["--api-socket", "api.sock"], "--api-socket"),
+        (&["--rollback-after", "5"], "--rollback-after"),
+        (&["--rollback-after", "1d"], "--rollback-after"),
     ];
     for &(args, flag) in cases {
         let mut all = vec!["--hostname-override", "n1"];

@@ -29,7 +29,6 @@ pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
 pub const CONFIG_SEEN_ANNOTATION: &str = "kubernetes.io/config.seen";
 /// Annotation holding the pod's UID (the content hash).
 pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
-
 /// Where a manifest came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SourceKind {
@@ -871,6 +870,8 @@ mod tests {
              Some((6, 5)), "metadata.labels[app.kubernetes.io/name]", "not a valid label value"),
             ("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  annotations:\n    Bad_Prefix/x: value\nspec:\n  containers: [{name: a, image: b}]\n",
              Some((6, 5)), "metadata.annotations[Bad_Prefix/x]", "prefix \"Bad_Prefix\" is not a valid DNS-1123 subdomain"),
+            ("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  annotations:\n    podvisor.io/rollback-after: 5 minutes\nspec:\n  containers: [{name: a, image: b}]\n",
+             Some((6, 5)), "metadata.annotations[podvisor.io/rollback-after]", "unknown unit \" minutes\" in duration \"5 minutes\" (a duration such as \"5m\""),
             ("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers: []\n",
              Some((6, 3)), "spec.containers", "at least one container is required"),
             ("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n",

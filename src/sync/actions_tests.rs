@@ -209,6 +209,8 @@ fn worker(now: Instant, case: &Case) -> PodWorker {
         rejected: case
             .rejected
             .then(|| (PodReason::OutOfMemory, String::new())),
+        since: now,
+        was_ready: false,
     }
 }
 

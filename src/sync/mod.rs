@@ -20,19 +20,22 @@
 //! [`engine`] wires runtime, workers, prober and loop for the daemon and `podvisor play`;
 //! [`backoff`] is the crash-loop backoff; [`executor`] runs jobs off-thread; [`podstatus`]
 //! computes v1 PodStatus in the kubelet's vocabulary; [`store`] persists the desired pods so a
-//! restarted daemon re-adopts its containers even when a source is down.
+//! restarted daemon re-adopts its containers even when a source is down; `rollback` rolls a
+//! failing edit back to the pod's last Ready generation, which [`generations`] persists.
 
 mod actions;
 mod admission;
 pub mod backoff;
 pub mod engine;
 pub mod executor;
+pub mod generations;
 pub mod podconfig;
 pub mod podstatus;
 mod probes;
 mod reconcile;
 mod removal;
 mod results;
+mod rollback;
 pub mod store;
 mod worker;
 
@@ -48,6 +51,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 
 use self::backoff::{CrashLoopBackoff, ImagePullBackoff};
 use self::executor::{Executor, JobResult};
+use self::generations::{GenerationStore, LastReady};
 use self::podconfig::PodConfig;
 use self::store::DesiredStore;
 use crate::pod::static_pod::{SourceKind, StaticPod};
@@ -107,6 +111,10 @@ pub struct SyncConfig {
     /// its uid is adopted (or removed); other pods' containers, sandboxes and records are
     /// left alone, and desired pods are not persisted (`store_dir` is not used).
     pub only_pod: Option<StaticPod>,
+    /// Safe updates: a new generation not Ready this long after it could start is rolled
+    /// back to the pod's last Ready one (`podvisor.io/rollback-after` overrides it per pod;
+    /// zero turns rollbacks off).
+    pub rollback_after: Duration,
 }
 
 /// How often manifests refused for the node's state (a missing profile) are checked again.
@@ -200,6 +208,11 @@ struct PodWorker {
     failed: bool,
     /// Not admitted (does not fit the node): (reason, message); nothing is started.
     rejected: Option<(PodReason, String)>,
+    /// When this generation could start: created, or its previous generation gone (the
+    /// rollback deadline runs from here).
+    since: Instant,
+    /// This generation proved Ready (see `rollback::proven_ready`): the pod's last Ready one.
+    was_ready: bool,
 }
 
 /// A pod generation being stopped and removed.
@@ -235,6 +248,10 @@ pub struct SyncLoop {
     clock: Box<dyn Clock>,
     /// Where desired pods are persisted (`None` for `podvisor play`).
     store: Option<DesiredStore>,
+    /// Where each pod's last Ready generation is persisted (`None` for `podvisor play`).
+    generations: Option<GenerationStore>,
+    /// Each pod's last Ready generation and the generation rolled back from, by full name.
+    last_ready: BTreeMap<String, LastReady>,
     workers: BTreeMap<String, PodWorker>,
     removals: BTreeMap<String, Removal>,
     /// Containers found on disk at start, by pod uid, not yet claimed by a worker.
@@ -317,6 +334,19 @@ impl SyncLoop {
                 (Some(store), persisted, uids)
             }
         };
+        // `<root>/pod-generations`, next to the desired pods' `<root>/static-pods`.
+        let generations = store
+            .as_ref()
+            .map(|_| GenerationStore::new(cfg.store_dir.with_file_name("pod-generations")));
+        let last_ready = generations
+            .as_ref()
+            .map(|g| {
+                g.recover()
+                    .into_iter()
+                    .map(|lr| (lr.pod.full_name.clone(), lr))
+                    .collect()
+            })
+            .unwrap_or_default();
         let scope = cfg.only_pod.as_ref().map(|p| p.uid().to_string());
         let in_scope = |uid: &str| scope.as_deref().is_none_or(|s| s == uid);
         config.seed(persisted, |p| {
@@ -353,6 +383,8 @@ impl SyncLoop {
             executor,
             clock,
             store,
+            generations,
+            last_ready,
             workers: BTreeMap::new(),
             removals: BTreeMap::new(),
             adopted,
@@ -537,6 +569,7 @@ impl SyncLoop {
             }
         }
         consider(self.container_kill_deadline());
+        consider(self.rollback_deadline());
         consider(self.resync.map(|(_, due)| due));
         if !(self.file_ready && self.url_ready) {
             consider(Some(self.started + self.cfg.sources_ready_timeout));
@@ -548,7 +581,9 @@ impl SyncLoop {
     }
 
     fn view_of(&self, w: &PodWorker) -> PodView {
-        podstatus::view(w, &self.config, &self.cfg)
+        let mut v = podstatus::view(w, &self.config, &self.cfg);
+        v.rolled_back = self.rolled_back_why(w);
+        v
     }
 
     fn publish(&mut self) {

@@ -55,6 +55,8 @@ struct Entry {
     confirmed: bool,
     /// The content that failed to load, kept to be checked again (node state may change).
     refused: Option<Vec<u8>>,
+    /// `pods` came from the source itself in this run (not only seeded from disk).
+    loaded: bool,
 }
 
 /// Largest refused manifest kept for [`PodConfig::recheck`].
@@ -99,6 +101,7 @@ impl PodConfig {
                 seq,
                 confirmed: false,
                 refused: None,
+                loaded: false,
             });
             e.pods.push(p);
         }
@@ -212,12 +215,14 @@ impl PodConfig {
             seq,
             confirmed: true,
             refused: None,
+            loaded: false,
         });
         e.confirmed = true;
         e.refused = None;
         match parsed {
             Ok(pods) => {
                 e.pods = pods;
+                e.loaded = true;
                 if e.error.take().is_some() {
                     vec![ConfigNotice::SourceRecovered { source: key }]
                 } else {
@@ -265,6 +270,12 @@ impl PodConfig {
             }
         }
         (out, dups)
+    }
+
+    /// Whether the pods of key `source` came from the source in this run, rather than only
+    /// from the previous run's records (a source that has not answered, or only with errors).
+    pub fn loaded_from_source(&self, source: &str) -> bool {
+        self.entries.get(source).is_some_and(|e| e.loaded)
     }
 
     /// The error of the key that defines `full_name`, if any.
@@ -494,5 +505,9 @@ mod tests {
         );
         let (d, _) = c.desired();
         assert_eq!(d.keys().cloned().collect::<Vec<_>>(), vec!["default/a-n"]);
+        // a.yaml's pod is still the seeded one: the source has not given valid content yet.
+        assert!(!c.loaded_from_source("/m/a.yaml"));
+        let n = c.apply(changed("/m/a.yaml", manifest("a", "x2")), NOW);
+        assert!(c.loaded_from_source("/m/a.yaml"), "{n:?}");
     }
 }

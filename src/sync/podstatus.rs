@@ -45,6 +45,13 @@ fn conditions_now(w: &PodWorker) -> Vec<(&'static str, bool)> {
     ]
 }
 
+/// Whether the pod is Ready right now (the Ready condition).
+pub(super) fn ready_now(w: &PodWorker) -> bool {
+    conditions_now(w)
+        .iter()
+        .any(|(t, status)| *t == "Ready" && *status)
+}
+
 /// Updates the remembered conditions, stamping a transition time on every change.
 pub(super) fn update_conditions(w: &mut PodWorker, now: &str) {
     for (t, status) in conditions_now(w) {
@@ -284,6 +291,7 @@ pub(super) fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig) -> PodVi
         }
     }
     PodView {
+        rolled_back: None,
         source_error: config.error_for(&w.spec.full_name, &w.spec.source),
         source: w.spec.source.clone(),
         pod,

@@ -75,7 +75,9 @@ impl SyncLoop {
 
     /// Compares desired and actual state and submits the work that closes the gap.
     pub(super) fn reconcile(&mut self) {
-        let (desired, dups) = self.config.desired();
+        let (mut desired, dups) = self.config.desired();
+        self.note_ready_generations();
+        self.apply_rollbacks(&mut desired);
         for d in dups {
             if let ConfigNotice::Duplicate {
                 full_name,
@@ -227,6 +229,11 @@ impl SyncLoop {
             self.sync_removal(&uid);
         }
         self.sync_probes();
+        // After the workers' decisions (a failed init container is only known then): a
+        // rollback starts the last Ready generation, which the next pass syncs.
+        if self.check_rollbacks() {
+            self.reconcile();
+        }
     }
 
     pub(super) fn update_metadata(&mut self, name: &str, sp: StaticPod) {

@@ -13,6 +13,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::Pod;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::fsutil::{self, Loaded};
@@ -69,11 +70,6 @@ impl DesiredStore {
             .ok_or_else(|| StoreError::NoUid {
                 full_name: p.full_name.clone(),
             })?;
-        let path = self.path(&uid);
-        fs::create_dir_all(&self.dir).map_err(|source| StoreError::Write {
-            path: self.dir.clone(),
-            source,
-        })?;
         let rec = Record {
             source: p.source.clone(),
             full_name: p.full_name.clone(),
@@ -81,16 +77,11 @@ impl DesiredStore {
             meta_hash: p.meta_hash.clone(),
             pod: p.pod.clone(),
         };
-        fsutil::write_json_atomic(&path, &rec).map_err(|source| StoreError::Write { path, source })
+        write_record(&self.dir, self.path(&uid), &rec)
     }
 
     pub fn remove(&self, uid: &str) -> Result<(), StoreError> {
-        let path = self.path(uid);
-        match fs::remove_file(&path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(source) => Err(StoreError::Remove { path, source }),
-        }
+        remove_record(self.path(uid))
     }
 
     /// Every readable record; unreadable ones are skipped (the daemon's [`DesiredStore::recover`]
@@ -115,65 +106,107 @@ impl DesiredStore {
 
     /// (record files, those that are empty or torn with why), for `podvisor check`.
     pub fn scan(&self) -> (usize, Vec<(PathBuf, String)>) {
-        let mut n = 0;
-        let mut torn = Vec::new();
-        for path in self.record_paths() {
-            n += 1;
-            if let Ok(Loaded::Torn(why)) = load_record(&path) {
-                torn.push((path, why));
-            }
-        }
-        (n, torn)
-    }
-
-    fn record_paths(&self) -> Vec<PathBuf> {
-        let Ok(entries) = fs::read_dir(&self.dir) else {
-            return Vec::new();
-        };
-        let mut paths: Vec<PathBuf> = entries
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "json"))
-            .collect();
-        paths.sort();
-        paths
+        scan_records::<Record>(&self.dir)
     }
 
     fn read_all(&self, remove_torn: bool) -> Vec<StaticPod> {
-        let mut out = Vec::new();
-        for path in self.record_paths() {
-            match load_record(&path) {
-                Ok(Loaded::Ok(r)) => out.push(StaticPod {
-                    pod: r.pod,
-                    source: r.source,
-                    full_name: r.full_name,
-                    spec_hash: r.spec_hash,
-                    meta_hash: r.meta_hash,
-                }),
-                Ok(Loaded::Missing) => {}
-                Ok(Loaded::Torn(why)) if remove_torn => {
-                    // Its manifest defines the pod again once the sources report.
-                    log::warn!(
-                        "{}: torn desired-pod record ({why}): an interrupted write, removing it",
-                        path.display()
-                    );
-                    if let Err(e) = fs::remove_file(&path) {
-                        log::warn!("{}: {e}", path.display());
-                    }
-                }
-                Ok(Loaded::Torn(why)) => log::debug!("skipping torn {}: {why}", path.display()),
-                Err(e) => log::warn!("ignoring unreadable pod record {}: {e}", path.display()),
-            }
-        }
-        out
+        read_records::<Record>(&self.dir, remove_torn, "desired-pod record")
+            .into_iter()
+            .map(|r| StaticPod {
+                pod: r.pod,
+                source: r.source,
+                full_name: r.full_name,
+                spec_hash: r.spec_hash,
+                meta_hash: r.meta_hash,
+            })
+            .collect()
     }
 }
 
+/// Writes `rec` to `path` in `dir` atomically and durably (creating `dir`). Also used by
+/// [`super::generations`].
+pub(super) fn write_record<T: Serialize>(
+    dir: &Path,
+    path: PathBuf,
+    rec: &T,
+) -> Result<(), StoreError> {
+    fs::create_dir_all(dir).map_err(|source| StoreError::Write {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    fsutil::write_json_atomic(&path, rec).map_err(|source| StoreError::Write { path, source })
+}
+
+/// Removes a record; one already gone is fine.
+pub(super) fn remove_record(path: PathBuf) -> Result<(), StoreError> {
+    match fs::remove_file(&path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(StoreError::Remove { path, source }),
+    }
+}
+
+/// (record files in `dir`, those that are empty or torn with why), for `podvisor check`.
+pub(super) fn scan_records<T: DeserializeOwned>(dir: &Path) -> (usize, Vec<(PathBuf, String)>) {
+    let mut n = 0;
+    let mut torn = Vec::new();
+    for path in record_paths(dir) {
+        n += 1;
+        if let Ok(Loaded::Torn(why)) = load_record::<T>(&path) {
+            torn.push((path, why));
+        }
+    }
+    (n, torn)
+}
+
+/// The `*.json` files of a record directory, sorted.
+fn record_paths(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    paths.sort();
+    paths
+}
+
+/// Every good record of `dir` (`what` names them in logs); torn ones are removed when
+/// `remove_torn` (the daemon's start: its manifest defines the pod again once the sources
+/// report), skipped otherwise. Also read by [`super::generations`].
+pub(super) fn read_records<T: DeserializeOwned>(
+    dir: &Path,
+    remove_torn: bool,
+    what: &str,
+) -> Vec<T> {
+    let mut out = Vec::new();
+    for path in record_paths(dir) {
+        match load_record(&path) {
+            Ok(Loaded::Ok(r)) => out.push(r),
+            Ok(Loaded::Missing) => {}
+            Ok(Loaded::Torn(why)) if remove_torn => {
+                log::warn!(
+                    "{}: torn {what} ({why}): an interrupted write, removing it",
+                    path.display()
+                );
+                if let Err(e) = fs::remove_file(&path) {
+                    log::warn!("{}: {e}", path.display());
+                }
+            }
+            Ok(Loaded::Torn(why)) => log::debug!("skipping torn {}: {why}", path.display()),
+            Err(e) => log::warn!("ignoring unreadable {what} {}: {e}", path.display()),
+        }
+    }
+    out
+}
+
 /// Reads a record like [`fsutil::load_json`], decoding the pod with the manifest decoder
-/// (JSON -> tree -> [`Record`]): a second `serde_json` deserializer of the Kubernetes types
-/// would cost the binary about 200 KB (README, binary size). A record that is JSON but not a
-/// record is torn as well.
-fn load_record(path: &Path) -> io::Result<Loaded<Record>> {
+/// (JSON -> tree -> the record type): a second `serde_json` deserializer of the Kubernetes
+/// types would cost the binary about 200 KB (README, binary size). A file that is JSON but
+/// not a record is torn as well.
+fn load_record<T: DeserializeOwned>(path: &Path) -> io::Result<Loaded<T>> {
     Ok(match fsutil::load_json::<serde_json::Value>(path)? {
         Loaded::Ok(v) => {
             match crate::pod::manifest::from_tree(&crate::pod::manifest::tree_of_json(v)) {

@@ -50,6 +50,8 @@ impl SyncLoop {
             conditions: BTreeMap::new(),
             failed: false,
             rejected: None,
+            since: self.clock.now(),
+            was_ready: false,
         };
         // Re-adopt what a previous run left: the sandbox and the containers of this uid.
         self.data_on_disk.remove(&uid);
@@ -254,7 +256,10 @@ impl SyncLoop {
                         signals.push((inst.id.clone(), libc::SIGKILL));
                     }
                 }
-                Action::Unblock => w.blocked_by = None,
+                Action::Unblock => {
+                    w.blocked_by = None;
+                    w.since = now;
+                }
                 Action::CreateSandbox => {
                     w.sandbox = SandboxPhase::Creating;
                     jobs.push(Job::CreateSandbox {

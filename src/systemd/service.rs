@@ -192,6 +192,7 @@ mod tests {
             },
             source: "/etc/kubernetes/manifests/x.yaml".into(),
             source_error: None,
+            rolled_back: None,
             log_paths: Default::default(),
             previous_log_paths: Default::default(),
         }

@@ -138,11 +138,41 @@ fn validate_metadata(pod: &Pod, opts: &ValidationOptions<'_>, v: &mut Errors) {
             );
         }
     }
+    if let Err(m) = rollback_after(pod) {
+        v.push(
+            format!(
+                "metadata.annotations{}",
+                key_segment(ROLLBACK_AFTER_ANNOTATION)
+            ),
+            m,
+        );
+    }
     if total > 256 * 1024 {
         v.push(
             "metadata.annotations",
             format!("annotations total {total} bytes, more than the 262144 allowed"),
         );
+    }
+}
+
+/// podvisor's rollback deadline of a pod (safe updates): a Go duration ("5m", "90s"); "0"
+/// turns rollbacks off for the pod. Unset: the daemon's default (`--rollback-after`).
+pub const ROLLBACK_AFTER_ANNOTATION: &str = "podvisor.io/rollback-after";
+
+/// The pod's `podvisor.io/rollback-after`: `Ok(None)` when unset, `Ok(Some(ZERO))` when off.
+pub fn rollback_after(pod: &Pod) -> Result<Option<std::time::Duration>, String> {
+    match pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ROLLBACK_AFTER_ANNOTATION))
+    {
+        None => Ok(None),
+        Some(v) => crate::duration::parse_go_duration(v)
+            .map(Some)
+            .map_err(|e| {
+                format!("{e} (a duration such as \"5m\" or \"90s\"; \"0\" turns rollbacks off)")
+            }),
     }
 }
 

@@ -57,6 +57,10 @@ struct FakeState {
     log_counts: BTreeMap<String, u32>,
     /// Sandbox removals that fail before one succeeds.
     failing_sandbox_removals: u32,
+    /// Images whose containers the runtime refuses to start (RunContainerError).
+    refused_images: BTreeSet<String>,
+    /// Images whose pods' sandboxes cannot be created.
+    refused_sandbox_images: BTreeSet<String>,
 }
 
 #[derive(Clone, Default)]
@@ -136,6 +140,16 @@ impl Runtime for FakeRuntime {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let mut st = self.state.lock().expect("lock");
         st.calls.push(Call::RunSandbox(uid.clone()));
+        let images = pod.spec.iter().flat_map(|s| &s.containers);
+        if let Some(image) = images
+            .filter_map(|c| c.image.clone())
+            .find(|i| st.refused_sandbox_images.contains(i))
+        {
+            return Err(RuntimeError::Start {
+                id: String::new(),
+                message: format!("volume of a pod of {image}: mount: permission denied"),
+            });
+        }
         st.sandboxes.insert(uid.clone());
         st.dead_sandboxes.remove(&uid);
         st.pod_data.insert(uid.clone());
@@ -215,6 +229,12 @@ impl Runtime for FakeRuntime {
             return Err(RuntimeError::ImageNotPresent {
                 pod: String::new(),
                 image,
+            });
+        }
+        if st.refused_images.contains(&image) {
+            return Err(RuntimeError::Start {
+                id: String::new(),
+                message: format!("exec of {image}'s command: permission denied"),
             });
         }
         st.next += 1;
@@ -442,6 +462,7 @@ fn harness_full(
             allocatable,
             security: crate::security::NodeSecurity::default(),
             only_pod: None,
+            rollback_after: Duration::from_secs(300),
         },
         Arc::new(rt.clone()),
         Box::new(InlineExecutor {
@@ -553,3 +574,4 @@ mod lifecycle;
 mod probes;
 mod restart;
 mod resync;
+mod rollback;

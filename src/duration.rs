@@ -1,5 +1,6 @@
 //! duration: Go's `time.ParseDuration` grammar, used by every `metav1.Duration` field of the
-//! KubeletConfiguration ("20s", "1m30s", "500ms", "2h45m0.5s", "0").
+//! KubeletConfiguration ("20s", "1m30s", "500ms", "2h45m0.5s", "0"), and of podvisor's duration
+//! annotations (`podvisor.io/rollback-after`). A leaf (layer 0): config and pod validation use it.
 //!
 //! The grammar is `[-+]?([0-9]*(\.[0-9]*)?[a-z]+)+` with the units `ns`, `us` (also `µs` U+00B5
 //! and `μs` U+03BC), `ms`, `s`, `m`, `h`, plus the bare `0`. Fractions are converted with the same
