@@ -28,9 +28,9 @@ pub fn write_atomic_volatile(path: &Path, data: &[u8]) -> io::Result<()> {
     write_atomic_with(path, data, false)
 }
 
-/// Serializes `value` as pretty JSON and writes it with [`write_atomic_volatile`].
+/// Serializes `value` as JSON and writes it with [`write_atomic_volatile`].
 pub fn write_json_atomic_volatile<T: serde::Serialize>(path: &Path, value: &T) -> io::Result<()> {
-    let data = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
+    let data = serde_json::to_vec(value).map_err(io::Error::other)?;
     write_atomic_volatile(path, &data)
 }
 
@@ -72,9 +72,9 @@ fn write_atomic_with(path: &Path, data: &[u8], durable: bool) -> io::Result<()> 
     Ok(())
 }
 
-/// Serializes `value` as pretty JSON and writes it atomically.
+/// Serializes `value` as JSON and writes it atomically.
 pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> io::Result<()> {
-    let data = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
+    let data = serde_json::to_vec(value).map_err(io::Error::other)?;
     write_atomic(path, &data)
 }
 
