@@ -38,6 +38,13 @@ enum C {
         killed: bool,
         deadline: i64,
     },
+    /// Running and started (startup probe passed, postStart returned), not yet recorded as
+    /// such (a sidecar's first start).
+    Started,
+    /// A sidecar that started before in this sandbox and runs.
+    SidecarUp,
+    /// A sidecar that started before and exited (code 1); restart allowed in this many s.
+    SidecarDown(i64),
     /// A failed pull: waiting with this reason, retry in s, ImagePullBackOff shown in s.
     PullFailed {
         reason: WaitingReason,
@@ -52,6 +59,8 @@ struct Case {
     sandbox: SandboxPhase,
     sandbox_retry: Option<i64>,
     inits: Vec<C>,
+    /// Indices of the init containers that are sidecars (`restartPolicy: Always`).
+    sidecars: Vec<usize>,
     apps: Vec<C>,
     /// Some(still removing) when the worker waits for a previous generation.
     blocked: Option<bool>,
@@ -69,6 +78,7 @@ impl Default for Case {
             sandbox: SandboxPhase::Ready,
             sandbox_retry: None,
             inits: Vec::new(),
+            sidecars: Vec::new(),
             apps: Vec::new(),
             blocked: None,
             same_uid_removing: false,
@@ -123,6 +133,20 @@ fn slot(now: Instant, name: String, kind: ContainerKind, c: C) -> Slot {
         C::Fresh => {}
         C::Starting => s.instance = Some(instance("", Health::default())),
         C::Running => s.instance = Some(instance(&name, Health::default())),
+        C::Started | C::SidecarUp => {
+            let health = Health {
+                started: true,
+                ready: true,
+                ..Health::default()
+            };
+            s.instance = Some(instance(&name, health));
+            s.succeeded = matches!(c, C::SidecarUp);
+        }
+        C::SidecarDown(secs) => {
+            s.last = Some(finished(1));
+            s.retry_at = Some(at(now, secs));
+            s.succeeded = true;
+        }
         C::Exited(code) => s.last = Some(finished(code)),
         C::ExitedWaiting(code) => {
             s.last = Some(finished(code));
@@ -174,7 +198,13 @@ fn slot(now: Instant, name: String, kind: ContainerKind, c: C) -> Slot {
 
 fn worker(now: Instant, case: &Case) -> PodWorker {
     let mut slots: Vec<Slot> = (case.inits.iter().enumerate())
-        .map(|(i, c)| slot(now, format!("init{i}"), ContainerKind::Init, *c))
+        .map(|(i, c)| {
+            let mut s = slot(now, format!("init{i}"), ContainerKind::Init, *c);
+            if case.sidecars.contains(&i) {
+                s.container.restart_policy = Some("Always".into());
+            }
+            s
+        })
         .collect();
     slots.extend(
         (case.apps.iter().enumerate())
@@ -532,6 +562,182 @@ fn cases() -> Vec<Case> {
             apps: vec![C::Fresh],
             ..Case::default()
         },
+        // Native sidecars (init containers with restartPolicy Always), KEP-753.
+        Case {
+            name: "sidecar: started first, in init order",
+            inits: vec![C::Fresh, C::Fresh],
+            sidecars: vec![0],
+            apps: vec![C::Fresh],
+            want: vec![StartContainer { slot: 0 }],
+            ..Case::default()
+        },
+        Case {
+            name: "sidecar running, startup probe not passed: the next init container waits",
+            inits: vec![C::Running, C::Fresh],
+            sidecars: vec![0],
+            apps: vec![C::Fresh],
+            ..Case::default()
+        },
+        Case {
+            name: "sidecar started: recorded, the next init container starts",
+            inits: vec![C::Started, C::Fresh],
+            sidecars: vec![0],
+            apps: vec![C::Fresh],
+            want: vec![SidecarStarted { slot: 0 }, StartContainer { slot: 1 }],
+            ..Case::default()
+        },
+        Case {
+            name: "last sidecar started: the app containers start",
+            inits: vec![C::Succeeded, C::Started],
+            sidecars: vec![1],
+            apps: vec![C::Fresh, C::Fresh],
+            want: vec![
+                SidecarStarted { slot: 1 },
+                StartContainer { slot: 2 },
+                StartContainer { slot: 3 },
+            ],
+            ..Case::default()
+        },
+        Case {
+            name: "sidecar crashed before it started: restarted after its backoff",
+            inits: vec![C::Backoff(1, -1), C::Fresh],
+            sidecars: vec![0],
+            apps: vec![C::Fresh],
+            want: vec![StartContainer { slot: 0 }],
+            ..Case::default()
+        },
+        Case {
+            name: "sidecar crashed before it started: the next init container waits its backoff",
+            inits: vec![C::Backoff(1, 5), C::Fresh],
+            sidecars: vec![0],
+            apps: vec![C::Fresh],
+            ..Case::default()
+        },
+        Case {
+            name: "sidecar exited under restartPolicy Never before it started: restarted",
+            policy: "Never",
+            inits: vec![C::Exited(1)],
+            sidecars: vec![0],
+            apps: vec![C::Fresh],
+            want: vec![StartContainer { slot: 0 }],
+            ..Case::default()
+        },
+        Case {
+            name: "started sidecar exited during init: restarted, the init after it runs on",
+            inits: vec![C::SidecarDown(-1), C::Running],
+            sidecars: vec![0],
+            apps: vec![C::Fresh],
+            want: vec![StartContainer { slot: 0 }],
+            ..Case::default()
+        },
+        Case {
+            name: "started sidecar in backoff during init: the next init container starts",
+            inits: vec![C::SidecarDown(5), C::Fresh],
+            sidecars: vec![0],
+            apps: vec![C::Fresh],
+            want: vec![StartContainer { slot: 1 }],
+            ..Case::default()
+        },
+        Case {
+            name: "sidecar in backoff after the pod initialized: apps are not held",
+            inits: vec![C::SidecarDown(5)],
+            sidecars: vec![0],
+            apps: vec![C::Running, C::Backoff(1, -1)],
+            want: vec![StartContainer { slot: 2 }],
+            ..Case::default()
+        },
+        Case {
+            name: "sidecar exited after the pod initialized: restarted under restartPolicy Never",
+            policy: "Never",
+            inits: vec![C::SidecarDown(-1)],
+            sidecars: vec![0],
+            apps: vec![C::Running],
+            want: vec![StartContainer { slot: 0 }],
+            ..Case::default()
+        },
+        Case {
+            name: "a new sandbox runs the init containers again though the apps ran before",
+            inits: vec![C::Fresh],
+            sidecars: vec![0],
+            apps: vec![C::Backoff(1, -1)],
+            want: vec![StartContainer { slot: 0 }],
+            ..Case::default()
+        },
+        Case {
+            name: "restartPolicy Never, apps done: the last-declared sidecar is stopped first",
+            policy: "Never",
+            inits: vec![C::SidecarUp, C::SidecarUp],
+            sidecars: vec![0, 1],
+            apps: vec![C::Exited(0)],
+            want: vec![StopSidecar { slot: 1 }],
+            ..Case::default()
+        },
+        Case {
+            name: "restartPolicy Never, apps done, later sidecar gone: the earlier one stops",
+            policy: "Never",
+            inits: vec![C::SidecarUp, C::Exited(0)],
+            sidecars: vec![0, 1],
+            apps: vec![C::Exited(1)],
+            want: vec![StopSidecar { slot: 0 }],
+            ..Case::default()
+        },
+        Case {
+            name: "restartPolicy Never, apps done: a sidecar in backoff is not restarted",
+            policy: "Never",
+            inits: vec![C::ExitedWaiting(1)],
+            sidecars: vec![0],
+            apps: vec![C::Exited(0)],
+            want: vec![NotRestarted { slot: 0 }],
+            ..Case::default()
+        },
+        Case {
+            name: "restartPolicy OnFailure, app failed: it restarts, the sidecar runs on",
+            policy: "OnFailure",
+            inits: vec![C::SidecarUp],
+            sidecars: vec![0],
+            apps: vec![C::Exited(1)],
+            want: vec![StartContainer { slot: 1 }],
+            ..Case::default()
+        },
+        Case {
+            name: "restartPolicy OnFailure, app succeeded: the sidecar is stopped",
+            policy: "OnFailure",
+            inits: vec![C::SidecarUp],
+            sidecars: vec![0],
+            apps: vec![C::Exited(0)],
+            want: vec![StopSidecar { slot: 0 }],
+            ..Case::default()
+        },
+        Case {
+            name: "restartPolicy Always: app containers never finish, sidecars run on",
+            inits: vec![C::SidecarUp],
+            sidecars: vec![0],
+            apps: vec![C::Exited(0)],
+            want: vec![StartContainer { slot: 1 }],
+            ..Case::default()
+        },
+        Case {
+            name: "init container failed under Never: the pod's sidecars are stopped",
+            policy: "Never",
+            failed: true,
+            inits: vec![C::SidecarUp, C::Exited(1)],
+            sidecars: vec![0],
+            apps: vec![C::Fresh],
+            want: vec![StopSidecar { slot: 0 }],
+            ..Case::default()
+        },
+        Case {
+            name: "a sidecar being stopped is not stopped again",
+            policy: "Never",
+            inits: vec![C::Killing {
+                hook: false,
+                killed: false,
+                deadline: 5,
+            }],
+            sidecars: vec![0],
+            apps: vec![C::Exited(0)],
+            ..Case::default()
+        },
     ]
 }
 
@@ -567,7 +773,16 @@ fn removal(running: &[&str], hooks: &[&str], kill_at: Option<i64>, now: Instant)
         forget_store: true,
         name: "default/pod".into(),
         hooks_pending: hooks.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>(),
+        sidecars: Vec::new(),
+        waiting_turn: BTreeSet::new(),
     }
+}
+
+/// A removal whose running `sidecars` (in declaration order) wait for their turn.
+fn with_sidecars(mut r: Removal, sidecars: &[&str], waiting: &[&str]) -> Removal {
+    r.sidecars = sidecars.iter().map(|s| s.to_string()).collect();
+    r.waiting_turn = waiting.iter().map(|s| s.to_string()).collect();
+    r
 }
 
 #[test]
@@ -620,6 +835,64 @@ fn compute_removal_actions_table() {
         ("a start in flight: wait for it", starting, None),
         ("a sandbox creation in flight: wait for it", sandbox, None),
         ("removal submitted: wait for it", submitted, None),
+        (
+            "sidecars wait for the app containers",
+            with_sidecars(
+                removal(&["app", "s1", "s2"], &[], None, now),
+                &["s1", "s2"],
+                &["s1", "s2"],
+            ),
+            Some(RemovalAction::Stop {
+                ids: term(&["app"]),
+            }),
+        ),
+        (
+            "app still running: the sidecars wait",
+            with_sidecars(removal(&["app", "s1"], &[], Some(5), now), &["s1"], &["s1"]),
+            None,
+        ),
+        (
+            "apps exited: the last-declared sidecar's turn",
+            with_sidecars(
+                removal(&["s1", "s2"], &[], Some(5), now),
+                &["s1", "s2"],
+                &["s1", "s2"],
+            ),
+            Some(RemovalAction::StopInTurn { ids: term(&["s2"]) }),
+        ),
+        (
+            "the later sidecar is stopping: the earlier one waits",
+            with_sidecars(
+                removal(&["s1", "s2"], &[], Some(5), now),
+                &["s1", "s2"],
+                &["s1"],
+            ),
+            None,
+        ),
+        (
+            "the later sidecar exited: the earlier one's turn",
+            with_sidecars(removal(&["s1"], &[], Some(5), now), &["s1", "s2"], &["s1"]),
+            Some(RemovalAction::StopInTurn { ids: term(&["s1"]) }),
+        ),
+        (
+            "a sidecar's turn waits for its preStop hook",
+            with_sidecars(removal(&["s1"], &["s1"], Some(5), now), &["s1"], &["s1"]),
+            None,
+        ),
+        (
+            "no app container at all: the last sidecar stops at once",
+            with_sidecars(
+                removal(&["s1", "s2"], &[], None, now),
+                &["s1", "s2"],
+                &["s1", "s2"],
+            ),
+            Some(RemovalAction::Stop { ids: term(&["s2"]) }),
+        ),
+        (
+            "grace period over, sidecars still waiting: stop signal now, SIGKILL soon",
+            with_sidecars(removal(&["app", "s1"], &[], Some(0), now), &["s1"], &["s1"]),
+            Some(RemovalAction::StopAfterPreStop { ids: term(&["s1"]) }),
+        ),
         (
             "everything exited: remove",
             removal(&[], &[], Some(-10), now),

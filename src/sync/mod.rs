@@ -158,7 +158,8 @@ struct Slot {
     /// Why it is not running: (reason, message).
     waiting: Option<(WaitingReason, String)>,
     retry_at: Option<Instant>,
-    /// An init container that completed successfully.
+    /// An init container that completed successfully, or a sidecar (`restartPolicy: Always`)
+    /// that started in this sandbox: either no longer holds back the next init container.
     succeeded: bool,
 }
 
@@ -178,6 +179,20 @@ impl Slot {
             retry_at: None,
             succeeded: false,
         }
+    }
+
+    /// A restartable init container (KEP-753 native sidecar): started in init order, then
+    /// kept running next to the app containers whatever the pod's restartPolicy.
+    fn sidecar(&self) -> bool {
+        self.kind == ContainerKind::Init
+            && self.container.restart_policy.as_deref() == Some("Always")
+    }
+
+    /// Running, its postStart hook done and its startup probe (if any) passed.
+    fn started(&self) -> bool {
+        self.instance
+            .as_ref()
+            .is_some_and(|i| !i.id.is_empty() && !i.health.post_start_pending && i.health.started)
     }
 }
 
@@ -237,6 +252,12 @@ struct Removal {
     name: String,
     /// Containers whose preStop hook runs: their stop signal waits for it.
     hooks_pending: BTreeSet<String>,
+    /// The running sidecars, in declaration order: each gets its stop signal once the app
+    /// containers and the sidecars declared after it exited (the kubelet's termination
+    /// ordering), or at the end of the grace period.
+    sidecars: Vec<String>,
+    /// Sidecars whose stop signal waits for their turn.
+    waiting_turn: BTreeSet<String>,
 }
 
 /// The sync loop.
@@ -427,6 +448,7 @@ impl SyncLoop {
         for r in self.removals.values_mut() {
             if !r.running.is_empty() && !r.killed {
                 r.hooks_pending.clear();
+                r.waiting_turn.clear();
                 r.kill_at = Some(now);
             }
         }

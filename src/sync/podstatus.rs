@@ -26,15 +26,12 @@ pub fn to_time(s: &str) -> Option<Time> {
 /// The conditions of a worker right now: (type, status).
 fn conditions_now(w: &PodWorker) -> Vec<(&'static str, bool)> {
     let sandbox = w.sandbox == SandboxPhase::Ready;
-    let initialized = w
-        .slots
-        .iter()
-        .filter(|s| s.kind == ContainerKind::Init)
-        .all(|s| s.succeeded);
+    let initialized = super::actions::initialized(w);
+    // Sidecars' readiness counts for the pod's (the kubelet's ContainersReady).
     let ready = initialized
         && w.slots
             .iter()
-            .filter(|s| s.kind == ContainerKind::App)
+            .filter(|s| s.kind == ContainerKind::App || s.sidecar())
             .all(ready);
     vec![
         ("PodReadyToStartContainers", sandbox),
@@ -68,11 +65,8 @@ fn running(s: &Slot) -> bool {
     s.instance.as_ref().is_some_and(|i| !i.id.is_empty())
 }
 
-/// Running, its postStart hook done and its startup probe (if any) passed.
 fn started(s: &Slot) -> bool {
-    s.instance
-        .as_ref()
-        .is_some_and(|i| !i.id.is_empty() && !i.health.post_start_pending && i.health.started)
+    s.started()
 }
 
 /// Started, its readiness probe (if any) passes, and it is not being killed.
@@ -129,7 +123,9 @@ fn container_status(s: &Slot, inits_pending: bool) -> ContainerStatus {
             }),
             ..Default::default()
         }
-    } else if s.last.is_some() && (!pending(s) || (s.kind == ContainerKind::Init && s.succeeded)) {
+    } else if s.last.is_some()
+        && (!pending(s) || (s.kind == ContainerKind::Init && s.succeeded && !s.sidecar()))
+    {
         K8sState {
             terminated: terminated(s),
             ..Default::default()
@@ -212,10 +208,7 @@ fn phase(w: &PodWorker) -> &'static str {
 pub(super) fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig) -> PodView {
     let mut pod = (*w.pod).clone();
     pod.metadata.creation_timestamp = to_time(&w.created);
-    let inits_pending = w
-        .slots
-        .iter()
-        .any(|s| s.kind == ContainerKind::Init && !s.succeeded);
+    let inits_pending = !super::actions::initialized(w);
     let pod_ip = super::probes::pod_ip(&pod, &cfg.host_ip);
     let conditions = w
         .conditions

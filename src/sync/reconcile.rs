@@ -204,6 +204,9 @@ impl SyncLoop {
                         forget_store: true,
                         name: uid,
                         hooks_pending: BTreeSet::new(),
+                        // Containers without their pod: no order is known.
+                        sidecars: Vec::new(),
+                        waiting_turn: BTreeSet::new(),
                     },
                 );
             }

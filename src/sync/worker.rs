@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::actions::{compute_actions, Action, Actions, PodState};
+use super::actions::{apps_finished, compute_actions, Action, Actions, PodState};
 use super::backoff;
 use super::executor::Job;
 use super::{probes, restart_policy, Finished, Instance, PodWorker, SandboxPhase, Slot, SyncLoop};
@@ -81,7 +81,10 @@ impl SyncLoop {
                 let live = slot.instance.as_ref().map(|i| i.id.clone());
                 match c.state {
                     ContainerState::Exited(exit) => {
-                        if slot.kind == ContainerKind::Init && exit.exit_code == 0 {
+                        if slot.kind == ContainerKind::Init
+                            && exit.exit_code == 0
+                            && !slot.sidecar()
+                        {
                             slot.succeeded = true;
                         }
                         slot.last = Some(Finished {
@@ -139,6 +142,17 @@ impl SyncLoop {
                 if let Err(e) = self.runtime.signal_container(&id, libc::SIGKILL) {
                     log::warn!("{name} {cname}: stop {id}: {e}");
                 }
+            }
+        }
+        // A running sidecar next to app containers that ran started before (the pod was
+        // initialized): it gates nothing while its probes run again.
+        let apps_ran = w
+            .slots
+            .iter()
+            .any(|s| s.kind == ContainerKind::App && (s.instance.is_some() || s.last.is_some()));
+        for s in &mut w.slots {
+            if apps_ran && s.sidecar() && s.instance.is_some() {
+                s.succeeded = true;
             }
         }
         // The kubelet's restart count after a runtime lost a container's status: one above the
@@ -229,6 +243,7 @@ impl SyncLoop {
         let mut notes: Vec<(EventType, String, EventReason, String)> = Vec::new();
         let mut kills = Vec::new();
         let mut signals = Vec::new();
+        let mut stops = Vec::new();
         let Some(w) = self.workers.get_mut(name) else {
             return;
         };
@@ -298,6 +313,12 @@ impl SyncLoop {
                     jobs.push(start_container(&w.uid, &w.pod, &mut w.slots[slot]));
                 }
                 Action::NotRestarted { slot } => w.slots[slot].waiting = None,
+                Action::SidecarStarted { slot } => w.slots[slot].succeeded = true,
+                Action::StopSidecar { slot } => {
+                    if let Some(i) = &w.slots[slot].instance {
+                        stops.push((w.slots[slot].container.name.clone(), i.id.clone()));
+                    }
+                }
             }
         }
         for (cname, id, probe) in kills {
@@ -313,6 +334,16 @@ impl SyncLoop {
                 ),
             );
             self.begin_container_kill(name, &id, Some(probe));
+        }
+        for (cname, id) in stops {
+            self.event(
+                EventType::Normal,
+                name,
+                Some(&cname),
+                EventReason::Killing,
+                &format!("Stopping container {cname}"),
+            );
+            self.begin_container_kill(name, &id, None);
         }
         for (id, sig) in signals {
             if let Err(e) = self.runtime.signal_container(&id, sig) {
@@ -340,6 +371,8 @@ impl SyncLoop {
         };
         let name = name.clone();
         let policy = restart_policy(&w.pod).to_string();
+        // The pod is done (a sidecar's exit changes nothing of its app containers).
+        let finished = w.failed || apps_finished(w, &policy);
         let Some(slot) = w
             .slots
             .iter_mut()
@@ -360,10 +393,16 @@ impl SyncLoop {
             log_path: inst.log_path,
         });
         let mut note = None;
-        if slot.kind == ContainerKind::Init && code == 0 {
+        if slot.kind == ContainerKind::Init && code == 0 && !slot.sidecar() {
             slot.succeeded = true;
         } else {
-            if backoff::should_restart(slot.kind, &policy, code) {
+            // A sidecar restarts whatever the pod's restartPolicy, until the pod is done.
+            let restart = if slot.sidecar() {
+                !finished
+            } else {
+                backoff::should_restart(slot.kind, &policy, code)
+            };
+            if restart {
                 let at = slot.backoff.restart_at(now);
                 slot.retry_at = Some(at);
                 if at > now {
