@@ -222,6 +222,8 @@ reasons! {
         /// podvisor: an edited manifest's new generation failed; its last Ready generation
         /// runs again (safe updates).
         RolledBack => "RolledBack",
+        /// The pod ran longer than its `activeDeadlineSeconds` and was killed.
+        DeadlineExceeded => "DeadlineExceeded",
     }
 }
 
@@ -241,6 +243,8 @@ reasons! {
         /// The node stopped reporting (set by the node lifecycle controller; kubectl shows
         /// such a pod as Unknown).
         NodeLost => "NodeLost",
+        /// The pod ran longer than its `activeDeadlineSeconds` (phase Failed).
+        DeadlineExceeded => "DeadlineExceeded",
     }
 }
 
@@ -273,6 +277,7 @@ impl PodReason {
             PodReason::OutOfMemory => Some(EventReason::OutOfMemory),
             PodReason::UnexpectedAdmissionError => Some(EventReason::UnexpectedAdmissionError),
             PodReason::FailedCreatePodSandBox => Some(EventReason::FailedCreatePodSandBox),
+            PodReason::DeadlineExceeded => Some(EventReason::DeadlineExceeded),
             PodReason::Evicted | PodReason::NodeLost => None,
         }
     }
@@ -344,6 +349,7 @@ mod tests {
                 "Replaced",
                 "MetadataUpdated",
                 "RolledBack",
+                "DeadlineExceeded",
             ]
         );
         let pods: Vec<&str> = PodReason::ALL.iter().map(|r| r.as_str()).collect();
@@ -355,7 +361,8 @@ mod tests {
                 "UnexpectedAdmissionError",
                 "FailedCreatePodSandBox",
                 "Evicted",
-                "NodeLost"
+                "NodeLost",
+                "DeadlineExceeded"
             ]
         );
     }

@@ -30,6 +30,8 @@ pub(super) struct PodState<'a> {
     pub previous_generation_removing: bool,
     /// A removal of this very uid is in flight: nothing may be created for it before it ends.
     pub same_uid_removing: bool,
+    /// How long the pod has been active (since `status.startTime`), once it has a start time.
+    pub active_for: Option<std::time::Duration>,
 }
 
 /// One decision about a pod; `slot` indexes the worker's slots (init containers first).
@@ -71,6 +73,9 @@ pub(super) enum Action {
     NotRestarted {
         slot: usize,
     },
+    /// The pod ran longer than its `activeDeadlineSeconds`: it failed for good
+    /// (DeadlineExceeded) and its app containers are killed (its sidecars after them).
+    DeadlineExceeded,
     /// A sidecar started for the first time in this sandbox: the next init container may run.
     SidecarStarted {
         slot: usize,
@@ -115,6 +120,15 @@ pub(super) fn compute_actions(now: Instant, state: &PodState<'_>) -> Actions {
         actions.push(Action::Unblock);
     }
     if state.same_uid_removing {
+        return actions;
+    }
+    // The kubelet's active deadline handler: past the deadline the pod is failed and killed
+    // (a pod already done for good is left alone).
+    let over = super::active_deadline(&w.pod)
+        .zip(state.active_for)
+        .is_some_and(|(limit, active)| active >= limit);
+    if over && !w.failed && !apps_finished(w, restart_policy(&w.pod)) {
+        actions.push(Action::DeadlineExceeded);
         return actions;
     }
     match &w.sandbox {
@@ -245,7 +259,13 @@ pub(super) fn apps_finished(w: &PodWorker, policy: &str) -> bool {
 /// waiting for a restart no longer show a waiting reason.
 fn stop_sidecars(w: &PodWorker, actions: &mut Actions) {
     let sidecars = || w.slots.iter().enumerate().filter(|(_, s)| s.sidecar());
-    if let Some((i, s)) = sidecars().rev().find(|(_, s)| s.instance.is_some()) {
+    let app_running = w
+        .slots
+        .iter()
+        .any(|s| s.kind == ContainerKind::App && s.instance.is_some());
+    if app_running {
+        // Killed first (a deadline exceeded): the sidecars wait for them.
+    } else if let Some((i, s)) = sidecars().rev().find(|(_, s)| s.instance.is_some()) {
         // A start still in flight (no id yet) is stopped once it reports.
         if s.instance
             .as_ref()

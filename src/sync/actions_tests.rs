@@ -67,6 +67,9 @@ struct Case {
     same_uid_removing: bool,
     failed: bool,
     rejected: bool,
+    /// `activeDeadlineSeconds`, and how long the pod has been active (s).
+    deadline: Option<i64>,
+    active: Option<i64>,
     want: Actions,
 }
 
@@ -84,6 +87,8 @@ impl Default for Case {
             same_uid_removing: false,
             failed: false,
             rejected: false,
+            deadline: None,
+            active: None,
             want: Vec::new(),
         }
     }
@@ -213,6 +218,7 @@ fn worker(now: Instant, case: &Case) -> PodWorker {
     let mut pod = Pod {
         spec: Some(PodSpec {
             restart_policy: Some(case.policy.into()),
+            active_deadline_seconds: case.deadline,
             ..Default::default()
         }),
         ..Default::default()
@@ -239,6 +245,7 @@ fn worker(now: Instant, case: &Case) -> PodWorker {
         rejected: case
             .rejected
             .then(|| (PodReason::OutOfMemory, String::new())),
+        deadline_exceeded: false,
         since: now,
         was_ready: false,
     }
@@ -726,6 +733,67 @@ fn cases() -> Vec<Case> {
             want: vec![StopSidecar { slot: 0 }],
             ..Case::default()
         },
+        // activeDeadlineSeconds (the kubelet's active deadline handler).
+        Case {
+            name: "active deadline not reached: nothing",
+            deadline: Some(10),
+            active: Some(9),
+            apps: vec![C::Running],
+            ..Case::default()
+        },
+        Case {
+            name: "active deadline reached: the pod fails",
+            deadline: Some(10),
+            active: Some(10),
+            apps: vec![C::Running],
+            want: vec![DeadlineExceeded],
+            ..Case::default()
+        },
+        Case {
+            name: "active deadline reached while the sandbox is being created: the pod fails",
+            sandbox: SandboxPhase::Creating,
+            deadline: Some(2),
+            active: Some(3),
+            apps: vec![C::Fresh],
+            want: vec![DeadlineExceeded],
+            ..Case::default()
+        },
+        Case {
+            name: "no start time yet: no deadline",
+            deadline: Some(2),
+            apps: vec![C::Fresh],
+            want: vec![StartContainer { slot: 0 }],
+            ..Case::default()
+        },
+        Case {
+            name: "deadline exceeded once: not again, nothing restarts",
+            failed: true,
+            deadline: Some(2),
+            active: Some(30),
+            apps: vec![C::ExitedWaiting(137)],
+            want: vec![NotRestarted { slot: 0 }],
+            ..Case::default()
+        },
+        Case {
+            name: "a pod already completed is not failed by its deadline",
+            policy: "Never",
+            deadline: Some(2),
+            active: Some(30),
+            apps: vec![C::Exited(0)],
+            ..Case::default()
+        },
+        Case {
+            name: "deadline exceeded: sidecars wait until the app containers are killed",
+            failed: true,
+            inits: vec![C::SidecarUp],
+            sidecars: vec![0],
+            apps: vec![C::Killing {
+                hook: false,
+                killed: false,
+                deadline: 5,
+            }],
+            ..Case::default()
+        },
         Case {
             name: "a sidecar being stopped is not stopped again",
             policy: "Never",
@@ -752,6 +820,7 @@ fn compute_actions_table() {
             worker: &w,
             previous_generation_removing: case.blocked == Some(true),
             same_uid_removing: case.same_uid_removing,
+            active_for: case.active.map(|s| Duration::from_secs(s as u64)),
         };
         assert_eq!(compute_actions(now, &state), case.want, "{}", case.name);
     }

@@ -223,6 +223,8 @@ struct PodWorker {
     failed: bool,
     /// Not admitted (does not fit the node): (reason, message); nothing is started.
     rejected: Option<(PodReason, String)>,
+    /// Killed for running longer than `activeDeadlineSeconds` (`failed` is set too).
+    deadline_exceeded: bool,
     /// When this generation could start: created, or its previous generation gone (the
     /// rollback deadline runs from here).
     since: Instant,
@@ -322,6 +324,12 @@ fn grace_of(pod: &Pod) -> Duration {
             .unwrap_or(30)
             .max(0) as u64,
     )
+}
+
+/// The pod's `activeDeadlineSeconds`.
+fn active_deadline(pod: &Pod) -> Option<Duration> {
+    let secs = pod.spec.as_ref()?.active_deadline_seconds?;
+    Some(Duration::from_secs(secs.max(0) as u64))
 }
 
 fn restart_policy(pod: &Pod) -> &str {
@@ -456,6 +464,18 @@ impl SyncLoop {
         self.publish();
     }
 
+    /// How long the pod has been active on the node: since its `status.startTime` (the
+    /// sandbox's creation), as the kubelet's active deadline handler measures it.
+    fn active_for(&self, w: &PodWorker) -> Option<Duration> {
+        let start = w
+            .start_time
+            .as_deref()?
+            .parse::<k8s_openapi::jiff::Timestamp>()
+            .ok()?;
+        let start = SystemTime::try_from(start).ok()?;
+        Some(self.clock.wall().duration_since(start).unwrap_or_default())
+    }
+
     fn now_str(&self) -> String {
         rfc3339(self.clock.wall())
     }
@@ -576,8 +596,14 @@ impl SyncLoop {
                 d = Some(d.map_or(t, |x| x.min(t)));
             }
         };
+        let now = self.clock.now();
         for w in self.workers.values() {
             consider(w.sandbox_retry_at);
+            if let (Some(limit), Some(active)) = (active_deadline(&w.pod), self.active_for(w)) {
+                if !w.failed {
+                    consider(Some(now + limit.saturating_sub(active)));
+                }
+            }
             for s in &w.slots {
                 if s.instance.is_none() {
                     consider(s.retry_at);

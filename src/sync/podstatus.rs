@@ -241,6 +241,10 @@ pub(super) fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig) -> PodVi
         reason = Some(PodReason::FailedCreatePodSandBox.to_string());
         message = Some(m.clone());
     }
+    if w.deadline_exceeded {
+        reason = Some(PodReason::DeadlineExceeded.to_string());
+        message = Some(super::worker::DEADLINE_MESSAGE.to_string());
+    }
     let (mut inits, mut apps) = (inits, apps);
     if let Some((r, m)) = &w.rejected {
         // As the kubelet's rejectPod: phase, reason and message only, no container statuses

@@ -50,6 +50,7 @@ impl SyncLoop {
             conditions: BTreeMap::new(),
             failed: false,
             rejected: None,
+            deadline_exceeded: false,
             since: self.clock.now(),
             was_ready: false,
         };
@@ -231,6 +232,7 @@ impl SyncLoop {
                 .as_ref()
                 .is_some_and(|b| self.removals.contains_key(b)),
             same_uid_removing: self.removals.contains_key(&w.uid),
+            active_for: self.active_for(w),
         };
         let actions = compute_actions(now, &state);
         if !actions.is_empty() {
@@ -314,6 +316,23 @@ impl SyncLoop {
                 }
                 Action::NotRestarted { slot } => w.slots[slot].waiting = None,
                 Action::SidecarStarted { slot } => w.slots[slot].succeeded = true,
+                Action::DeadlineExceeded => {
+                    w.failed = true;
+                    w.deadline_exceeded = true;
+                    notes.push((
+                        EventType::Normal,
+                        String::new(),
+                        EventReason::DeadlineExceeded,
+                        DEADLINE_MESSAGE.to_string(),
+                    ));
+                    for s in &w.slots {
+                        if let Some(i) = s.instance.as_ref().filter(|i| !i.id.is_empty()) {
+                            if s.kind == ContainerKind::App {
+                                stops.push((s.container.name.clone(), i.id.clone()));
+                            }
+                        }
+                    }
+                }
                 Action::StopSidecar { slot } => {
                     if let Some(i) = &w.slots[slot].instance {
                         stops.push((w.slots[slot].container.name.clone(), i.id.clone()));
@@ -351,7 +370,8 @@ impl SyncLoop {
             }
         }
         for (t, c, reason, msg) in notes {
-            self.event(t, name, Some(&c), reason, &msg);
+            let container = (!c.is_empty()).then_some(c.as_str());
+            self.event(t, name, container, reason, &msg);
         }
         for j in jobs {
             self.executor.submit(j);
@@ -372,7 +392,8 @@ impl SyncLoop {
         let name = name.clone();
         let policy = restart_policy(&w.pod).to_string();
         // The pod is done (a sidecar's exit changes nothing of its app containers).
-        let finished = w.failed || apps_finished(w, &policy);
+        let failed = w.failed;
+        let finished = failed || apps_finished(w, &policy);
         let Some(slot) = w
             .slots
             .iter_mut()
@@ -400,7 +421,7 @@ impl SyncLoop {
             let restart = if slot.sidecar() {
                 !finished
             } else {
-                backoff::should_restart(slot.kind, &policy, code)
+                !failed && backoff::should_restart(slot.kind, &policy, code)
             };
             if restart {
                 let at = slot.backoff.restart_at(now);
@@ -435,6 +456,10 @@ impl SyncLoop {
         }
     }
 }
+
+/// The kubelet's status message (and event) for a pod past its `activeDeadlineSeconds`.
+pub(super) const DEADLINE_MESSAGE: &str =
+    "Pod was active on the node longer than the specified deadline";
 
 /// The start job of a container that is due; its slot shows it being created.
 fn start_container(uid: &str, pod: &Arc<Pod>, s: &mut Slot) -> Job {
