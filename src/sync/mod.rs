@@ -472,7 +472,7 @@ impl SyncLoop {
             .as_deref()?
             .parse::<k8s_openapi::jiff::Timestamp>()
             .ok()?;
-        let start = SystemTime::try_from(start).ok()?;
+        let start = SystemTime::from(start);
         Some(self.clock.wall().duration_since(start).unwrap_or_default())
     }
 
