@@ -117,6 +117,18 @@ spec:
     let v = d.pod("side").expect("pod");
     let proxy = init_status(&v, "proxy").expect("sidecar status");
     assert!(running(&proxy) && proxy.started == Some(true), "{proxy:?}");
+    // imageID as containerd reports it: the repo digest of the image.
+    let main = app_status(&v, "main").expect("main");
+    assert!(
+        main.image_id
+            .starts_with("docker.io/library/busybox@sha256:")
+            && main.image_id.len() == 97,
+        "{}",
+        main.image_id
+    );
+    assert_eq!(proxy.image_id, main.image_id);
+    let (ok, out, _) = d.cli(&env, &["describe", "side"]);
+    assert!(ok && out.contains(&main.image_id), "{out}");
     let phase = v.pod.status.as_ref().and_then(|s| s.phase.clone());
     assert_eq!(phase.as_deref(), Some("Running"));
     let initialized = v

@@ -158,6 +158,8 @@ struct Slot {
     /// Why it is not running: (reason, message).
     waiting: Option<(WaitingReason, String)>,
     retry_at: Option<Instant>,
+    /// `imageID` of the latest instance (containerd's image reference: `<repo>@<digest>`).
+    image_id: String,
     /// An init container that completed successfully, or a sidecar (`restartPolicy: Always`)
     /// that started in this sandbox: either no longer holds back the next init container.
     succeeded: bool,
@@ -178,6 +180,7 @@ impl Slot {
             waiting: None,
             retry_at: None,
             succeeded: false,
+            image_id: String::new(),
         }
     }
 

@@ -210,6 +210,8 @@ impl SyncLoop {
                 });
                 slot.waiting = None;
                 slot.retry_at = None;
+                slot.image_id =
+                    super::podstatus::image_id(&info.meta.image, &info.meta.image_digest);
                 let image = slot.container.image.clone().unwrap_or_default();
                 self.event(
                     EventType::Normal,

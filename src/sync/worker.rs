@@ -79,6 +79,7 @@ impl SyncLoop {
                     slot.previous_log = Some(last.log_path.clone());
                 }
                 slot.instances_started = c.meta.restart_count + 1;
+                slot.image_id = super::podstatus::image_id(&c.meta.image, &c.meta.image_digest);
                 let live = slot.instance.as_ref().map(|i| i.id.clone());
                 match c.state {
                     ContainerState::Exited(exit) => {
