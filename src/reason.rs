@@ -224,6 +224,9 @@ reasons! {
         RolledBack => "RolledBack",
         /// The pod ran longer than its `activeDeadlineSeconds` and was killed.
         DeadlineExceeded => "DeadlineExceeded",
+        /// podvisor: a volume with no source it knows became an emptyDir (API defaulting);
+        /// the message names the dropped key.
+        VolumeDefaulted => "VolumeDefaulted",
     }
 }
 
@@ -350,6 +353,7 @@ mod tests {
                 "MetadataUpdated",
                 "RolledBack",
                 "DeadlineExceeded",
+                "VolumeDefaulted",
             ]
         );
         let pods: Vec<&str> = PodReason::ALL.iter().map(|r| r.as_str()).collect();

@@ -61,6 +61,10 @@ pub struct StaticPod {
     pub spec_hash: String,
     /// Hex sha256 of the labels and annotations as written.
     pub meta_hash: String,
+    /// What the defaulting changed that the user should know (a volume with no source it
+    /// knows became an emptyDir), each naming the file, line:column and the dropped key;
+    /// recorded as Warning events of the pod. Not persisted.
+    pub warnings: Vec<String>,
 }
 
 impl StaticPod {
@@ -402,7 +406,7 @@ fn build(
             },
         )
     })?;
-    default_volume_sources(&mut pod, node, doc, prefix, source);
+    let warnings = default_volume_sources(&mut pod, node, doc, prefix, source);
     let (spec_hash, meta_hash) = hashes(node);
     let written_name = pod.metadata.name.clone().unwrap_or_default();
     let node_name = match defaults {
@@ -468,21 +472,24 @@ fn build(
         full_name,
         spec_hash,
         meta_hash,
+        warnings,
     })
 }
 
 /// The API server's `SetDefaults_Volume`: a volume with no source it knows becomes an
 /// emptyDir (so a misspelled `empty-dir:` runs under a kubelet, with an empty directory). The
-/// key that was not understood is logged as a warning, once per manifest location and key.
+/// key that was not understood is logged as a warning, once per manifest location and key,
+/// and returned (the sync loop records it as a Warning event of the pod).
 fn default_volume_sources(
     pod: &mut Pod,
     node: &RawNode,
     doc: &RawNode,
     prefix: &str,
     source: &str,
-) {
+) -> Vec<String> {
+    let mut warnings = Vec::new();
     let Some(volumes) = pod.spec.as_mut().and_then(|s| s.volumes.as_mut()) else {
-        return;
+        return warnings;
     };
     let raw = node
         .get("spec")
@@ -526,8 +533,11 @@ fn default_volume_sources(
             format!("{what}: defaulted to emptyDir, as the API server does"),
         )
         .at(doc.locate(&format!("{prefix}spec.volumes[{i}]")));
-        warn_once(format!("{source}{error}"));
+        let message = format!("{source}{error}");
+        warn_once(message.clone());
+        warnings.push(message);
     }
+    warnings
 }
 
 /// Logs `message` as a warning the first time it is seen in this process: manifests are

@@ -231,6 +231,7 @@ fn worker(now: Instant, case: &Case) -> PodWorker {
             full_name: "default/pod".into(),
             spec_hash: String::new(),
             meta_hash: String::new(),
+            warnings: Vec::new(),
         },
         uid: "uid-1".into(),
         pod: Arc::new(pod),
@@ -984,6 +985,7 @@ fn compute_pod_change_table() {
             full_name: "default/pod".into(),
             spec_hash: String::new(),
             meta_hash: meta.into(),
+            warnings: Vec::new(),
         }
     };
     let same = sp("u1", "m1");

@@ -179,7 +179,17 @@ impl SyncLoop {
         // Containers but no live sandbox (a reboot took it, or its namespaces died): the
         // kubelet's "sandbox changed".
         let changed = ran && w.sandbox != SandboxPhase::Ready;
+        let warnings = w.spec.warnings.clone();
         self.workers.insert(name.clone(), w);
+        for warning in warnings {
+            self.event(
+                EventType::Warning,
+                &name,
+                None,
+                EventReason::VolumeDefaulted,
+                &warning,
+            );
+        }
         if changed {
             self.sandbox_changed(&name, "no live sandbox for the pod's containers");
         }

@@ -359,3 +359,38 @@ fn duplicate_names_refuse_the_second_file() {
         e.message
     );
 }
+
+#[test]
+fn a_defaulted_volume_is_a_warning_event_naming_the_dropped_key() {
+    let mut h = harness();
+    let extra = "  volumes:\n  - name: data\n    empty-dir: {}\n";
+    h.file("web.yaml", &pod_yaml("web", "busybox", extra));
+    let snap = h.snap();
+    let warnings: Vec<_> = snap
+        .events
+        .iter()
+        .filter(|e| e.reason == "VolumeDefaulted")
+        .collect();
+    assert_eq!(warnings.len(), 1, "{:?}", snap.events);
+    let e = warnings[0];
+    assert_eq!(e.type_, crate::status::EventType::Warning);
+    assert!(e.pod.starts_with("default/web"), "{}", e.pod);
+    assert!(
+        e.message.contains("/m/web.yaml")
+            && e.message.contains("spec.volumes[0]")
+            && e.message.contains("\"empty-dir\"")
+            && e.message.contains("defaulted to emptyDir"),
+        "{}",
+        e.message
+    );
+    // The same content read again (a rescan) is the same generation: no second event.
+    h.file("web.yaml", &pod_yaml("web", "busybox", extra));
+    let n = h
+        .snap()
+        .events
+        .iter()
+        .filter(|e| e.reason == "VolumeDefaulted")
+        .map(|e| e.count)
+        .sum::<u32>();
+    assert_eq!(n, 1);
+}
