@@ -224,6 +224,8 @@ reasons! {
         RolledBack => "RolledBack",
         /// The pod ran longer than its `activeDeadlineSeconds` and was killed.
         DeadlineExceeded => "DeadlineExceeded",
+        /// A volume could not be set up or updated (the kubelet's volume manager).
+        FailedMount => "FailedMount",
         /// podvisor: a volume with no source it knows became an emptyDir (API defaulting);
         /// the message names the dropped key.
         VolumeDefaulted => "VolumeDefaulted",
@@ -353,6 +355,7 @@ mod tests {
                 "MetadataUpdated",
                 "RolledBack",
                 "DeadlineExceeded",
+                "FailedMount",
                 "VolumeDefaulted",
             ]
         );

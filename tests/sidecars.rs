@@ -226,3 +226,43 @@ fn active_deadline_fails_and_kills_the_pod() {
     d.stop();
     env.assert_clean();
 }
+
+#[test]
+#[ignore = "needs root: runs the daemon with real containers (scripts/test runs it)"]
+fn downward_api_files_follow_a_label_edit_without_a_restart() {
+    let env = TestEnv::new("downward-update");
+    let _ = env.images();
+    let dir = env.dir.path().join("manifests");
+    fs::create_dir_all(&dir).expect("mkdir");
+    let d = Daemon::start(&env, &dir);
+    let manifest = |tier: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: info\n  labels: {{tier: {tier}}}\nspec:\n  terminationGracePeriodSeconds: 1\n  volumes:\n  - name: podinfo\n    downwardAPI:\n      items:\n      - {{path: labels, fieldRef: {{fieldPath: metadata.labels}}}}\n  containers:\n  - name: main\n    image: busybox:1.35\n    command: [sh, -c, 'trap \"exit 0\" TERM; while true; do cat /podinfo/labels; echo; sleep 0.3; done']\n    volumeMounts: [{{name: podinfo, mountPath: /podinfo}}]\n"
+        )
+    };
+    let file = dir.join("info.yaml");
+    fs::write(&file, manifest("front")).expect("write");
+    let main_id = || {
+        d.pod("info")
+            .and_then(|v| app_status(&v, "main"))
+            .filter(running)
+            .and_then(|c| c.container_id)
+    };
+    wait_until("main running", T, || main_id().is_some());
+    let first = main_id();
+    // The container prints the file every 0.3 s: its log shows what it sees.
+    let seen = |want: &str| {
+        let (ok, out, _) = d.cli(&env, &["logs", "info"]);
+        ok && out.lines().any(|l| l.trim() == want)
+    };
+    wait_until("front seen", T, || seen("tier=\"front\""));
+    fs::write(&file, manifest("back")).expect("write");
+    wait_until("the container sees the new label", T, || {
+        seen("tier=\"back\"")
+    });
+    assert_eq!(main_id(), first, "a label edit restarted the container");
+    fs::remove_file(&file).expect("rm");
+    wait_until("pod gone", T, || d.pods().is_some_and(|p| p.is_empty()));
+    d.stop();
+    env.assert_clean();
+}

@@ -80,6 +80,17 @@ impl SyncLoop {
                 what,
                 result,
             } => self.on_hook_done(&uid, &name, &container_id, hook, &what, result),
+            JobResult::PodVolumesUpdated { uid, result } => {
+                if let (Err(message), Some(name)) = (result, self.pod_name_of(&uid)) {
+                    self.event(
+                        EventType::Warning,
+                        &name,
+                        None,
+                        EventReason::FailedMount,
+                        &format!("downwardAPI volumes not updated: {message}"),
+                    );
+                }
+            }
             JobResult::PodRemoved { uid, result } => match result {
                 Ok(()) => {
                     if let Some(r) = self.removals.remove(&uid) {
