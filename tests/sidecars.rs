@@ -8,8 +8,8 @@ use std::fs;
 use std::time::Duration;
 
 use common::daemon::Daemon;
-use common::wait_until;
 use common::TestEnv;
+use common::{init_pid, wait_until};
 use k8s_openapi::api::core::v1::ContainerStatus;
 use podvisor::status::PodView;
 
@@ -39,16 +39,6 @@ fn app_status(v: &PodView, name: &str) -> Option<ContainerStatus> {
 
 fn running(c: &ContainerStatus) -> bool {
     c.state.as_ref().is_some_and(|s| s.running.is_some())
-}
-
-/// Init pid of a container from its monitor's state file.
-fn init_pid(env: &TestEnv, container_id: &str) -> i32 {
-    let id = container_id.trim_start_matches("podvisor://");
-    let state: serde_json::Value = serde_json::from_slice(
-        &fs::read(env.run.join("containers").join(id).join("state.json")).expect("state"),
-    )
-    .expect("json");
-    state["init"]["pid"].as_i64().expect("pid") as i32
 }
 
 /// Host uptime in seconds from a marker file a container wrote (`cat /proc/uptime`).

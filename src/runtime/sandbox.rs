@@ -194,11 +194,7 @@ pub fn create(
     dns: &DnsSettings,
     helper_binary: &Path,
 ) -> Result<SandboxInfo, SandboxError> {
-    let uid = pod
-        .metadata
-        .uid
-        .clone()
-        .ok_or(SandboxError::MissingField { field: "uid" })?;
+    let uid = pod_uid(pod)?;
     let paths = SandboxPaths::new(dirs, &uid)?;
     if let Some(info) = load(&paths)? {
         match check_live(&paths, info.host_network) {
@@ -462,6 +458,13 @@ fn write_etc_files(
     Ok(())
 }
 
+fn pod_uid(pod: &Pod) -> Result<String, SandboxError> {
+    pod.metadata
+        .uid
+        .clone()
+        .ok_or(SandboxError::MissingField { field: "uid" })
+}
+
 /// Writes the downwardAPI and projected volumes of a pod whose sandbox exists again, from
 /// `pod` (new labels or annotations): each through the atomic writer (`..data` swapped), so a
 /// container reading them sees the old files or the new ones, never a mix.
@@ -470,11 +473,7 @@ pub fn refresh_projected_volumes(
     pod: &Pod,
     node: &NodeInfo,
 ) -> Result<(), SandboxError> {
-    let uid = pod
-        .metadata
-        .uid
-        .clone()
-        .ok_or(SandboxError::MissingField { field: "uid" })?;
+    let uid = pod_uid(pod)?;
     let paths = SandboxPaths::new(dirs, &uid)?;
     let spec = pod.spec.as_ref();
     let sc = spec.and_then(|s| s.security_context.as_ref());
