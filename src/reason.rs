@@ -222,6 +222,13 @@ reasons! {
         /// podvisor: an edited manifest's new generation failed; its last Ready generation
         /// runs again (safe updates).
         RolledBack => "RolledBack",
+        /// The pod ran longer than its `activeDeadlineSeconds` and was killed.
+        DeadlineExceeded => "DeadlineExceeded",
+        /// A volume could not be set up or updated (the kubelet's volume manager).
+        FailedMount => "FailedMount",
+        /// podvisor: a volume with no source it knows became an emptyDir (API defaulting);
+        /// the message names the dropped key.
+        VolumeDefaulted => "VolumeDefaulted",
     }
 }
 
@@ -241,6 +248,8 @@ reasons! {
         /// The node stopped reporting (set by the node lifecycle controller; kubectl shows
         /// such a pod as Unknown).
         NodeLost => "NodeLost",
+        /// The pod ran longer than its `activeDeadlineSeconds` (phase Failed).
+        DeadlineExceeded => "DeadlineExceeded",
     }
 }
 
@@ -273,6 +282,7 @@ impl PodReason {
             PodReason::OutOfMemory => Some(EventReason::OutOfMemory),
             PodReason::UnexpectedAdmissionError => Some(EventReason::UnexpectedAdmissionError),
             PodReason::FailedCreatePodSandBox => Some(EventReason::FailedCreatePodSandBox),
+            PodReason::DeadlineExceeded => Some(EventReason::DeadlineExceeded),
             PodReason::Evicted | PodReason::NodeLost => None,
         }
     }
@@ -344,6 +354,9 @@ mod tests {
                 "Replaced",
                 "MetadataUpdated",
                 "RolledBack",
+                "DeadlineExceeded",
+                "FailedMount",
+                "VolumeDefaulted",
             ]
         );
         let pods: Vec<&str> = PodReason::ALL.iter().map(|r| r.as_str()).collect();
@@ -355,7 +368,8 @@ mod tests {
                 "UnexpectedAdmissionError",
                 "FailedCreatePodSandBox",
                 "Evicted",
-                "NodeLost"
+                "NodeLost",
+                "DeadlineExceeded"
             ]
         );
     }

@@ -61,6 +61,10 @@ pub struct StaticPod {
     pub spec_hash: String,
     /// Hex sha256 of the labels and annotations as written.
     pub meta_hash: String,
+    /// What the defaulting changed that the user should know (a volume with no source it
+    /// knows became an emptyDir), each naming the file, line:column and the dropped key;
+    /// recorded as Warning events of the pod. Not persisted.
+    pub warnings: Vec<String>,
 }
 
 impl StaticPod {
@@ -402,7 +406,7 @@ fn build(
             },
         )
     })?;
-    default_volume_sources(&mut pod, node, doc, prefix, source);
+    let warnings = default_volume_sources(&mut pod, node, doc, prefix, source);
     let (spec_hash, meta_hash) = hashes(node);
     let written_name = pod.metadata.name.clone().unwrap_or_default();
     let node_name = match defaults {
@@ -468,21 +472,24 @@ fn build(
         full_name,
         spec_hash,
         meta_hash,
+        warnings,
     })
 }
 
 /// The API server's `SetDefaults_Volume`: a volume with no source it knows becomes an
 /// emptyDir (so a misspelled `empty-dir:` runs under a kubelet, with an empty directory). The
-/// key that was not understood is logged as a warning, once per manifest location and key.
+/// key that was not understood is logged as a warning, once per manifest location and key,
+/// and returned (the sync loop records it as a Warning event of the pod).
 fn default_volume_sources(
     pod: &mut Pod,
     node: &RawNode,
     doc: &RawNode,
     prefix: &str,
     source: &str,
-) {
+) -> Vec<String> {
+    let mut warnings = Vec::new();
     let Some(volumes) = pod.spec.as_mut().and_then(|s| s.volumes.as_mut()) else {
-        return;
+        return warnings;
     };
     let raw = node
         .get("spec")
@@ -526,8 +533,11 @@ fn default_volume_sources(
             format!("{what}: defaulted to emptyDir, as the API server does"),
         )
         .at(doc.locate(&format!("{prefix}spec.volumes[{i}]")));
-        warn_once(format!("{source}{error}"));
+        let message = format!("{source}{error}");
+        warn_once(message.clone());
+        warnings.push(message);
     }
+    warnings
 }
 
 /// Logs `message` as a warning the first time it is seen in this process: manifests are
@@ -719,8 +729,12 @@ mod tests {
              "spec.containers[0].ports[1].hostPort", "host port 8080/TCP is already used"),
             ("    ports:\n    - containerPort: 80\n      hostPort: 8080", "  hostNetwork: true", 11, 7,
              "spec.containers[0].ports[0].hostPort", "must match containerPort 80 when hostNetwork is true"),
-            ("    resources:\n      limits:\n        nvidia.com/gpu: 1", "", 11, 9,
-             "spec.containers[0].resources.limits[nvidia.com/gpu]", "unknown resource \"nvidia.com/gpu\""),
+            ("    resources:\n      limits:\n        gpu: 1", "", 11, 9,
+             "spec.containers[0].resources.limits[gpu]", "unknown resource \"gpu\""),
+            ("    resources:\n      limits:\n        example.com/foo: 500m", "", 11, 9,
+             "spec.containers[0].resources.limits[example.com/foo]", "\"500m\" must be an integer"),
+            ("    resources:\n      requests:\n        example.com/foo: 1\n      limits:\n        example.com/foo: 2", "", 11, 9,
+             "spec.containers[0].resources.requests[example.com/foo]", "\"1\" must be equal to the example.com/foo limit of \"2\""),
             ("    resources:\n      requests:\n        memory: lots", "", 11, 9,
              "spec.containers[0].resources.requests[memory]", "invalid quantity \"lots\""),
             ("    resources:\n      requests:\n        cpu: '2'\n      limits:\n        cpu: 500m", "", 11, 9,

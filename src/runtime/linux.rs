@@ -390,6 +390,15 @@ impl Runtime for LinuxRuntime {
         Ok(scan.live)
     }
 
+    fn update_pod_volumes(&self, pod: &Pod) -> Result<(), RuntimeError> {
+        sandbox::refresh_projected_volumes(&self.cfg.sandbox_dirs(), pod, &self.cfg.node).map_err(
+            |source| RuntimeError::Sandbox {
+                pod: pod.metadata.name.clone().unwrap_or_default(),
+                source: Box::new(source),
+            },
+        )
+    }
+
     fn list_pod_data(&self) -> Result<Vec<String>, RuntimeError> {
         sandbox::list_data(&self.cfg.sandbox_dirs()).map_err(|source| RuntimeError::Sandbox {
             pod: String::new(),

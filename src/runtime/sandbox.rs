@@ -194,11 +194,7 @@ pub fn create(
     dns: &DnsSettings,
     helper_binary: &Path,
 ) -> Result<SandboxInfo, SandboxError> {
-    let uid = pod
-        .metadata
-        .uid
-        .clone()
-        .ok_or(SandboxError::MissingField { field: "uid" })?;
+    let uid = pod_uid(pod)?;
     let paths = SandboxPaths::new(dirs, &uid)?;
     if let Some(info) = load(&paths)? {
         match check_live(&paths, info.host_network) {
@@ -458,6 +454,40 @@ fn write_etc_files(
         let p = paths.etc(name);
         fs::write(&p, data).map_err(io_err(&p))?;
         fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).map_err(io_err(&p))?;
+    }
+    Ok(())
+}
+
+fn pod_uid(pod: &Pod) -> Result<String, SandboxError> {
+    pod.metadata
+        .uid
+        .clone()
+        .ok_or(SandboxError::MissingField { field: "uid" })
+}
+
+/// Writes the downwardAPI and projected volumes of a pod whose sandbox exists again, from
+/// `pod` (new labels or annotations): each through the atomic writer (`..data` swapped), so a
+/// container reading them sees the old files or the new ones, never a mix.
+pub fn refresh_projected_volumes(
+    dirs: &SandboxDirs,
+    pod: &Pod,
+    node: &NodeInfo,
+) -> Result<(), SandboxError> {
+    let uid = pod_uid(pod)?;
+    let paths = SandboxPaths::new(dirs, &uid)?;
+    let spec = pod.spec.as_ref();
+    let sc = spec.and_then(|s| s.security_context.as_ref());
+    let volumes = spec.and_then(|s| s.volumes.as_deref()).unwrap_or(&[]);
+    for (i, v) in volumes.iter().enumerate() {
+        let dir = paths.volume(&v.name);
+        let projected = v.downward_api.is_some() || v.projected.is_some();
+        if !projected || !dir.is_dir() {
+            continue;
+        }
+        let (path, _) = volumes::prepare(pod, node, v, i, &dir)?;
+        if let Some(sc) = sc {
+            volumes::apply_fs_group(&path, sc, true, &format!("spec.volumes[{i}]"))?;
+        }
     }
     Ok(())
 }

@@ -38,6 +38,13 @@ enum C {
         killed: bool,
         deadline: i64,
     },
+    /// Running and started (startup probe passed, postStart returned), not yet recorded as
+    /// such (a sidecar's first start).
+    Started,
+    /// A sidecar that started before in this sandbox and runs.
+    SidecarUp,
+    /// A sidecar that started before and exited (code 1); restart allowed in this many s.
+    SidecarDown(i64),
     /// A failed pull: waiting with this reason, retry in s, ImagePullBackOff shown in s.
     PullFailed {
         reason: WaitingReason,
@@ -52,12 +59,17 @@ struct Case {
     sandbox: SandboxPhase,
     sandbox_retry: Option<i64>,
     inits: Vec<C>,
+    /// Indices of the init containers that are sidecars (`restartPolicy: Always`).
+    sidecars: Vec<usize>,
     apps: Vec<C>,
     /// Some(still removing) when the worker waits for a previous generation.
     blocked: Option<bool>,
     same_uid_removing: bool,
     failed: bool,
     rejected: bool,
+    /// `activeDeadlineSeconds`, and how long the pod has been active (s).
+    deadline: Option<i64>,
+    active: Option<i64>,
     want: Actions,
 }
 
@@ -69,11 +81,14 @@ impl Default for Case {
             sandbox: SandboxPhase::Ready,
             sandbox_retry: None,
             inits: Vec::new(),
+            sidecars: Vec::new(),
             apps: Vec::new(),
             blocked: None,
             same_uid_removing: false,
             failed: false,
             rejected: false,
+            deadline: None,
+            active: None,
             want: Vec::new(),
         }
     }
@@ -123,6 +138,20 @@ fn slot(now: Instant, name: String, kind: ContainerKind, c: C) -> Slot {
         C::Fresh => {}
         C::Starting => s.instance = Some(instance("", Health::default())),
         C::Running => s.instance = Some(instance(&name, Health::default())),
+        C::Started | C::SidecarUp => {
+            let health = Health {
+                started: true,
+                ready: true,
+                ..Health::default()
+            };
+            s.instance = Some(instance(&name, health));
+            s.succeeded = matches!(c, C::SidecarUp);
+        }
+        C::SidecarDown(secs) => {
+            s.last = Some(finished(1));
+            s.retry_at = Some(at(now, secs));
+            s.succeeded = true;
+        }
         C::Exited(code) => s.last = Some(finished(code)),
         C::ExitedWaiting(code) => {
             s.last = Some(finished(code));
@@ -174,7 +203,13 @@ fn slot(now: Instant, name: String, kind: ContainerKind, c: C) -> Slot {
 
 fn worker(now: Instant, case: &Case) -> PodWorker {
     let mut slots: Vec<Slot> = (case.inits.iter().enumerate())
-        .map(|(i, c)| slot(now, format!("init{i}"), ContainerKind::Init, *c))
+        .map(|(i, c)| {
+            let mut s = slot(now, format!("init{i}"), ContainerKind::Init, *c);
+            if case.sidecars.contains(&i) {
+                s.container.restart_policy = Some("Always".into());
+            }
+            s
+        })
         .collect();
     slots.extend(
         (case.apps.iter().enumerate())
@@ -183,6 +218,7 @@ fn worker(now: Instant, case: &Case) -> PodWorker {
     let mut pod = Pod {
         spec: Some(PodSpec {
             restart_policy: Some(case.policy.into()),
+            active_deadline_seconds: case.deadline,
             ..Default::default()
         }),
         ..Default::default()
@@ -195,6 +231,7 @@ fn worker(now: Instant, case: &Case) -> PodWorker {
             full_name: "default/pod".into(),
             spec_hash: String::new(),
             meta_hash: String::new(),
+            warnings: Vec::new(),
         },
         uid: "uid-1".into(),
         pod: Arc::new(pod),
@@ -209,6 +246,7 @@ fn worker(now: Instant, case: &Case) -> PodWorker {
         rejected: case
             .rejected
             .then(|| (PodReason::OutOfMemory, String::new())),
+        deadline_exceeded: false,
         since: now,
         was_ready: false,
     }
@@ -532,6 +570,243 @@ fn cases() -> Vec<Case> {
             apps: vec![C::Fresh],
             ..Case::default()
         },
+        // Native sidecars (init containers with restartPolicy Always), KEP-753.
+        Case {
+            name: "sidecar: started first, in init order",
+            inits: vec![C::Fresh, C::Fresh],
+            sidecars: vec![0],
+            apps: vec![C::Fresh],
+            want: vec![StartContainer { slot: 0 }],
+            ..Case::default()
+        },
+        Case {
+            name: "sidecar running, startup probe not passed: the next init container waits",
+            inits: vec![C::Running, C::Fresh],
+            sidecars: vec![0],
+            apps: vec![C::Fresh],
+            ..Case::default()
+        },
+        Case {
+            name: "sidecar started: recorded, the next init container starts",
+            inits: vec![C::Started, C::Fresh],
+            sidecars: vec![0],
+            apps: vec![C::Fresh],
+            want: vec![SidecarStarted { slot: 0 }, StartContainer { slot: 1 }],
+            ..Case::default()
+        },
+        Case {
+            name: "last sidecar started: the app containers start",
+            inits: vec![C::Succeeded, C::Started],
+            sidecars: vec![1],
+            apps: vec![C::Fresh, C::Fresh],
+            want: vec![
+                SidecarStarted { slot: 1 },
+                StartContainer { slot: 2 },
+                StartContainer { slot: 3 },
+            ],
+            ..Case::default()
+        },
+        Case {
+            name: "sidecar crashed before it started: restarted after its backoff",
+            inits: vec![C::Backoff(1, -1), C::Fresh],
+            sidecars: vec![0],
+            apps: vec![C::Fresh],
+            want: vec![StartContainer { slot: 0 }],
+            ..Case::default()
+        },
+        Case {
+            name: "sidecar crashed before it started: the next init container waits its backoff",
+            inits: vec![C::Backoff(1, 5), C::Fresh],
+            sidecars: vec![0],
+            apps: vec![C::Fresh],
+            ..Case::default()
+        },
+        Case {
+            name: "sidecar exited under restartPolicy Never before it started: restarted",
+            policy: "Never",
+            inits: vec![C::Exited(1)],
+            sidecars: vec![0],
+            apps: vec![C::Fresh],
+            want: vec![StartContainer { slot: 0 }],
+            ..Case::default()
+        },
+        Case {
+            name: "started sidecar exited during init: restarted, the init after it runs on",
+            inits: vec![C::SidecarDown(-1), C::Running],
+            sidecars: vec![0],
+            apps: vec![C::Fresh],
+            want: vec![StartContainer { slot: 0 }],
+            ..Case::default()
+        },
+        Case {
+            name: "started sidecar in backoff during init: the next init container starts",
+            inits: vec![C::SidecarDown(5), C::Fresh],
+            sidecars: vec![0],
+            apps: vec![C::Fresh],
+            want: vec![StartContainer { slot: 1 }],
+            ..Case::default()
+        },
+        Case {
+            name: "sidecar in backoff after the pod initialized: apps are not held",
+            inits: vec![C::SidecarDown(5)],
+            sidecars: vec![0],
+            apps: vec![C::Running, C::Backoff(1, -1)],
+            want: vec![StartContainer { slot: 2 }],
+            ..Case::default()
+        },
+        Case {
+            name: "sidecar exited after the pod initialized: restarted under restartPolicy Never",
+            policy: "Never",
+            inits: vec![C::SidecarDown(-1)],
+            sidecars: vec![0],
+            apps: vec![C::Running],
+            want: vec![StartContainer { slot: 0 }],
+            ..Case::default()
+        },
+        Case {
+            name: "a new sandbox runs the init containers again though the apps ran before",
+            inits: vec![C::Fresh],
+            sidecars: vec![0],
+            apps: vec![C::Backoff(1, -1)],
+            want: vec![StartContainer { slot: 0 }],
+            ..Case::default()
+        },
+        Case {
+            name: "restartPolicy Never, apps done: the last-declared sidecar is stopped first",
+            policy: "Never",
+            inits: vec![C::SidecarUp, C::SidecarUp],
+            sidecars: vec![0, 1],
+            apps: vec![C::Exited(0)],
+            want: vec![StopSidecar { slot: 1 }],
+            ..Case::default()
+        },
+        Case {
+            name: "restartPolicy Never, apps done, later sidecar gone: the earlier one stops",
+            policy: "Never",
+            inits: vec![C::SidecarUp, C::Exited(0)],
+            sidecars: vec![0, 1],
+            apps: vec![C::Exited(1)],
+            want: vec![StopSidecar { slot: 0 }],
+            ..Case::default()
+        },
+        Case {
+            name: "restartPolicy Never, apps done: a sidecar in backoff is not restarted",
+            policy: "Never",
+            inits: vec![C::ExitedWaiting(1)],
+            sidecars: vec![0],
+            apps: vec![C::Exited(0)],
+            want: vec![NotRestarted { slot: 0 }],
+            ..Case::default()
+        },
+        Case {
+            name: "restartPolicy OnFailure, app failed: it restarts, the sidecar runs on",
+            policy: "OnFailure",
+            inits: vec![C::SidecarUp],
+            sidecars: vec![0],
+            apps: vec![C::Exited(1)],
+            want: vec![StartContainer { slot: 1 }],
+            ..Case::default()
+        },
+        Case {
+            name: "restartPolicy OnFailure, app succeeded: the sidecar is stopped",
+            policy: "OnFailure",
+            inits: vec![C::SidecarUp],
+            sidecars: vec![0],
+            apps: vec![C::Exited(0)],
+            want: vec![StopSidecar { slot: 0 }],
+            ..Case::default()
+        },
+        Case {
+            name: "restartPolicy Always: app containers never finish, sidecars run on",
+            inits: vec![C::SidecarUp],
+            sidecars: vec![0],
+            apps: vec![C::Exited(0)],
+            want: vec![StartContainer { slot: 1 }],
+            ..Case::default()
+        },
+        Case {
+            name: "init container failed under Never: the pod's sidecars are stopped",
+            policy: "Never",
+            failed: true,
+            inits: vec![C::SidecarUp, C::Exited(1)],
+            sidecars: vec![0],
+            apps: vec![C::Fresh],
+            want: vec![StopSidecar { slot: 0 }],
+            ..Case::default()
+        },
+        // activeDeadlineSeconds (the kubelet's active deadline handler).
+        Case {
+            name: "active deadline not reached: nothing",
+            deadline: Some(10),
+            active: Some(9),
+            apps: vec![C::Running],
+            ..Case::default()
+        },
+        Case {
+            name: "active deadline reached: the pod fails",
+            deadline: Some(10),
+            active: Some(10),
+            apps: vec![C::Running],
+            want: vec![DeadlineExceeded],
+            ..Case::default()
+        },
+        Case {
+            name: "active deadline reached while the sandbox is being created: the pod fails",
+            sandbox: SandboxPhase::Creating,
+            deadline: Some(2),
+            active: Some(3),
+            apps: vec![C::Fresh],
+            want: vec![DeadlineExceeded],
+            ..Case::default()
+        },
+        Case {
+            name: "no start time yet: no deadline",
+            deadline: Some(2),
+            apps: vec![C::Fresh],
+            want: vec![StartContainer { slot: 0 }],
+            ..Case::default()
+        },
+        Case {
+            name: "deadline exceeded once: not again, nothing restarts",
+            failed: true,
+            deadline: Some(2),
+            active: Some(30),
+            apps: vec![C::ExitedWaiting(137)],
+            want: vec![NotRestarted { slot: 0 }],
+            ..Case::default()
+        },
+        Case {
+            name: "a pod already completed is not failed by its deadline",
+            policy: "Never",
+            deadline: Some(2),
+            active: Some(30),
+            apps: vec![C::Exited(0)],
+            ..Case::default()
+        },
+        Case {
+            name: "deadline exceeded: sidecars wait until the app containers are killed",
+            failed: true,
+            inits: vec![C::SidecarUp],
+            sidecars: vec![0],
+            apps: vec![C::Killing {
+                hook: false,
+                killed: false,
+                deadline: 5,
+            }],
+            ..Case::default()
+        },
+        Case {
+            name: "a sidecar being stopped is not stopped again",
+            policy: "Never",
+            inits: vec![C::Killing {
+                hook: false,
+                killed: false,
+                deadline: 5,
+            }],
+            sidecars: vec![0],
+            apps: vec![C::Exited(0)],
+            ..Case::default()
+        },
     ]
 }
 
@@ -546,6 +821,7 @@ fn compute_actions_table() {
             worker: &w,
             previous_generation_removing: case.blocked == Some(true),
             same_uid_removing: case.same_uid_removing,
+            active_for: case.active.map(|s| Duration::from_secs(s as u64)),
         };
         assert_eq!(compute_actions(now, &state), case.want, "{}", case.name);
     }
@@ -567,7 +843,16 @@ fn removal(running: &[&str], hooks: &[&str], kill_at: Option<i64>, now: Instant)
         forget_store: true,
         name: "default/pod".into(),
         hooks_pending: hooks.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>(),
+        sidecars: Vec::new(),
+        waiting_turn: BTreeSet::new(),
     }
+}
+
+/// A removal whose running `sidecars` (in declaration order) wait for their turn.
+fn with_sidecars(mut r: Removal, sidecars: &[&str], waiting: &[&str]) -> Removal {
+    r.sidecars = sidecars.iter().map(|s| s.to_string()).collect();
+    r.waiting_turn = waiting.iter().map(|s| s.to_string()).collect();
+    r
 }
 
 #[test]
@@ -621,6 +906,64 @@ fn compute_removal_actions_table() {
         ("a sandbox creation in flight: wait for it", sandbox, None),
         ("removal submitted: wait for it", submitted, None),
         (
+            "sidecars wait for the app containers",
+            with_sidecars(
+                removal(&["app", "s1", "s2"], &[], None, now),
+                &["s1", "s2"],
+                &["s1", "s2"],
+            ),
+            Some(RemovalAction::Stop {
+                ids: term(&["app"]),
+            }),
+        ),
+        (
+            "app still running: the sidecars wait",
+            with_sidecars(removal(&["app", "s1"], &[], Some(5), now), &["s1"], &["s1"]),
+            None,
+        ),
+        (
+            "apps exited: the last-declared sidecar's turn",
+            with_sidecars(
+                removal(&["s1", "s2"], &[], Some(5), now),
+                &["s1", "s2"],
+                &["s1", "s2"],
+            ),
+            Some(RemovalAction::StopInTurn { ids: term(&["s2"]) }),
+        ),
+        (
+            "the later sidecar is stopping: the earlier one waits",
+            with_sidecars(
+                removal(&["s1", "s2"], &[], Some(5), now),
+                &["s1", "s2"],
+                &["s1"],
+            ),
+            None,
+        ),
+        (
+            "the later sidecar exited: the earlier one's turn",
+            with_sidecars(removal(&["s1"], &[], Some(5), now), &["s1", "s2"], &["s1"]),
+            Some(RemovalAction::StopInTurn { ids: term(&["s1"]) }),
+        ),
+        (
+            "a sidecar's turn waits for its preStop hook",
+            with_sidecars(removal(&["s1"], &["s1"], Some(5), now), &["s1"], &["s1"]),
+            None,
+        ),
+        (
+            "no app container at all: the last sidecar stops at once",
+            with_sidecars(
+                removal(&["s1", "s2"], &[], None, now),
+                &["s1", "s2"],
+                &["s1", "s2"],
+            ),
+            Some(RemovalAction::Stop { ids: term(&["s2"]) }),
+        ),
+        (
+            "grace period over, sidecars still waiting: stop signal now, SIGKILL soon",
+            with_sidecars(removal(&["app", "s1"], &[], Some(0), now), &["s1"], &["s1"]),
+            Some(RemovalAction::StopAfterPreStop { ids: term(&["s1"]) }),
+        ),
+        (
             "everything exited: remove",
             removal(&[], &[], Some(-10), now),
             Some(RemovalAction::RemovePod),
@@ -642,6 +985,7 @@ fn compute_pod_change_table() {
             full_name: "default/pod".into(),
             spec_hash: String::new(),
             meta_hash: meta.into(),
+            warnings: Vec::new(),
         }
     };
     let same = sp("u1", "m1");

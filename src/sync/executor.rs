@@ -45,6 +45,11 @@ pub enum Job {
     RemovePod {
         uid: String,
     },
+    /// Writes the pod's downwardAPI and projected volumes again (new labels or annotations).
+    UpdatePodVolumes {
+        uid: String,
+        pod: Arc<Pod>,
+    },
     /// Runs a lifecycle hook (postStart/preStop) of a running container.
     Hook {
         uid: String,
@@ -162,6 +167,10 @@ pub enum JobResult {
         uid: String,
         result: Result<(), RemovePodFailure>,
     },
+    PodVolumesUpdated {
+        uid: String,
+        result: Result<(), String>,
+    },
     HookDone {
         uid: String,
         name: String,
@@ -263,6 +272,10 @@ pub fn run_job(
                 result,
             }
         }
+        Job::UpdatePodVolumes { uid, pod } => JobResult::PodVolumesUpdated {
+            result: runtime.update_pod_volumes(&pod).map_err(|e| e.to_string()),
+            uid,
+        },
         Job::RemovePod { uid } => JobResult::PodRemoved {
             result: remove_pod(runtime, &uid).map_err(|e| RemovePodFailure {
                 message: e.to_string(),

@@ -158,7 +158,10 @@ struct Slot {
     /// Why it is not running: (reason, message).
     waiting: Option<(WaitingReason, String)>,
     retry_at: Option<Instant>,
-    /// An init container that completed successfully.
+    /// `imageID` of the latest instance (containerd's image reference: `<repo>@<digest>`).
+    image_id: String,
+    /// An init container that completed successfully, or a sidecar (`restartPolicy: Always`)
+    /// that started in this sandbox: either no longer holds back the next init container.
     succeeded: bool,
 }
 
@@ -177,7 +180,22 @@ impl Slot {
             waiting: None,
             retry_at: None,
             succeeded: false,
+            image_id: String::new(),
         }
+    }
+
+    /// A restartable init container (KEP-753 native sidecar): started in init order, then
+    /// kept running next to the app containers whatever the pod's restartPolicy.
+    fn sidecar(&self) -> bool {
+        self.kind == ContainerKind::Init
+            && self.container.restart_policy.as_deref() == Some("Always")
+    }
+
+    /// Running, its postStart hook done and its startup probe (if any) passed.
+    fn started(&self) -> bool {
+        self.instance
+            .as_ref()
+            .is_some_and(|i| !i.id.is_empty() && !i.health.post_start_pending && i.health.started)
     }
 }
 
@@ -208,6 +226,8 @@ struct PodWorker {
     failed: bool,
     /// Not admitted (does not fit the node): (reason, message); nothing is started.
     rejected: Option<(PodReason, String)>,
+    /// Killed for running longer than `activeDeadlineSeconds` (`failed` is set too).
+    deadline_exceeded: bool,
     /// When this generation could start: created, or its previous generation gone (the
     /// rollback deadline runs from here).
     since: Instant,
@@ -237,6 +257,12 @@ struct Removal {
     name: String,
     /// Containers whose preStop hook runs: their stop signal waits for it.
     hooks_pending: BTreeSet<String>,
+    /// The running sidecars, in declaration order: each gets its stop signal once the app
+    /// containers and the sidecars declared after it exited (the kubelet's termination
+    /// ordering), or at the end of the grace period.
+    sidecars: Vec<String>,
+    /// Sidecars whose stop signal waits for their turn.
+    waiting_turn: BTreeSet<String>,
 }
 
 /// The sync loop.
@@ -301,6 +327,12 @@ fn grace_of(pod: &Pod) -> Duration {
             .unwrap_or(30)
             .max(0) as u64,
     )
+}
+
+/// The pod's `activeDeadlineSeconds`.
+fn active_deadline(pod: &Pod) -> Option<Duration> {
+    let secs = pod.spec.as_ref()?.active_deadline_seconds?;
+    Some(Duration::from_secs(secs.max(0) as u64))
 }
 
 fn restart_policy(pod: &Pod) -> &str {
@@ -427,11 +459,24 @@ impl SyncLoop {
         for r in self.removals.values_mut() {
             if !r.running.is_empty() && !r.killed {
                 r.hooks_pending.clear();
+                r.waiting_turn.clear();
                 r.kill_at = Some(now);
             }
         }
         self.reconcile();
         self.publish();
+    }
+
+    /// How long the pod has been active on the node: since its `status.startTime` (the
+    /// sandbox's creation), as the kubelet's active deadline handler measures it.
+    fn active_for(&self, w: &PodWorker) -> Option<Duration> {
+        let start = w
+            .start_time
+            .as_deref()?
+            .parse::<k8s_openapi::jiff::Timestamp>()
+            .ok()?;
+        let start = SystemTime::from(start);
+        Some(self.clock.wall().duration_since(start).unwrap_or_default())
     }
 
     fn now_str(&self) -> String {
@@ -554,8 +599,14 @@ impl SyncLoop {
                 d = Some(d.map_or(t, |x| x.min(t)));
             }
         };
+        let now = self.clock.now();
         for w in self.workers.values() {
             consider(w.sandbox_retry_at);
+            if let (Some(limit), Some(active)) = (active_deadline(&w.pod), self.active_for(w)) {
+                if !w.failed {
+                    consider(Some(now + limit.saturating_sub(active)));
+                }
+            }
             for s in &w.slots {
                 if s.instance.is_none() {
                     consider(s.retry_at);

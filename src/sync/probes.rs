@@ -337,7 +337,8 @@ impl SyncLoop {
         };
         if let Some(r) = self.removals.get_mut(uid) {
             if hook == HookKind::PreStop && r.hooks_pending.remove(id) {
-                if let Some(sig) = r.running.get(id) {
+                // A sidecar still waiting for its turn gets its stop signal then.
+                if let Some(sig) = r.running.get(id).filter(|_| !r.waiting_turn.contains(id)) {
                     if let Err(e) = self.runtime.signal_container(id, *sig) {
                         log::warn!("pod {uid}: stop {id}: {e}");
                     }
