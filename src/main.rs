@@ -259,7 +259,12 @@ enum ShimCommand {
         hostname: String,
         #[arg(long)]
         host_network: bool,
+        /// Also create the pod's PID namespace with its init (shareProcessNamespace).
+        #[arg(long)]
+        share_pid: bool,
     },
+    /// PID 1 of a pod's shared PID namespace (started by `shim sandbox --share-pid`).
+    PodInit { dir: PathBuf },
 }
 
 fn init_logging(default: &str) {
@@ -271,6 +276,12 @@ fn init_logging(default: &str) {
 }
 
 fn main() -> ExitCode {
+    // The pod init lives as long as its pod: it skips clap and the logger (never touching
+    // their pages keeps its memory small). Its arguments are fixed by the sandbox helper.
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_some_and(|a| a == "shim") && args.next().is_some_and(|a| a == "pod-init") {
+        podvisor::runtime::sandbox::pod_init();
+    }
     let cli = Cli::parse();
     if let Command::Shim { command } = &cli.command {
         init_logging("warn");
@@ -287,7 +298,10 @@ fn main() -> ExitCode {
                 dir,
                 hostname,
                 host_network,
-            } => shim::sandbox(dir, hostname, *host_network),
+                share_pid,
+            } => shim::sandbox(dir, hostname, *host_network, *share_pid),
+            // Handled before parsing (never returns); listed for `shim --help`.
+            ShimCommand::PodInit { .. } => podvisor::runtime::sandbox::pod_init(),
             ShimCommand::Exec {
                 dir,
                 timeout_ms,

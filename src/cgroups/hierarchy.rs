@@ -212,6 +212,32 @@ impl CgroupRoot {
         Ok(rel)
     }
 
+    /// Creates the leaf cgroup `relative` (every hierarchy podvisor uses) and moves process
+    /// `pid` into it: the pod init of a shared PID namespace goes to `<pod cgroup>/pod-init`,
+    /// as containerd puts the pause container below the pod cgroup (v2 allows processes only
+    /// in leaves). [`Self::remove_pod`] removes it with the pod.
+    pub fn add_process(&self, relative: &str, pid: i32) -> Result<(), CgroupError> {
+        self.create_path(relative)?;
+        let rel = relative.trim_matches('/');
+        let dirs: Vec<std::path::PathBuf> = match self.mode() {
+            CgroupMode::Unified => vec![self.root.join(rel)],
+            CgroupMode::Legacy => V1_HIERARCHIES
+                .iter()
+                .map(|h| self.root.join(h).join(rel))
+                .filter(|d| d.is_dir())
+                .collect(),
+        };
+        for dir in dirs {
+            let path = dir.join("cgroup.procs");
+            fs::write(&path, pid.to_string()).map_err(|source| CgroupError::Write {
+                path,
+                value: pid.to_string(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
     /// Whether any pod cgroup is left below `parent` (in any tier, any hierarchy).
     fn any_pod_left(&self, parent: &str) -> bool {
         [

@@ -842,8 +842,8 @@ pub fn cleanup(dir: &Path) -> Result<(), ShimError> {
 }
 
 /// Entry point of `podvisor shim sandbox <pod-dir>`.
-pub fn sandbox(pod_dir: &Path, hostname: &str, host_network: bool) -> i32 {
-    match super::sandbox::pin_namespaces(pod_dir, hostname, host_network) {
+pub fn sandbox(pod_dir: &Path, hostname: &str, host_network: bool, share_pid: bool) -> i32 {
+    match super::sandbox::pin_namespaces(pod_dir, hostname, host_network, share_pid) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("{e}");

@@ -292,10 +292,10 @@ fn validate_spec(spec: &PodSpec, v: &mut Errors) {
         }
     }
     validate_static_restrictions(spec, v);
-    if spec.share_process_namespace == Some(true) {
+    if spec.share_process_namespace == Some(true) && spec.host_pid == Some(true) {
         v.push(
             "spec.shareProcessNamespace",
-            "not supported yet: podvisor has no pod-wide init process to share a PID namespace",
+            "ShareProcessNamespace and HostPID cannot both be enabled",
         );
     }
     if spec.host_users == Some(false) {

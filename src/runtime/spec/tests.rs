@@ -56,6 +56,35 @@ fn host_network_has_no_hostname_and_no_network_or_uts_namespace() {
 }
 
 #[test]
+fn share_process_namespace_joins_the_pods_pid_namespace() {
+    let p = pod_with(json!({}), json!({"shareProcessNamespace": true}));
+    let img = image(json!({"Cmd": ["x"]}));
+    let mut sb = sandbox(false);
+    // A sandbox without the shared PID namespace is refused, and the other way round.
+    let e = build_with(&p, &img, &sb).expect_err("mismatch");
+    assert!(matches!(e, SpecError::SandboxMismatch { .. }), "{e}");
+    sb.pid_ns = Some(PathBuf::from("/run/podvisor/ns/pid"));
+    let plain = pod_with(json!({}), json!({}));
+    let e = build_with(&plain, &img, &sb).expect_err("mismatch");
+    assert!(matches!(e, SpecError::SandboxMismatch { .. }), "{e}");
+    let cs = build_with(&p, &img, &sb).expect("spec");
+    let pid = linux(&cs)
+        .namespaces()
+        .clone()
+        .expect("ns")
+        .into_iter()
+        .find(|n| n.typ() == LinuxNamespaceType::Pid)
+        .expect("pid namespace");
+    assert_eq!(pid.path(), &Some(PathBuf::from("/run/podvisor/ns/pid")));
+    // With hostPID as well: refused, as the API server does.
+    let both = pod_with(
+        json!({}),
+        json!({"shareProcessNamespace": true, "hostPID": true}),
+    );
+    assert!(err(&both).starts_with("spec.shareProcessNamespace: invalid value"));
+}
+
+#[test]
 fn namespaces_join_the_sandbox() {
     let cs = ok(&pod_with(json!({}), json!({})));
     let ns: Vec<(LinuxNamespaceType, Option<PathBuf>)> = linux(&cs)
@@ -90,11 +119,6 @@ fn namespaces_join_the_sandbox() {
 #[test]
 fn unsupported_pod_and_container_fields_are_named() {
     let cases = [
-        (
-            json!({}),
-            json!({"shareProcessNamespace": true}),
-            "spec.shareProcessNamespace is not supported yet",
-        ),
         (
             json!({"tty": true}),
             json!({}),
