@@ -103,6 +103,22 @@ enum Command {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Attach to a running container's output and, with -i, its stdin (like kubectl attach).
+    Attach {
+        /// The pod: name, namespace/name, or the manifest name without the node suffix.
+        pod: String,
+        /// The container (default: the pod's first app container).
+        #[arg(short = 'c', long)]
+        container: Option<String>,
+        /// Pass stdin to the container (it needs `stdin: true`).
+        #[arg(short = 'i', long)]
+        stdin: bool,
+        /// Use the container's terminal (`tty: true`): this terminal goes to raw mode.
+        #[arg(short = 't', long)]
+        tty: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
     /// Run a command in a running container; its exit code becomes podvisor's.
     Exec {
         /// The pod: name, namespace/name, or the manifest name without the node suffix.
@@ -419,6 +435,25 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             };
             views::logs(&client.api_socket, &opts, &mut out())?;
             Ok(0)
+        }
+        Command::Attach {
+            pod,
+            container,
+            stdin,
+            tty,
+            client,
+        } => {
+            let req = views::attach::AttachRequest {
+                pod,
+                container,
+                stdin,
+                tty,
+            };
+            Ok(views::attach::attach(
+                &client.api_socket,
+                &g.runtime_dir,
+                &req,
+            )?)
         }
         Command::Exec {
             pod,

@@ -33,6 +33,8 @@ use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
+pub mod attach;
+
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{self, SigSet, SigmaskHow, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
@@ -79,6 +81,8 @@ pub enum ShimError {
     },
     #[error("process: {0}")]
     Proc(#[from] super::procfs::ProcError),
+    #[error("tty: {message}")]
+    Terminal { message: String },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> ShimError + '_ {
@@ -109,6 +113,12 @@ pub struct ShimConfig {
     pub cgroup_root: PathBuf,
     /// The container's cgroup path relative to the cgroup root.
     pub cgroup_path: String,
+    /// `stdin: true`: the container's stdin stays open for attach sessions.
+    #[serde(default)]
+    pub stdin: bool,
+    /// `stdinOnce: true`: closed when the first attach session ends.
+    #[serde(default)]
+    pub stdin_once: bool,
 }
 
 /// What the monitor records about itself and the container (`state.json`).
@@ -419,7 +429,13 @@ fn run_inner(dir: &Path, ready: fs::File) -> Result<(), ShimError> {
             let _ = signal::signal(s, signal::SigHandler::SigIgn);
         }
     }
-    let status = supervise(&cfg, started.init, started.stdout, started.stderr)?;
+    let status = supervise(
+        &cfg,
+        started.init,
+        started.stdout,
+        started.stderr,
+        started.io,
+    )?;
     let oom = CgroupRoot::new(&cfg.cgroup_root)
         .oom_kill_count(&cfg.cgroup_path)
         .map(|n| n > 0)
@@ -451,8 +467,31 @@ const CAP_SYS_RESOURCE: u32 = 24;
 struct Started {
     init: Pid,
     started_at: String,
+    /// The stdout pipe, or the pty master of a tty container.
     stdout: OwnedFd,
-    stderr: OwnedFd,
+    /// `None` for a tty container (one stream).
+    stderr: Option<OwnedFd>,
+    io: attach::ContainerIo,
+}
+
+/// How the container's output reaches the monitor.
+enum Output {
+    /// Listening for the pty master libcontainer sends (tty containers).
+    Console(std::os::unix::net::UnixListener),
+    /// stdout and stderr pipes (read ends).
+    Pipes(OwnedFd, OwnedFd),
+}
+
+/// Binds a unix socket by its name inside `dir` (socket paths are limited to 108 bytes and
+/// runtime dirs can be long), restoring the working directory.
+fn bind_in(dir: &Path, name: &str) -> Result<std::os::unix::net::UnixListener, ShimError> {
+    let path = dir.join(name);
+    let _ = fs::remove_file(&path);
+    let back = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    std::env::set_current_dir(dir).map_err(io_err(dir))?;
+    let bound = std::os::unix::net::UnixListener::bind(name);
+    let _ = std::env::set_current_dir(back);
+    bound.map_err(io_err(&path))
 }
 
 fn create_and_start(
@@ -493,32 +532,60 @@ fn create_and_start(
     }
     fsutil::write_json_atomic_volatile(&config_path, &spec).map_err(io_err(&config_path))?;
 
-    let (out_r, out_w) =
+    let tty = spec
+        .process()
+        .as_ref()
+        .and_then(|p| p.terminal())
+        .unwrap_or(false);
+    let pipe = || {
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|source| ShimError::Sys {
             what: "pipe",
             source,
-        })?;
-    let (err_r, err_w) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|source| ShimError::Sys {
-            what: "pipe",
-            source,
-        })?;
-    let devnull = fs::File::open("/dev/null").map_err(io_err(Path::new("/dev/null")))?;
-
-    let build = libcontainer::container::builder::ContainerBuilder::new(
+        })
+    };
+    let null = || -> Result<OwnedFd, ShimError> {
+        Ok(fs::File::open("/dev/null")
+            .map_err(io_err(Path::new("/dev/null")))?
+            .into())
+    };
+    let attach_listener = bind_in(&paths.dir, attach::ATTACH_SOCKET)?;
+    let mut builder = libcontainer::container::builder::ContainerBuilder::new(
         cfg.id.clone(),
         libcontainer::syscall::syscall::SyscallType::default(),
     )
-    .with_root_path(&cfg.youki_root)?
-    .with_stdin(OwnedFd::from(devnull))
-    .with_stdout(out_w)
-    .with_stderr(err_w)
-    .validate_id()?
-    .as_init(&paths.dir)
-    .with_systemd(false)
-    .as_sibling(false)
-    .with_detach(true)
-    .build();
+    .with_root_path(&cfg.youki_root)?;
+    let mut stdin_w = None;
+    let output = if tty {
+        let listener = bind_in(&paths.dir, attach::CONSOLE_SOCKET)?;
+        builder = builder
+            .with_console_socket(Some(paths.dir.join(attach::CONSOLE_SOCKET)))
+            .with_stdin(null()?)
+            .with_stdout(null()?)
+            .with_stderr(null()?);
+        Output::Console(listener)
+    } else {
+        let (out_r, out_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
+        let stdin = if cfg.stdin {
+            let (in_r, in_w) = pipe()?;
+            stdin_w = Some(in_w);
+            in_r
+        } else {
+            null()?
+        };
+        builder = builder
+            .with_stdin(stdin)
+            .with_stdout(out_w)
+            .with_stderr(err_w);
+        Output::Pipes(out_r, err_r)
+    };
+    let build = builder
+        .validate_id()?
+        .as_init(&paths.dir)
+        .with_systemd(false)
+        .as_sibling(false)
+        .with_detach(true)
+        .build();
     // build() writes the container's oom_score_adj into our own; the monitor keeps its own.
     if let Some(v) = own_oom {
         let _ = fs::write("/proc/self/oom_score_adj", v.trim());
@@ -528,6 +595,45 @@ fn create_and_start(
         what: "libcontainer returned no init pid",
         source: nix::Error::ESRCH,
     })?;
+    let (stdout, stderr, master, input) = match output {
+        Output::Console(listener) => {
+            let master = super::exec::receive_master(&listener).map_err(|e| ShimError::Terminal {
+                message: e.to_string(),
+            });
+            drop(listener);
+            let _ = fs::remove_file(paths.dir.join(attach::CONSOLE_SOCKET));
+            let master = master?;
+            let dup = |what| {
+                master.try_clone().map_err(|e| ShimError::Sys {
+                    what,
+                    source: nix::Error::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+                })
+            };
+            let reader = dup("dup pty master")?;
+            let input = if cfg.stdin {
+                let w = dup("dup pty master")?;
+                set_nonblocking(&w)?;
+                Some(w)
+            } else {
+                None
+            };
+            (reader, None, Some(master), input)
+        }
+        Output::Pipes(out_r, err_r) => {
+            if let Some(w) = &stdin_w {
+                set_nonblocking(w)?;
+            }
+            (out_r, Some(err_r), None, stdin_w)
+        }
+    };
+    let io = attach::ContainerIo::new(
+        cfg.id.clone(),
+        tty,
+        cfg.stdin_once,
+        master,
+        input,
+        Some(attach_listener),
+    );
     state.init = Some(ProcessId::of(init.as_raw())?);
     fsutil::write_json_atomic_volatile(&paths.state(), &state).map_err(io_err(&paths.state()))?;
     kubelet_v2_values(&cfg.cgroup_root, &cfg.cgroup_path, cpu_shares)?;
@@ -538,8 +644,9 @@ fn create_and_start(
     Ok(Started {
         init,
         started_at,
-        stdout: out_r,
-        stderr: err_r,
+        stdout,
+        stderr,
+        io,
     })
 }
 
@@ -576,12 +683,14 @@ fn kubelet_v2_values(
     Ok(())
 }
 
-/// Copies output into the log until the init exits and both pipes are drained.
+/// Copies output into the log (and to an attached client) until the init exits and the
+/// output is drained; serves attach sessions meanwhile.
 fn supervise(
     cfg: &ShimConfig,
     init: Pid,
     stdout: OwnedFd,
-    stderr: OwnedFd,
+    stderr: Option<OwnedFd>,
+    mut attached: attach::ContainerIo,
 ) -> Result<WaitStatus, ShimError> {
     let mut mask = SigSet::empty();
     mask.add(Signal::SIGCHLD);
@@ -596,7 +705,8 @@ fn supervise(
             what: "signalfd",
             source,
         })?;
-    for fd in [&stdout, &stderr] {
+    set_nonblocking(&stdout)?;
+    if let Some(fd) = &stderr {
         set_nonblocking(fd)?;
     }
     // A log that cannot be opened (disk full) drops output until it can: the container runs
@@ -613,12 +723,13 @@ fn supervise(
         log::warn!("container {}: {}", cfg.id, error_chain(&e));
     }
     let mut out = Some(fs::File::from(stdout));
-    let mut err = Some(fs::File::from(stderr));
+    let mut err = stderr.map(fs::File::from);
     let mut status: Option<WaitStatus> = None;
     let mut drain_deadline: Option<Instant> = None;
     let mut buf = vec![0u8; 64 * 1024];
     // The init may have exited before the signalfd existed: check once up front.
     status = status.or(try_reap(init)?);
+    let ready = |pfd: &PollFd| pfd.revents().unwrap_or(PollFlags::empty());
     loop {
         if status.is_some() && out.is_none() && err.is_none() {
             break;
@@ -636,14 +747,37 @@ fn supervise(
                 .unwrap_or(PollTimeout::MAX),
             None => PollTimeout::NONE,
         };
-        let (out_ev, err_ev, sig_ev) = {
-            let mut fds = Vec::with_capacity(3);
+        // Indices into `fds` of what is polled this round.
+        let (mut out_i, mut err_i) = (None, None);
+        let mut attach_i: [Option<usize>; 3] = [None; 3];
+        let events = {
+            let mut fds = Vec::with_capacity(6);
             fds.push(PollFd::new(sigfd.as_fd(), PollFlags::POLLIN));
             if let Some(f) = &out {
+                out_i = Some(fds.len());
                 fds.push(PollFd::new(f.as_fd(), PollFlags::POLLIN));
             }
             if let Some(f) = &err {
+                err_i = Some(fds.len());
                 fds.push(PollFd::new(f.as_fd(), PollFlags::POLLIN));
+            }
+            let reads_client = attached.reads_client();
+            for (k, entry) in attached.poll_fds().into_iter().enumerate() {
+                let Some((fd, wants_out)) = entry else {
+                    continue;
+                };
+                let mut flags = PollFlags::empty();
+                if k != 1 || reads_client {
+                    flags |= PollFlags::POLLIN;
+                }
+                if k == 2 {
+                    flags = PollFlags::empty();
+                }
+                if wants_out {
+                    flags |= PollFlags::POLLOUT;
+                }
+                attach_i[k] = Some(fds.len());
+                fds.push(PollFd::new(fd, flags));
             }
             match poll(&mut fds, timeout) {
                 Ok(_) => {}
@@ -655,25 +789,44 @@ fn supervise(
                     })
                 }
             }
-            let ready = |pfd: &PollFd| pfd.revents().map(|r| !r.is_empty()).unwrap_or(false);
-            let sig_ev = ready(&fds[0]);
-            let mut i = 1;
-            let out_ev = if out.is_some() {
-                i += 1;
-                ready(&fds[i - 1])
-            } else {
-                false
-            };
-            let err_ev = if err.is_some() { ready(&fds[i]) } else { false };
-            (out_ev, err_ev, sig_ev)
+            fds.iter().map(ready).collect::<Vec<_>>()
         };
-        if out_ev {
-            pump(&mut out, Stream::Stdout, &mut writer, &mut buf)?;
+        let has = |i: Option<usize>| i.map(|i| !events[i].is_empty()).unwrap_or(false);
+        if has(out_i) {
+            pump(
+                &mut out,
+                Stream::Stdout,
+                &mut writer,
+                &mut buf,
+                &mut attached,
+            )?;
         }
-        if err_ev {
-            pump(&mut err, Stream::Stderr, &mut writer, &mut buf)?;
+        if has(err_i) {
+            pump(
+                &mut err,
+                Stream::Stderr,
+                &mut writer,
+                &mut buf,
+                &mut attached,
+            )?;
         }
-        if sig_ev {
+        if let Some(i) = attach_i[1] {
+            let ev = events[i];
+            let readable =
+                ev.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR);
+            let writable = ev.contains(PollFlags::POLLOUT);
+            if readable || writable {
+                attached.on_client(readable, writable);
+            }
+        }
+        if has(attach_i[2]) {
+            attached.flush_input();
+        }
+        // After the client's events: a session that just ended frees the place for a new one.
+        if has(attach_i[0]) {
+            attached.on_listener();
+        }
+        if !events[0].is_empty() {
             while let Ok(Some(_)) = sigfd.read_signal() {}
             if status.is_none() {
                 status = try_reap(init)?;
@@ -699,6 +852,7 @@ fn pump(
     stream: Stream,
     writer: &mut CriLogWriter,
     buf: &mut [u8],
+    attached: &mut attach::ContainerIo,
 ) -> Result<(), ShimError> {
     let Some(f) = pipe.as_mut() else {
         return Ok(());
@@ -710,11 +864,17 @@ fn pump(
                 *pipe = None;
                 return Ok(());
             }
-            Ok(n) => writer.write(stream, &buf[..n], SystemTime::now())?,
+            Ok(n) => {
+                writer.write(stream, &buf[..n], SystemTime::now())?;
+                attached.output(stream, &buf[..n]);
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => {
-                log::warn!("reading container {stream:?}: {e}");
+                // A pty master reads EIO once the container closed its terminal: its end.
+                if e.raw_os_error() != Some(libc::EIO) {
+                    log::warn!("reading container {stream:?}: {e}");
+                }
                 writer.finish(stream, SystemTime::now())?;
                 *pipe = None;
                 return Ok(());

@@ -430,15 +430,6 @@ fn validate_container(
             );
         }
     }
-    // stdinOnce means nothing without stdin: the runtime ignores it, so does validation.
-    for (key, set) in [("tty", c.tty), ("stdin", c.stdin)] {
-        if set == Some(true) {
-            v.push(
-                format!("{field}.{key}"),
-                "not supported yet: podvisor gives containers no terminal or stdin (use podvisor exec -it)",
-            );
-        }
-    }
     if let Some(pm) = c
         .security_context
         .as_ref()

@@ -168,6 +168,8 @@ impl LinuxRuntime {
             user: built.user,
             cgroup_root: self.cfg.cgroup_root.path().to_path_buf(),
             cgroup_path,
+            stdin: req.container.stdin.unwrap_or(false),
+            stdin_once: req.container.stdin_once.unwrap_or(false),
         };
         let write = |path: PathBuf, r: io::Result<()>| {
             r.map_err(|source| RuntimeError::Io {

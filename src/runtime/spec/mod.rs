@@ -381,7 +381,8 @@ pub fn build_spec(req: &SpecRequest<'_>) -> Result<ContainerSpec, SpecError> {
     let capabilities = capabilities(&ctx, privileged)?;
 
     let mut process = Process::default();
-    process.set_terminal(Some(false));
+    // tty: the monitor receives the pty master through libcontainer's console socket.
+    process.set_terminal(Some(ctx.container.tty.unwrap_or(false)));
     process.set_user(User::default());
     process.set_args(Some(args));
     process.set_env(Some(env.iter().map(|(k, v)| format!("{k}={v}")).collect()));
@@ -521,12 +522,6 @@ fn check_unsupported(ctx: &Ctx<'_>) -> Result<(), SpecError> {
         return yet("spec.hostUsers".into());
     }
     let c = ctx.container;
-    if flag(c.tty) {
-        return yet(ctx.field("tty"));
-    }
-    if flag(c.stdin) {
-        return yet(ctx.field("stdin"));
-    }
     // Every envFrom source (configMapRef, secretRef) is an API object.
     if c.env_from.as_ref().is_some_and(|v| !v.is_empty()) {
         return Err(SpecError::ApiObjectReference {

@@ -34,12 +34,6 @@ fn every_container_refusal_is_a_validation_error() {
             "spec.shareProcessNamespace",
         ),
         (json!({}), json!({"hostUsers": false}), "spec.hostUsers"),
-        (json!({"tty": true}), json!({}), "spec.containers[0].tty"),
-        (
-            json!({"stdin": true}),
-            json!({}),
-            "spec.containers[0].stdin",
-        ),
         (
             json!({"securityContext": {"procMount": "Unmasked"}}),
             json!({}),

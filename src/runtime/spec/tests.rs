@@ -120,16 +120,6 @@ fn namespaces_join_the_sandbox() {
 fn unsupported_pod_and_container_fields_are_named() {
     let cases = [
         (
-            json!({"tty": true}),
-            json!({}),
-            "spec.containers[0].tty is not supported yet",
-        ),
-        (
-            json!({"stdin": true}),
-            json!({}),
-            "spec.containers[0].stdin is not supported yet",
-        ),
-        (
             json!({"securityContext": {"seccompProfile": {"type": "Localhost", "localhostProfile": "p.json"}}}),
             json!({}),
             "spec.containers[0].securityContext.seccompProfile.localhostProfile: seccomp profile root",
@@ -207,12 +197,20 @@ fn pod_level_resources_leave_the_container_spec_alone() {
 }
 
 #[test]
+fn tty_asks_libcontainer_for_a_terminal() {
+    let cs = ok(&pod_with(json!({"tty": true, "stdin": true}), json!({})));
+    assert_eq!(process(&cs).terminal(), Some(true));
+    let cs = ok(&pod_with(json!({}), json!({})));
+    assert_eq!(process(&cs).terminal(), Some(false));
+}
+
+#[test]
 fn init_containers_are_found_and_named() {
     let p = pod(json!({
         "metadata": {"name": "p"},
         "spec": {
             "containers": [{"name": "main"}],
-            "initContainers": [{"name": "init", "tty": true}]
+            "initContainers": [{"name": "init", "securityContext": {"procMount": "Unmasked"}}]
         }
     }));
     let spec = p.spec.as_ref().expect("spec");
@@ -233,10 +231,10 @@ fn init_containers_are_found_and_named() {
         host_devices: &[],
         sub_path_pins: None,
     };
-    let e = build_spec(&req).expect_err("tty");
+    let e = build_spec(&req).expect_err("procMount");
     assert_eq!(
         e.to_string(),
-        "spec.initContainers[0].tty is not supported yet"
+        "spec.initContainers[0].securityContext.procMount is not supported yet"
     );
     let stranger: Container = serde_json::from_value(json!({"name": "stranger"})).expect("c");
     req.container = &stranger;
