@@ -789,6 +789,35 @@ mod tests {
     }
 
     #[test]
+    fn a_shared_pid_namespace_is_live_only_with_its_pin_and_its_init() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let dirs = test_dirs(dir.path());
+        let paths = SandboxPaths::new(&dirs, "u1").expect("paths");
+        fs::create_dir_all(paths.dir.join("ns")).expect("mkdir");
+        // A pin file left by an earlier boot: an empty file, not an nsfs mount.
+        fs::write(paths.ns("pid"), b"").expect("pin");
+        assert!(paths.shares_pid());
+        assert_eq!(
+            check_namespaces(&paths, true),
+            Err(NotLive::Namespace {
+                path: paths.ns("pid")
+            })
+        );
+        // No recorded init at all: nothing to stop.
+        stop_pod_init_at(&paths).expect("no init");
+        // A recorded init that is gone (a pid that cannot exist) is not alive.
+        let gone = ProcessId {
+            pid: i32::MAX,
+            start_time: 1,
+        };
+        fsutil::write_json_atomic_volatile(&paths.pod_init(), &gone).expect("record");
+        assert_eq!(load_pod_init(&paths), Some(gone));
+        assert!(!gone.is_alive());
+        stop_pod_init_at(&paths).expect("gone init");
+        assert!(!paths.pod_init().exists());
+    }
+
+    #[test]
     fn a_sandbox_without_its_namespaces_is_not_live_and_says_which_file() {
         let dir = tempfile::tempdir().expect("tempdir");
         let dirs = test_dirs(dir.path());

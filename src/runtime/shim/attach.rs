@@ -21,6 +21,8 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 
+use nix::poll::PollFlags;
+
 use crate::logs::Stream;
 use crate::sys::tty;
 
@@ -133,17 +135,29 @@ impl ContainerIo {
         }
     }
 
-    /// The fds to poll: (listener, client for reading, client for writing, input for writing).
-    pub fn poll_fds(&self) -> [Option<(BorrowedFd<'_>, bool)>; 3] {
-        // (fd, wants POLLOUT)
-        let client = self.client.as_ref();
+    /// What to poll for, in this order: the listener (new sessions), the client (input while
+    /// [`Self::reads_client`], room for queued output), the container's stdin (room for
+    /// pending input).
+    pub fn poll_fds(&self) -> [Option<(BorrowedFd<'_>, PollFlags)>; 3] {
+        let client = self.client.as_ref().map(|c| {
+            let mut flags = PollFlags::empty();
+            if self.reads_client() {
+                flags |= PollFlags::POLLIN;
+            }
+            if !c.queued.is_empty() {
+                flags |= PollFlags::POLLOUT;
+            }
+            (c.sock.as_fd(), flags)
+        });
         [
-            self.listener.as_ref().map(|l| (l.as_fd(), false)),
-            client.map(|c| (c.sock.as_fd(), !c.queued.is_empty())),
+            self.listener
+                .as_ref()
+                .map(|l| (l.as_fd(), PollFlags::POLLIN)),
+            client,
             self.input
                 .as_ref()
                 .filter(|_| !self.pending.is_empty())
-                .map(|i| (i.as_fd(), true)),
+                .map(|i| (i.as_fd(), PollFlags::POLLOUT)),
         ]
     }
 
