@@ -617,21 +617,7 @@ pub fn pin_namespaces(
         kinds.push("uts");
     }
     for kind in kinds {
-        let target = paths.ns(kind);
-        fs::File::create(&target).map_err(io_err(&target))?;
-        let src = PathBuf::from(format!("/proc/self/ns/{kind}"));
-        mount(
-            Some(src.as_path()),
-            &target,
-            None::<&str>,
-            MsFlags::MS_BIND,
-            None::<&str>,
-        )
-        .map_err(|source| SandboxError::Sys {
-            what: "bind-mount namespace on",
-            path: target.clone(),
-            source,
-        })?;
+        pin(Path::new(&format!("/proc/self/ns/{kind}")), &paths.ns(kind))?;
     }
     if share_pid {
         spawn_pod_init(&paths)?;
@@ -683,19 +669,22 @@ fn spawn_pod_init(paths: &SandboxPaths) -> Result<(), SandboxError> {
     })?;
     fsutil::write_json_atomic_volatile(&paths.pod_init(), &id)
         .map_err(io_err(&paths.pod_init()))?;
-    let target = paths.ns("pid");
-    fs::File::create(&target).map_err(io_err(&target))?;
-    let src = PathBuf::from(format!("/proc/{pid}/ns/pid"));
+    pin(Path::new(&format!("/proc/{pid}/ns/pid")), &paths.ns("pid"))
+}
+
+/// Pins the namespace file `ns` by bind-mounting it on `target` (created empty).
+fn pin(ns: &Path, target: &Path) -> Result<(), SandboxError> {
+    fs::File::create(target).map_err(io_err(target))?;
     mount(
-        Some(src.as_path()),
-        &target,
+        Some(ns),
+        target,
         None::<&str>,
         MsFlags::MS_BIND,
         None::<&str>,
     )
     .map_err(|source| SandboxError::Sys {
         what: "bind-mount namespace on",
-        path: target.clone(),
+        path: target.to_path_buf(),
         source,
     })
 }

@@ -190,8 +190,9 @@ impl ContainerIo {
         }
     }
 
-    /// The client's socket is readable and/or writable.
-    pub fn on_client(&mut self, readable: bool, writable: bool) {
+    /// The client's socket is readable and/or writable; `hangup`: the client is gone (closed
+    /// both ways), not just done sending.
+    pub fn on_client(&mut self, readable: bool, writable: bool, hangup: bool) {
         let Some(c) = self.client.as_mut() else {
             return;
         };
@@ -205,8 +206,15 @@ impl ContainerIo {
             // Not polled for input any more: this is a hangup or an error.
             return self.end_session();
         }
+        if hangup && !self.reads_client() {
+            return self.end_session();
+        }
+        let Some(c) = self.client.as_mut() else {
+            return;
+        };
         let mut buf = [0u8; 16 * 1024];
         match c.sock.read(&mut buf) {
+            Ok(0) if hangup => return self.end_session(),
             Ok(0) => {
                 // The client's input ended; its output keeps flowing until it goes away.
                 c.reading = false;
@@ -376,9 +384,9 @@ mod tests {
         });
         let mut a = a;
         a.write_all(&encode(STDIN, b"line\n")).expect("write");
-        io.on_client(true, false);
+        io.on_client(true, false, false);
         a.shutdown(std::net::Shutdown::Write).expect("shutdown");
-        io.on_client(true, false);
+        io.on_client(true, false, false);
         // The input ended: stdin is closed at once, the session stays for output.
         assert!(io.input.is_none());
         assert!(io.client.is_some() && !io.reads_client());
@@ -389,7 +397,7 @@ mod tests {
         r2.push(&got[..n]);
         assert_eq!(r2.next_frame(), Ok(Some((STDOUT, b"out".to_vec()))));
         drop(a);
-        io.on_client(true, false);
+        io.on_client(true, false, true);
         assert!(io.client.is_none());
         let mut got = String::new();
         std::fs::File::from(r)

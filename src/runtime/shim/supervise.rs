@@ -124,8 +124,9 @@ pub(super) fn supervise(
             let readable =
                 ev.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR);
             let writable = ev.contains(PollFlags::POLLOUT);
+            let hangup = ev.intersects(PollFlags::POLLHUP | PollFlags::POLLERR);
             if readable || writable {
-                attached.on_client(readable, writable);
+                attached.on_client(readable, writable, hangup);
             }
         }
         if has(attach_i[2]) {
