@@ -292,10 +292,10 @@ fn validate_spec(spec: &PodSpec, v: &mut Errors) {
         }
     }
     validate_static_restrictions(spec, v);
-    if spec.share_process_namespace == Some(true) {
+    if spec.share_process_namespace == Some(true) && spec.host_pid == Some(true) {
         v.push(
             "spec.shareProcessNamespace",
-            "not supported yet: podvisor has no pod-wide init process to share a PID namespace",
+            "ShareProcessNamespace and HostPID cannot both be enabled",
         );
     }
     if spec.host_users == Some(false) {
@@ -427,15 +427,6 @@ fn validate_container(
             v.push(
                 format!("{field}.restartPolicy"),
                 format!("{p:?} is not supported: only Always (a sidecar) is allowed"),
-            );
-        }
-    }
-    // stdinOnce means nothing without stdin: the runtime ignores it, so does validation.
-    for (key, set) in [("tty", c.tty), ("stdin", c.stdin)] {
-        if set == Some(true) {
-            v.push(
-                format!("{field}.{key}"),
-                "not supported yet: podvisor gives containers no terminal or stdin (use podvisor exec -it)",
             );
         }
     }

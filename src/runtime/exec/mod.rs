@@ -61,6 +61,7 @@ use capture::capture;
 pub use client::exec_capture;
 use tenant::{spawn_tenant, TenantIo};
 use tty::interactive;
+pub use tty::{local_window_size, receive_master, RawMode};
 
 /// The most bytes kept of each of stdout and stderr in capture mode.
 pub const OUTPUT_CAP: usize = 16 * 1024;

@@ -73,12 +73,12 @@ pub(super) fn forward(pid: Pid, signo: i32) {
 }
 
 /// The local terminal (stdin) in raw mode for as long as this lives.
-pub(super) struct RawMode {
+pub struct RawMode {
     saved: nix::sys::termios::Termios,
 }
 
 impl RawMode {
-    fn enter() -> Option<RawMode> {
+    pub fn enter() -> Option<RawMode> {
         use nix::sys::termios;
         let stdin = io::stdin();
         let saved = termios::tcgetattr(stdin.as_fd()).ok()?;
@@ -100,7 +100,7 @@ impl Drop for RawMode {
 }
 
 /// The window size of our terminal (stdin, else stdout), if we have one.
-pub(super) fn local_window_size() -> Option<tty::Winsize> {
+pub fn local_window_size() -> Option<tty::Winsize> {
     [
         tty::window_size(io::stdin()),
         tty::window_size(io::stdout()),
@@ -119,7 +119,7 @@ pub(super) fn sync_window_size(master: &OwnedFd) {
 }
 
 /// Receives the pty master libcontainer sends over the console socket.
-pub(super) fn receive_master(listener: &UnixListener) -> Result<OwnedFd, ExecError> {
+pub fn receive_master(listener: &UnixListener) -> Result<OwnedFd, ExecError> {
     use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
     let term = |reason: String| ExecError::Terminal { reason };
     listener

@@ -48,6 +48,12 @@ impl LinuxRuntime {
     /// sandbox is only torn down once no container of its pod lives.
     pub(super) fn remove_partial_sandbox(&self, uid: &str) -> Result<(), RuntimeError> {
         let _busy = self.busy_sandboxes.enter(uid);
+        sandbox::stop_pod_init(&self.cfg.sandbox_dirs(), uid).map_err(|source| {
+            RuntimeError::Sandbox {
+                pod: uid.to_string(),
+                source: Box::new(source),
+            }
+        })?;
         let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
         self.cfg
             .cgroup_root
