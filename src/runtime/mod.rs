@@ -17,6 +17,7 @@
 //! - [`exec`]: commands run inside a running container (`podvisor shim exec`).
 //! - [`linux`]: [`linux::LinuxRuntime`], the real [`Runtime`].
 
+pub mod console;
 pub mod dns;
 pub mod exec;
 pub mod libct_trace;

@@ -599,9 +599,10 @@ fn create_and_start(
     })?;
     let (stdout, stderr, master, input) = match output {
         Output::Console(listener) => {
-            let master = super::exec::receive_master(&listener).map_err(|e| ShimError::Terminal {
-                message: e.to_string(),
-            });
+            let master =
+                super::console::receive_master(&listener).map_err(|e| ShimError::Terminal {
+                    message: e.to_string(),
+                });
             drop(listener);
             let _ = fs::remove_file(paths.dir.join(attach::CONSOLE_SOCKET));
             let master = master?;

@@ -34,6 +34,10 @@ pub(super) struct PodState<'a> {
     pub active_for: Option<std::time::Duration>,
 }
 
+/// The kubelet's status message (and event) for a pod past its `activeDeadlineSeconds`.
+pub(super) const DEADLINE_MESSAGE: &str =
+    "Pod was active on the node longer than the specified deadline";
+
 /// One decision about a pod; `slot` indexes the worker's slots (init containers first).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Action {

@@ -256,7 +256,7 @@ pub(super) fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig) -> PodVi
     }
     if w.deadline_exceeded {
         reason = Some(PodReason::DeadlineExceeded.to_string());
-        message = Some(super::worker::DEADLINE_MESSAGE.to_string());
+        message = Some(super::actions::DEADLINE_MESSAGE.to_string());
     }
     let (mut inits, mut apps) = (inits, apps);
     if let Some((r, m)) = &w.rejected {

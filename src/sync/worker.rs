@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::actions::{apps_finished, compute_actions, Action, Actions, PodState};
+use super::actions::{apps_finished, compute_actions, Action, Actions, PodState, DEADLINE_MESSAGE};
 use super::backoff;
 use super::executor::Job;
 use super::{probes, restart_policy, Finished, Instance, PodWorker, SandboxPhase, Slot, SyncLoop};
@@ -467,10 +467,6 @@ impl SyncLoop {
         }
     }
 }
-
-/// The kubelet's status message (and event) for a pod past its `activeDeadlineSeconds`.
-pub(super) const DEADLINE_MESSAGE: &str =
-    "Pod was active on the node longer than the specified deadline";
 
 /// The start job of a container that is due; its slot shows it being created.
 fn start_container(uid: &str, pod: &Arc<Pod>, s: &mut Slot) -> Job {
