@@ -222,6 +222,21 @@ reasons! {
         /// podvisor: an edited manifest's new generation failed; its last Ready generation
         /// runs again (safe updates).
         RolledBack => "RolledBack",
+        /// The eviction manager evicted the pod (its message says why).
+        Evicted => "Evicted",
+        /// Node: an eviction threshold is met; node-level resources are reclaimed.
+        EvictionThresholdMet => "EvictionThresholdMet",
+        /// Node: the MemoryPressure condition became True / False.
+        NodeHasInsufficientMemory => "NodeHasInsufficientMemory",
+        NodeHasSufficientMemory => "NodeHasSufficientMemory",
+        /// Node: the DiskPressure condition became True / False.
+        NodeHasDiskPressure => "NodeHasDiskPressure",
+        NodeHasNoDiskPressure => "NodeHasNoDiskPressure",
+        /// Node: the PIDPressure condition became True / False.
+        NodeHasInsufficientPID => "NodeHasInsufficientPID",
+        NodeHasSufficientPID => "NodeHasSufficientPID",
+        /// podvisor: an evicted pod starts again, its node pressure cleared.
+        EvictionRecovered => "EvictionRecovered",
     }
 }
 
@@ -273,7 +288,8 @@ impl PodReason {
             PodReason::OutOfMemory => Some(EventReason::OutOfMemory),
             PodReason::UnexpectedAdmissionError => Some(EventReason::UnexpectedAdmissionError),
             PodReason::FailedCreatePodSandBox => Some(EventReason::FailedCreatePodSandBox),
-            PodReason::Evicted | PodReason::NodeLost => None,
+            PodReason::Evicted => Some(EventReason::Evicted),
+            PodReason::NodeLost => None,
         }
     }
 }
@@ -344,6 +360,15 @@ mod tests {
                 "Replaced",
                 "MetadataUpdated",
                 "RolledBack",
+                "Evicted",
+                "EvictionThresholdMet",
+                "NodeHasInsufficientMemory",
+                "NodeHasSufficientMemory",
+                "NodeHasDiskPressure",
+                "NodeHasNoDiskPressure",
+                "NodeHasInsufficientPID",
+                "NodeHasSufficientPID",
+                "EvictionRecovered",
             ]
         );
         let pods: Vec<&str> = PodReason::ALL.iter().map(|r| r.as_str()).collect();

@@ -283,6 +283,7 @@ pub(crate) mod tests {
                 view("default", "web-n1", &["app", "sidecar"]),
                 view("kube-system", "etcd-n1", &["etcd"]),
             ],
+            node_conditions: vec![],
             source_errors: vec![SourceErrorView {
                 source: "/etc/podvisor/manifests/bad.yaml".into(),
                 message: "bad.yaml:3:1: spec: missing field".into(),

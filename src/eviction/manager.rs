@@ -223,6 +223,8 @@ pub fn spawn(
                 }
             };
             let mut next = Instant::now();
+            // After an eviction, wake-ups wait for the next interval: one pod per interval.
+            let mut hold_until = next;
             loop {
                 let now = Instant::now();
                 if now >= next {
@@ -238,10 +240,14 @@ pub fn spawn(
                         return;
                     }
                     next = Instant::now() + HOUSEKEEPING_INTERVAL;
+                    if r.evicted.is_some() {
+                        hold_until = next;
+                    }
                 }
                 match wake.recv_timeout(next.saturating_duration_since(Instant::now())) {
                     // Memory is short: a pass now.
-                    Ok(()) => next = Instant::now(),
+                    Ok(()) if Instant::now() >= hold_until => next = Instant::now(),
+                    Ok(()) => {}
                     Err(mpsc::RecvTimeoutError::Timeout) => {}
                     // No notifier: periodic passes only.
                     Err(mpsc::RecvTimeoutError::Disconnected) => {

@@ -3,8 +3,8 @@
 //! `memory_threshold_notifier.go`, and more):
 //!
 //! - **cgroup v1**: a memcg usage threshold on the root memory cgroup (`cgroup.event_control`
-//!   + an eventfd) at capacity − threshold + inactive_file, where memory.available crosses the
-//!   threshold; re-armed every pass, as inactive_file moves (the kubelet's notifier);
+//!   and an eventfd) at capacity − threshold + inactive_file, where memory.available crosses
+//!   the threshold; re-armed every pass, as inactive_file moves (the kubelet's notifier);
 //! - **PSI** (`/proc/pressure/memory`, cgroup v1 and v2, Linux 5.2+): a trigger on 50 ms of
 //!   memory stall within 1 s — the kernel is already reclaiming;
 //! - **near the threshold**: while memory.available is within twice the threshold it is
@@ -12,8 +12,9 @@
 //!   cgroup v2 host, which has no root usage threshold, is seen within 200 ms. Far from it,
 //!   the thread sleeps in poll for the housekeeping interval.
 //!
-//! A wake-up is sent when memory.available goes below the threshold, or on a kernel event
-//! while it is near; the manager itself decides (and evicts at most one pod per interval).
+//! A wake-up is sent when memory.available goes below the threshold and on each kernel event;
+//! the manager itself decides, and after an eviction it ignores wake-ups for one housekeeping
+//! interval (at most one pod per interval, as the kubelet).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;

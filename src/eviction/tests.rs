@@ -522,7 +522,8 @@ fn one_pass_reclaims_first_then_evicts_one_pod() {
     };
     let pods = FakePods(vec![pod("a", 0, 10, 0), pod("b", 0, 20, 0)]);
     // (observations in order, reclaim steps, evicted)
-    let cases: Vec<(&str, Vec<Observations>, Vec<&str>, Option<&str>)> = vec![
+    type Case<'a> = (&'a str, Vec<Observations>, Vec<&'a str>, Option<&'a str>);
+    let cases: Vec<Case<'_>> = vec![
         ("no pressure", vec![low(50)], vec![], None),
         (
             "container GC is enough",

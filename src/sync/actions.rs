@@ -16,6 +16,7 @@
 use std::time::Instant;
 
 use super::backoff;
+use super::eviction::EvictedSandbox;
 use super::{restart_policy, PodWorker, Removal, SandboxPhase};
 use crate::pod::static_pod::StaticPod;
 use crate::prober::ProbeKind;
@@ -30,6 +31,8 @@ pub(super) struct PodState<'a> {
     pub previous_generation_removing: bool,
     /// A removal of this very uid is in flight: nothing may be created for it before it ends.
     pub same_uid_removing: bool,
+    /// The node pressure the pod was evicted for still holds.
+    pub pressure_active: bool,
 }
 
 /// One decision about a pod; `slot` indexes the worker's slots (init containers first).
@@ -71,6 +74,12 @@ pub(super) enum Action {
     NotRestarted {
         slot: usize,
     },
+    /// An evicted pod's containers have all stopped: remove its sandbox (namespaces, cgroups,
+    /// emptyDir volumes), as the kubelet tears down an evicted pod.
+    RemoveEvictedSandbox,
+    /// An evicted pod's pressure has cleared (for `evictionPressureTransitionPeriod`, and its
+    /// eviction backoff passed): start it again in a new sandbox.
+    RestartEvicted,
 }
 
 /// The decisions for one pod, in the order they are applied.
@@ -96,6 +105,23 @@ pub(super) fn compute_actions(now: Instant, state: &PodState<'_>) -> Actions {
         }
     }
     if w.rejected.is_some() {
+        return actions;
+    }
+    if let Some(e) = &w.evicted {
+        let stopped = w.slots.iter().all(|s| s.instance.is_none());
+        match e.sandbox {
+            EvictedSandbox::Up
+                if stopped
+                    && w.sandbox != SandboxPhase::Creating
+                    && w.sandbox_retry_at.is_none_or(|t| now >= t) =>
+            {
+                actions.push(Action::RemoveEvictedSandbox)
+            }
+            EvictedSandbox::Removed if !state.pressure_active && now >= e.restart_at => {
+                actions.push(Action::RestartEvicted)
+            }
+            _ => {}
+        }
         return actions;
     }
     if w.blocked_by.is_some() {

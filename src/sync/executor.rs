@@ -45,6 +45,11 @@ pub enum Job {
     RemovePod {
         uid: String,
     },
+    /// Removes an evicted pod's sandbox, cgroups and emptyDir volumes; its container records
+    /// (exits, logs) stay.
+    RemoveSandbox {
+        uid: String,
+    },
     /// Runs a lifecycle hook (postStart/preStop) of a running container.
     Hook {
         uid: String,
@@ -162,6 +167,10 @@ pub enum JobResult {
         uid: String,
         result: Result<(), RemovePodFailure>,
     },
+    SandboxRemoved {
+        uid: String,
+        result: Result<(), String>,
+    },
     HookDone {
         uid: String,
         name: String,
@@ -268,6 +277,10 @@ pub fn run_job(
                 message: e.to_string(),
                 running: live_containers(runtime, &uid),
             }),
+            uid,
+        },
+        Job::RemoveSandbox { uid } => JobResult::SandboxRemoved {
+            result: runtime.remove_pod_sandbox(&uid).map_err(|e| e.to_string()),
             uid,
         },
         Job::Hook {

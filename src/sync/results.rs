@@ -80,6 +80,9 @@ impl SyncLoop {
                 what,
                 result,
             } => self.on_hook_done(&uid, &name, &container_id, hook, &what, result),
+            JobResult::SandboxRemoved { uid, result } => {
+                self.on_evicted_sandbox_removed(&uid, result)
+            }
             JobResult::PodRemoved { uid, result } => match result {
                 Ok(()) => {
                     if let Some(r) = self.removals.remove(&uid) {

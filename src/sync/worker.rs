@@ -50,6 +50,8 @@ impl SyncLoop {
             conditions: BTreeMap::new(),
             failed: false,
             rejected: None,
+            evicted: None,
+            evictions: 0,
             since: self.clock.now(),
             was_ready: false,
         };
@@ -211,6 +213,10 @@ impl SyncLoop {
             return;
         };
         let state = PodState {
+            pressure_active: w
+                .evicted
+                .as_ref()
+                .is_some_and(|e| self.pressure.is_active(e.pressure)),
             worker: w,
             previous_generation_removing: w
                 .blocked_by
@@ -229,6 +235,7 @@ impl SyncLoop {
         let mut notes: Vec<(EventType, String, EventReason, String)> = Vec::new();
         let mut kills = Vec::new();
         let mut signals = Vec::new();
+        let mut eviction_steps = Vec::new();
         let Some(w) = self.workers.get_mut(name) else {
             return;
         };
@@ -298,6 +305,18 @@ impl SyncLoop {
                     jobs.push(start_container(&w.uid, &w.pod, &mut w.slots[slot]));
                 }
                 Action::NotRestarted { slot } => w.slots[slot].waiting = None,
+                a @ (Action::RemoveEvictedSandbox | Action::RestartEvicted) => {
+                    eviction_steps.push(a)
+                }
+            }
+        }
+        for a in eviction_steps {
+            if a == Action::RemoveEvictedSandbox {
+                self.remove_evicted_sandbox(name);
+            } else {
+                self.restart_evicted(name);
+                // The new sandbox is asked for at once, not at the next timer.
+                self.sync_worker(name);
             }
         }
         for (cname, id, probe) in kills {
