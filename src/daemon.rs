@@ -395,6 +395,11 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         Some(api::stats::StatsSource {
             root: stats_root,
             parent: stats_parent,
+            node: api::node::NodeSource {
+                capacity: crate::cgroups::allocatable::host_capacity().ok(),
+                allocatable,
+                images_dir: Some(paths.root_dir.join("images")),
+            },
         }),
     )?;
     log::info!(

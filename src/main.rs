@@ -133,6 +133,15 @@ enum Command {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Show the node like `kubectl describe node`: conditions (MemoryPressure, DiskPressure,
+    /// PIDPressure), capacity, allocatable, images, pods with their requests.
+    Node {
+        /// Output format: json (the v1 Node) or empty for the description.
+        #[arg(short = 'o', long = "output", default_value = "")]
+        output: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
     /// List events (deduplicated, with counts).
     Events {
         pod: Option<String>,
@@ -442,6 +451,15 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 &mut out(),
                 &mut err(),
             )?;
+            Ok(0)
+        }
+        Command::Node { output, client } => {
+            let json = match output.as_str() {
+                "" => false,
+                "json" => true,
+                other => anyhow::bail!("--output {other:?}: expected json or nothing"),
+            };
+            views::get_node(&client.api_socket, json, &mut out())?;
             Ok(0)
         }
         Command::Events { pod, client } => {

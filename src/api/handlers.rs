@@ -53,6 +53,8 @@ pub fn handle(req: &ApiRequest, snap: &Snapshot) -> Result<Reply, ApiError> {
         ApiRequest::Stats { .. } => Err(ApiError::NoRoute {
             path: "/stats".into(),
         }),
+        // Without the node's capacity and image store: the conditions and pods only.
+        ApiRequest::Node => json(&super::node::node_json(snap, &Default::default())),
     }
 }
 

@@ -16,6 +16,7 @@ pub mod docs;
 pub mod events;
 pub mod exec;
 pub mod logs;
+pub mod node;
 pub mod pods;
 pub mod table;
 pub mod time;
@@ -174,6 +175,16 @@ pub fn get_events(
         return write_out(err, "No events found\n");
     }
     write_out(out, &render_events(&events, time::now()))
+}
+
+/// `podvisor node`: the node described (or its v1 Node JSON with `json`).
+pub fn get_node(socket: &Path, json: bool, out: &mut dyn Write) -> Result<(), CliError> {
+    let node: serde_json::Value = client::get_json(socket, "/node")?;
+    if json {
+        let text = serde_json::to_string_pretty(&node).unwrap_or_default();
+        return write_out(out, &format!("{text}\n"));
+    }
+    write_out(out, &node::render_node(&node))
 }
 
 #[cfg(test)]
