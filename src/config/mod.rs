@@ -207,6 +207,10 @@ pub struct RunFlags {
         allow_negative_numbers = true
     )]
     pub maximum_dead_containers: Option<i32>,
+    /// Hard eviction thresholds, the kubelet's flag syntax (`memory.available<100Mi,
+    /// nodefs.available<10%`); replaces the file's `evictionHard` ("" for none).
+    #[arg(long = "eviction-hard", value_name = "THRESHOLDS")]
+    pub eviction_hard: Option<String>,
     /// Safe updates: an edited manifest's new generation that is not Ready this long after it
     /// could start is rolled back to the pod's last Ready generation (a Go duration; "0" turns
     /// rollbacks off; a pod's `podvisor.io/rollback-after` annotation overrides it)
@@ -340,6 +344,11 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
         }
         None => KubeletConfig::default(),
     };
+
+    let mut file = file;
+    if let Some(v) = &flags.eviction_hard {
+        apply_eviction_hard_flag(&mut file, v)?;
+    }
 
     let static_pod_path = match &flags.pod_manifest_path {
         Some(p) if p.as_os_str().is_empty() => None,
@@ -816,6 +825,44 @@ fn validate(
         resolv_conf,
         unimplemented_fields,
     })
+}
+
+/// `--eviction-hard`: `signal<value` pairs separated by commas replace the hard thresholds
+/// (the file's minimum reclaim of a signal stays) and node allocatable's memory threshold.
+fn apply_eviction_hard_flag(file: &mut KubeletConfig, value: &str) -> Result<(), ConfigError> {
+    let mut map = BTreeMap::new();
+    for pair in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((signal, v)) = pair.split_once('<') else {
+            return Err(invalid_flag(
+                "eviction-hard",
+                value,
+                format!("{pair:?} is not signal<quantity"),
+            ));
+        };
+        map.insert(signal.trim().to_string(), v.trim().to_string());
+    }
+    let hard = crate::eviction::threshold::parse_thresholds(&EvictionMaps {
+        hard: Some(&map),
+        ..Default::default()
+    })
+    .map_err(|e| invalid_flag("eviction-hard", value, e.to_string()))?;
+    let old = std::mem::take(&mut file.eviction.thresholds);
+    let reclaim = |s| {
+        old.iter()
+            .find(|t| t.signal == s)
+            .and_then(|t| t.min_reclaim)
+    };
+    file.eviction.thresholds = hard
+        .into_iter()
+        .map(|mut t| {
+            t.min_reclaim = reclaim(t.signal);
+            t
+        })
+        .chain(old.iter().filter(|t| !t.hard).copied())
+        .collect();
+    file.reservation.eviction_memory =
+        crate::eviction::threshold::hard_memory(&file.eviction.thresholds);
+    Ok(())
 }
 
 /// The eviction settings; every bad value an error naming the field (`evictionHard.<signal>`,

@@ -914,3 +914,58 @@ fn eviction_fields() {
         assert!(err.contains(want), "{body}: {err}");
     }
 }
+
+#[test]
+fn eviction_hard_flag_replaces_the_files_hard_thresholds() {
+    use crate::cgroups::allocatable::MemoryThreshold;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("config.yaml");
+    std::fs::write(
+        &path,
+        with_header(
+            "evictionHard: {memory.available: 1Gi}\nevictionMinimumReclaim: {memory.available: 10Mi}\nevictionSoft: {nodefs.available: 20%}\nevictionSoftGracePeriod: {nodefs.available: 1m}\n",
+        ),
+    )
+    .expect("write");
+    let p = path.to_str().expect("utf8");
+    let cfg = load(
+        &flags(&[
+            "--config",
+            p,
+            "--eviction-hard",
+            "memory.available<200Mi, pid.available<5%",
+        ]),
+        Path::new("/var/lib/podvisor"),
+    )
+    .expect("load");
+    let t = &cfg.eviction.thresholds;
+    assert_eq!(t.len(), 3, "{t:?}");
+    assert_eq!(
+        cfg.reservation.eviction_memory,
+        MemoryThreshold::Bytes(200 << 20)
+    );
+    assert!(t
+        .iter()
+        .any(|t| t.hard && t.min_reclaim == Some(MemoryThreshold::Bytes(10 << 20))));
+    assert!(t.iter().any(|t| !t.hard));
+    let cfg = load(
+        &flags(&["--eviction-hard", ""]),
+        Path::new("/var/lib/podvisor"),
+    )
+    .expect("load");
+    assert!(cfg.eviction.thresholds.is_empty());
+    assert_eq!(cfg.reservation.eviction_memory, MemoryThreshold::Bytes(0));
+    for bad in [
+        "memory.available=1Gi",
+        "disk.available<1Gi",
+        "memory.available<x",
+    ] {
+        let err = load(
+            &flags(&["--eviction-hard", bad]),
+            Path::new("/var/lib/podvisor"),
+        )
+        .expect_err(bad)
+        .to_string();
+        assert!(err.starts_with("--eviction-hard "), "{err}");
+    }
+}

@@ -154,6 +154,7 @@ impl SnapshotPods {
             uid,
             priority: priority(pod),
             critical: is_critical(pod),
+            guaranteed: qos == QosClass::Guaranteed,
             grace: Duration::from_secs(
                 spec.termination_grace_period_seconds.unwrap_or(30).max(0) as u64
             ),

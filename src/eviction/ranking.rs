@@ -62,6 +62,9 @@ pub struct PodCandidate {
     pub name: String,
     pub priority: i32,
     pub critical: bool,
+    /// QoS class Guaranteed: never evicted for memory or disk while its usage stays within
+    /// its requests (podvisor's rule; the kubelet evicts such pods last).
+    pub guaranteed: bool,
     /// `terminationGracePeriodSeconds`.
     pub grace: Duration,
     /// Memory working set of the pod cgroup; `None` when unknown.
@@ -112,10 +115,24 @@ pub fn compare(signal: Signal, a: &PodCandidate, b: &PodCandidate) -> Ordering {
     }
 }
 
-/// The pod to evict for `signal`: the first non-critical one in the kubelet's order (the
+/// Whether `p` may be evicted for `signal`: never a critical pod, nor a Guaranteed one whose
+/// usage of the resource is within its requests.
+pub fn evictable(signal: Signal, p: &PodCandidate) -> bool {
+    if p.critical {
+        return false;
+    }
+    let within = match signal {
+        Signal::MemoryAvailable => !exceeds(p.memory, p.memory_request),
+        Signal::PidAvailable => false,
+        _ => !exceeds(p.disk, p.disk_request),
+    };
+    !(p.guaranteed && within)
+}
+
+/// The pod to evict for `signal`: the first evictable one in the kubelet's order (the
 /// kubelet evicts at most one pod per pass).
 pub fn pick_victim(signal: Signal, pods: &[PodCandidate]) -> Option<&PodCandidate> {
-    let mut ranked: Vec<&PodCandidate> = pods.iter().filter(|p| !p.critical).collect();
+    let mut ranked: Vec<&PodCandidate> = pods.iter().filter(|p| evictable(signal, p)).collect();
     ranked.sort_by(|a, b| compare(signal, a, b).then_with(|| a.name.cmp(&b.name)));
     ranked.first().copied()
 }

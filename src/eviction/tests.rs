@@ -336,6 +336,7 @@ fn pod(name: &str, prio: i32, mem: u64, req: u64) -> PodCandidate {
         name: format!("default/{name}"),
         priority: prio,
         critical: false,
+        guaranteed: false,
         grace: Duration::from_secs(30),
         memory: Some(mem),
         memory_request: req,
@@ -392,6 +393,21 @@ fn ranking_table() {
         Some("default/guaranteed")
     );
     assert_eq!(pick_victim(Signal::MemoryAvailable, &[critical]), None);
+    // A Guaranteed pod within its requests is never evicted (over them, it may be).
+    let g = PodCandidate {
+        guaranteed: true,
+        ..guaranteed_under.clone()
+    };
+    assert_eq!(pick_victim(Signal::MemoryAvailable, &[g.clone()]), None);
+    assert_eq!(pick_victim(Signal::NodeFsAvailable, &[g.clone()]), None);
+    let g_over = PodCandidate {
+        memory: Some(600 * MI),
+        ..g
+    };
+    assert_eq!(
+        pick_victim(Signal::MemoryAvailable, &[g_over]).map(|p| p.name.as_str()),
+        Some("default/guaranteed")
+    );
 }
 
 #[test]

@@ -55,6 +55,12 @@ impl Daemon {
             .arg("--hostname-override")
             .arg("testnode")
             .args(extra)
+            // Tests must not depend on how full this host's disk is: only the memory
+            // threshold (node allocatable's) unless a test sets its own.
+            .args(
+                (!extra.iter().any(|a| a.starts_with("--eviction-hard")))
+                    .then_some("--eviction-hard=memory.available<100Mi"),
+            )
             .envs(vars.iter().copied())
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
