@@ -298,7 +298,7 @@ impl SyncLoop {
                     s.previous_log = Some(last.log_path);
                 }
             }
-            s.retry_at = None;
+            // The crash-loop backoff of the killed instance (`retry_at`) still applies.
             s.waiting = None;
         }
         let msg = format!(
