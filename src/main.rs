@@ -136,7 +136,7 @@ enum Command {
     /// Show the node like `kubectl describe node`: conditions (MemoryPressure, DiskPressure,
     /// PIDPressure), capacity, allocatable, images, pods with their requests.
     Node {
-        /// Output format: json (the v1 Node) or empty for the description.
+        /// Output format: json or yaml (the v1 Node), or empty for the description.
         #[arg(short = 'o', long = "output", default_value = "")]
         output: String,
         #[command(flatten)]
@@ -454,12 +454,8 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Node { output, client } => {
-            let json = match output.as_str() {
-                "" => false,
-                "json" => true,
-                other => anyhow::bail!("--output {other:?}: expected json or nothing"),
-            };
-            views::get_node(&client.api_socket, json, &mut out())?;
+            let format: OutputFormat = output.parse()?;
+            views::get_node(&client.api_socket, format, &mut out())?;
             Ok(0)
         }
         Command::Events { pod, client } => {

@@ -177,14 +177,15 @@ pub fn get_events(
     write_out(out, &render_events(&events, time::now()))
 }
 
-/// `podvisor node`: the node described (or its v1 Node JSON with `json`).
-pub fn get_node(socket: &Path, json: bool, out: &mut dyn Write) -> Result<(), CliError> {
+/// `podvisor node`: the node described, or as a v1 Node document (`-o json|yaml`).
+pub fn get_node(socket: &Path, format: OutputFormat, out: &mut dyn Write) -> Result<(), CliError> {
     let node: serde_json::Value = client::get_json(socket, "/node")?;
-    if json {
-        let text = serde_json::to_string_pretty(&node).unwrap_or_default();
-        return write_out(out, &format!("{text}\n"));
+    match format {
+        OutputFormat::Json | OutputFormat::Yaml => {
+            write_out(out, &render_document(&node, format, "the node")?)
+        }
+        OutputFormat::Table | OutputFormat::Wide => write_out(out, &node::render_node(&node)),
     }
-    write_out(out, &node::render_node(&node))
 }
 
 #[cfg(test)]

@@ -398,8 +398,14 @@ fn ranking_table() {
         guaranteed: true,
         ..guaranteed_under.clone()
     };
-    assert_eq!(pick_victim(Signal::MemoryAvailable, std::slice::from_ref(&g)), None);
-    assert_eq!(pick_victim(Signal::NodeFsAvailable, std::slice::from_ref(&g)), None);
+    assert_eq!(
+        pick_victim(Signal::MemoryAvailable, std::slice::from_ref(&g)),
+        None
+    );
+    assert_eq!(
+        pick_victim(Signal::NodeFsAvailable, std::slice::from_ref(&g)),
+        None
+    );
     let g_over = PodCandidate {
         memory: Some(600 * MI),
         ..g
