@@ -25,7 +25,7 @@ fn resources(a: Option<Amounts>) -> Value {
         None => json!({}),
         Some(a) => json!({
             "cpu": format!("{}m", a.cpu_millis),
-            "memory": crate::eviction::threshold::format_binary_si(a.memory_bytes),
+            "memory": crate::pod::quantity::format_binary_si(a.memory_bytes),
         }),
     }
 }
@@ -60,7 +60,7 @@ pub fn node_json(snap: &Snapshot, src: &NodeSource) -> Value {
                 "phase": st.and_then(|s| s.phase.as_deref()).unwrap_or(""),
                 "reason": st.and_then(|s| s.reason.as_deref()).unwrap_or(""),
                 "cpuRequests": format!("{}m", r.cpu_millis),
-                "memoryRequests": crate::eviction::threshold::format_binary_si(r.memory_bytes),
+                "memoryRequests": crate::pod::quantity::format_binary_si(r.memory_bytes),
             })
         })
         .collect();

@@ -260,22 +260,4 @@ pub fn hard_memory(thresholds: &[Threshold]) -> MemoryThreshold {
         .unwrap_or(MemoryThreshold::Bytes(0))
 }
 
-/// A byte count as Kubernetes prints a BinarySI quantity: the largest binary suffix that
-/// divides it exactly (`104857600` -> `100Mi`, `1536` -> `1536`... `1536Ki` for 1.5Mi).
-pub fn format_binary_si(n: u64) -> String {
-    const SUFFIXES: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
-    if n == 0 {
-        return "0".into();
-    }
-    let mut v = n;
-    let mut i = 0;
-    while i < SUFFIXES.len() && v % 1024 == 0 {
-        v /= 1024;
-        i += 1;
-    }
-    if i == 0 {
-        v.to_string()
-    } else {
-        format!("{v}{}", SUFFIXES[i - 1])
-    }
-}
+pub use crate::pod::quantity::format_binary_si;
