@@ -149,6 +149,15 @@ enum Command {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Show the node like `kubectl describe node`: conditions (MemoryPressure, DiskPressure,
+    /// PIDPressure), capacity, allocatable, images, pods with their requests.
+    Node {
+        /// Output format: json or yaml (the v1 Node), or empty for the description.
+        #[arg(short = 'o', long = "output", default_value = "")]
+        output: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
     /// List events (deduplicated, with counts).
     Events {
         pod: Option<String>,
@@ -491,6 +500,11 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 &mut out(),
                 &mut err(),
             )?;
+            Ok(0)
+        }
+        Command::Node { output, client } => {
+            let format: OutputFormat = output.parse()?;
+            views::get_node(&client.api_socket, format, &mut out())?;
             Ok(0)
         }
         Command::Events { pod, client } => {

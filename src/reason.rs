@@ -229,6 +229,21 @@ reasons! {
         /// podvisor: a volume with no source it knows became an emptyDir (API defaulting);
         /// the message names the dropped key.
         VolumeDefaulted => "VolumeDefaulted",
+        /// The eviction manager evicted the pod (its message says why).
+        Evicted => "Evicted",
+        /// Node: an eviction threshold is met; node-level resources are reclaimed.
+        EvictionThresholdMet => "EvictionThresholdMet",
+        /// Node: the MemoryPressure condition became True / False.
+        NodeHasInsufficientMemory => "NodeHasInsufficientMemory",
+        NodeHasSufficientMemory => "NodeHasSufficientMemory",
+        /// Node: the DiskPressure condition became True / False.
+        NodeHasDiskPressure => "NodeHasDiskPressure",
+        NodeHasNoDiskPressure => "NodeHasNoDiskPressure",
+        /// Node: the PIDPressure condition became True / False.
+        NodeHasInsufficientPID => "NodeHasInsufficientPID",
+        NodeHasSufficientPID => "NodeHasSufficientPID",
+        /// podvisor: an evicted pod starts again, its node pressure cleared.
+        EvictionRecovered => "EvictionRecovered",
     }
 }
 
@@ -283,7 +298,8 @@ impl PodReason {
             PodReason::UnexpectedAdmissionError => Some(EventReason::UnexpectedAdmissionError),
             PodReason::FailedCreatePodSandBox => Some(EventReason::FailedCreatePodSandBox),
             PodReason::DeadlineExceeded => Some(EventReason::DeadlineExceeded),
-            PodReason::Evicted | PodReason::NodeLost => None,
+            PodReason::Evicted => Some(EventReason::Evicted),
+            PodReason::NodeLost => None,
         }
     }
 }
@@ -357,6 +373,15 @@ mod tests {
                 "DeadlineExceeded",
                 "FailedMount",
                 "VolumeDefaulted",
+                "Evicted",
+                "EvictionThresholdMet",
+                "NodeHasInsufficientMemory",
+                "NodeHasSufficientMemory",
+                "NodeHasDiskPressure",
+                "NodeHasNoDiskPressure",
+                "NodeHasInsufficientPID",
+                "NodeHasSufficientPID",
+                "EvictionRecovered",
             ]
         );
         let pods: Vec<&str> = PodReason::ALL.iter().map(|r| r.as_str()).collect();

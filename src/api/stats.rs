@@ -20,6 +20,8 @@ pub struct StatsSource {
     pub root: CgroupRoot,
     /// podvisor's cgroup parent (`--cgroup-parent` / cgroupRoot).
     pub parent: String,
+    /// What `GET /node` shows besides the snapshot.
+    pub node: super::node::NodeSource,
 }
 
 /// Usage of one running container.
@@ -180,6 +182,7 @@ mod tests {
         let src = StatsSource {
             root: CgroupRoot::new(r),
             parent: "pv".into(),
+            node: Default::default(),
         };
         let all = collect(&snap, None, &src).expect("collect");
         assert_eq!(all.len(), 1);

@@ -30,6 +30,8 @@ use crate::pod::validation::is_dns1123_subdomain;
 
 use crate::cgroups::allocatable::{self, MemoryThreshold, Reservation};
 pub use crate::duration::{parse_go_duration, DurationError};
+use crate::eviction::threshold::{EvictionMaps, DEFAULT_PRESSURE_TRANSITION_PERIOD};
+use crate::eviction::EvictionConfig;
 use crate::security::sysctl::SysctlPattern;
 use checks::{check_absolute, check_header, check_pod_logs_dir, check_socket_path, check_url};
 use raw::RawKubeletConfiguration;
@@ -72,12 +74,18 @@ pub const IMPLEMENTED_FIELDS: &[&str] = &[
     "containerLogMaxFiles",
     "containerLogMaxSize",
     "evictionHard",
+    "evictionMaxPodGracePeriod",
+    "evictionMinimumReclaim",
+    "evictionPressureTransitionPeriod",
+    "evictionSoft",
+    "evictionSoftGracePeriod",
     "fileCheckFrequency",
     "httpCheckFrequency",
     "imageGCHighThresholdPercent",
     "imageGCLowThresholdPercent",
     "imageMinimumGCAge",
     "kubeReserved",
+    "mergeDefaultEvictionSettings",
     "podLogsDir",
     "podPidsLimit",
     "seccompDefault",
@@ -199,6 +207,10 @@ pub struct RunFlags {
         allow_negative_numbers = true
     )]
     pub maximum_dead_containers: Option<i32>,
+    /// Hard eviction thresholds, the kubelet's flag syntax (`memory.available<100Mi,
+    /// nodefs.available<10%`); replaces the file's `evictionHard` ("" for none).
+    #[arg(long = "eviction-hard", value_name = "THRESHOLDS")]
+    pub eviction_hard: Option<String>,
     /// Safe updates: an edited manifest's new generation that is not Ready this long after it
     /// could start is rolled back to the pod's last Ready generation (a Go duration; "0" turns
     /// rollbacks off; a pod's `podvisor.io/rollback-after` annotation overrides it)
@@ -241,6 +253,10 @@ pub struct KubeletConfig {
     pub image_minimum_gc_age: Option<Duration>,
     /// `systemReserved`, `kubeReserved` (cpu, memory) and `evictionHard["memory.available"]`.
     pub reservation: Reservation,
+    /// `evictionHard` (the kubelet's defaults when unset), `evictionSoft`,
+    /// `evictionSoftGracePeriod`, `evictionMinimumReclaim`, `evictionMaxPodGracePeriod`,
+    /// `evictionPressureTransitionPeriod` (5m when unset or zero), `mergeDefaultEvictionSettings`.
+    pub eviction: EvictionConfig,
     /// `allowedUnsafeSysctls`: names or `*`-ended prefixes of namespaced sysctls.
     pub allowed_unsafe_sysctls: Vec<SysctlPattern>,
     /// `seccompDefault`.
@@ -287,6 +303,8 @@ pub struct DaemonConfig {
     pub rollback_after: Duration,
     /// What node allocatable keeps back from the pods.
     pub reservation: Reservation,
+    /// The eviction manager's thresholds and periods.
+    pub eviction: EvictionConfig,
     /// Sysctls pods may set beyond the kubelet's safe set.
     pub allowed_unsafe_sysctls: Vec<SysctlPattern>,
     /// RuntimeDefault seccomp for containers that set no profile (default false, as the
@@ -326,6 +344,11 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
         }
         None => KubeletConfig::default(),
     };
+
+    let mut file = file;
+    if let Some(v) = &flags.eviction_hard {
+        apply_eviction_hard_flag(&mut file, v)?;
+    }
 
     let static_pod_path = match &flags.pod_manifest_path {
         Some(p) if p.as_os_str().is_empty() => None,
@@ -428,6 +451,7 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
             }
         },
         reservation: file.reservation,
+        eviction: file.eviction,
         allowed_unsafe_sysctls: file.allowed_unsafe_sysctls,
         seccomp_default: file.seccomp_default.unwrap_or(false),
         api_socket,
@@ -748,7 +772,11 @@ fn validate(
         ));
     }
     let image_minimum_gc_age = frequency("imageMinimumGCAge", &raw.image_minimum_gc_age)?;
-    let reservation = reservation(raw, source_name)?;
+    let eviction = eviction(raw, source_name)?;
+    let mut reservation = reservation(raw, source_name)?;
+    // Node allocatable subtracts the same hard memory.available threshold the eviction
+    // manager enforces (with mergeDefaultEvictionSettings, the merged default too).
+    reservation.eviction_memory = crate::eviction::threshold::hard_memory(&eviction.thresholds);
 
     let allowed_unsafe_sysctls = raw
         .allowed_unsafe_sysctls
@@ -791,10 +819,105 @@ fn validate(
         image_gc_low_threshold_percent,
         image_minimum_gc_age,
         reservation,
+        eviction,
         allowed_unsafe_sysctls,
         seccomp_default: raw.seccomp_default,
         resolv_conf,
         unimplemented_fields,
+    })
+}
+
+/// `--eviction-hard`: `signal<value` pairs separated by commas replace the hard thresholds
+/// (the file's minimum reclaim of a signal stays) and node allocatable's memory threshold.
+fn apply_eviction_hard_flag(file: &mut KubeletConfig, value: &str) -> Result<(), ConfigError> {
+    let mut map = BTreeMap::new();
+    for pair in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((signal, v)) = pair.split_once('<') else {
+            return Err(invalid_flag(
+                "eviction-hard",
+                value,
+                format!("{pair:?} is not signal<quantity"),
+            ));
+        };
+        map.insert(signal.trim().to_string(), v.trim().to_string());
+    }
+    let hard = crate::eviction::threshold::parse_thresholds(&EvictionMaps {
+        hard: Some(&map),
+        ..Default::default()
+    })
+    .map_err(|e| invalid_flag("eviction-hard", value, e.to_string()))?;
+    let old = std::mem::take(&mut file.eviction.thresholds);
+    let reclaim = |s| {
+        old.iter()
+            .find(|t| t.signal == s)
+            .and_then(|t| t.min_reclaim)
+    };
+    file.eviction.thresholds = hard
+        .into_iter()
+        .map(|mut t| {
+            t.min_reclaim = reclaim(t.signal);
+            t
+        })
+        .chain(old.iter().filter(|t| !t.hard).copied())
+        .collect();
+    file.reservation.eviction_memory =
+        crate::eviction::threshold::hard_memory(&file.eviction.thresholds);
+    Ok(())
+}
+
+/// The eviction settings; every bad value an error naming the field (`evictionHard.<signal>`,
+/// `evictionSoftGracePeriod.<signal>`, `evictionMaxPodGracePeriod`, ...).
+fn eviction(
+    raw: &RawKubeletConfiguration,
+    source_name: &str,
+) -> Result<EvictionConfig, ConfigError> {
+    let invalid = |field: String, location: String, message: String| ConfigError::Invalid {
+        source_name: source_name.into(),
+        location,
+        field,
+        message,
+    };
+    let thresholds = crate::eviction::threshold::parse_thresholds(&EvictionMaps {
+        hard: raw.eviction_hard.as_ref(),
+        soft: raw.eviction_soft.as_ref(),
+        soft_grace_period: raw.eviction_soft_grace_period.as_ref(),
+        minimum_reclaim: raw.eviction_minimum_reclaim.as_ref(),
+        merge_defaults: raw.merge_default_eviction_settings.unwrap_or(false),
+    })
+    .map_err(|e| invalid(e.field, String::new(), e.message))?;
+    let max_pod_grace_period = match &raw.eviction_max_pod_grace_period {
+        Some(n) if n.value < 0 => {
+            return Err(invalid(
+                "evictionMaxPodGracePeriod".into(),
+                fmt_location(&n.referenced),
+                format!("{} must not be negative", n.value),
+            ))
+        }
+        Some(n) => Duration::from_secs(n.value as u64),
+        None => Duration::ZERO,
+    };
+    let pressure_transition_period = match non_empty(&raw.eviction_pressure_transition_period) {
+        Some(s) => {
+            let d = parse_go_duration(&s.value).map_err(|e| {
+                invalid(
+                    "evictionPressureTransitionPeriod".into(),
+                    fmt_location(&s.referenced),
+                    e.to_string(),
+                )
+            })?;
+            // Zero is the kubelet's "unset" (kubeadm writes "0s").
+            if d.is_zero() {
+                DEFAULT_PRESSURE_TRANSITION_PERIOD
+            } else {
+                d
+            }
+        }
+        None => DEFAULT_PRESSURE_TRANSITION_PERIOD,
+    };
+    Ok(EvictionConfig {
+        thresholds,
+        max_pod_grace_period,
+        pressure_transition_period,
     })
 }
 

@@ -32,11 +32,23 @@ pub(super) struct PodState<'a> {
     pub same_uid_removing: bool,
     /// How long the pod has been active (since `status.startTime`), once it has a start time.
     pub active_for: Option<std::time::Duration>,
+    /// The node pressure the pod was evicted for still holds.
+    pub pressure_active: bool,
 }
 
 /// The kubelet's status message (and event) for a pod past its `activeDeadlineSeconds`.
 pub(super) const DEADLINE_MESSAGE: &str =
     "Pod was active on the node longer than the specified deadline";
+
+/// Where an evicted pod's sandbox is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum EvictedSandbox {
+    /// Containers are stopping, or the sandbox is still there.
+    Up,
+    Removing,
+    /// Gone: the pod may start again in a new one.
+    Removed,
+}
 
 /// One decision about a pod; `slot` indexes the worker's slots (init containers first).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,6 +102,12 @@ pub(super) enum Action {
     StopSidecar {
         slot: usize,
     },
+    /// An evicted pod's containers have all stopped: remove its sandbox (namespaces, cgroups,
+    /// emptyDir volumes), as the kubelet tears down an evicted pod.
+    RemoveEvictedSandbox,
+    /// An evicted pod's pressure has cleared (for `evictionPressureTransitionPeriod`, and its
+    /// eviction backoff passed): start it again in a new sandbox.
+    RestartEvicted,
 }
 
 /// The decisions for one pod, in the order they are applied.
@@ -115,6 +133,23 @@ pub(super) fn compute_actions(now: Instant, state: &PodState<'_>) -> Actions {
         }
     }
     if w.rejected.is_some() {
+        return actions;
+    }
+    if let Some(e) = &w.evicted {
+        let stopped = w.slots.iter().all(|s| s.instance.is_none());
+        match e.sandbox {
+            EvictedSandbox::Up
+                if stopped
+                    && w.sandbox != SandboxPhase::Creating
+                    && w.sandbox_retry_at.is_none_or(|t| now >= t) =>
+            {
+                actions.push(Action::RemoveEvictedSandbox)
+            }
+            EvictedSandbox::Removed if !state.pressure_active && now >= e.restart_at => {
+                actions.push(Action::RestartEvicted)
+            }
+            _ => {}
+        }
         return actions;
     }
     if w.blocked_by.is_some() {

@@ -70,6 +70,10 @@ struct Case {
     /// `activeDeadlineSeconds`, and how long the pod has been active (s).
     deadline: Option<i64>,
     active: Option<i64>,
+    /// Evicted: where its sandbox is, and when its eviction backoff ends (s).
+    evicted: Option<(EvictedSandbox, i64)>,
+    /// The pressure it was evicted for still holds.
+    pressure_active: bool,
     want: Actions,
 }
 
@@ -89,6 +93,8 @@ impl Default for Case {
             rejected: false,
             deadline: None,
             active: None,
+            evicted: None,
+            pressure_active: false,
             want: Vec::new(),
         }
     }
@@ -249,6 +255,16 @@ fn worker(now: Instant, case: &Case) -> PodWorker {
         deadline_exceeded: false,
         since: now,
         was_ready: false,
+        evicted: case
+            .evicted
+            .map(|(sandbox, restart)| crate::sync::eviction::Evicted {
+                message: String::new(),
+                pressure: crate::eviction::Pressure::Memory,
+                grace: Duration::ZERO,
+                sandbox,
+                restart_at: at(now, restart),
+            }),
+        evictions: u32::from(case.evicted.is_some()),
     }
 }
 
@@ -564,6 +580,70 @@ fn cases() -> Vec<Case> {
             ..Case::default()
         },
         Case {
+            name: "an evicted pod whose container is stopping waits",
+            evicted: Some((EvictedSandbox::Up, 10)),
+            apps: vec![C::Killing {
+                hook: false,
+                killed: true,
+                deadline: -1,
+            }],
+            ..Case::default()
+        },
+        Case {
+            name: "an evicted pod is SIGKILLed at the end of its eviction grace",
+            evicted: Some((EvictedSandbox::Up, 10)),
+            apps: vec![C::Killing {
+                hook: false,
+                killed: false,
+                deadline: -1,
+            }],
+            want: vec![Action::ForceKill { slot: 0 }],
+            ..Case::default()
+        },
+        Case {
+            name: "an evicted pod whose containers stopped: its sandbox goes, nothing restarts",
+            evicted: Some((EvictedSandbox::Up, 10)),
+            apps: vec![C::Exited(137)],
+            want: vec![Action::RemoveEvictedSandbox],
+            ..Case::default()
+        },
+        Case {
+            name: "an evicted pod's sandbox removal failed: retried after its pause",
+            evicted: Some((EvictedSandbox::Up, 10)),
+            sandbox_retry: Some(5),
+            apps: vec![C::Exited(137)],
+            ..Case::default()
+        },
+        Case {
+            name: "an evicted pod waits for its sandbox removal",
+            evicted: Some((EvictedSandbox::Removing, -10)),
+            apps: vec![C::Exited(137)],
+            ..Case::default()
+        },
+        Case {
+            name: "an evicted pod stays stopped while its pressure holds",
+            evicted: Some((EvictedSandbox::Removed, -10)),
+            pressure_active: true,
+            sandbox: pending(),
+            apps: vec![C::Exited(137)],
+            ..Case::default()
+        },
+        Case {
+            name: "an evicted pod waits for its eviction backoff",
+            evicted: Some((EvictedSandbox::Removed, 10)),
+            sandbox: pending(),
+            apps: vec![C::Exited(137)],
+            ..Case::default()
+        },
+        Case {
+            name: "an evicted pod starts again once its pressure cleared and its backoff passed",
+            evicted: Some((EvictedSandbox::Removed, -1)),
+            sandbox: pending(),
+            apps: vec![C::Exited(137)],
+            want: vec![Action::RestartEvicted],
+            ..Case::default()
+        },
+        Case {
             name: "a rejected pod starts nothing",
             sandbox: pending(),
             rejected: true,
@@ -822,6 +902,7 @@ fn compute_actions_table() {
             previous_generation_removing: case.blocked == Some(true),
             same_uid_removing: case.same_uid_removing,
             active_for: case.active.map(|s| Duration::from_secs(s as u64)),
+            pressure_active: case.pressure_active,
         };
         assert_eq!(compute_actions(now, &state), case.want, "{}", case.name);
     }

@@ -50,6 +50,11 @@ pub enum Job {
         uid: String,
         pod: Arc<Pod>,
     },
+    /// Removes an evicted pod's sandbox, cgroups and emptyDir volumes; its container records
+    /// (exits, logs) stay.
+    RemoveSandbox {
+        uid: String,
+    },
     /// Runs a lifecycle hook (postStart/preStop) of a running container.
     Hook {
         uid: String,
@@ -171,6 +176,10 @@ pub enum JobResult {
         uid: String,
         result: Result<(), String>,
     },
+    SandboxRemoved {
+        uid: String,
+        result: Result<(), String>,
+    },
     HookDone {
         uid: String,
         name: String,
@@ -281,6 +290,10 @@ pub fn run_job(
                 message: e.to_string(),
                 running: live_containers(runtime, &uid),
             }),
+            uid,
+        },
+        Job::RemoveSandbox { uid } => JobResult::SandboxRemoved {
+            result: runtime.remove_pod_sandbox(&uid).map_err(|e| e.to_string()),
             uid,
         },
         Job::Hook {

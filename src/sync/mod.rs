@@ -27,6 +27,7 @@ mod actions;
 mod admission;
 pub mod backoff;
 pub mod engine;
+pub(super) mod eviction;
 pub mod executor;
 pub mod generations;
 pub mod podconfig;
@@ -68,6 +69,8 @@ pub enum SyncEvent {
     Work(Box<JobResult>),
     /// A probe result that changes something or must be recorded (prober thread).
     Probe(Box<crate::prober::scheduler::ProbeUpdate>),
+    /// The eviction manager: node conditions, node-level reclaim, a pod to evict.
+    Eviction(crate::eviction::EvictionEvent),
     /// Stop the loop (the daemon is exiting; containers keep running).
     Shutdown,
 }
@@ -228,6 +231,11 @@ struct PodWorker {
     rejected: Option<(PodReason, String)>,
     /// Killed for running longer than `activeDeadlineSeconds` (`failed` is set too).
     deadline_exceeded: bool,
+    /// Evicted by the eviction manager: stopped, phase Failed, reason Evicted, until its
+    /// pressure has cleared (see `sync::eviction`).
+    evicted: Option<eviction::Evicted>,
+    /// How often this pod generation was evicted (the wait before it starts again doubles).
+    evictions: u32,
     /// When this generation could start: created, or its previous generation gone (the
     /// rollback deadline runs from here).
     since: Instant,
@@ -313,6 +321,8 @@ pub struct SyncLoop {
     /// container GC asked for a pass at each one (the daemon's; none under `play`).
     resync: Option<(Duration, Instant)>,
     gc: Option<crate::gc::GcHandle>,
+    /// The node's pressure conditions, as the eviction manager last reported them.
+    pressure: eviction::NodePressure,
 }
 
 fn rfc3339(t: SystemTime) -> String {
@@ -436,6 +446,7 @@ impl SyncLoop {
             wedge_file: None,
             resync: None,
             gc: None,
+            pressure: eviction::NodePressure::default(),
         };
         s.reconcile();
         s.publish();
@@ -523,6 +534,7 @@ impl SyncLoop {
             }
             SyncEvent::Work(r) => self.on_work(*r),
             SyncEvent::Probe(u) => self.on_probe(*u),
+            SyncEvent::Eviction(e) => self.on_eviction(e),
             SyncEvent::Shutdown => {}
         }
         self.reconcile();
@@ -622,6 +634,7 @@ impl SyncLoop {
         consider(self.container_kill_deadline());
         consider(self.rollback_deadline());
         consider(self.resync.map(|(_, due)| due));
+        consider(self.eviction_restart_deadline());
         if !(self.file_ready && self.url_ready) {
             consider(Some(self.started + self.cfg.sources_ready_timeout));
         }
@@ -658,6 +671,7 @@ impl SyncLoop {
             pods,
             source_errors: self.config.orphan_errors(),
             events: self.events.to_vec(),
+            node_conditions: self.pressure.views(),
         };
         self.status_line = crate::systemd::status_line(&snapshot);
         self.snapshots.publish(snapshot);

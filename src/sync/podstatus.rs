@@ -193,7 +193,7 @@ pub(super) fn is_terminal(w: &PodWorker) -> bool {
 }
 
 fn phase(w: &PodWorker) -> &'static str {
-    if w.failed || w.rejected.is_some() {
+    if w.failed || w.rejected.is_some() || w.evicted.is_some() {
         return "Failed";
     }
     let apps: Vec<&Slot> = w
@@ -257,6 +257,12 @@ pub(super) fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig) -> PodVi
     if w.deadline_exceeded {
         reason = Some(PodReason::DeadlineExceeded.to_string());
         message = Some(super::actions::DEADLINE_MESSAGE.to_string());
+    }
+    if let Some(e) = &w.evicted {
+        // As the kubelet shows an evicted pod: Failed, Evicted, the message; the container
+        // statuses stay (they show how each was stopped).
+        reason = Some(PodReason::Evicted.to_string());
+        message = Some(e.message.clone());
     }
     let (mut inits, mut apps) = (inits, apps);
     if let Some((r, m)) = &w.rejected {

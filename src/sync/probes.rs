@@ -184,6 +184,7 @@ impl SyncLoop {
         };
         let uid = w.uid.clone();
         let pod = Arc::clone(&w.pod);
+        let evicted_grace = w.evicted.as_ref().map(|e| e.grace);
         let Some(slot) = w
             .slots
             .iter_mut()
@@ -191,13 +192,15 @@ impl SyncLoop {
         else {
             return;
         };
-        let grace = kill_grace(&pod, &slot.container, kind);
+        // An eviction sets the grace (none for a hard threshold; preStop gets no time then).
+        let grace = evicted_grace.unwrap_or_else(|| kill_grace(&pod, &slot.container, kind));
         let cname = slot.container.name.clone();
         let pre_stop = slot
             .container
             .lifecycle
             .as_ref()
             .and_then(|l| l.pre_stop.as_ref())
+            .filter(|_| evicted_grace != Some(Duration::ZERO))
             .map(|h| {
                 hook_action(
                     HookKind::PreStop,

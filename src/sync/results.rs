@@ -91,6 +91,9 @@ impl SyncLoop {
                     );
                 }
             }
+            JobResult::SandboxRemoved { uid, result } => {
+                self.on_evicted_sandbox_removed(&uid, result)
+            }
             JobResult::PodRemoved { uid, result } => match result {
                 Ok(()) => {
                     if let Some(r) = self.removals.remove(&uid) {

@@ -51,6 +51,8 @@ impl SyncLoop {
             failed: false,
             rejected: None,
             deadline_exceeded: false,
+            evicted: None,
+            evictions: 0,
             since: self.clock.now(),
             was_ready: false,
         };
@@ -237,6 +239,10 @@ impl SyncLoop {
             return;
         };
         let state = PodState {
+            pressure_active: w
+                .evicted
+                .as_ref()
+                .is_some_and(|e| self.pressure.is_active(e.pressure)),
             worker: w,
             previous_generation_removing: w
                 .blocked_by
@@ -257,6 +263,7 @@ impl SyncLoop {
         let mut kills = Vec::new();
         let mut signals = Vec::new();
         let mut stops = Vec::new();
+        let mut eviction_steps = Vec::new();
         let Some(w) = self.workers.get_mut(name) else {
             return;
         };
@@ -349,6 +356,18 @@ impl SyncLoop {
                         stops.push((w.slots[slot].container.name.clone(), i.id.clone()));
                     }
                 }
+                a @ (Action::RemoveEvictedSandbox | Action::RestartEvicted) => {
+                    eviction_steps.push(a)
+                }
+            }
+        }
+        for a in eviction_steps {
+            if a == Action::RemoveEvictedSandbox {
+                self.remove_evicted_sandbox(name);
+            } else {
+                self.restart_evicted(name);
+                // The new sandbox is asked for at once, not at the next timer.
+                self.sync_worker(name);
             }
         }
         for (cname, id, probe) in kills {

@@ -18,6 +18,8 @@ use podvisor::runtime::{ExitRecord, RuntimeEvent};
 pub mod daemon;
 pub mod image;
 pub mod registry;
+#[allow(dead_code)]
+pub mod smallfs;
 
 pub use image::BUSYBOX;
 
