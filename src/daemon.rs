@@ -188,7 +188,11 @@ fn spawn_eviction_manager(
             parent: p.cgroup_parent,
             root_dir: p.root_dir,
         }),
-        Box::new(node::NodeReclaim { images, snapshots }),
+        Box::new(node::NodeReclaim {
+            images,
+            snapshots,
+            image_minimum_age: cfg.image_gc.minimum_age,
+        }),
         wake_rx,
         Box::new(move |e| tx.send(SyncEvent::Eviction(e)).is_ok()),
     )

@@ -1,7 +1,8 @@
 //! eviction::node: the manager's seams on a real node — the pods and what they use
 //! ([`SnapshotPods`]: the published snapshot for pods, requests and container ids; the cgroup
 //! files for memory and pids; the writable layers, log directories and emptyDir volumes for
-//! ephemeral storage, measured only when disk is the signal) and node-level reclaim
+//! ephemeral storage, measured only when disk space is the signal, and their inodes only when
+//! inodes are) and node-level reclaim
 //! ([`NodeReclaim`]: a container and log GC pass asked of the sync loop, then unused images).
 
 use std::fs;
@@ -49,6 +50,27 @@ pub fn disk_usage(path: &Path, dev: Option<u64>, budget: &mut usize) -> u64 {
     total
 }
 
+/// Inodes used under `path` on the filesystem `dev` (the entries themselves: files,
+/// directories, links), symlinks not followed, at most `budget` entries.
+pub fn inode_usage(path: &Path, dev: Option<u64>, budget: &mut usize) -> u64 {
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return 0;
+    };
+    if dev.is_some_and(|d| d != meta.dev()) || *budget == 0 {
+        return 0;
+    }
+    *budget -= 1;
+    let mut total = 1u64;
+    if meta.is_dir() {
+        if let Ok(entries) = fs::read_dir(path) {
+            for e in entries.flatten() {
+                total = total.saturating_add(inode_usage(&e.path(), Some(meta.dev()), budget));
+            }
+        }
+    }
+    total
+}
+
 /// The running pods of the published snapshot, with their usage.
 #[derive(Debug, Clone)]
 pub struct SnapshotPods {
@@ -80,7 +102,12 @@ fn terminal(pod: &Pod) -> bool {
 }
 
 impl SnapshotPods {
-    fn candidate(&self, v: &crate::status::PodView, disk: bool) -> Option<PodCandidate> {
+    fn candidate(
+        &self,
+        v: &crate::status::PodView,
+        disk: bool,
+        inodes: bool,
+    ) -> Option<PodCandidate> {
         let pod = &v.pod;
         let uid = pod.metadata.uid.clone()?;
         let status = pod.status.as_ref()?;
@@ -97,6 +124,7 @@ impl SnapshotPods {
         let requests = crate::pod::resources::pod_requests(pod).unwrap_or_default();
         let mut containers = Vec::new();
         let (mut disk_total, mut disk_request) = (0u64, 0u64);
+        let mut inodes_total = 0u64;
         for cs in status.container_statuses.iter().flatten() {
             let running = cs.state.as_ref().is_some_and(|s| s.running.is_some());
             let Some(id) = cs
@@ -131,6 +159,15 @@ impl SnapshotPods {
                     used = used.saturating_add(disk_usage(log_dir, None, &mut budget));
                 }
             }
+            if inodes {
+                let mut budget = MAX_WALK_ENTRIES;
+                let upper = self.root_dir.join("containers").join(id).join("upper");
+                inodes_total = inodes_total.saturating_add(inode_usage(&upper, None, &mut budget));
+                if let Some(log_dir) = v.log_paths.get(&cs.name).and_then(|p| p.parent()) {
+                    inodes_total =
+                        inodes_total.saturating_add(inode_usage(log_dir, None, &mut budget));
+                }
+            }
             disk_total = disk_total.saturating_add(used);
             disk_request = disk_request.saturating_add(disk_request_bytes);
             containers.push(ContainerUsage {
@@ -149,6 +186,12 @@ impl SnapshotPods {
             let dev = fs::metadata(&volumes).ok().map(|m| m.dev());
             disk_total = disk_total.saturating_add(disk_usage(&volumes, dev, &mut budget));
         }
+        if inodes {
+            let mut budget = MAX_WALK_ENTRIES;
+            let volumes = self.root_dir.join("pods").join(&uid).join("volumes");
+            let dev = fs::metadata(&volumes).ok().map(|m| m.dev());
+            inodes_total = inodes_total.saturating_add(inode_usage(&volumes, dev, &mut budget));
+        }
         Some(PodCandidate {
             name: crate::status::full_name(pod),
             uid,
@@ -162,6 +205,7 @@ impl SnapshotPods {
             memory_request: requests.memory_bytes,
             disk: disk.then_some(disk_total),
             disk_request,
+            inodes: inodes.then_some(inodes_total),
             pids: pod_stats.as_ref().and_then(|s| s.pids_current),
             containers,
         })
@@ -171,10 +215,11 @@ impl SnapshotPods {
 impl PodSource for SnapshotPods {
     fn candidates(&self, signal: Signal) -> Vec<PodCandidate> {
         let snap = self.snapshots.get();
-        let disk = signal.condition() == Pressure::Disk;
+        let inodes = matches!(signal, Signal::NodeFsInodesFree | Signal::ImageFsInodesFree);
+        let disk = signal.condition() == Pressure::Disk && !inodes;
         snap.pods
             .iter()
-            .filter_map(|v| self.candidate(v, disk))
+            .filter_map(|v| self.candidate(v, disk, inodes))
             .collect()
     }
 }
@@ -183,6 +228,8 @@ impl PodSource for SnapshotPods {
 pub struct NodeReclaim {
     pub images: Arc<ImageStore>,
     pub snapshots: SnapshotCell,
+    /// `imageMinimumGCAge`: younger images are kept, as the kubelet's image GC keeps them.
+    pub image_minimum_age: Duration,
 }
 
 impl NodeReclaimer for NodeReclaim {
@@ -207,15 +254,21 @@ impl NodeReclaimer for NodeReclaim {
     fn reclaim_images(&mut self) -> u64 {
         let snap = self.snapshots.get();
         let pinned = PinnedImages::from_pods(snap.pods.iter().map(|v| &v.pod));
-        match self.images.prune(&pinned, false) {
+        let removed = self.images.delete_unused_images(
+            &pinned,
+            self.image_minimum_age,
+            std::time::SystemTime::now(),
+        );
+        match removed {
             Ok(removed) => {
                 let mut freed = 0;
                 for r in &removed {
                     log::info!(
-                        "eviction manager: node-level reclaim: removed image {} ({}, {} bytes): disk pressure, not used by any container",
+                        "eviction manager: node-level reclaim: removed image {} ({}, {} bytes): {}",
                         r.references.join(", "),
                         r.digest,
-                        r.size
+                        r.size,
+                        r.reason
                     );
                     freed += r.size;
                 }

@@ -73,6 +73,9 @@ pub struct PodCandidate {
     /// Ephemeral storage: writable layers, logs, emptyDir volumes on disk.
     pub disk: Option<u64>,
     pub disk_request: u64,
+    /// Inodes the same storage uses (measured only for the inode signals); no container can
+    /// request inodes, so any use is above requests.
+    pub inodes: Option<u64>,
     pub pids: Option<u64>,
     pub containers: Vec<ContainerUsage>,
 }
@@ -92,7 +95,11 @@ fn exceeds(usage: Option<u64>, request: u64) -> bool {
 
 /// The kubelet's order for `signal`, most evictable first:
 /// - memory: usage above requests first, then lower priority, then more usage above requests;
-/// - disk (space and inodes): the same with ephemeral storage;
+/// - disk space: the same with ephemeral storage;
+/// - inodes (`rankDiskPressureFunc` with `resourceInodes`): using any inode first (the inode
+///   request is always 0), then lower priority, then more inodes. The kubelet's last key
+///   subtracts the ephemeral-storage request (bytes) from the inode count, mixing units; here
+///   it is the inode count alone;
 /// - pids: lower priority, then more processes.
 ///
 /// Pods without usage data count as using nothing.
@@ -106,6 +113,11 @@ pub fn compare(signal: Signal, a: &PodCandidate, b: &PodCandidate) -> Ordering {
         .then(prio)
         .then_with(|| above(b.memory, b.memory_request).cmp(&above(a.memory, a.memory_request))),
         Signal::PidAvailable => prio.then_with(|| b.pids.unwrap_or(0).cmp(&a.pids.unwrap_or(0))),
+        Signal::NodeFsInodesFree | Signal::ImageFsInodesFree => {
+            first_if(exceeds(a.inodes, 0), exceeds(b.inodes, 0))
+                .then(prio)
+                .then_with(|| b.inodes.unwrap_or(0).cmp(&a.inodes.unwrap_or(0)))
+        }
         _ => first_if(
             exceeds(a.disk, a.disk_request),
             exceeds(b.disk, b.disk_request),
@@ -124,6 +136,7 @@ pub fn evictable(signal: Signal, p: &PodCandidate) -> bool {
     let within = match signal {
         Signal::MemoryAvailable => !exceeds(p.memory, p.memory_request),
         Signal::PidAvailable => false,
+        Signal::NodeFsInodesFree | Signal::ImageFsInodesFree => !exceeds(p.inodes, 0),
         _ => !exceeds(p.disk, p.disk_request),
     };
     !(p.guaranteed && within)

@@ -342,6 +342,7 @@ fn pod(name: &str, prio: i32, mem: u64, req: u64) -> PodCandidate {
         memory_request: req,
         disk: Some(mem),
         disk_request: req,
+        inodes: Some(mem / MI),
         pids: Some(mem / MI),
         containers: vec![],
     }
@@ -413,6 +414,87 @@ fn ranking_table() {
     assert_eq!(
         pick_victim(Signal::MemoryAvailable, &[g_over]).map(|p| p.name.as_str()),
         Some("default/guaranteed")
+    );
+}
+
+#[test]
+fn inode_ranking_table() {
+    // (name, priority, inodes used, ephemeral-storage bytes used, request, guaranteed)
+    type Row = (&'static str, i32, Option<u64>, u64, u64, bool);
+    let mk = |(name, prio, inodes, disk, req, guaranteed): Row| PodCandidate {
+        inodes,
+        disk: Some(disk),
+        disk_request: req,
+        guaranteed,
+        ..pod(name, prio, 0, 0)
+    };
+    // (case, pods, their order, the victim)
+    type Case = (
+        &'static str,
+        Vec<Row>,
+        Vec<&'static str>,
+        Option<&'static str>,
+    );
+    let cases: &[Case] = &[
+        (
+            "more inodes first, whatever the bytes and the byte request",
+            vec![
+                ("few-files-big", 0, Some(10), 900 * MI, 0, false),
+                ("many-small-files", 0, Some(50_000), MI, 100 * MI, false),
+                ("some-files", 0, Some(2_000), 10 * MI, 0, false),
+            ],
+            vec!["many-small-files", "some-files", "few-files-big"],
+            Some("many-small-files"),
+        ),
+        (
+            "any inode use is above the (zero) inode request: priority decides before the count",
+            vec![
+                ("important", 1000, Some(90_000), 0, 0, false),
+                ("plain", 0, Some(5), 0, 0, false),
+            ],
+            vec!["plain", "important"],
+            Some("plain"),
+        ),
+        (
+            "no inodes used (or unknown) ranks last, and a Guaranteed pod using none is kept",
+            vec![
+                ("unmeasured", 0, None, 0, 0, false),
+                ("guaranteed-idle", 0, Some(0), 0, 0, true),
+                ("guaranteed-busy", 0, Some(300), 0, 0, true),
+                ("low", -10, Some(1), 0, 0, false),
+            ],
+            vec!["low", "guaranteed-busy", "guaranteed-idle", "unmeasured"],
+            Some("low"),
+        ),
+        (
+            "only protected pods",
+            vec![("guaranteed-idle", 0, Some(0), 0, 0, true)],
+            vec!["guaranteed-idle"],
+            None,
+        ),
+    ];
+    for signal in [Signal::NodeFsInodesFree, Signal::ImageFsInodesFree] {
+        for (name, rows, order, victim) in cases {
+            let pods: Vec<PodCandidate> = rows.iter().copied().map(mk).collect();
+            let mut ranked: Vec<&PodCandidate> = pods.iter().collect();
+            ranked.sort_by(|a, b| compare(signal, a, b).then_with(|| a.name.cmp(&b.name)));
+            let got: Vec<&str> = ranked
+                .iter()
+                .map(|p| p.name.trim_start_matches("default/"))
+                .collect();
+            assert_eq!(&got, order, "{signal}: {name}");
+            assert_eq!(
+                pick_victim(signal, &pods).map(|p| p.name.trim_start_matches("default/")),
+                *victim,
+                "{signal}: {name}"
+            );
+        }
+    }
+    // The same pods under nodefs.available rank by bytes above the ephemeral-storage request.
+    let pods: Vec<PodCandidate> = cases[0].1.iter().copied().map(mk).collect();
+    assert_eq!(
+        pick_victim(Signal::NodeFsAvailable, &pods).map(|p| p.name.as_str()),
+        Some("default/few-files-big")
     );
 }
 

@@ -14,6 +14,9 @@
 //!   images (which deleting frees nothing) do not count as freed.
 //! - **Prune** ([`ImageStore::prune`], `podvisor image prune`): every unused, unpinned image,
 //!   whatever the disk usage and age.
+//! - **Eviction reclaim** ([`ImageStore::delete_unused_images`], the eviction manager under
+//!   disk pressure): every unused, unpinned image at least `imageMinimumGCAge` old, whatever
+//!   the disk usage.
 //!
 //! "Last used" is the mtime of `images/used/<manifest hex>`, touched whenever a container takes
 //! a lease; "first seen" is the record's import/pull time. An image with several names is one
@@ -171,6 +174,17 @@ pub struct ImageUsage {
 impl ImageUsage {
     fn lru_key(&self) -> (SystemTime, SystemTime) {
         (self.last_used.unwrap_or(self.first_seen), self.first_seen)
+    }
+
+    /// Whether deleting unused images at `now` may take it: no container holds it, it is not
+    /// pinned, and it was first seen at least `minimum_age` ago (the kubelet's `freeSpace`
+    /// skips younger images, for threshold GC and the eviction manager's
+    /// `DeleteUnusedImages` alike). A first-seen time in the future counts as brand new.
+    pub fn reclaimable(&self, minimum_age: Duration, now: SystemTime) -> bool {
+        let age = now
+            .duration_since(self.first_seen)
+            .unwrap_or(Duration::ZERO);
+        self.in_use_by.is_empty() && self.pinned.is_none() && age >= minimum_age
     }
 }
 
@@ -376,10 +390,43 @@ impl ImageStore {
         pinned: &PinnedImages,
         dry_run: bool,
     ) -> Result<Vec<RemovedImage>, ImageError> {
+        self.remove_unused(
+            pinned,
+            dry_run,
+            Duration::ZERO,
+            SystemTime::now(),
+            "pruned: not used by any container, not pinned",
+        )
+    }
+
+    /// The eviction manager's image reclaim under disk pressure (the kubelet's
+    /// `DeleteUnusedImages`): every unused, unpinned image at least `minimum_age`
+    /// (`imageMinimumGCAge`) old at `now`, whatever the disk usage.
+    pub fn delete_unused_images(
+        &self,
+        pinned: &PinnedImages,
+        minimum_age: Duration,
+        now: SystemTime,
+    ) -> Result<Vec<RemovedImage>, ImageError> {
+        let reason = format!(
+            "disk pressure: not used by any container, not pinned, older than imageMinimumGCAge {}s",
+            minimum_age.as_secs()
+        );
+        self.remove_unused(pinned, false, minimum_age, now, &reason)
+    }
+
+    fn remove_unused(
+        &self,
+        pinned: &PinnedImages,
+        dry_run: bool,
+        minimum_age: Duration,
+        now: SystemTime,
+        reason: &str,
+    ) -> Result<Vec<RemovedImage>, ImageError> {
         let _lock = self.lock()?;
         let mut removed = Vec::new();
         for u in self.image_usage(pinned)? {
-            if !u.in_use_by.is_empty() || u.pinned.is_some() {
+            if !u.reclaimable(minimum_age, now) {
                 continue;
             }
             if !dry_run {
@@ -388,7 +435,7 @@ impl ImageStore {
                 }
             }
             removed.push(RemovedImage {
-                reason: "pruned: not used by any container, not pinned".to_string(),
+                reason: reason.to_string(),
                 digest: u.digest,
                 references: u.references,
                 size: u.size,

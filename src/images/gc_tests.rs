@@ -326,3 +326,72 @@ fn used_percent_rounds_like_the_kubelet() {
     assert_eq!(u(0, 0).used_percent(), 0);
     assert_eq!(u(100, 200).used_percent(), 0);
 }
+
+#[test]
+fn reclaim_under_disk_pressure_respects_the_minimum_age_table() {
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    let min = Duration::from_secs(120);
+    let usage = |age_s: i64, in_use: bool, pinned: Option<&'static str>| ImageUsage {
+        digest: "sha256:x".into(),
+        references: vec!["docker.io/library/x:1".into()],
+        size: 1,
+        first_seen: if age_s >= 0 {
+            t0 - Duration::from_secs(age_s as u64)
+        } else {
+            t0 + Duration::from_secs(age_s.unsigned_abs())
+        },
+        last_used: None,
+        in_use_by: if in_use { vec!["pod_c".into()] } else { vec![] },
+        pinned,
+    };
+    // (first seen this long before now, in use, pinned, minimum age, reclaimable)
+    let cases = [
+        (600, false, None, min, true),
+        (120, false, None, min, true),
+        (119, false, None, min, false),
+        (0, false, None, min, false),
+        (-30, false, None, min, false),
+        (0, false, None, Duration::ZERO, true),
+        (600, true, None, min, false),
+        (600, false, Some("preloaded"), min, false),
+        (600, false, Some("manifest"), Duration::ZERO, false),
+    ];
+    for (age, in_use, pinned, minimum, want) in cases {
+        assert_eq!(
+            usage(age, in_use, pinned).reclaimable(minimum, t0),
+            want,
+            "age {age}s in_use {in_use} pinned {pinned:?} minimum {minimum:?}"
+        );
+    }
+}
+
+#[test]
+fn delete_unused_images_keeps_images_younger_than_the_minimum_age() {
+    let e = env();
+    let recs = import_images(&e, &["a", "b"], false);
+    let min = Duration::from_secs(120);
+    let now = SystemTime::now();
+    let removed = e
+        .store
+        .delete_unused_images(&PinnedImages::default(), min, now)
+        .expect("reclaim");
+    assert!(removed.is_empty(), "just imported: {removed:?}");
+    assert_eq!(refs(&e).len(), 2);
+    e.store.add_lease("pod_c", &recs[0].digest).expect("lease");
+    let removed = e
+        .store
+        .delete_unused_images(
+            &PinnedImages::default(),
+            min,
+            now + Duration::from_secs(600),
+        )
+        .expect("reclaim");
+    assert_eq!(removed.len(), 1, "{removed:?}");
+    assert_eq!(removed[0].references, vec!["docker.io/library/gc-b:1"]);
+    assert!(
+        removed[0].reason.contains("imageMinimumGCAge 120s"),
+        "{}",
+        removed[0].reason
+    );
+    assert_eq!(refs(&e), vec!["docker.io/library/gc-a:1"]);
+}
