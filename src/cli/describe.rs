@@ -96,13 +96,30 @@ pub fn render_describe(view: &PodView, events: &[EventRecord], now: Timestamp) -
     }
     let conditions = status.and_then(|s| s.conditions.as_ref());
     if let Some(conditions) = conditions.filter(|c| !c.is_empty()) {
-        w.push_str("Conditions:\n  Type\tStatus\tLastTransitionTime\n");
+        // Reason and Message columns only when a condition has one (DisruptionTarget on an
+        // evicted pod), so the usual table stays kubectl's.
+        let explained = conditions.iter().any(|c| c.reason.is_some());
+        w.push_str("Conditions:\n  Type\tStatus\tLastTransitionTime");
+        w.push_str(if explained {
+            "\tReason\tMessage\n"
+        } else {
+            "\n"
+        });
         for c in conditions {
             let when = c
                 .last_transition_time
                 .as_ref()
                 .map_or_else(|| "<unknown>".to_string(), |t| rfc1123z(t.0));
-            let _ = writeln!(w, "  {}\t{}\t{when}", c.type_, c.status);
+            let _ = write!(w, "  {}\t{}\t{when}", c.type_, c.status);
+            if explained {
+                let _ = write!(
+                    w,
+                    "\t{}\t{}",
+                    c.reason.as_deref().unwrap_or(""),
+                    c.message.as_deref().unwrap_or("").trim_end()
+                );
+            }
+            w.push('\n');
         }
     }
     volumes(&mut w, spec.and_then(|s| s.volumes.as_ref()));
@@ -679,6 +696,40 @@ mod tests {
             out.contains("the last Ready generation runs until the manifest's spec changes again"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn describe_shows_why_a_pod_was_evicted() {
+        let mut v = sample();
+        let msg =
+            "The node was low on resource: memory. Threshold quantity: 100Mi, available: 51200Ki. ";
+        let st = v.pod.status.as_mut().expect("status");
+        st.phase = Some("Failed".into());
+        st.reason = Some("Evicted".into());
+        st.message = Some(msg.into());
+        st.conditions
+            .get_or_insert_with(Vec::new)
+            .push(PodCondition {
+                type_: "DisruptionTarget".into(),
+                status: "True".into(),
+                reason: Some("TerminationByKubelet".into()),
+                message: Some(msg.into()),
+                last_transition_time: Some(Time("2024-01-02T03:04:00Z".parse().expect("time"))),
+                ..Default::default()
+            });
+        let now: Timestamp = "2024-01-02T03:05:00Z".parse().expect("now");
+        let out = render_describe(&v, &[], now);
+        let lines: Vec<&str> = out.lines().collect();
+        for want in [
+            "  Type              Status  LastTransitionTime               Reason                Message",
+            "  Ready             True    Tue, 02 Jan 2024 03:01:00 +0000",
+            "  DisruptionTarget  True    Tue, 02 Jan 2024 03:04:00 +0000  TerminationByKubelet  The node was low on resource: memory. Threshold quantity: 100Mi, available: 51200Ki.",
+        ] {
+            assert!(
+                lines.iter().any(|l| l.trim_end() == want),
+                "missing {want:?} in:\n{out}"
+            );
+        }
     }
 
     #[test]

@@ -263,6 +263,7 @@ fn worker(now: Instant, case: &Case) -> PodWorker {
                 grace: Duration::ZERO,
                 sandbox,
                 restart_at: at(now, restart),
+                at: String::new(),
             }),
         evictions: u32::from(case.evicted.is_some()),
     }

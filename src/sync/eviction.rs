@@ -6,7 +6,8 @@
 //!   in the snapshot.
 //! - **Eviction** (`EvictionEvent::Evict`): the pod's containers are stopped with the
 //!   eviction's grace (none for a hard threshold), the pod shows phase Failed, reason Evicted
-//!   and the kubelet's message, with an `Evicted` event; once its containers have stopped its
+//!   and the kubelet's message, the `DisruptionTarget` condition (reason
+//!   `TerminationByKubelet`, the same message), with an `Evicted` event; once its containers have stopped its
 //!   sandbox (cgroups, namespaces, emptyDir volumes) is removed, as the kubelet tears an
 //!   evicted pod down. Critical pods are never evicted (checked again here).
 //! - **Beyond the kubelet**, whose evicted static pods stay dead until their manifest changes:
@@ -49,6 +50,8 @@ pub(super) struct Evicted {
     pub sandbox: EvictedSandbox,
     /// Not before this may it start again (the eviction backoff).
     pub restart_at: Instant,
+    /// RFC 3339 time of the eviction: the DisruptionTarget condition's transition.
+    pub at: String,
 }
 
 /// The eviction backoff after the `n`th eviction (n >= 1).
@@ -194,6 +197,7 @@ impl SyncLoop {
 
     fn evict(&mut self, p: EvictPod) {
         let now = self.clock.now();
+        let at = self.now_str();
         let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == p.uid) else {
             return;
         };
@@ -211,6 +215,7 @@ impl SyncLoop {
             grace: p.grace,
             sandbox: EvictedSandbox::Up,
             restart_at: now + eviction_backoff(w.evictions),
+            at,
         });
         let live: Vec<String> = w
             .slots

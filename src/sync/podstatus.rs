@@ -217,13 +217,26 @@ fn phase(w: &PodWorker) -> &'static str {
     "Pending"
 }
 
+/// The condition the kubelet's eviction manager puts on the pod it evicts
+/// (`v1.DisruptionTarget`, reason `TerminationByKubelet`, the eviction message).
+pub(super) fn disruption_target(message: &str, at: &str) -> PodCondition {
+    PodCondition {
+        type_: "DisruptionTarget".into(),
+        status: "True".into(),
+        reason: Some("TerminationByKubelet".into()),
+        message: Some(message.to_string()),
+        last_transition_time: to_time(at),
+        ..Default::default()
+    }
+}
+
 /// The view of one worker.
 pub(super) fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig) -> PodView {
     let mut pod = (*w.pod).clone();
     pod.metadata.creation_timestamp = to_time(&w.created);
     let inits_pending = !super::actions::initialized(w);
     let pod_ip = super::probes::pod_ip(&pod, &cfg.host_ip);
-    let conditions = w
+    let mut conditions: Vec<PodCondition> = w
         .conditions
         .iter()
         .map(|(t, (status, at))| PodCondition {
@@ -259,10 +272,12 @@ pub(super) fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig) -> PodVi
         message = Some(super::actions::DEADLINE_MESSAGE.to_string());
     }
     if let Some(e) = &w.evicted {
-        // As the kubelet shows an evicted pod: Failed, Evicted, the message; the container
-        // statuses stay (they show how each was stopped).
+        // As the kubelet shows an evicted pod: Failed, Evicted, the message, and the
+        // DisruptionTarget condition its eviction manager adds; the container statuses stay
+        // (they show how each was stopped).
         reason = Some(PodReason::Evicted.to_string());
         message = Some(e.message.clone());
+        conditions.push(disruption_target(&e.message, &e.at));
     }
     let (mut inits, mut apps) = (inits, apps);
     if let Some((r, m)) = &w.rejected {

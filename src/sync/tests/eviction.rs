@@ -63,6 +63,16 @@ fn evicted_pod_stops_fails_and_starts_again_once_the_pressure_cleared() {
     assert_eq!(st.phase.as_deref(), Some("Failed"));
     assert_eq!(st.reason.as_deref(), Some("Evicted"));
     assert_eq!(st.message.as_deref(), Some(MESSAGE));
+    let target = st
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "DisruptionTarget")
+        .expect("DisruptionTarget condition");
+    assert_eq!(target.status, "True");
+    assert_eq!(target.reason.as_deref(), Some("TerminationByKubelet"));
+    assert_eq!(target.message.as_deref(), Some(MESSAGE));
+    assert!(target.last_transition_time.is_some());
     assert!(h
         .snap()
         .events
@@ -99,6 +109,13 @@ fn evicted_pod_stops_fails_and_starts_again_once_the_pressure_cleared() {
     let st = status(&h, "web");
     assert_eq!(st.phase.as_deref(), Some("Running"));
     assert_eq!(st.reason, None);
+    assert!(
+        !st.conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "DisruptionTarget"),
+        "a new start of the pod: no DisruptionTarget"
+    );
     assert!(h
         .snap()
         .events
