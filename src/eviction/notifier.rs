@@ -114,6 +114,20 @@ impl MemoryNotifier {
 
     fn run(self, wake: SyncSender<()>) {
         let psi = self.psi();
+        log::info!(
+            "memory notifier: {}; {}; memory.available re-read every {} ms within twice the threshold",
+            if self.v1_dir().is_some() {
+                "memcg usage threshold on the root memory cgroup (v1)"
+            } else {
+                "no root usage threshold (cgroup v2)"
+            },
+            if psi.is_some() {
+                "PSI trigger on pressure/memory (50 ms stall in 1 s)"
+            } else {
+                "no PSI (pressure/memory missing: a kernel without CONFIG_PSI or booted with psi=0)"
+            },
+            NEAR_PERIOD.as_millis()
+        );
         let mut was_below = false;
         let mut v1_failed_logged = false;
         loop {

@@ -57,7 +57,7 @@ scenarios=(
   refused-outofcpu refused-outofmemory
   device-filter privileged-device apparmor-default apparmor-localhost
   multiarch-image share-pid boot-to-pods
-  monitors-outside-pods pod-cgroup-removed cycles-50
+  monitors-outside-pods pod-cgroup-removed cycles-50 memory-pressure
 )
 if [ "$vm_arch" != amd64 ]; then
   # No apparmor_parser of the guest's architecture in the initramfs.

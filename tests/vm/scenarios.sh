@@ -535,6 +535,211 @@ scenario_cycles() {
   report $n
 }
 
+# Memory pressure (issue 14): a second daemon (own root, manifests, socket, cgroup parent)
+# with evictionHard memory.available at MP_THRESHOLD and evictionMinimumReclaim MP_RECLAIM
+# runs four static pods, each holding memory in a Memory emptyDir (tmpfs, charged to the pod
+# and freed when the evicted pod's sandbox goes): a critical BestEffort pod
+# (system-node-critical), a Guaranteed pod under its request, a Burstable pod over its request
+# and a BestEffort pod, further above its request (0) than the Burstable pod is above its own.
+# Then this script fills a tmpfs outside any pod, 4 MiB at a time, until the node's
+# memory.available (MemFree + the root memory.stat inactive_file, as the eviction manager
+# computes it on cgroup v2) is below the threshold. Expected, as the kubelet ranks pods: the
+# BestEffort pod is evicted at once; the minimum reclaim is not reached with its memory back,
+# so at the next pass (one housekeeping interval later) the Burstable pod; then nobody: a
+# second push below the threshold evicts neither the Guaranteed pod nor the critical one. Once
+# the fill is gone, MemoryPressure clears after evictionPressureTransitionPeriod (15 s) and
+# both evicted static pods start again. The reaction time (the start of the 4 MiB write that
+# crossed the threshold -> the BestEffort pod's cgroup has no process) is measured here, with
+# the guest's clock, and printed as an INFO line.
+MP_THRESHOLD=200 # MiB
+MP_RECLAIM=128   # MiB
+MP_FILL=/mnt/pv-mem-fill
+mp_avail() { # memory.available in MiB, with shell builtins only (no fork: cheap to poll)
+  _free=0 _inact=0
+  while read -r _k _v _u; do
+    case $_k in MemFree:) _free=$_v; break ;; esac
+  done < /proc/meminfo
+  while read -r _k _v; do
+    case $_k in inactive_file) _inact=$_v; break ;; esac
+  done < "$CG/memory.stat"
+  echo $(( (_free * 1024 + _inact) / 1048576 ))
+}
+mp_pods() { podvisor pods "$@" --api-socket "$msock" 2>/dev/null; }
+mp_field() { mp_pods "$1" -o json | field "$2"; }
+# a field of the pod's status itself, at the indentation of "phase" (its conditions have
+# reasons and messages too)
+mp_sfield() {
+  mp_pods "$1" -o json | awk -v k="\"$2\":" '
+    { line[NR] = $0 }
+    /^ *"phase":/ { ind = index($0, "\"") }
+    END {
+      for (i = 1; i <= NR; i++) {
+        l = line[i]
+        if (ind && index(l, "\"") == ind && substr(l, ind, length(k)) == k) {
+          sub(/^[^:]*: "/, "", l); sub(/",?$/, "", l); print l; exit
+        }
+      }
+    }'
+}
+mp_running() { [ "$(mp_sfield "$1" phase)" = Running ]; }
+mp_evicted() { [ "$(mp_sfield "$1" phase)" = Failed ] && [ "$(mp_sfield "$1" reason)" = Evicted ]; }
+mp_podcg() { # the pod cgroup of pod $1 of the memory-pressure daemon
+  _u=$(mp_field "$1" uid)
+  [ -n "$_u" ] || return 1
+  for _d in "$CG/$mparent/pod$_u" "$CG/$mparent/burstable/pod$_u" "$CG/$mparent/besteffort/pod$_u"; do
+    [ -d "$_d" ] && { echo "$_d"; return 0; }
+  done
+  return 1
+}
+mp_holding() { # POD MIB: its pod cgroup charges at least MIB
+  _cg=$(mp_podcg "$1") || return 1
+  read -r _cur < "$_cg/memory.current" || return 1
+  [ $((_cur / 1048576)) -ge "$2" ]
+}
+mp_populated() { # CGROUP: 0 once no process is left in it (or it is gone)
+  [ -f "$1/cgroup.events" ] || { echo 0; return; }
+  while read -r _k _v; do
+    case $_k in populated) echo "$_v"; return ;; esac
+  done < "$1/cgroup.events"
+  echo 0
+}
+mp_condition() { # TYPE: the node condition's status
+  podvisor node --api-socket "$msock" 2>/dev/null | awk -v t="$1" '$1 == t { print $2; exit }'
+}
+mp_pressure() { [ "$(mp_condition MemoryPressure)" = "$1" ]; }
+mp_fill_below() { # fills until memory.available < threshold; sets mp_cross_start, mp_cross_ms
+  _i=$(ls "$MP_FILL" | wc -l)
+  _end=$(($(now) + 120))
+  while [ "$(mp_avail)" -ge "$MP_THRESHOLD" ]; do
+    [ "$(now)" -ge "$_end" ] && return 1
+    mp_cross_start=$(ms)
+    dd if=/dev/zero of="$MP_FILL/f$_i" bs=1M count=4 2>/dev/null || return 1
+    mp_cross_ms=$(($(ms) - mp_cross_start))
+    _i=$((_i + 1))
+  done
+  return 0
+}
+mp_pod() { # NAME MIB PRIORITY-CLASS-LINE RESOURCES
+  cat > "$mman/.$1.tmp" <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $1}
+spec:
+  terminationGracePeriodSeconds: 1
+  $3
+  containers:
+  - name: main
+    image: busybox:1.35
+    command: [sh, -c, 'dd if=/dev/zero of=/hold/data bs=1M count=$2 2>/dev/null; trap "exit 0" TERM; sleep 100000 & wait']
+    volumeMounts: [{name: hold, mountPath: /hold}]
+    $4
+  volumes:
+  - name: hold
+    emptyDir: {medium: Memory, sizeLimit: $(($2 + 16))Mi}
+EOF
+  mv "$mman/.$1.tmp" "$mman/$1.yaml"
+}
+scenario_memory_pressure() {
+  n=memory-pressure errs=""
+  mroot=/var/lib/pv-mem mman=/etc/pv-mem msock=/run/pv-mem/api.sock mparent=pvmem
+  mkdir -p "$mroot" "$mman" "$MP_FILL"
+  mount -t tmpfs -o size=900m tmpfs "$MP_FILL"
+  say "INFO memory-pressure: /proc/pressure/memory: $(head -n1 /proc/pressure/memory 2>&1)"
+  podvisor --root-dir "$mroot" image import /vm/images/busybox.tar --ref docker.io/library/busybox:1.35 >/tmp/pv-mem-import.log 2>&1 ||
+    errs="image import: $(tail -n 2 /tmp/pv-mem-import.log | tr '\n' ' ');"
+  cat > /tmp/pv-mem-config.yaml <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+evictionHard: {memory.available: ${MP_THRESHOLD}Mi}
+evictionMinimumReclaim: {memory.available: ${MP_RECLAIM}Mi}
+evictionPressureTransitionPeriod: 15s
+EOF
+  mp_pod mem-critical 32 "priorityClassName: system-node-critical" "resources: {}"
+  mp_pod mem-guaranteed 24 "" "resources: {limits: {cpu: 100m, memory: 64Mi}}"
+  mp_pod mem-burstable 64 "" "resources: {requests: {memory: 16Mi}}"
+  mp_pod mem-besteffort 96 "" "resources: {}"
+  RUST_LOG=info podvisor --root-dir "$mroot" --runtime-dir /run/pv-mem/state --log-dir /var/log/pv-mem \
+    --cgroup-parent "$mparent" run --config /tmp/pv-mem-config.yaml \
+    --pod-manifest-path "$mman" --api-socket "$msock" >/var/log/pv-mem.log 2>&1 &
+  md=$!
+  for p in critical:32 guaranteed:24 burstable:64 besteffort:96; do
+    [ -z "$errs" ] || break
+    wait_until 90 mp_holding "mem-${p%%:*}" "${p#*:}" ||
+      errs="$errs mem-${p%%:*} not holding ${p#*:} MiB after 90 s (phase $(mp_sfield "mem-${p%%:*}" phase));"
+  done
+  be_cg=$(mp_podcg mem-besteffort)
+  a0=$(mp_avail)
+  [ -z "$errs" ] && [ "$a0" -lt $((MP_THRESHOLD + 40)) ] &&
+    errs="memory.available is $a0 MiB with the pods up: too close to the ${MP_THRESHOLD} MiB threshold for this test (PODVISOR_VM_MEM?);"
+  if [ -z "$errs" ]; then
+    say "INFO memory-pressure: memory.available $a0 MiB with the 4 pods up; filling to below ${MP_THRESHOLD} MiB"
+    grep -a 'memory notifier' /var/log/pv-mem.log | head -n 2 | sed 's/^/PODVISOR-VM: INFO memory-pressure: daemon: /'
+    if ! mp_fill_below; then
+      errs="could not bring memory.available below ${MP_THRESHOLD} MiB (at $(mp_avail) MiB);"
+    else
+      # the crossing write started at $mp_cross_start: wait for the BestEffort pod's cgroup to empty
+      _end=$(($(now) + 30))
+      while [ "$(mp_populated "$be_cg")" != 0 ] && [ "$(now)" -lt "$_end" ]; do :; done
+      t_empty=$(ms)
+      if [ "$(mp_populated "$be_cg")" != 0 ]; then
+        errs="the BestEffort pod's cgroup still has processes 30 s after memory.available crossed the threshold;"
+      else
+        say "INFO memory-pressure: reaction: threshold crossed -> BestEffort pod's cgroup empty: $((t_empty - mp_cross_start)) ms (from the start of the 4 MiB write that crossed it, which took $mp_cross_ms ms; memory.available now $(mp_avail) MiB; PSI $(head -n1 /proc/pressure/memory 2>&1))"
+      fi
+    fi
+  fi
+  if [ -z "$errs" ]; then
+    wait_until 10 mp_evicted mem-besteffort ||
+      errs="$errs mem-besteffort not Failed/Evicted (phase $(mp_sfield mem-besteffort phase));"
+    mp_running mem-burstable || errs="$errs mem-burstable was evicted with (or before) the BestEffort pod;"
+    msg=$(mp_sfield mem-besteffort message)
+    case "$msg" in
+      "The node was low on resource: memory. Threshold quantity: ${MP_THRESHOLD}Mi, available: "*"Container main was using "*", request is 0, has larger consumption of memory. ") ;;
+      *) errs="$errs mem-besteffort message \"$msg\";" ;;
+    esac
+    mp_pods mem-besteffort -o json | grep -q '"reason": "TerminationByKubelet"' ||
+      errs="$errs mem-besteffort has no DisruptionTarget condition (reason TerminationByKubelet);"
+    mp_pressure True || errs="$errs MemoryPressure is $(mp_condition MemoryPressure) after the eviction (want True);"
+    # the minimum reclaim is not reached with the BestEffort pod's memory back: the next pass
+    # (one housekeeping interval later) evicts the Burstable pod
+    t_first=$(now)
+    wait_until 30 mp_evicted mem-burstable ||
+      errs="$errs mem-burstable not evicted within 30 s (memory.available $(mp_avail) MiB, threshold + minimum reclaim $((MP_THRESHOLD + MP_RECLAIM)) MiB);"
+    say "INFO memory-pressure: the Burstable pod evicted $(($(now) - t_first)) s after the BestEffort one; memory.available $(mp_avail) MiB"
+  fi
+  if [ -z "$errs" ]; then
+    # pressure again: only the Guaranteed pod under its request and the critical pod are left
+    mp_fill_below || errs="$errs could not push memory.available below the threshold again;"
+    sleep 12 # more than one housekeeping interval
+    for p in mem-guaranteed mem-critical; do
+      mp_running $p || errs="$errs $p is $(mp_sfield $p phase)/$(mp_sfield $p reason) under pressure (never evicted);"
+    done
+    grep -q 'evicting pod default/mem-\(guaranteed\|critical\)' /var/log/pv-mem.log &&
+      errs="$errs the daemon evicted a protected pod;"
+    rm -f "$MP_FILL"/*
+    say "INFO memory-pressure: fill released; memory.available $(mp_avail) MiB"
+    t_rel=$(now)
+    wait_until 40 mp_pressure False || errs="$errs MemoryPressure still $(mp_condition MemoryPressure) 40 s after the fill went;"
+    say "INFO memory-pressure: MemoryPressure False $(($(now) - t_rel)) s after the release (evictionPressureTransitionPeriod 15 s)"
+    for p in mem-besteffort mem-burstable; do
+      wait_until 60 mp_running $p ||
+        errs="$errs evicted static pod $p not Running again 60 s after the pressure cleared (phase $(mp_sfield $p phase));"
+    done
+    evs=$(podvisor events --api-socket "$msock" 2>/dev/null)
+    for want in Evicted EvictionThresholdMet NodeHasInsufficientMemory NodeHasSufficientMemory EvictionRecovered; do
+      echo "$evs" | grep -q "$want" || errs="$errs no $want event;"
+    done
+  fi
+  [ -n "$errs" ] && tail -n 30 /var/log/pv-mem.log | sed 's/^/PODVISOR-VM: INFO memory-pressure: daemon: /'
+  rm -f "$MP_FILL"/* "$mman"/*.yaml
+  _end=$(($(now) + 60))
+  while [ -n "$(find "$CG/$mparent" -mindepth 1 -name 'pod*' 2>/dev/null)" ] && [ "$(now)" -lt "$_end" ]; do sleep 0.5; done
+  kill "$md" 2>/dev/null
+  wait "$md" 2>/dev/null
+  umount "$MP_FILL"
+  report $n
+}
+
 # --- main ----------------------------------------------------------------------------------
 t0=$(now)
 # a tagged reference: the manifests use busybox:1.35, whose default pull policy IfNotPresent
@@ -590,6 +795,7 @@ for p in $scenario_pods; do scenario_uids="$scenario_uids $(pod_uid "$p")"; done
 want pod-cgroup-removed && scenario_removed
 want boot-to-pods && scenario_boot_to_pods
 want cycles-50 && scenario_cycles
+want memory-pressure && scenario_memory_pressure
 say "INFO scenarios took $(($(now) - t0)) s"
 warnings=$(grep -c -e '^\[[^ ]* WARN' -e '^\[[^ ]* ERROR' "$DAEMON_LOG")
 say "INFO daemon log: $warnings WARN/ERROR lines"
