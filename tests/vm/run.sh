@@ -25,7 +25,7 @@
 #   PODVISOR_VM_MEM      guest memory in MiB (default 1024)
 #   PODVISOR_VM_ONLY     comma-separated scenario names to run instead of all of them (the
 #                        reboot series runs when one of its names, or "reboot" for all of
-#                        them, is listed)
+#                        them, is listed; memory-pressure always boots a VM of its own)
 #   PODVISOR_VM_SMP      guest cpus (default 2; each is one host thread of qemu's TCG)
 #   PODVISOR_VM_CUTS     power cuts in the reboot series (default 3, one boot each; 0 leaves
 #                        only the orderly reboot); the churn before a cut cycles through
@@ -57,8 +57,11 @@ scenarios=(
   refused-outofcpu refused-outofmemory
   device-filter privileged-device apparmor-default apparmor-localhost
   multiarch-image share-pid boot-to-pods
-  monitors-outside-pods pod-cgroup-removed cycles-50 memory-pressure
+  monitors-outside-pods pod-cgroup-removed cycles-50
 )
+# Scenarios that get a boot of their own (so their minutes do not count against the
+# scenarios boot's time limit): memory-pressure presses the whole VM's memory.
+own_boot=(memory-pressure)
 if [ "$vm_arch" != amd64 ]; then
   # No apparmor_parser of the guest's architecture in the initramfs.
   scenarios=("${scenarios[@]/apparmor-*/}")
@@ -66,22 +69,25 @@ if [ "$vm_arch" != amd64 ]; then
   # The armv7 binary under the arm64 kernel's 32-bit compat layer.
   scenarios+=(armhf-binary)
   # "all": every scenario there is (the reboot series only when named); unset: the CI subset.
-  [ "${PODVISOR_VM_ONLY:-}" = all ] && PODVISOR_VM_ONLY=$(IFS=,; echo "${scenarios[*]}")
+  [ "${PODVISOR_VM_ONLY:-}" = all ] && PODVISOR_VM_ONLY=$(IFS=,; echo "${scenarios[*]},${own_boot[*]}")
   PODVISOR_VM_ONLY=${PODVISOR_VM_ONLY:-$vm_default_scenarios}
 fi
 series=(reboot-setup reboot-orderly)
 for ((i = 1; i <= cuts; i++)); do series+=("power-cut-$i"); done
-expected=("${scenarios[@]}" "${series[@]}")
+expected=("${scenarios[@]}" "${own_boot[@]}" "${series[@]}")
 run_scenarios=1
 run_series=1
+run_own=("${own_boot[@]}")
+scenarios_only="" # the scenarios boot's podvisor_vm.only (own-boot scenarios left out)
 if [ -n "${PODVISOR_VM_ONLY:-}" ]; then
   IFS=, read -r -a only_names <<< "$PODVISOR_VM_ONLY"
-  expected=() run_scenarios="" run_series=""
+  expected=() run_scenarios="" run_series="" run_own=()
   for name in "${only_names[@]}"; do
     case "$name" in
       reboot) run_series=1 expected+=("${series[@]}") ;; # the whole series
       reboot-* | power-cut-*) run_series=1 expected+=("$name") ;;
-      *) run_scenarios=1 expected+=("$name") ;;
+      memory-pressure) run_own+=("$name") expected+=("$name") ;;
+      *) run_scenarios=1 expected+=("$name") scenarios_only="${scenarios_only:+$scenarios_only,}$name" ;;
     esac
   done
 fi
@@ -249,13 +255,18 @@ boot_vm() {
 }
 failed=0
 problem() { echo "vm-test: $*"; failed=$((failed + 1)); }
-only=${PODVISOR_VM_ONLY:-}
 if [ -n "$run_scenarios" ]; then
-  boot_vm scenarios "podvisor_vm.only=$only"
+  boot_vm scenarios "podvisor_vm.only=$scenarios_only"
   [ -z "$boot_failed" ] || problem "$boot_failed: qemu killed"
   grep -aq 'PODVISOR-VM: DONE' "$cache/console-scenarios.log" ||
     problem "the guest did not finish its scenarios"
 fi
+for name in "${run_own[@]}"; do
+  boot_vm "$name" "podvisor_vm.only=$name"
+  [ -z "$boot_failed" ] || problem "$boot_failed: qemu killed"
+  grep -aq 'PODVISOR-VM: DONE' "$cache/console-$name.log" ||
+    problem "$name: the guest did not finish"
+done
 if [ -n "$run_series" ]; then
   disk=$cache/reboot-disk.img
   rm -f "$disk"

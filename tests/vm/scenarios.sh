@@ -762,8 +762,10 @@ say "INFO image imported and daemon up in $(($(now) - t0)) s; one podvisor pods 
 only=$(sed -n 's/.*podvisor_vm\.only=\([^ ]*\).*/\1/p' /proc/cmdline)
 want() {
   [ -z "$only" ] && return 0
-  case ",$only," in *",$1,"*) return 0 ;; *) return 1 ;; esac
+  named "$1"
 }
+# scenarios that run only when named (run.sh boots a VM for each of them)
+named() { case ",$only," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 scenario_pods=""
 for p in qos-guaranteed qos-burstable qos-besteffort oom-killed oom-child pids-limit cpu-throttled refused-outofcpu refused-outofmemory device-filter privileged-device apparmor-default apparmor-localhost multiarch-image share-pid; do
   if want $p; then
@@ -795,7 +797,7 @@ for p in $scenario_pods; do scenario_uids="$scenario_uids $(pod_uid "$p")"; done
 want pod-cgroup-removed && scenario_removed
 want boot-to-pods && scenario_boot_to_pods
 want cycles-50 && scenario_cycles
-want memory-pressure && scenario_memory_pressure
+named memory-pressure && scenario_memory_pressure
 say "INFO scenarios took $(($(now) - t0)) s"
 warnings=$(grep -c -e '^\[[^ ]* WARN' -e '^\[[^ ]* ERROR' "$DAEMON_LOG")
 say "INFO daemon log: $warnings WARN/ERROR lines"
