@@ -123,6 +123,8 @@ struct EvictionPaths {
     log_dir: PathBuf,
     cgroups: crate::cgroups::CgroupRoot,
     cgroup_parent: String,
+    /// Where the pods' ephemeral storage is published for `/stats`.
+    storage_usage: crate::status::StorageUsageCell,
 }
 
 /// Starts the eviction manager (and its memory notifier): signals from the host (or the
@@ -186,6 +188,10 @@ fn spawn_eviction_manager(
             snapshots: snapshots.clone(),
             cgroups: p.cgroups,
             parent: p.cgroup_parent,
+            storage: Arc::new(crate::eviction::storage::LocalStorage::new(
+                &p.root_dir,
+                p.storage_usage,
+            )),
             root_dir: p.root_dir,
         }),
         Box::new(node::NodeReclaim { images, snapshots }),
@@ -376,6 +382,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         )?);
     }
     spawn_image_gc(Arc::clone(&images), cfg.image_gc, snapshots.clone())?;
+    let storage_usage = crate::status::StorageUsageCell::default();
     spawn_eviction_manager(
         &cfg,
         EvictionPaths {
@@ -383,6 +390,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
             log_dir: eviction_log_dir,
             cgroups: stats_root.clone(),
             cgroup_parent: stats_parent.clone(),
+            storage_usage: storage_usage.clone(),
         },
         Arc::clone(&images),
         snapshots.clone(),
@@ -395,6 +403,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         Some(api::stats::StatsSource {
             root: stats_root,
             parent: stats_parent,
+            storage: storage_usage,
             node: api::node::NodeSource {
                 capacity: crate::cgroups::allocatable::host_capacity().ok(),
                 allocatable,

@@ -22,6 +22,8 @@ pub struct StatsSource {
     pub parent: String,
     /// What `GET /node` shows besides the snapshot.
     pub node: super::node::NodeSource,
+    /// The pods' ephemeral storage, as the eviction manager last measured it.
+    pub storage: crate::status::StorageUsageCell,
 }
 
 /// Usage of one running container.
@@ -50,6 +52,10 @@ pub struct PodStats {
     pub timestamp_usec: u64,
     pub stats: Option<CgroupStats>,
     pub containers: Vec<ContainerStats>,
+    /// Writable layers, logs and emptyDir volumes on disk (measured every housekeeping
+    /// pass; absent before the first one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ephemeral_storage: Option<crate::status::EphemeralStorageUsage>,
 }
 
 fn qos_of(pod: &Pod) -> Option<QosClass> {
@@ -109,10 +115,11 @@ fn pod_stats(view: &PodView, src: &StatsSource) -> Option<PodStats> {
             .clone()
             .unwrap_or_else(|| "default".into()),
         name: pod.metadata.name.clone().unwrap_or_default(),
-        uid,
         qos_class: format!("{qos:?}"),
         timestamp_usec: now_usec(),
         stats: stats_of(&src.root, &rel),
+        ephemeral_storage: src.storage.get().get(&uid).cloned(),
+        uid,
         cgroup: rel,
         containers,
     })
@@ -183,6 +190,7 @@ mod tests {
             root: CgroupRoot::new(r),
             parent: "pv".into(),
             node: Default::default(),
+            storage: Default::default(),
         };
         let all = collect(&snap, None, &src).expect("collect");
         assert_eq!(all.len(), 1);

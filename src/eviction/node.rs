@@ -58,6 +58,8 @@ pub struct SnapshotPods {
     pub parent: String,
     /// `--root-dir` (container records, emptyDir volumes).
     pub root_dir: PathBuf,
+    /// The pods' ephemeral storage against their limits.
+    pub storage: Arc<super::storage::LocalStorage>,
 }
 
 fn request_of(c: &Container, resource: &str) -> (String, u64) {
@@ -176,6 +178,12 @@ impl PodSource for SnapshotPods {
             .iter()
             .filter_map(|v| self.candidate(v, disk))
             .collect()
+    }
+
+    fn local_storage(&self) -> Vec<super::ephemeral::PodStorage> {
+        let (pods, cost) = self.storage.measure(&self.snapshots.get());
+        log::trace!("eviction manager: local storage pass: {cost:?}");
+        pods
     }
 }
 
