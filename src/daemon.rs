@@ -280,6 +280,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
     }
     let host_ip = rcfg.node.host_ip.clone();
     let allocatable = node_allocatable(&cfg);
+    let ephemeral_storage = node_ephemeral_storage(&cfg, &paths.root_dir);
     let (stats_root, stats_parent) = (rcfg.cgroup_root.clone(), rcfg.cgroup_parent.clone());
     log_degraded_cgroup_features(&rcfg.cgroup_root);
 
@@ -310,6 +311,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
             store_dir: paths.root_dir.join("static-pods"),
             host_ip,
             allocatable,
+            allocatable_ephemeral_storage: ephemeral_storage.map(|(_, a)| a),
             security,
             only_pod: None,
             rollback_after: cfg.rollback_after,
@@ -403,10 +405,11 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         Some(api::stats::StatsSource {
             root: stats_root,
             parent: stats_parent,
-            storage: storage_usage,
             node: api::node::NodeSource {
                 capacity: crate::cgroups::allocatable::host_capacity().ok(),
                 allocatable,
+                ephemeral_storage,
+                storage: storage_usage,
                 images_dir: Some(paths.root_dir.join("images")),
             },
         }),
@@ -435,6 +438,37 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
     drop(server);
     drop(handles);
     Ok(())
+}
+
+/// The root dir's filesystem (nodefs) as the kubelet's `ephemeral-storage`: (capacity,
+/// allocatable: minus the reservations and the hard `nodefs.available` threshold); `None`
+/// (every pod admitted, logged) when it cannot be read.
+fn node_ephemeral_storage(cfg: &DaemonConfig, root_dir: &std::path::Path) -> Option<(u64, u64)> {
+    use crate::eviction::{signals::fs_observations, threshold::resolve, Signal};
+    let Some((space, _)) = fs_observations(root_dir) else {
+        log::warn!(
+            "ephemeral-storage capacity of {} unknown: pods are admitted without checking their ephemeral-storage requests",
+            root_dir.display()
+        );
+        return None;
+    };
+    let hard = cfg
+        .eviction
+        .thresholds
+        .iter()
+        .find(|t| t.hard && t.signal == Signal::NodeFsAvailable)
+        .map_or(0, |t| resolve(t.value, space.capacity));
+    let a = crate::cgroups::allocatable::allocatable_ephemeral_storage(
+        space.capacity,
+        cfg.reservation.ephemeral_storage,
+        hard,
+    );
+    log::info!(
+        "node ephemeral-storage capacity {}; allocatable {}",
+        space.capacity,
+        a
+    );
+    Some((space.capacity, a))
 }
 
 /// Node allocatable from this host's capacity and the configured reservations; `None` (every

@@ -20,10 +20,8 @@ pub struct StatsSource {
     pub root: CgroupRoot,
     /// podvisor's cgroup parent (`--cgroup-parent` / cgroupRoot).
     pub parent: String,
-    /// What `GET /node` shows besides the snapshot.
+    /// What `GET /node` shows besides the snapshot (and the pods' ephemeral storage).
     pub node: super::node::NodeSource,
-    /// The pods' ephemeral storage, as the eviction manager last measured it.
-    pub storage: crate::status::StorageUsageCell,
 }
 
 /// Usage of one running container.
@@ -118,7 +116,7 @@ fn pod_stats(view: &PodView, src: &StatsSource) -> Option<PodStats> {
         qos_class: format!("{qos:?}"),
         timestamp_usec: now_usec(),
         stats: stats_of(&src.root, &rel),
-        ephemeral_storage: src.storage.get().get(&uid).cloned(),
+        ephemeral_storage: src.node.storage.get().get(&uid).cloned(),
         uid,
         cgroup: rel,
         containers,
@@ -190,7 +188,6 @@ mod tests {
             root: CgroupRoot::new(r),
             parent: "pv".into(),
             node: Default::default(),
-            storage: Default::default(),
         };
         let all = collect(&snap, None, &src).expect("collect");
         assert_eq!(all.len(), 1);
