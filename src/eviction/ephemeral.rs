@@ -161,7 +161,8 @@ mod tests {
 
     #[test]
     fn limits_table() {
-        let cases: Vec<(&str, PodStorage, Option<(LimitKind, &str)>)> = vec![
+        type Case = (&'static str, PodStorage, Option<(LimitKind, &'static str)>);
+        let cases: Vec<Case> = vec![
             ("nothing set", pod(None, &[("a", None, 900 * MI)], &[("v", None, 900 * MI)]), None),
             (
                 "container within its limit",
