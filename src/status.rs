@@ -22,6 +22,12 @@ pub fn full_name(pod: &Pod) -> String {
     )
 }
 
+/// The id of a running container (`podvisor://<id>` in its status), `None` unless running.
+pub fn running_container_id(cs: &k8s_openapi::api::core::v1::ContainerStatus) -> Option<&str> {
+    cs.state.as_ref()?.running.as_ref()?;
+    cs.container_id.as_deref()?.strip_prefix("podvisor://")
+}
+
 /// One pod as the daemon sees it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]

@@ -12,9 +12,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use k8s_openapi::api::core::v1::Pod;
-
 use super::ephemeral::{ContainerStorage, Limit, PodStorage, VolumeStorage};
+use super::node::terminal;
 use super::ranking::is_critical;
 use super::usage::{PassCost, Tree, UsageCache, ENTRIES_PER_PASS};
 use crate::pod::quantity::{format_canonical_bytes, is_binary_si, parse_bytes};
@@ -45,13 +44,6 @@ struct PodTrees {
     /// Per container: the indices of its trees in the pass's list.
     containers: Vec<Vec<usize>>,
     volumes: Vec<usize>,
-}
-
-fn terminal(pod: &Pod) -> bool {
-    matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    )
 }
 
 impl LocalStorage {
@@ -94,13 +86,7 @@ impl LocalStorage {
             .flatten()
             .chain(status.container_statuses.iter().flatten())
         {
-            let running = cs.state.as_ref().is_some_and(|s| s.running.is_some());
-            let Some(id) = cs
-                .container_id
-                .as_deref()
-                .and_then(|i| i.strip_prefix("podvisor://"))
-                .filter(|_| running)
-            else {
+            let Some(id) = crate::status::running_container_id(cs) else {
                 continue;
             };
             let mut idx = vec![trees.len()];
