@@ -123,6 +123,8 @@ struct EvictionPaths {
     log_dir: PathBuf,
     cgroups: crate::cgroups::CgroupRoot,
     cgroup_parent: String,
+    /// Where the pods' ephemeral storage is published for `/stats`.
+    storage_usage: crate::status::StorageUsageCell,
 }
 
 /// Starts the eviction manager (and its memory notifier): signals from the host (or the
@@ -186,6 +188,10 @@ fn spawn_eviction_manager(
             snapshots: snapshots.clone(),
             cgroups: p.cgroups,
             parent: p.cgroup_parent,
+            storage: Arc::new(crate::eviction::storage::LocalStorage::new(
+                &p.root_dir,
+                p.storage_usage,
+            )),
             root_dir: p.root_dir,
         }),
         Box::new(node::NodeReclaim {
@@ -278,6 +284,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
     }
     let host_ip = rcfg.node.host_ip.clone();
     let allocatable = node_allocatable(&cfg);
+    let ephemeral_storage = node_ephemeral_storage(&cfg, &paths.root_dir);
     let (stats_root, stats_parent) = (rcfg.cgroup_root.clone(), rcfg.cgroup_parent.clone());
     log_degraded_cgroup_features(&rcfg.cgroup_root);
 
@@ -308,6 +315,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
             store_dir: paths.root_dir.join("static-pods"),
             host_ip,
             allocatable,
+            allocatable_ephemeral_storage: ephemeral_storage.map(|(_, a)| a),
             security,
             only_pod: None,
             rollback_after: cfg.rollback_after,
@@ -380,6 +388,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         )?);
     }
     spawn_image_gc(Arc::clone(&images), cfg.image_gc, snapshots.clone())?;
+    let storage_usage = crate::status::StorageUsageCell::default();
     spawn_eviction_manager(
         &cfg,
         EvictionPaths {
@@ -387,6 +396,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
             log_dir: eviction_log_dir,
             cgroups: stats_root.clone(),
             cgroup_parent: stats_parent.clone(),
+            storage_usage: storage_usage.clone(),
         },
         Arc::clone(&images),
         snapshots.clone(),
@@ -402,6 +412,8 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
             node: api::node::NodeSource {
                 capacity: crate::cgroups::allocatable::host_capacity().ok(),
                 allocatable,
+                ephemeral_storage,
+                storage: storage_usage,
                 images_dir: Some(paths.root_dir.join("images")),
             },
         }),
@@ -430,6 +442,37 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
     drop(server);
     drop(handles);
     Ok(())
+}
+
+/// The root dir's filesystem (nodefs) as the kubelet's `ephemeral-storage`: (capacity,
+/// allocatable: minus the reservations and the hard `nodefs.available` threshold); `None`
+/// (every pod admitted, logged) when it cannot be read.
+fn node_ephemeral_storage(cfg: &DaemonConfig, root_dir: &std::path::Path) -> Option<(u64, u64)> {
+    use crate::eviction::{signals::fs_observations, threshold::resolve, Signal};
+    let Some((space, _)) = fs_observations(root_dir) else {
+        log::warn!(
+            "ephemeral-storage capacity of {} unknown: pods are admitted without checking their ephemeral-storage requests",
+            root_dir.display()
+        );
+        return None;
+    };
+    let hard = cfg
+        .eviction
+        .thresholds
+        .iter()
+        .find(|t| t.hard && t.signal == Signal::NodeFsAvailable)
+        .map_or(0, |t| resolve(t.value, space.capacity));
+    let a = crate::cgroups::allocatable::allocatable_ephemeral_storage(
+        space.capacity,
+        cfg.reservation.ephemeral_storage,
+        hard,
+    );
+    log::info!(
+        "node ephemeral-storage capacity {}; allocatable {}",
+        space.capacity,
+        a
+    );
+    Some((space.capacity, a))
 }
 
 /// Node allocatable from this host's capacity and the configured reservations; `None` (every

@@ -207,6 +207,8 @@ reasons! {
         OutOfCpu => "OutOfcpu",
         /// Admission: not enough memory left.
         OutOfMemory => "OutOfmemory",
+        /// Admission: not enough ephemeral storage left.
+        OutOfEphemeralStorage => "OutOfephemeral-storage",
         /// Admission failed for a reason that is not the pod's.
         UnexpectedAdmissionError => "UnexpectedAdmissionError",
         /// podvisor: a container exited (the kubelet only shows it in the status).
@@ -254,6 +256,8 @@ reasons! {
         OutOfCpu => "OutOfcpu",
         /// Admission: not enough memory left (phase Failed).
         OutOfMemory => "OutOfmemory",
+        /// Admission: not enough ephemeral storage left (phase Failed).
+        OutOfEphemeralStorage => "OutOfephemeral-storage",
         /// Admission failed for a reason that is not the pod's.
         UnexpectedAdmissionError => "UnexpectedAdmissionError",
         /// The pod's sandbox could not be created.
@@ -286,6 +290,7 @@ impl PodReason {
         match resource {
             "cpu" => Some(PodReason::OutOfCpu),
             "memory" => Some(PodReason::OutOfMemory),
+            "ephemeral-storage" => Some(PodReason::OutOfEphemeralStorage),
             _ => None,
         }
     }
@@ -295,6 +300,7 @@ impl PodReason {
         match self {
             PodReason::OutOfCpu => Some(EventReason::OutOfCpu),
             PodReason::OutOfMemory => Some(EventReason::OutOfMemory),
+            PodReason::OutOfEphemeralStorage => Some(EventReason::OutOfEphemeralStorage),
             PodReason::UnexpectedAdmissionError => Some(EventReason::UnexpectedAdmissionError),
             PodReason::FailedCreatePodSandBox => Some(EventReason::FailedCreatePodSandBox),
             PodReason::DeadlineExceeded => Some(EventReason::DeadlineExceeded),
@@ -363,6 +369,7 @@ mod tests {
                 "FailedCreatePodSandBox",
                 "OutOfcpu",
                 "OutOfmemory",
+                "OutOfephemeral-storage",
                 "UnexpectedAdmissionError",
                 "Exited",
                 "SourceError",
@@ -390,6 +397,7 @@ mod tests {
             [
                 "OutOfcpu",
                 "OutOfmemory",
+                "OutOfephemeral-storage",
                 "UnexpectedAdmissionError",
                 "FailedCreatePodSandBox",
                 "Evicted",
@@ -451,7 +459,11 @@ mod tests {
     fn admission_reasons_are_out_of_the_resource_and_recorded_as_events() {
         assert_eq!(PodReason::out_of("cpu"), Some(PodReason::OutOfCpu));
         assert_eq!(PodReason::out_of("memory"), Some(PodReason::OutOfMemory));
-        assert_eq!(PodReason::out_of("ephemeral-storage"), None);
+        assert_eq!(
+            PodReason::out_of("ephemeral-storage"),
+            Some(PodReason::OutOfEphemeralStorage)
+        );
+        assert_eq!(PodReason::out_of("pods"), None);
         for r in PodReason::ALL {
             if let Some(e) = r.event() {
                 assert_eq!(e.as_str(), r.as_str(), "{r:?}");

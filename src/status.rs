@@ -22,6 +22,12 @@ pub fn full_name(pod: &Pod) -> String {
     )
 }
 
+/// The id of a running container (`podvisor://<id>` in its status), `None` unless running.
+pub fn running_container_id(cs: &k8s_openapi::api::core::v1::ContainerStatus) -> Option<&str> {
+    cs.state.as_ref()?.running.as_ref()?;
+    cs.container_id.as_deref()?.strip_prefix("podvisor://")
+}
+
 /// One pod as the daemon sees it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -177,6 +183,42 @@ impl SnapshotCell {
     pub fn publish(&self, snapshot: Snapshot) {
         let mut guard = self.inner.write().unwrap_or_else(|p| p.into_inner());
         *guard = Arc::new(snapshot);
+    }
+}
+
+/// A pod's ephemeral storage as the eviction manager last measured it (`/stats`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EphemeralStorageUsage {
+    /// Writable layers, running instances' logs and emptyDir volumes on disk.
+    pub used_bytes: u64,
+    /// The pod's `ephemeral-storage` limit (the sum of its containers'), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_bytes: Option<u64>,
+    /// Per running container: writable layer plus logs.
+    #[serde(default)]
+    pub containers: std::collections::BTreeMap<String, u64>,
+    /// Per emptyDir volume on disk.
+    #[serde(default)]
+    pub volumes: std::collections::BTreeMap<String, u64>,
+}
+
+/// Where the eviction manager publishes the pods' ephemeral storage (pod uid -> usage).
+#[derive(Debug, Clone, Default)]
+pub struct StorageUsageCell {
+    inner: Arc<RwLock<Arc<std::collections::BTreeMap<String, EphemeralStorageUsage>>>>,
+}
+
+impl StorageUsageCell {
+    pub fn get(&self) -> Arc<std::collections::BTreeMap<String, EphemeralStorageUsage>> {
+        // Writers only swap an Arc: a poisoned lock still holds a complete map.
+        let guard = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(&guard)
+    }
+
+    pub fn set(&self, usage: std::collections::BTreeMap<String, EphemeralStorageUsage>) {
+        let mut guard = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        *guard = Arc::new(usage);
     }
 }
 

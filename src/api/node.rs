@@ -1,14 +1,15 @@
 //! api::node: `GET /node` — the node as a v1 Node (kubectl's shape): name, capacity and
-//! allocatable (cpu, memory), the pressure conditions the eviction manager publishes, the
+//! allocatable (cpu, memory, ephemeral-storage), the pressure conditions the eviction manager publishes, the
 //! images in the store, and (podvisor's addition, for `podvisor node`) the pods with their
-//! requests. Built as JSON values: no new serde code for the Kubernetes types.
+//! requests and their ephemeral storage as the eviction manager last measured it. Built as JSON values: no new serde code for the Kubernetes types.
 
 use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
 use crate::images::ImageStore;
-use crate::pod::resources::{pod_requests, Amounts};
+use crate::pod::quantity::format_canonical_bytes;
+use crate::pod::resources::{pod_ephemeral_storage_requests, pod_requests, Amounts};
 use crate::status::Snapshot;
 
 /// What the node endpoint knows besides the snapshot (fixed at start).
@@ -16,17 +17,35 @@ use crate::status::Snapshot;
 pub struct NodeSource {
     pub capacity: Option<Amounts>,
     pub allocatable: Option<Amounts>,
+    /// `ephemeral-storage` (the root dir's filesystem): capacity and allocatable bytes.
+    pub ephemeral_storage: Option<(u64, u64)>,
+    /// The pods' ephemeral storage, as the eviction manager last measured it.
+    pub storage: crate::status::StorageUsageCell,
     /// The image store (`<root>/images`), listed read-only per request.
     pub images_dir: Option<PathBuf>,
 }
 
-fn resources(a: Option<Amounts>) -> Value {
-    match a {
+fn resources(a: Option<Amounts>, ephemeral_storage: Option<u64>) -> Value {
+    let mut v = match a {
         None => json!({}),
         Some(a) => json!({
             "cpu": format!("{}m", a.cpu_millis),
             "memory": crate::pod::quantity::format_binary_si(a.memory_bytes),
         }),
+    };
+    if let Some(b) = ephemeral_storage {
+        v["ephemeral-storage"] = json!(b.to_string());
+    }
+    v
+}
+
+/// Bytes as a short size (`12Mi`, `340Ki`, `0`), rounded down: how `podvisor node` shows usage.
+fn short_bytes(b: u64) -> String {
+    match b {
+        0 => "0".into(),
+        b if b >= 1 << 30 => format!("{}Gi", b >> 30),
+        b if b >= 1 << 20 => format!("{}Mi", b >> 20),
+        b => format!("{}Ki", b.div_ceil(1024)),
     }
 }
 
@@ -48,11 +67,23 @@ pub fn node_json(snap: &Snapshot, src: &NodeSource) -> Value {
             }
         }
     }
+    let usage = src.storage.get();
     let pods: Vec<Value> = snap
         .pods
         .iter()
         .map(|v| {
             let r = pod_requests(&v.pod).unwrap_or_default();
+            let storage_requests = pod_ephemeral_storage_requests(&v.pod)
+                .ok()
+                .flatten()
+                .map_or("0".into(), |a| format_canonical_bytes(a.bytes, a.binary));
+            let used = v
+                .pod
+                .metadata
+                .uid
+                .as_ref()
+                .and_then(|u| usage.get(u))
+                .map_or(String::new(), |u| short_bytes(u.used_bytes));
             let st = v.pod.status.as_ref();
             json!({
                 "namespace": v.pod.metadata.namespace.as_deref().unwrap_or("default"),
@@ -61,6 +92,8 @@ pub fn node_json(snap: &Snapshot, src: &NodeSource) -> Value {
                 "reason": st.and_then(|s| s.reason.as_deref()).unwrap_or(""),
                 "cpuRequests": format!("{}m", r.cpu_millis),
                 "memoryRequests": crate::pod::quantity::format_binary_si(r.memory_bytes),
+                "ephemeralStorageRequests": storage_requests,
+                "ephemeralStorageUsed": used,
             })
         })
         .collect();
@@ -69,8 +102,8 @@ pub fn node_json(snap: &Snapshot, src: &NodeSource) -> Value {
         "kind": "Node",
         "metadata": {"name": snap.node_name},
         "status": {
-            "capacity": resources(src.capacity),
-            "allocatable": resources(src.allocatable),
+            "capacity": resources(src.capacity, src.ephemeral_storage.map(|(c, _)| c)),
+            "allocatable": resources(src.allocatable, src.ephemeral_storage.map(|(_, a)| a)),
             "conditions": snap.node_conditions,
             "images": images,
         },

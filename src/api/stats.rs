@@ -20,7 +20,7 @@ pub struct StatsSource {
     pub root: CgroupRoot,
     /// podvisor's cgroup parent (`--cgroup-parent` / cgroupRoot).
     pub parent: String,
-    /// What `GET /node` shows besides the snapshot.
+    /// What `GET /node` shows besides the snapshot (and the pods' ephemeral storage).
     pub node: super::node::NodeSource,
 }
 
@@ -50,6 +50,10 @@ pub struct PodStats {
     pub timestamp_usec: u64,
     pub stats: Option<CgroupStats>,
     pub containers: Vec<ContainerStats>,
+    /// Writable layers, logs and emptyDir volumes on disk (measured every housekeeping
+    /// pass; absent before the first one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ephemeral_storage: Option<crate::status::EphemeralStorageUsage>,
 }
 
 fn qos_of(pod: &Pod) -> Option<QosClass> {
@@ -109,10 +113,11 @@ fn pod_stats(view: &PodView, src: &StatsSource) -> Option<PodStats> {
             .clone()
             .unwrap_or_else(|| "default".into()),
         name: pod.metadata.name.clone().unwrap_or_default(),
-        uid,
         qos_class: format!("{qos:?}"),
         timestamp_usec: now_usec(),
         stats: stats_of(&src.root, &rel),
+        ephemeral_storage: src.node.storage.get().get(&uid).cloned(),
+        uid,
         cgroup: rel,
         containers,
     })

@@ -63,6 +63,8 @@ pub struct Reservation {
     pub system_reserved: Amounts,
     pub kube_reserved: Amounts,
     pub eviction_memory: MemoryThreshold,
+    /// `systemReserved` plus `kubeReserved` `ephemeral-storage`, in bytes.
+    pub ephemeral_storage: u64,
 }
 
 /// The kubelet's allocatable: capacity minus reservations and the eviction threshold, at
@@ -136,9 +138,9 @@ pub fn read_capacity(cpu_online: &Path, meminfo: &Path) -> Result<Amounts, Capac
     })
 }
 
-/// Reads a `systemReserved` / `kubeReserved` map: `cpu` and `memory` quantities; other
-/// resources (ephemeral-storage, pid) are not reserved by podvisor and ignored. An error names
-/// the key.
+/// Reads a `systemReserved` / `kubeReserved` map: `cpu` and `memory` quantities (see
+/// [`parse_reserved_storage`] for `ephemeral-storage`); `pid` is not reserved by podvisor and
+/// ignored. An error names the key.
 pub fn parse_reserved(
     map: &std::collections::BTreeMap<String, String>,
 ) -> Result<Amounts, ReservedError> {
@@ -158,6 +160,32 @@ pub fn parse_reserved(
         })?;
     }
     Ok(a)
+}
+
+/// The `ephemeral-storage` entry of a `systemReserved` / `kubeReserved` map, in bytes.
+pub fn parse_reserved_storage(
+    map: &std::collections::BTreeMap<String, String>,
+) -> Result<u64, ReservedError> {
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    map.get("ephemeral-storage")
+        .map(|v| {
+            crate::pod::quantity::parse_bytes(&Quantity(v.clone())).map_err(|source| {
+                ReservedError {
+                    resource: "ephemeral-storage",
+                    source,
+                }
+            })
+        })
+        .transpose()
+        .map(Option::unwrap_or_default)
+}
+
+/// The kubelet's allocatable `ephemeral-storage`: the capacity of the root dir's filesystem
+/// (nodefs) minus the reservations and the hard `nodefs.available` threshold.
+pub fn allocatable_ephemeral_storage(capacity: u64, reserved: u64, hard_nodefs: u64) -> u64 {
+    capacity
+        .saturating_sub(reserved)
+        .saturating_sub(hard_nodefs)
 }
 
 /// Reads the `memory.available` value of `evictionHard`: a quantity ("100Mi") or a
@@ -197,10 +225,24 @@ pub fn host_capacity() -> Result<Amounts, CapacityError> {
     )
 }
 
+/// The resource fit of `ephemeral-storage` (after cpu and memory, as the scheduler's
+/// `Fits`): a positive request fits if at most what `allocatable` has left after `used`.
+pub fn admit_ephemeral_storage(request: u64, used: u64, allocatable: u64) -> Result<(), Rejection> {
+    if request > 0 && request > allocatable.saturating_sub(used) {
+        return Err(Rejection {
+            reason: PodReason::OutOfEphemeralStorage,
+            message: format!(
+                "Node didn't have enough resource: ephemeral-storage, requested: {request}, used: {used}, capacity: {allocatable}"
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Why a pod was not admitted: the kubelet's `OutOf<resource>` reason and its message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejection {
-    /// `OutOfcpu` or `OutOfmemory`.
+    /// `OutOfcpu`, `OutOfmemory` or `OutOfephemeral-storage`.
     pub reason: PodReason,
     pub message: String,
 }
@@ -267,6 +309,7 @@ mod tests {
                 memory_bytes: GI / 2,
             },
             eviction_memory: MemoryThreshold::Basis(1000),
+            ephemeral_storage: 0,
         };
         assert_eq!(
             allocatable(cap, &r),
@@ -352,6 +395,36 @@ mod tests {
         assert_eq!(parse_cpu_list("0"), Some(1));
         assert_eq!(parse_cpu_list("x"), None);
         assert_eq!(parse_cpu_list("3-1"), None);
+    }
+
+    #[test]
+    fn ephemeral_storage_fit_and_allocatable() {
+        assert_eq!(
+            allocatable_ephemeral_storage(100 * GI, 2 * GI, 10 * GI),
+            88 * GI
+        );
+        assert_eq!(allocatable_ephemeral_storage(GI, 2 * GI, 0), 0);
+        assert_eq!(admit_ephemeral_storage(0, 90 * GI, 88 * GI), Ok(()));
+        assert_eq!(admit_ephemeral_storage(8 * GI, 80 * GI, 88 * GI), Ok(()));
+        let r = admit_ephemeral_storage(8 * GI + 1, 80 * GI, 88 * GI).expect_err("too much");
+        assert_eq!(r.reason.as_str(), "OutOfephemeral-storage");
+        assert_eq!(
+            r.message,
+            format!(
+                "Node didn't have enough resource: ephemeral-storage, requested: {}, used: {}, capacity: {}",
+                8 * GI + 1,
+                80 * GI,
+                88 * GI
+            )
+        );
+        let mut m = std::collections::BTreeMap::new();
+        m.insert("ephemeral-storage".to_string(), "1Gi".to_string());
+        assert_eq!(parse_reserved_storage(&m), Ok(GI));
+        m.insert("ephemeral-storage".to_string(), "x".to_string());
+        assert_eq!(
+            parse_reserved_storage(&m).expect_err("bad").resource,
+            "ephemeral-storage"
+        );
     }
 
     #[test]

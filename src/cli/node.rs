@@ -1,6 +1,7 @@
 //! cli::node: `podvisor node` — the node in `kubectl describe node`'s layout: name,
 //! conditions (MemoryPressure, DiskPressure, PIDPressure with transition times), capacity,
-//! allocatable, images, and the pods with their requests; `-o json` prints the v1 Node.
+//! allocatable, images, and the pods with their requests and ephemeral storage used; `-o json`
+//! prints the v1 Node.
 
 use serde_json::Value;
 
@@ -57,16 +58,20 @@ pub fn render_node(node: &Value) -> String {
     }
     let pods = node["pods"].as_array().cloned().unwrap_or_default();
     out.push_str(&format!("Pods:  ({} in total)\n", pods.len()));
-    let mut rows = String::from("Namespace\tName\tPhase\tReason\tCPU Requests\tMemory Requests\n");
+    let mut rows = String::from(
+        "Namespace\tName\tPhase\tReason\tCPU Requests\tMemory Requests\tEphemeral Storage Requests\tEphemeral Storage Used\n",
+    );
     for p in &pods {
         rows.push_str(&format!(
-            "{}\t{}\t{}\t{}\t{}\t{}\n",
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
             s(&p["namespace"]),
             s(&p["name"]),
             s(&p["phase"]),
             s(&p["reason"]),
             s(&p["cpuRequests"]),
-            s(&p["memoryRequests"])
+            s(&p["memoryRequests"]),
+            s(&p["ephemeralStorageRequests"]),
+            s(&p["ephemeralStorageUsed"])
         ));
     }
     for line in kubectl_table(&rows).lines() {

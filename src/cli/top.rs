@@ -130,6 +130,7 @@ mod tests {
             cgroup: format!("/pv/burstable/poduid-{name}"),
             timestamp_usec: ts,
             stats: Some(stats(cpu, 12)),
+            ephemeral_storage: None,
             containers: containers
                 .iter()
                 .map(|(c, cpu)| ContainerStats {

@@ -718,10 +718,17 @@ fn reservation(
                 .map_err(|e| invalid("evictionHard.memory.available".to_string(), e.to_string()))?,
         },
     };
+    let storage = |name: &str, m: &Option<BTreeMap<String, String>>| match m {
+        Some(m) => allocatable::parse_reserved_storage(m)
+            .map_err(|e| invalid(format!("{name}.{}", e.resource), e.source.to_string())),
+        None => Ok(0),
+    };
     Ok(Reservation {
         system_reserved: reserved("systemReserved", &raw.system_reserved)?,
         kube_reserved: reserved("kubeReserved", &raw.kube_reserved)?,
         eviction_memory,
+        ephemeral_storage: storage("systemReserved", &raw.system_reserved)?
+            .saturating_add(storage("kubeReserved", &raw.kube_reserved)?),
     })
 }
 

@@ -105,6 +105,7 @@ fn kubeadm_config_parses_and_lists_unimplemented_fields() {
             },
             kube_reserved: Default::default(),
             eviction_memory: crate::cgroups::allocatable::MemoryThreshold::Bytes(100 << 20),
+            ephemeral_storage: 0,
         }
     );
     assert_eq!(cfg.static_pod_url, None);

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use super::decisions::{
     evaluate, eviction_grace, reclaim_sufficed, threshold_quantity, EvictionState, Observations,
 };
+use super::ephemeral::{limit_exceeded, LimitKind, PodStorage};
 use super::ranking::{eviction_message, pick_victim, PodCandidate};
 use super::signals::SignalSource;
 use super::threshold::{Pressure, Signal, Threshold};
@@ -71,12 +72,31 @@ pub enum EvictionEvent {
     ReclaimContainers(SyncSender<crate::gc::GcReport>),
     /// Stop this pod: phase Failed, reason Evicted.
     Evict(EvictPod),
+    /// Stop this pod, which exceeded a local storage limit: phase Failed, reason Evicted, no
+    /// grace period; no node pressure to wait for before it starts again.
+    EvictForLimit(LimitEviction),
+}
+
+/// A pod evicted for exceeding a local storage limit (`localStorageEviction`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitEviction {
+    pub uid: String,
+    /// `namespace/name`.
+    pub name: String,
+    pub kind: LimitKind,
+    /// The kubelet's message.
+    pub message: String,
 }
 
 /// The running pods and what they use.
 pub trait PodSource: Send {
     /// Pods that may be evicted (not terminal), with usage for ranking `signal`.
     fn candidates(&self, signal: Signal) -> Vec<PodCandidate>;
+    /// Running pods' ephemeral storage with their limits, measured at a bounded cost (see
+    /// `usage`); none where the source does not measure it.
+    fn local_storage(&self) -> Vec<PodStorage> {
+        Vec::new()
+    }
 }
 
 /// Node-level reclaim (the kubelet's `nodeReclaimFuncs`): each returns the bytes freed.
@@ -98,6 +118,8 @@ pub struct PassReport {
     /// Node-level reclaim brought the signal back (no eviction).
     pub reclaim_sufficed: bool,
     pub evicted: Option<EvictPod>,
+    /// Pods evicted for their local storage limits (the pass then stops, as the kubelet's).
+    pub limit_evicted: Vec<LimitEviction>,
 }
 
 /// The eviction manager's state between passes.
@@ -108,6 +130,8 @@ pub struct Manager {
     conditions: BTreeSet<Pressure>,
     /// Pods evicted recently: uid -> when.
     evicted: BTreeMap<String, Instant>,
+    /// Critical pods over a local storage limit, already logged (never evicted).
+    critical_over_limit: BTreeSet<String>,
 }
 
 impl Manager {
@@ -117,6 +141,7 @@ impl Manager {
             state: EvictionState::default(),
             conditions: BTreeSet::new(),
             evicted: BTreeMap::new(),
+            critical_over_limit: BTreeSet::new(),
         }
     }
 
@@ -146,6 +171,12 @@ impl Manager {
         report.conditions = eval.conditions.clone();
         self.evicted
             .retain(|_, at| now.saturating_duration_since(*at) < EVICTED_HOLD);
+        // Local storage limits come before the node's thresholds; a pass that evicted for
+        // them stops there (the kubelet's `localStorageEviction`).
+        report.limit_evicted = self.local_storage_eviction(now, pods, send);
+        if !report.limit_evicted.is_empty() {
+            return report;
+        }
         let Some(t) = eval.to_reclaim.first().copied() else {
             return report;
         };
@@ -179,6 +210,48 @@ impl Manager {
         send(EvictionEvent::Evict(evict.clone()));
         report.evicted = Some(evict);
         report
+    }
+
+    /// Every running pod over one of its local storage limits, evicted without grace
+    /// (critical pods are logged once and never evicted).
+    fn local_storage_eviction(
+        &mut self,
+        now: Instant,
+        pods: &dyn PodSource,
+        send: &dyn Fn(EvictionEvent),
+    ) -> Vec<LimitEviction> {
+        let mut out = Vec::new();
+        let mut critical_over = BTreeSet::new();
+        for p in pods.local_storage() {
+            if self.evicted.contains_key(&p.uid) {
+                continue;
+            }
+            let Some((kind, message)) = limit_exceeded(&p) else {
+                continue;
+            };
+            if p.critical {
+                if !self.critical_over_limit.contains(&p.uid) {
+                    log::warn!(
+                        "eviction manager: critical pod {} is not evicted: {}",
+                        p.name,
+                        message.trim_end()
+                    );
+                }
+                critical_over.insert(p.uid);
+                continue;
+            }
+            self.evicted.insert(p.uid.clone(), now);
+            let e = LimitEviction {
+                uid: p.uid,
+                name: p.name,
+                kind,
+                message,
+            };
+            send(EvictionEvent::EvictForLimit(e.clone()));
+            out.push(e);
+        }
+        self.critical_over_limit = critical_over;
+        out
     }
 
     fn eviction_of(&self, t: &Threshold, obs: &Observations, victim: &PodCandidate) -> EvictPod {
@@ -259,6 +332,13 @@ pub fn spawn(
 }
 
 fn log_pass(r: &PassReport) {
+    for e in &r.limit_evicted {
+        log::warn!(
+            "eviction manager: evicting pod {}: {}",
+            e.name,
+            e.message.trim_end()
+        );
+    }
     let Some(t) = r.threshold else { return };
     if r.reclaim_sufficed {
         log::info!(

@@ -7,7 +7,9 @@
 //! period; [`ranking`]: the kubelet's victim order, critical pods, the eviction message), one
 //! housekeeping pass and the `eviction-manager` thread ([`manager`]), the memory wake-up
 //! ([`notifier`]: memcg threshold on v1, PSI, a close watch near the threshold) and the real
-//! node's seams ([`node`]).
+//! node's seams ([`node`]), and the local storage limits: the decision ([`ephemeral`]: container
+//! and pod `ephemeral-storage` limits, emptyDir `sizeLimit`), each pod's ephemeral storage
+//! ([`storage`]) measured at a bounded cost per pass ([`usage`]).
 //!
 //! What it does not own: pod state. A pass reclaims node-level resources first (dead
 //! containers and logs through the sync loop's container GC, then unused images) and only
@@ -19,15 +21,18 @@
 //! The decisions are pure and table-tested in `tests.rs`.
 
 pub mod decisions;
+pub mod ephemeral;
 pub mod manager;
 pub mod node;
 pub mod notifier;
 pub mod ranking;
 pub mod signals;
+pub mod storage;
 pub mod threshold;
+pub mod usage;
 
 #[cfg(test)]
 mod tests;
 
-pub use manager::{EvictPod, EvictionConfig, EvictionEvent};
+pub use manager::{EvictPod, EvictionConfig, EvictionEvent, LimitEviction};
 pub use threshold::{Pressure, Signal, Threshold};

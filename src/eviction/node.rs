@@ -80,6 +80,8 @@ pub struct SnapshotPods {
     pub parent: String,
     /// `--root-dir` (container records, emptyDir volumes).
     pub root_dir: PathBuf,
+    /// The pods' ephemeral storage against their limits.
+    pub storage: Arc<super::storage::LocalStorage>,
 }
 
 fn request_of(c: &Container, resource: &str) -> (String, u64) {
@@ -94,7 +96,7 @@ fn request_of(c: &Container, resource: &str) -> (String, u64) {
     }
 }
 
-fn terminal(pod: &Pod) -> bool {
+pub(super) fn terminal(pod: &Pod) -> bool {
     matches!(
         pod.status.as_ref().and_then(|s| s.phase.as_deref()),
         Some("Succeeded" | "Failed")
@@ -221,6 +223,12 @@ impl PodSource for SnapshotPods {
             .iter()
             .filter_map(|v| self.candidate(v, disk, inodes))
             .collect()
+    }
+
+    fn local_storage(&self) -> Vec<super::ephemeral::PodStorage> {
+        let (pods, cost) = self.storage.measure(&self.snapshots.get());
+        log::trace!("eviction manager: local storage pass: {cost:?}");
+        pods
     }
 }
 

@@ -704,3 +704,72 @@ fn memory_is_not_reclaimed_at_node_level_and_an_evicted_pod_is_not_picked_twice(
     assert!(third.evicted.is_none(), "both are being stopped");
     assert_eq!(m.conditions(), &BTreeSet::from([Pressure::Memory]));
 }
+
+struct FakeStorage(Vec<crate::eviction::ephemeral::PodStorage>);
+
+impl PodSource for FakeStorage {
+    fn candidates(&self, _: Signal) -> Vec<PodCandidate> {
+        vec![pod("x", 0, 0, 0)]
+    }
+    fn local_storage(&self) -> Vec<crate::eviction::ephemeral::PodStorage> {
+        self.0.clone()
+    }
+}
+
+#[test]
+fn local_storage_limits_evict_every_pod_over_one_before_any_threshold() {
+    use crate::eviction::ephemeral::{ContainerStorage, Limit, PodStorage};
+    let storage = |name: &str, used: u64, critical: bool| PodStorage {
+        uid: format!("uid-{name}"),
+        name: format!("default/{name}"),
+        critical,
+        pod_limit: Some(Limit {
+            bytes: 10 * MI,
+            text: "10Mi".into(),
+        }),
+        containers: vec![ContainerStorage {
+            name: "main".into(),
+            limit: Some(Limit {
+                bytes: 10 * MI,
+                text: "10Mi".into(),
+            }),
+            used,
+        }],
+        volumes: vec![],
+    };
+    let pods = FakeStorage(vec![
+        storage("over", 11 * MI, false),
+        storage("within", 9 * MI, false),
+        storage("crit", 50 * MI, true),
+        storage("over2", 12 * MI, false),
+    ]);
+    // Memory short too: the limits go first and the pass stops there.
+    let low = obs(&[(Signal::MemoryAvailable, 50 * MI, 1000 * MI)]);
+    let signals = FakeSignals(std::sync::Mutex::new(vec![low]));
+    let mut m = Manager::new(disk_cfg());
+    let mut r = FakeReclaim::default();
+    let sent = RefCell::new(Vec::new());
+    let t0 = Instant::now();
+    let first = m.synchronize(t0, &signals, &pods, &mut r, &|e| sent.borrow_mut().push(e));
+    let names: Vec<&str> = first
+        .limit_evicted
+        .iter()
+        .map(|e| e.name.as_str())
+        .collect();
+    assert_eq!(names, ["default/over", "default/over2"]);
+    assert_eq!(
+        first.limit_evicted[0].message,
+        "Pod ephemeral local storage usage exceeds the total limit of containers 10Mi. "
+    );
+    assert!(first.evicted.is_none() && first.threshold.is_none());
+    let evictions = sent
+        .borrow()
+        .iter()
+        .filter(|e| matches!(e, EvictionEvent::EvictForLimit(_)))
+        .count();
+    assert_eq!(evictions, 2);
+    // Being stopped: not evicted again; now the memory threshold is acted on.
+    let second = m.synchronize(t0 + HOUSEKEEPING_INTERVAL, &signals, &pods, &mut r, &|_| {});
+    assert!(second.limit_evicted.is_empty());
+    assert_eq!(second.evicted.expect("memory").name, "default/x");
+}

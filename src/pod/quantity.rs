@@ -65,6 +65,36 @@ pub fn format_binary_si(n: u64) -> String {
     }
 }
 
+/// Whether a quantity is written with a binary suffix (`Ki` ... `Ei`): apimachinery's
+/// `BinarySI` format, which its canonical string keeps.
+pub fn is_binary_si(q: &Quantity) -> bool {
+    ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]
+        .iter()
+        .any(|s| q.0.ends_with(s))
+}
+
+/// A whole byte count as apimachinery's `Quantity.String()` prints it in `binary` (BinarySI)
+/// or decimal (DecimalSI) format: binary only from 1024 up, else the largest power of 1000
+/// that divides it (`1500000` -> `1500k`, `2147483648` -> `2Gi`).
+pub fn format_canonical_bytes(n: u64, binary: bool) -> String {
+    if binary && n >= 1024 {
+        return format_binary_si(n);
+    }
+    const SUFFIXES: [&str; 6] = ["k", "M", "G", "T", "P", "E"];
+    if n == 0 {
+        return "0".into();
+    }
+    let (mut v, mut i) = (n, 0);
+    while i < SUFFIXES.len() && v % 1000 == 0 {
+        v /= 1000;
+        i += 1;
+    }
+    match i {
+        0 => v.to_string(),
+        _ => format!("{v}{}", SUFFIXES[i - 1]),
+    }
+}
+
 fn to_u64(v: u128, value: &str) -> Result<u64, QuantityError> {
     u64::try_from(v).map_err(|_| QuantityError::OutOfRange {
         value: value.to_string(),
@@ -183,6 +213,26 @@ mod tests {
 
     fn q(s: &str) -> Quantity {
         Quantity(s.to_string())
+    }
+
+    #[test]
+    fn canonical_bytes_follow_apimachinery() {
+        let cases = [
+            ("2048Mi", "2Gi"),
+            ("1.5Gi", "1536Mi"),
+            ("100Mi", "100Mi"),
+            ("1000000", "1M"),
+            ("1500k", "1500k"),
+            ("1G", "1G"),
+            ("1073741824", "1073741824"),
+            ("512", "512"),
+            ("0", "0"),
+        ];
+        for (text, want) in cases {
+            let q = q(text);
+            let n = parse_bytes(&q).expect("bytes");
+            assert_eq!(format_canonical_bytes(n, is_binary_si(&q)), want, "{text}");
+        }
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //! `spec.resources` replacing the sum) and whether every container declares a limit.
 //!
 //! A leaf: QoS ([`super::qos`]), the pod cgroup values (`cgroups::resources`), admission and the
-//! OCI spec all read resources through it. Only `cpu` and `memory` are computed; pod overhead
-//! and hugepages are not supported by podvisor.
+//! OCI spec all read resources through it. `cpu` and `memory` are computed, and
+//! `ephemeral-storage` (admission, the eviction manager's limits); pod overhead and hugepages
+//! are not supported by podvisor.
 
 use std::collections::BTreeMap;
 
@@ -112,31 +113,46 @@ pub fn pod_level(pod: &Pod) -> Option<&ResourceRequirements> {
 }
 
 /// Sum of app containers and sidecars, or the largest init container step if larger: the
-/// rule of `PodRequests`/`PodLimits`; pod-level resources replace it when `pod_level_wins`.
-fn aggregate(pod: &Pod, kind: Kind, pod_level_wins: bool) -> Result<Amounts, ResourceError> {
+/// rule of `PodRequests`/`PodLimits`, over any per-container amount.
+fn combine<T: Copy>(
+    pod: &Pod,
+    kind: Kind,
+    amount: impl Fn(&Container, &str, Kind) -> Result<T, ResourceError>,
+    add: fn(T, T) -> T,
+    max: fn(T, T) -> T,
+    zero: T,
+) -> Result<T, ResourceError> {
     let spec = pod.spec.as_ref().ok_or(ResourceError::MissingSpec)?;
-    let mut total = Amounts::default();
+    let mut total = zero;
     for (i, c) in spec.containers.iter().enumerate() {
-        total = total.add(container_amounts(
-            c,
-            &format!("spec.containers[{i}]"),
-            kind,
-        )?);
+        total = add(total, amount(c, &format!("spec.containers[{i}]"), kind)?);
     }
-    let mut sidecars = Amounts::default();
-    let mut init_max = Amounts::default();
+    let mut sidecars = zero;
+    let mut init_max = zero;
     for (i, c) in spec.init_containers.iter().flatten().enumerate() {
-        let a = container_amounts(c, &format!("spec.initContainers[{i}]"), kind)?;
+        let a = amount(c, &format!("spec.initContainers[{i}]"), kind)?;
         if c.restart_policy.as_deref() == Some("Always") {
             // A sidecar runs next to the later init containers and the app containers.
-            total = total.add(a);
-            sidecars = sidecars.add(a);
-            init_max = init_max.max(sidecars);
+            total = add(total, a);
+            sidecars = add(sidecars, a);
+            init_max = max(init_max, sidecars);
         } else {
-            init_max = init_max.max(a.add(sidecars));
+            init_max = max(init_max, add(a, sidecars));
         }
     }
-    let mut result = total.max(init_max);
+    Ok(max(total, init_max))
+}
+
+/// [`combine`] of cpu and memory; pod-level resources replace it when `pod_level_wins`.
+fn aggregate(pod: &Pod, kind: Kind, pod_level_wins: bool) -> Result<Amounts, ResourceError> {
+    let mut result = combine(
+        pod,
+        kind,
+        container_amounts,
+        Amounts::add,
+        Amounts::max,
+        Amounts::default(),
+    )?;
     // Pod-level resources replace the aggregate for the resources they name.
     if let Some(r) = pod_level(pod).filter(|_| pod_level_wins) {
         let list = match kind {
@@ -172,6 +188,68 @@ pub fn aggregate_container_requests(pod: &Pod) -> Result<Amounts, ResourceError>
 /// The pod's effective limits (`resource.PodLimits`); 0 means no limit for that resource.
 pub fn pod_limits(pod: &Pod) -> Result<Amounts, ResourceError> {
     aggregate(pod, Kind::Limits, true)
+}
+
+/// A pod's `ephemeral-storage` request or limit (`PodRequests` / `PodLimits`; pod-level
+/// resources do not support it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StorageAmount {
+    pub bytes: u64,
+    /// Written with a binary suffix (its canonical string is then `BinarySI`).
+    pub binary: bool,
+}
+
+fn ephemeral_storage(pod: &Pod, kind: Kind) -> Result<Option<StorageAmount>, ResourceError> {
+    let amount = |c: &Container, path: &str, kind: Kind| {
+        let r = c.resources.as_ref();
+        let (list, field) = match kind {
+            Kind::Requests => (effective_requests(r), "requests"),
+            Kind::Limits => (
+                r.and_then(|r| r.limits.clone()).unwrap_or_default(),
+                "limits",
+            ),
+        };
+        list.get("ephemeral-storage")
+            .map(|q| {
+                parse_bytes(q)
+                    .map(|bytes| StorageAmount {
+                        bytes,
+                        binary: super::quantity::is_binary_si(q),
+                    })
+                    .map_err(|source| ResourceError::Quantity {
+                        field: format!("{path}.resources.{field}.ephemeral-storage"),
+                        source,
+                    })
+            })
+            .transpose()
+    };
+    fn add(a: Option<StorageAmount>, b: Option<StorageAmount>) -> Option<StorageAmount> {
+        match (a, b) {
+            (Some(a), Some(b)) => Some(StorageAmount {
+                bytes: a.bytes.saturating_add(b.bytes),
+                binary: a.binary,
+            }),
+            (a, b) => a.or(b),
+        }
+    }
+    fn max(a: Option<StorageAmount>, b: Option<StorageAmount>) -> Option<StorageAmount> {
+        match (a, b) {
+            (Some(a), Some(b)) if b.bytes > a.bytes => Some(b),
+            (a, b) => a.or(b),
+        }
+    }
+    combine(pod, kind, amount, add, max, None)
+}
+
+/// The pod's `ephemeral-storage` requests (admission); `None` when no container names it.
+pub fn pod_ephemeral_storage_requests(pod: &Pod) -> Result<Option<StorageAmount>, ResourceError> {
+    ephemeral_storage(pod, Kind::Requests)
+}
+
+/// The pod's `ephemeral-storage` limit (the sum of the containers' limits, by the
+/// `PodLimits` rule); `None` when no container sets one.
+pub fn pod_ephemeral_storage_limit(pod: &Pod) -> Result<Option<StorageAmount>, ResourceError> {
+    ephemeral_storage(pod, Kind::Limits)
 }
 
 /// Whether every app container declares a positive limit of `name` (init containers are not
@@ -229,6 +307,39 @@ mod tests {
                 memory_bytes: 20 << 20
             }
         );
+    }
+
+    #[test]
+    fn ephemeral_storage_limits_sum_and_keep_the_first_format() {
+        let p = pod(serde_json::json!({"metadata": {"name": "e"}, "spec": {
+            "initContainers": [
+                {"name": "i", "resources": {"limits": {"ephemeral-storage": "300Mi"}}}
+            ],
+            "containers": [
+                {"name": "a", "resources": {"limits": {"ephemeral-storage": "100Mi"}}},
+                {"name": "b", "resources": {"requests": {"ephemeral-storage": "1G"}}},
+                {"name": "c", "resources": {"limits": {"ephemeral-storage": "50Mi"}}}
+            ]
+        }}));
+        // Apps 150Mi, the init step 300Mi: the larger wins.
+        assert_eq!(
+            pod_ephemeral_storage_limit(&p).expect("limit"),
+            Some(StorageAmount {
+                bytes: 300 << 20,
+                binary: true
+            })
+        );
+        // Requests default to limits: 100Mi + 1G + 50Mi.
+        assert_eq!(
+            pod_ephemeral_storage_requests(&p)
+                .expect("requests")
+                .map(|a| a.bytes),
+            Some((150 << 20) + 1_000_000_000)
+        );
+        let none = pod(serde_json::json!({"metadata": {"name": "n"}, "spec": {
+            "containers": [{"name": "a", "resources": {"limits": {"memory": "1Gi"}}}]
+        }}));
+        assert_eq!(pod_ephemeral_storage_limit(&none).expect("limit"), None);
     }
 
     #[test]

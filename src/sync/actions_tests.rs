@@ -259,7 +259,7 @@ fn worker(now: Instant, case: &Case) -> PodWorker {
             .evicted
             .map(|(sandbox, restart)| crate::sync::eviction::Evicted {
                 message: String::new(),
-                pressure: crate::eviction::Pressure::Memory,
+                pressure: Some(crate::eviction::Pressure::Memory),
                 grace: Duration::ZERO,
                 sandbox,
                 restart_at: at(now, restart),

@@ -1,12 +1,13 @@
 //! admission: the kubelet's resource-fit check when a pod worker is created. A pod whose
 //! effective requests do not fit next to the pods already admitted is not started: it is
-//! Failed with reason `OutOfcpu` / `OutOfmemory` and a Warning event, until its manifest
+//! Failed with reason `OutOfcpu` / `OutOfmemory` / `OutOfephemeral-storage` (requests
+//! against the root dir's filesystem) and a Warning event, until its manifest
 //! changes (a new uid, admitted afresh). Before it, the eviction manager's admission refuses
 //! pods under node pressure (`sync::eviction`).
 
 use super::{podstatus, PodWorker, SyncLoop};
-use crate::cgroups::allocatable::{admit, Rejection};
-use crate::pod::resources::{pod_requests, Amounts};
+use crate::cgroups::allocatable::{admit, admit_ephemeral_storage, Rejection};
+use crate::pod::resources::{pod_ephemeral_storage_requests, pod_requests, Amounts};
 use crate::status::EventType;
 
 impl SyncLoop {
@@ -21,9 +22,6 @@ impl SyncLoop {
         if w.rejected.is_some() {
             return;
         }
-        let Some(allocatable) = self.cfg.allocatable else {
-            return;
-        };
         let requests = match pod_requests(&w.pod) {
             Ok(r) => r,
             Err(e) => {
@@ -32,7 +30,12 @@ impl SyncLoop {
                 return;
             }
         };
+        let storage_request = pod_ephemeral_storage_requests(&w.pod)
+            .ok()
+            .flatten()
+            .map_or(0, |a| a.bytes);
         let mut used = Amounts::default();
+        let mut storage_used = 0u64;
         for other in self.workers.values() {
             if other.rejected.is_some() || podstatus::is_terminal(other) {
                 continue;
@@ -41,8 +44,20 @@ impl SyncLoop {
                 used.cpu_millis = used.cpu_millis.saturating_add(r.cpu_millis);
                 used.memory_bytes = used.memory_bytes.saturating_add(r.memory_bytes);
             }
+            if let Ok(Some(r)) = pod_ephemeral_storage_requests(&other.pod) {
+                storage_used = storage_used.saturating_add(r.bytes);
+            }
         }
-        if let Err(Rejection { reason, message }) = admit(requests, used, allocatable) {
+        let fit = self
+            .cfg
+            .allocatable
+            .map_or(Ok(()), |a| admit(requests, used, a))
+            .and_then(|()| {
+                self.cfg.allocatable_ephemeral_storage.map_or(Ok(()), |a| {
+                    admit_ephemeral_storage(storage_request, storage_used, a)
+                })
+            });
+        if let Err(Rejection { reason, message }) = fit {
             if let Some(event) = reason.event() {
                 self.event(EventType::Warning, name, None, event, &message);
             }

@@ -15,7 +15,10 @@
 //!   (the condition is False, i.e. not observed for the transition period) and its eviction
 //!   backoff has passed (10 s, doubling per eviction of the generation, at most 5 min), the
 //!   containers with their own crash-loop backoff. A pod is thus never evicted and restarted
-//!   in a tight loop.
+//!   in a tight loop. A pod evicted for its own local storage limit (`EvictForLimit`: no node
+//!   pressure, no grace) starts again after the same backoff, with new writable layers and
+//!   empty emptyDir volumes; one that fills its storage again is evicted again, at most
+//!   every 5 min once the backoff has grown.
 //! - **Admission under pressure** (the eviction manager's `Admit`): under memory pressure
 //!   alone, new BestEffort pods are refused; under any other pressure, every new pod; critical
 //!   pods are always admitted. Refused pods are Failed with reason Evicted and "The node had
@@ -29,7 +32,7 @@ use std::time::{Duration, Instant};
 use super::actions::EvictedSandbox;
 use super::{podstatus, restart_policy, PodWorker, SandboxPhase, SyncLoop};
 use crate::eviction::ranking::is_critical;
-use crate::eviction::{EvictPod, EvictionEvent, Pressure};
+use crate::eviction::{EvictionEvent, Pressure};
 use crate::pod::qos::{qos_class, QosClass};
 use crate::reason::{EventReason, PodReason};
 use crate::runtime::ContainerKind;
@@ -43,8 +46,8 @@ const EVICTION_BACKOFF_MAX: Duration = Duration::from_secs(300);
 #[derive(Debug, Clone)]
 pub(super) struct Evicted {
     pub message: String,
-    /// The condition it was evicted for.
-    pub pressure: Pressure,
+    /// The condition it was evicted for (`None`: its own local storage limit).
+    pub pressure: Option<Pressure>,
     /// Stop grace (zero for a hard threshold).
     pub grace: Duration,
     pub sandbox: EvictedSandbox,
@@ -168,7 +171,11 @@ impl SyncLoop {
                 // No container GC (play): nothing to reclaim; the sender is dropped.
                 None => drop(reply),
             },
-            EvictionEvent::Evict(p) => self.evict(p),
+            EvictionEvent::Evict(p) => {
+                self.evict(&p.uid, p.message, Some(p.signal.condition()), p.grace)
+            }
+            // The kubelet evicts for a local storage limit with no grace period.
+            EvictionEvent::EvictForLimit(l) => self.evict(&l.uid, l.message, None, Duration::ZERO),
         }
     }
 
@@ -195,10 +202,10 @@ impl SyncLoop {
         self.dirty = true;
     }
 
-    fn evict(&mut self, p: EvictPod) {
+    fn evict(&mut self, uid: &str, message: String, pressure: Option<Pressure>, grace: Duration) {
         let now = self.clock.now();
         let at = self.now_str();
-        let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == p.uid) else {
+        let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == uid) else {
             return;
         };
         if w.evicted.is_some() || w.rejected.is_some() || is_critical(&w.pod) {
@@ -210,9 +217,9 @@ impl SyncLoop {
         let name = name.clone();
         w.evictions = w.evictions.saturating_add(1);
         w.evicted = Some(Evicted {
-            message: p.message.clone(),
-            pressure: p.signal.condition(),
-            grace: p.grace,
+            message: message.clone(),
+            pressure,
+            grace,
             sandbox: EvictedSandbox::Up,
             restart_at: now + eviction_backoff(w.evictions),
             at,
@@ -224,13 +231,13 @@ impl SyncLoop {
             .filter(|i| !i.id.is_empty())
             .map(|i| i.id.clone())
             .collect();
-        log::warn!("{name}: evicted: {}", p.message.trim_end());
+        log::warn!("{name}: evicted: {}", message.trim_end());
         self.event(
             EventType::Warning,
             &name,
             None,
             EventReason::Evicted,
-            p.message.trim_end(),
+            message.trim_end(),
         );
         for id in live {
             self.begin_container_kill(&name, &id, None);
@@ -297,10 +304,13 @@ impl SyncLoop {
             // The crash-loop backoff of the killed instance (`retry_at`) still applies.
             s.waiting = None;
         }
-        let msg = format!(
-            "the node's {} cleared: starting the pod again after its eviction",
-            e.pressure.condition_type()
-        );
+        let msg = match e.pressure {
+            Some(p) => format!(
+                "the node's {} cleared: starting the pod again after its eviction",
+                p.condition_type()
+            ),
+            None => "starting the pod again after its eviction for its local storage limit (eviction backoff passed)".to_string(),
+        };
         self.event(
             EventType::Normal,
             name,
@@ -317,7 +327,8 @@ impl SyncLoop {
             .values()
             .filter_map(|w| w.evicted.as_ref())
             .filter(|e| {
-                e.sandbox == EvictedSandbox::Removed && !self.pressure.is_active(e.pressure)
+                e.sandbox == EvictedSandbox::Removed
+                    && !e.pressure.is_some_and(|p| self.pressure.is_active(p))
             })
             .map(|e| e.restart_at)
             .min()

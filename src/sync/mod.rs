@@ -108,6 +108,8 @@ pub struct SyncConfig {
     pub host_ip: String,
     /// Node allocatable for admission; `None` admits every pod.
     pub allocatable: Option<crate::pod::resources::Amounts>,
+    /// Node allocatable `ephemeral-storage` for admission; `None` admits every pod.
+    pub allocatable_ephemeral_storage: Option<u64>,
     /// What the node offers for confinement: manifests are validated against it.
     pub security: crate::security::NodeSecurity,
     /// `podvisor play`: the loop runs this one pod and nothing else. Only what is on disk for

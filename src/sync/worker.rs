@@ -242,7 +242,7 @@ impl SyncLoop {
             pressure_active: w
                 .evicted
                 .as_ref()
-                .is_some_and(|e| self.pressure.is_active(e.pressure)),
+                .is_some_and(|e| e.pressure.is_some_and(|p| self.pressure.is_active(p))),
             worker: w,
             previous_generation_removing: w
                 .blocked_by

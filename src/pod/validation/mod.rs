@@ -726,7 +726,8 @@ fn validate_resources(r: &ResourceRequirements, field: &str, pod_level: bool, v:
     {
         for (name, q) in map.iter().flatten() {
             let rf = format!("{field}.{kind}{}", bracket(name));
-            if pod_level && is_extended_resource(name) {
+            // The API server's `supportedPodLevelResources` (no ephemeral-storage).
+            if pod_level && (is_extended_resource(name) || name == "ephemeral-storage") {
                 v.push(
                     &rf,
                     format!("unsupported value {name:?}: pod-level resources support cpu, memory and hugepages-<size>"),
@@ -926,6 +927,16 @@ mod tests {
         let msg = validate(&p, "v.yaml").expect_err("pod level").to_string();
         assert!(
             msg.contains("spec.resources.limits[example.com/foo]"),
+            "{msg}"
+        );
+        let p = crate::pod::manifest::parse_pod(
+            b"metadata: {name: w}\nspec: {resources: {limits: {ephemeral-storage: 1Gi}}, containers: [{name: a, image: b}]}\n",
+            "v.yaml",
+        )
+        .expect("parse");
+        let msg = validate(&p, "v.yaml").expect_err("pod level").to_string();
+        assert!(
+            msg.contains("spec.resources.limits[ephemeral-storage]: unsupported value"),
             "{msg}"
         );
     }

@@ -144,3 +144,43 @@ fn after_a_restart_running_pods_are_counted_before_new_ones_are_admitted() {
     assert_eq!(status_of(&h2, "z").phase.as_deref(), Some("Running"));
     assert_eq!(rt.starts().len(), starts, "{:?}", rt.calls());
 }
+
+#[test]
+fn ephemeral_storage_requests_count_against_the_allocatable_storage() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut h = small_node(FakeRuntime::default(), &dir);
+    h.sync.cfg.allocatable_ephemeral_storage = Some(1 << 30);
+    let storage = |q: &str| format!("    resources: {{requests: {{ephemeral-storage: {q}}}}}\n");
+    h.file(
+        "a.yaml",
+        &(pod_yaml("a", "busybox", "") + &storage("600Mi")),
+    );
+    assert_eq!(h.rt.starts().len(), 1);
+    // Limits count as requests when no request is given.
+    h.file(
+        "b.yaml",
+        &(pod_yaml("b", "busybox", "") + "    resources: {limits: {ephemeral-storage: 500Mi}}\n"),
+    );
+    let st = status_of(&h, "b");
+    assert_eq!(st.phase.as_deref(), Some("Failed"));
+    assert_eq!(st.reason.as_deref(), Some("OutOfephemeral-storage"));
+    assert_eq!(
+        st.message.as_deref(),
+        Some(&*format!(
+            "Pod was rejected: Node didn't have enough resource: ephemeral-storage, requested: {}, used: {}, capacity: {}",
+            500u64 << 20,
+            600u64 << 20,
+            1u64 << 30
+        ))
+    );
+    assert!(h
+        .snap()
+        .events
+        .iter()
+        .any(|e| e.reason == "OutOfephemeral-storage"));
+    h.file(
+        "c.yaml",
+        &(pod_yaml("c", "busybox", "") + &storage("400Mi")),
+    );
+    assert_eq!(h.rt.starts().len(), 2, "400Mi fits beside 600Mi");
+}

@@ -208,3 +208,55 @@ fn admission_under_pressure() {
     // Running pods are not touched by admission.
     assert_eq!(status(&h, "bu").phase.as_deref(), Some("Running"));
 }
+
+#[test]
+fn a_pod_over_its_local_storage_limit_is_evicted_at_once_and_backs_off_before_starting_again() {
+    let mut h = harness();
+    h.file("web.yaml", &pod_yaml("web", "busybox", ""));
+    h.scan_done();
+    let id = h.rt.running_ids().pop().expect("running");
+    let uid = h.uid("web");
+    let message = "Container main exceeded its local ephemeral storage limit \"10Mi\". ";
+    let limit = |h: &mut Harness| {
+        let name = crate::status::full_name(&h.snap().find_pod("web").expect("pod").pod);
+        h.send(SyncEvent::Eviction(EvictionEvent::EvictForLimit(
+            crate::eviction::LimitEviction {
+                uid: uid.clone(),
+                name,
+                kind: crate::eviction::ephemeral::LimitKind::Container,
+                message: message.into(),
+            },
+        )));
+    };
+    limit(&mut h);
+    let st = status(&h, "web");
+    assert_eq!(st.phase.as_deref(), Some("Failed"));
+    assert_eq!(st.reason.as_deref(), Some("Evicted"));
+    assert_eq!(st.message.as_deref(), Some(message));
+    assert!(h
+        .snap()
+        .events
+        .iter()
+        .any(|e| e.reason == "Evicted" && e.message == message.trim_end()));
+    assert!(h.rt.calls().contains(&Call::Signal {
+        id: id.clone(),
+        signal: libc::SIGKILL
+    }));
+    let ev = h.rt.exit(&id, 137);
+    h.send(ev);
+    assert!(h.rt.calls().contains(&Call::RemoveSandbox(uid.clone())));
+    // No node pressure to wait for, but the eviction backoff: 10 s, then 20 s.
+    h.advance(Duration::from_secs(5));
+    assert_eq!(h.rt.starts().len(), 1, "backoff");
+    h.advance(Duration::from_secs(6));
+    assert_eq!(h.rt.starts().len(), 2);
+    assert_eq!(status(&h, "web").phase.as_deref(), Some("Running"));
+    let id = h.rt.running_ids().pop().expect("running");
+    limit(&mut h);
+    let ev = h.rt.exit(&id, 137);
+    h.send(ev);
+    h.advance(Duration::from_secs(15));
+    assert_eq!(h.rt.starts().len(), 2, "a longer backoff the second time");
+    h.advance(Duration::from_secs(10));
+    assert_eq!(h.rt.starts().len(), 3);
+}

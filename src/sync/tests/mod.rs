@@ -460,6 +460,7 @@ fn harness_full(
             store_dir: store_dir.clone(),
             host_ip: "10.0.0.1".into(),
             allocatable,
+            allocatable_ephemeral_storage: None,
             security: crate::security::NodeSecurity::default(),
             only_pod: None,
             rollback_after: Duration::from_secs(300),
