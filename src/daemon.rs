@@ -304,6 +304,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
             store_dir: paths.root_dir.join("static-pods"),
             host_ip,
             allocatable,
+            hugepages_dir: Some(PathBuf::from("/sys/kernel/mm/hugepages")),
             security,
             only_pod: None,
             rollback_after: cfg.rollback_after,

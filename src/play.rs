@@ -119,6 +119,7 @@ fn run(
         store_dir: PathBuf::new(),
         host_ip: runtime_cfg.node.host_ip.clone(),
         allocatable: None,
+        hugepages_dir: None,
         security: runtime_cfg.security.clone(),
         only_pod: Some(pod.clone()),
         // The one pod never changes: nothing to roll back.

@@ -1,12 +1,15 @@
 //! admission: the kubelet's resource-fit check when a pod worker is created. A pod whose
 //! effective requests do not fit next to the pods already admitted is not started: it is
-//! Failed with reason `OutOfcpu` / `OutOfmemory` and a Warning event, until its manifest
+//! Failed with reason `OutOfcpu` / `OutOfmemory` / `OutOfhugepages-<size>` and a Warning
+//! event, until its manifest
 //! changes (a new uid, admitted afresh). Before it, the eviction manager's admission refuses
 //! pods under node pressure (`sync::eviction`).
 
 use super::{podstatus, PodWorker, SyncLoop};
-use crate::cgroups::allocatable::{admit, Rejection};
-use crate::pod::resources::{pod_requests, Amounts};
+use std::collections::BTreeMap;
+
+use crate::cgroups::allocatable::{admit, admit_hugepages, read_hugepages_capacity, Rejection};
+use crate::pod::resources::{pod_hugepages_requests, pod_requests, Amounts};
 use crate::status::EventType;
 
 impl SyncLoop {
@@ -21,32 +24,72 @@ impl SyncLoop {
         if w.rejected.is_some() {
             return;
         }
+        let verdict = self.fit(name, w).and_then(|()| self.fit_hugepages(name, w));
+        if let Err(Rejection { reason, message }) = verdict {
+            if let Some(event) = reason.event() {
+                self.event(EventType::Warning, name, None, event, &message);
+            }
+            w.rejected = Some((reason, format!("Pod was rejected: {message}")));
+        }
+    }
+
+    /// The pods counted as using node resources: admitted and not terminal.
+    fn admitted_pods(&self) -> impl Iterator<Item = &PodWorker> {
+        self.workers
+            .values()
+            .filter(|o| o.rejected.is_none() && !podstatus::is_terminal(o))
+    }
+
+    /// cpu and memory against the node allocatable.
+    fn fit(&self, name: &str, w: &PodWorker) -> Result<(), Rejection> {
         let Some(allocatable) = self.cfg.allocatable else {
-            return;
+            return Ok(());
         };
         let requests = match pod_requests(&w.pod) {
             Ok(r) => r,
             Err(e) => {
                 // The spec builder reports the same quantity error when a container starts.
                 log::warn!("{name}: admission: {e}");
-                return;
+                return Ok(());
             }
         };
         let mut used = Amounts::default();
-        for other in self.workers.values() {
-            if other.rejected.is_some() || podstatus::is_terminal(other) {
-                continue;
-            }
+        for other in self.admitted_pods() {
             if let Ok(r) = pod_requests(&other.pod) {
                 used.cpu_millis = used.cpu_millis.saturating_add(r.cpu_millis);
                 used.memory_bytes = used.memory_bytes.saturating_add(r.memory_bytes);
             }
         }
-        if let Err(Rejection { reason, message }) = admit(requests, used, allocatable) {
-            if let Some(event) = reason.event() {
-                self.event(EventType::Warning, name, None, event, &message);
+        admit(requests, used, allocatable)
+    }
+
+    /// `hugepages-<size>` against the node's huge pages, read when a pod asks for some.
+    fn fit_hugepages(&self, name: &str, w: &PodWorker) -> Result<(), Rejection> {
+        let Some(dir) = &self.cfg.hugepages_dir else {
+            return Ok(());
+        };
+        let requests = match pod_hugepages_requests(&w.pod) {
+            Ok(r) if !r.is_empty() => r,
+            Ok(_) => return Ok(()),
+            Err(e) => {
+                log::warn!("{name}: admission: {e}");
+                return Ok(());
             }
-            w.rejected = Some((reason, format!("Pod was rejected: {message}")));
+        };
+        let capacity = match read_hugepages_capacity(dir) {
+            Ok(c) => c,
+            Err(e) => {
+                log::warn!("{name}: admission: huge page capacity unknown, not checked: {e}");
+                return Ok(());
+            }
+        };
+        let mut used: BTreeMap<String, u64> = BTreeMap::new();
+        for other in self.admitted_pods() {
+            for (k, v) in pod_hugepages_requests(&other.pod).unwrap_or_default() {
+                let u = used.entry(k).or_default();
+                *u = u.saturating_add(v);
+            }
         }
+        admit_hugepages(&requests, &used, &capacity)
     }
 }

@@ -108,6 +108,9 @@ pub struct SyncConfig {
     pub host_ip: String,
     /// Node allocatable for admission; `None` admits every pod.
     pub allocatable: Option<crate::pod::resources::Amounts>,
+    /// The node's /sys/kernel/mm/hugepages, read when a pod requesting huge pages is
+    /// admitted; `None` admits huge page requests unchecked.
+    pub hugepages_dir: Option<PathBuf>,
     /// What the node offers for confinement: manifests are validated against it.
     pub security: crate::security::NodeSecurity,
     /// `podvisor play`: the loop runs this one pod and nothing else. Only what is on disk for

@@ -460,6 +460,8 @@ fn harness_full(
             store_dir: store_dir.clone(),
             host_ip: "10.0.0.1".into(),
             allocatable,
+            // A fixture next to the store: absent (no huge pages) unless a test writes one.
+            hugepages_dir: Some(store_dir.with_file_name("hugepages")),
             security: crate::security::NodeSecurity::default(),
             only_pod: None,
             rollback_after: Duration::from_secs(300),
