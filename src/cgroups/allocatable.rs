@@ -512,7 +512,8 @@ mod tests {
             v.iter().map(|(k, v)| (k.to_string(), *v)).collect()
         };
         // (requests, used, expected reason)
-        let cases: [(&[(&str, u64)], &[(&str, u64)], Option<&str>); 6] = [
+        type Amount<'a> = &'a [(&'a str, u64)];
+        let cases: [(Amount, Amount, Option<&str>); 6] = [
             (&[("hugepages-2Mi", 6 << 20)], &[], None),
             (
                 &[("hugepages-2Mi", 4 << 20)],

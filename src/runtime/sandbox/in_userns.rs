@@ -11,7 +11,6 @@
 
 use std::fs;
 use std::io::{Read, Write};
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use nix::sched::{unshare, CloneFlags};
@@ -38,10 +37,7 @@ fn pipe() -> Result<(fs::File, fs::File), SandboxError> {
             path: PathBuf::from("the user namespace helper"),
             source,
         })?;
-    Ok((
-        fs::File::from(OwnedFd::from(r)),
-        fs::File::from(OwnedFd::from(w)),
-    ))
+    Ok((fs::File::from(r), fs::File::from(w)))
 }
 
 /// Creates the pod's namespaces in a new user namespace mapping `0..65536` to

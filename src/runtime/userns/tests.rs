@@ -122,7 +122,8 @@ fn mapping_files_are_checked_as_the_kubelet_checks_them() {
 #[test]
 fn subid_entries_give_the_range() {
     let users = &["podvisor", "kubelet"];
-    let cases: &[(&str, Result<Option<(u32, u32)>, &str>)] = &[
+    type Want = Result<Option<(u32, u32)>, &'static str>;
+    let cases: &[(&str, Want)] = &[
         ("", Ok(None)),
         ("alice:100000:65536\n", Ok(None)),
         ("kubelet:65536:655360\n", Ok(Some((1, 10)))),
