@@ -202,3 +202,59 @@ fn host_users_false_pod_runs_in_its_own_user_namespace_with_idmapped_volumes() {
     }
     env.assert_clean();
 }
+
+#[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
+fn host_users_false_with_a_shared_pid_namespace_has_its_init_inside_the_user_namespace() {
+    let env = TestEnv::new("userns-pid");
+    fs::set_permissions(
+        env.root.parent().expect("dir"),
+        fs::Permissions::from_mode(0o711),
+    )
+    .expect("chmod");
+    let p = pod(
+        "metadata: {name: usernspid}\nspec:\n  hostUsers: false\n  shareProcessNamespace: true\n  containers:\n  - name: a\n    image: busybox:1.35\n    command: [sleep, '1003']\n",
+    );
+    let uid = p.metadata.uid.clone().expect("uid");
+    let (rt, rx) = env.runtime();
+    rt.run_pod_sandbox(&p).expect("sandbox");
+    let a = common::start_container(&rt, &p, 0, 0);
+    let pa = running_pid(&a.state);
+    let base = mapped_base(pa, "uid_map");
+    let init = podvisor::runtime::sandbox::load_pod_init(
+        &podvisor::runtime::sandbox::SandboxPaths::new(&env.config().sandbox_dirs(), &uid)
+            .expect("paths"),
+    )
+    .expect("pod-init.json");
+    // The pod init runs as the pod's root, in the pod's user and PID namespaces.
+    assert_eq!(mapped_base(init.pid, "uid_map"), base);
+    for ns in ["user", "pid"] {
+        assert_eq!(
+            fs::read_link(format!("/proc/{}/ns/{ns}", init.pid)).expect("init ns"),
+            fs::read_link(format!("/proc/{pa}/ns/{ns}")).expect("container ns"),
+            "{ns}"
+        );
+    }
+    let out = rt
+        .exec_sync(
+            &a.meta.id,
+            &[
+                "sh".into(),
+                "-c".into(),
+                "tr '\\0' ' ' < /proc/1/cmdline".into(),
+            ],
+            T,
+        )
+        .expect("exec");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("podvisor shim pod-init"),
+        "{out:?}"
+    );
+    rt.signal_container(&a.meta.id, libc::SIGKILL)
+        .expect("kill");
+    wait_exit(&rx, &a.meta.id, T);
+    rt.remove_container(&a.meta.id).expect("remove");
+    rt.remove_pod_sandbox(&uid).expect("remove sandbox");
+    assert!(!init.is_alive());
+    env.assert_clean();
+}
