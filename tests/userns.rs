@@ -32,6 +32,18 @@ fn mapped_base(pid: i32, file: &str) -> u32 {
     f[1]
 }
 
+/// A test environment whose directory the pod's root (an unprivileged host ID) can pass
+/// through to its rootfs mount point and pinned namespaces, as through /run on a node.
+fn userns_env(name: &str) -> TestEnv {
+    let env = TestEnv::new(name);
+    fs::set_permissions(
+        env.root.parent().expect("dir"),
+        fs::Permissions::from_mode(0o711),
+    )
+    .expect("chmod");
+    env
+}
+
 fn running_pid(s: &ContainerState) -> i32 {
     match s {
         ContainerState::Running { pid, .. } => *pid,
@@ -42,14 +54,7 @@ fn running_pid(s: &ContainerState) -> i32 {
 #[test]
 #[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn host_users_false_pod_runs_in_its_own_user_namespace_with_idmapped_volumes() {
-    let env = TestEnv::new("userns");
-    // The pod's root (an unprivileged host ID) reaches its rootfs mount point and pinned
-    // namespaces through the test's directory, as through /run on a node.
-    fs::set_permissions(
-        env.root.parent().expect("dir"),
-        fs::Permissions::from_mode(0o711),
-    )
-    .expect("chmod");
+    let env = userns_env("userns");
     let host_dir = env.root.parent().expect("dir").join("host");
     fs::create_dir(&host_dir).expect("host dir");
     fs::write(host_dir.join("by-host-1234"), "x").expect("file");
@@ -206,12 +211,7 @@ fn host_users_false_pod_runs_in_its_own_user_namespace_with_idmapped_volumes() {
 #[test]
 #[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn host_users_false_with_a_shared_pid_namespace_has_its_init_inside_the_user_namespace() {
-    let env = TestEnv::new("userns-pid");
-    fs::set_permissions(
-        env.root.parent().expect("dir"),
-        fs::Permissions::from_mode(0o711),
-    )
-    .expect("chmod");
+    let env = userns_env("userns-pid");
     let p = pod(
         "metadata: {name: usernspid}\nspec:\n  hostUsers: false\n  shareProcessNamespace: true\n  containers:\n  - name: a\n    image: busybox:1.35\n    command: [sleep, '1003']\n",
     );

@@ -123,16 +123,7 @@ pub fn mount_rootfs(
         None => base,
         Some(m) => {
             let target = paths.idmapped.join("layers");
-            for dir in [&paths.idmapped, &target] {
-                fs::DirBuilder::new()
-                    .mode(0o711)
-                    .recursive(true)
-                    .create(dir)
-                    .map_err(|source| RootfsError::Create {
-                        path: dir.clone(),
-                        source,
-                    })?;
-            }
+            create_traversable(&target)?;
             if !is_mounted(&target) {
                 crate::sys::idmap::mount_idmapped(&base, m.userns, &target).map_err(|source| {
                     RootfsError::IdMap {
@@ -190,14 +181,7 @@ pub fn idmap_bind_sources(
     mounts: &mut [oci_spec::runtime::Mount],
     idmap: IdMap<'_>,
 ) -> Result<(), RootfsError> {
-    fs::DirBuilder::new()
-        .mode(0o711)
-        .recursive(true)
-        .create(dir)
-        .map_err(|source| RootfsError::Create {
-            path: dir.to_path_buf(),
-            source,
-        })?;
+    create_traversable(dir)?;
     for (n, m) in mounts.iter_mut().enumerate() {
         let is_bind = m.typ().as_deref() == Some("bind")
             || m.options()
@@ -237,6 +221,18 @@ pub fn idmap_bind_sources(
         m.set_source(Some(target.clone()));
     }
     Ok(())
+}
+
+/// Creates `dir` and its missing parents 0711: the pod's root passes through, never lists.
+fn create_traversable(dir: &Path) -> Result<(), RootfsError> {
+    fs::DirBuilder::new()
+        .mode(0o711)
+        .recursive(true)
+        .create(dir)
+        .map_err(|source| RootfsError::Create {
+            path: dir.to_path_buf(),
+            source,
+        })
 }
 
 fn source_path_of(m: &oci_spec::runtime::Mount) -> PathBuf {
