@@ -316,6 +316,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
             host_ip,
             allocatable,
             allocatable_ephemeral_storage: ephemeral_storage.map(|(_, a)| a),
+            hugepages_dir: Some(PathBuf::from("/sys/kernel/mm/hugepages")),
             security,
             only_pod: None,
             rollback_after: cfg.rollback_after,

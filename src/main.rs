@@ -287,6 +287,9 @@ enum ShimCommand {
         /// Also create the pod's PID namespace with its init (shareProcessNamespace).
         #[arg(long)]
         share_pid: bool,
+        /// hostUsers: false: the first host ID of the pod's user namespace.
+        #[arg(long)]
+        user_ns_base: Option<u32>,
     },
     /// PID 1 of a pod's shared PID namespace (started by `shim sandbox --share-pid`).
     PodInit { dir: PathBuf },
@@ -324,7 +327,8 @@ fn main() -> ExitCode {
                 hostname,
                 host_network,
                 share_pid,
-            } => shim::sandbox(dir, hostname, *host_network, *share_pid),
+                user_ns_base,
+            } => shim::sandbox(dir, hostname, *host_network, *share_pid, *user_ns_base),
             // Handled before parsing (never returns); listed for `shim --help`.
             ShimCommand::PodInit { .. } => podvisor::runtime::sandbox::pod_init(),
             ShimCommand::Exec {

@@ -120,6 +120,7 @@ fn run(
         host_ip: runtime_cfg.node.host_ip.clone(),
         allocatable: None,
         allocatable_ephemeral_storage: None,
+        hugepages_dir: None,
         security: runtime_cfg.security.clone(),
         only_pod: Some(pod.clone()),
         // The one pod never changes: nothing to roll back.

@@ -209,6 +209,19 @@ reasons! {
         OutOfMemory => "OutOfmemory",
         /// Admission: not enough ephemeral storage left.
         OutOfEphemeralStorage => "OutOfephemeral-storage",
+        /// Admission: not enough huge pages of a size left (the kernel's page sizes on x86,
+        /// arm64, riscv64, ppc64 and s390x).
+        OutOfHugepages64Ki => "OutOfhugepages-64Ki",
+        OutOfHugepages1Mi => "OutOfhugepages-1Mi",
+        OutOfHugepages2Mi => "OutOfhugepages-2Mi",
+        OutOfHugepages8Mi => "OutOfhugepages-8Mi",
+        OutOfHugepages16Mi => "OutOfhugepages-16Mi",
+        OutOfHugepages32Mi => "OutOfhugepages-32Mi",
+        OutOfHugepages256Mi => "OutOfhugepages-256Mi",
+        OutOfHugepages512Mi => "OutOfhugepages-512Mi",
+        OutOfHugepages1Gi => "OutOfhugepages-1Gi",
+        OutOfHugepages2Gi => "OutOfhugepages-2Gi",
+        OutOfHugepages16Gi => "OutOfhugepages-16Gi",
         /// Admission failed for a reason that is not the pod's.
         UnexpectedAdmissionError => "UnexpectedAdmissionError",
         /// podvisor: a container exited (the kubelet only shows it in the status).
@@ -258,6 +271,18 @@ reasons! {
         OutOfMemory => "OutOfmemory",
         /// Admission: not enough ephemeral storage left (phase Failed).
         OutOfEphemeralStorage => "OutOfephemeral-storage",
+        /// Admission: not enough huge pages of a size left (phase Failed).
+        OutOfHugepages64Ki => "OutOfhugepages-64Ki",
+        OutOfHugepages1Mi => "OutOfhugepages-1Mi",
+        OutOfHugepages2Mi => "OutOfhugepages-2Mi",
+        OutOfHugepages8Mi => "OutOfhugepages-8Mi",
+        OutOfHugepages16Mi => "OutOfhugepages-16Mi",
+        OutOfHugepages32Mi => "OutOfhugepages-32Mi",
+        OutOfHugepages256Mi => "OutOfhugepages-256Mi",
+        OutOfHugepages512Mi => "OutOfhugepages-512Mi",
+        OutOfHugepages1Gi => "OutOfhugepages-1Gi",
+        OutOfHugepages2Gi => "OutOfhugepages-2Gi",
+        OutOfHugepages16Gi => "OutOfhugepages-16Gi",
         /// Admission failed for a reason that is not the pod's.
         UnexpectedAdmissionError => "UnexpectedAdmissionError",
         /// The pod's sandbox could not be created.
@@ -291,6 +316,17 @@ impl PodReason {
             "cpu" => Some(PodReason::OutOfCpu),
             "memory" => Some(PodReason::OutOfMemory),
             "ephemeral-storage" => Some(PodReason::OutOfEphemeralStorage),
+            "hugepages-64Ki" => Some(PodReason::OutOfHugepages64Ki),
+            "hugepages-1Mi" => Some(PodReason::OutOfHugepages1Mi),
+            "hugepages-2Mi" => Some(PodReason::OutOfHugepages2Mi),
+            "hugepages-8Mi" => Some(PodReason::OutOfHugepages8Mi),
+            "hugepages-16Mi" => Some(PodReason::OutOfHugepages16Mi),
+            "hugepages-32Mi" => Some(PodReason::OutOfHugepages32Mi),
+            "hugepages-256Mi" => Some(PodReason::OutOfHugepages256Mi),
+            "hugepages-512Mi" => Some(PodReason::OutOfHugepages512Mi),
+            "hugepages-1Gi" => Some(PodReason::OutOfHugepages1Gi),
+            "hugepages-2Gi" => Some(PodReason::OutOfHugepages2Gi),
+            "hugepages-16Gi" => Some(PodReason::OutOfHugepages16Gi),
             _ => None,
         }
     }
@@ -301,6 +337,17 @@ impl PodReason {
             PodReason::OutOfCpu => Some(EventReason::OutOfCpu),
             PodReason::OutOfMemory => Some(EventReason::OutOfMemory),
             PodReason::OutOfEphemeralStorage => Some(EventReason::OutOfEphemeralStorage),
+            PodReason::OutOfHugepages64Ki => Some(EventReason::OutOfHugepages64Ki),
+            PodReason::OutOfHugepages1Mi => Some(EventReason::OutOfHugepages1Mi),
+            PodReason::OutOfHugepages2Mi => Some(EventReason::OutOfHugepages2Mi),
+            PodReason::OutOfHugepages8Mi => Some(EventReason::OutOfHugepages8Mi),
+            PodReason::OutOfHugepages16Mi => Some(EventReason::OutOfHugepages16Mi),
+            PodReason::OutOfHugepages32Mi => Some(EventReason::OutOfHugepages32Mi),
+            PodReason::OutOfHugepages256Mi => Some(EventReason::OutOfHugepages256Mi),
+            PodReason::OutOfHugepages512Mi => Some(EventReason::OutOfHugepages512Mi),
+            PodReason::OutOfHugepages1Gi => Some(EventReason::OutOfHugepages1Gi),
+            PodReason::OutOfHugepages2Gi => Some(EventReason::OutOfHugepages2Gi),
+            PodReason::OutOfHugepages16Gi => Some(EventReason::OutOfHugepages16Gi),
             PodReason::UnexpectedAdmissionError => Some(EventReason::UnexpectedAdmissionError),
             PodReason::FailedCreatePodSandBox => Some(EventReason::FailedCreatePodSandBox),
             PodReason::DeadlineExceeded => Some(EventReason::DeadlineExceeded),
@@ -370,6 +417,17 @@ mod tests {
                 "OutOfcpu",
                 "OutOfmemory",
                 "OutOfephemeral-storage",
+                "OutOfhugepages-64Ki",
+                "OutOfhugepages-1Mi",
+                "OutOfhugepages-2Mi",
+                "OutOfhugepages-8Mi",
+                "OutOfhugepages-16Mi",
+                "OutOfhugepages-32Mi",
+                "OutOfhugepages-256Mi",
+                "OutOfhugepages-512Mi",
+                "OutOfhugepages-1Gi",
+                "OutOfhugepages-2Gi",
+                "OutOfhugepages-16Gi",
                 "UnexpectedAdmissionError",
                 "Exited",
                 "SourceError",
@@ -398,6 +456,17 @@ mod tests {
                 "OutOfcpu",
                 "OutOfmemory",
                 "OutOfephemeral-storage",
+                "OutOfhugepages-64Ki",
+                "OutOfhugepages-1Mi",
+                "OutOfhugepages-2Mi",
+                "OutOfhugepages-8Mi",
+                "OutOfhugepages-16Mi",
+                "OutOfhugepages-32Mi",
+                "OutOfhugepages-256Mi",
+                "OutOfhugepages-512Mi",
+                "OutOfhugepages-1Gi",
+                "OutOfhugepages-2Gi",
+                "OutOfhugepages-16Gi",
                 "UnexpectedAdmissionError",
                 "FailedCreatePodSandBox",
                 "Evicted",
@@ -464,6 +533,11 @@ mod tests {
             Some(PodReason::OutOfEphemeralStorage)
         );
         assert_eq!(PodReason::out_of("pods"), None);
+        assert_eq!(
+            PodReason::out_of("hugepages-2Mi").map(PodReason::as_str),
+            Some("OutOfhugepages-2Mi")
+        );
+        assert_eq!(PodReason::out_of("hugepages-3Mi"), None);
         for r in PodReason::ALL {
             if let Some(e) = r.event() {
                 assert_eq!(e.as_str(), r.as_str(), "{r:?}");

@@ -485,8 +485,10 @@ fn state_logs_socket_and_profile_directory_get_the_kubelets_modes() {
         (env.root.clone(), 0o700),
         (env.root.join("containers"), 0o700),
         (env.root.join("pods"), 0o700),
-        (env.run.join("containers"), 0o700),
-        (env.run.join("pods"), 0o700),
+        // Traversable, not listable: a hostUsers: false pod's root reaches its rootfs and
+        // namespaces through them; every pod's and container's own directory is 0700.
+        (env.run.join("containers"), 0o711),
+        (env.run.join("pods"), 0o711),
         (env.root.join("seccomp"), 0o700),
         (d.socket.clone(), 0o600),
     ] {

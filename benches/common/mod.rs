@@ -327,7 +327,7 @@ pub fn raw_run(
     let paths = RootfsPaths::in_dir(&bundle);
 
     let t0 = Instant::now();
-    rootfs::mount_rootfs(&paths, layers_dir, layers).context("mount rootfs")?;
+    rootfs::mount_rootfs(&paths, layers_dir, layers, None).context("mount rootfs")?;
     let mount = t0.elapsed();
 
     let result = raw_create_start(env, template, &bundle, &youki_root, &paths, &id, fresh_ns);

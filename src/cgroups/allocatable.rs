@@ -2,9 +2,11 @@
 //! `systemReserved`, `kubeReserved` and the hard eviction threshold `memory.available`) and
 //! the resource-fit admission of a pod (`pkg/kubelet/lifecycle/predicate.go`).
 //!
-//! Capacity is read from the online CPUs and /proc/meminfo; both are parameters so tests use
-//! fixtures.
+//! Capacity is read from the online CPUs, /proc/meminfo and, per huge page size,
+//! /sys/kernel/mm/hugepages (`hugepages-<size>` = `nr_hugepages` x the page size, as cadvisor
+//! reports it to the kubelet); all are parameters so tests use fixtures.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -242,7 +244,7 @@ pub fn admit_ephemeral_storage(request: u64, used: u64, allocatable: u64) -> Res
 /// Why a pod was not admitted: the kubelet's `OutOf<resource>` reason and its message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejection {
-    /// `OutOfcpu`, `OutOfmemory` or `OutOfephemeral-storage`.
+    /// `OutOfcpu`, `OutOfmemory`, `OutOfephemeral-storage` or `OutOfhugepages-<size>`.
     pub reason: PodReason,
     pub message: String,
 }
@@ -271,6 +273,93 @@ pub fn admit(requests: Amounts, used: Amounts, allocatable: Amounts) -> Result<(
         if req > 0 && req > cap.saturating_sub(used) {
             return Err(Rejection {
                 reason,
+                message: format!(
+                    "Node didn't have enough resource: {name}, requested: {req}, used: {used}, capacity: {cap}"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The kubelet's resource name of a huge page size given in kB (`2048` -> `hugepages-2Mi`):
+/// the page size as a canonical binary quantity.
+pub fn hugepages_resource_name(kb: u64) -> String {
+    let size = if kb % (1 << 20) == 0 {
+        format!("{}Gi", kb >> 20)
+    } else if kb % (1 << 10) == 0 {
+        format!("{}Mi", kb >> 10)
+    } else {
+        format!("{kb}Ki")
+    };
+    format!("hugepages-{size}")
+}
+
+/// Huge page capacity by resource name (`hugepages-2Mi` -> bytes) from a
+/// /sys/kernel/mm/hugepages directory: one `hugepages-<n>kB/nr_hugepages` per page size. A
+/// missing directory (no hugetlb support) is no capacity.
+pub fn read_hugepages_capacity(dir: &Path) -> Result<BTreeMap<String, u64>, CapacityError> {
+    let mut out = BTreeMap::new();
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
+        Err(source) => {
+            return Err(CapacityError::Read {
+                path: dir.to_path_buf(),
+                source,
+            })
+        }
+    };
+    for entry in entries {
+        let entry = entry.map_err(|source| CapacityError::Read {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let name = entry.file_name();
+        let Some(kb) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("hugepages-")?.strip_suffix("kB"))
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        let path = entry.path().join("nr_hugepages");
+        let text = fs::read_to_string(&path).map_err(|source| CapacityError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let pages: u64 = text.trim().parse().map_err(|_| CapacityError::Parse {
+            path: path.clone(),
+            reason: format!("{:?} is not a page count", text.trim()),
+        })?;
+        out.insert(
+            hugepages_resource_name(kb),
+            pages.saturating_mul(kb).saturating_mul(1024),
+        );
+    }
+    Ok(out)
+}
+
+/// This host's huge page capacity.
+pub fn host_hugepages_capacity() -> Result<BTreeMap<String, u64>, CapacityError> {
+    read_hugepages_capacity(Path::new("/sys/kernel/mm/hugepages"))
+}
+
+/// The kubelet's fit for `hugepages-<size>`: every positive request must be at most the
+/// node's capacity of that size (none when the node does not have the size) minus what the
+/// pods already admitted requested. The reason is `OutOf<resource>`
+/// (`UnexpectedAdmissionError` for a size no kernel has, which podvisor has no reason for).
+pub fn admit_hugepages(
+    requests: &BTreeMap<String, u64>,
+    used: &BTreeMap<String, u64>,
+    capacity: &BTreeMap<String, u64>,
+) -> Result<(), Rejection> {
+    for (name, &req) in requests {
+        let cap = capacity.get(name).copied().unwrap_or(0);
+        let used = used.get(name).copied().unwrap_or(0);
+        if req > 0 && req > cap.saturating_sub(used) {
+            return Err(Rejection {
+                reason: PodReason::out_of(name).unwrap_or(PodReason::UnexpectedAdmissionError),
                 message: format!(
                     "Node didn't have enough resource: {name}, requested: {req}, used: {used}, capacity: {cap}"
                 ),
@@ -464,5 +553,80 @@ mod tests {
         assert_eq!(r.reason, PodReason::OutOfMemory);
         // No requests: always admitted, even on a full node.
         assert_eq!(admit(Amounts::default(), alloc, alloc), Ok(()));
+    }
+
+    #[test]
+    fn hugepages_capacity_and_fit_as_the_kubelet() {
+        assert_eq!(hugepages_resource_name(2048), "hugepages-2Mi");
+        assert_eq!(hugepages_resource_name(1 << 20), "hugepages-1Gi");
+        assert_eq!(hugepages_resource_name(64), "hugepages-64Ki");
+        assert_eq!(hugepages_resource_name(16 << 20), "hugepages-16Gi");
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert!(read_hugepages_capacity(&dir.path().join("absent"))
+            .expect("absent")
+            .is_empty());
+        for (sub, n) in [("hugepages-2048kB", "3\n"), ("hugepages-1048576kB", "0\n")] {
+            fs::create_dir(dir.path().join(sub)).expect("mkdir");
+            fs::write(dir.path().join(sub).join("nr_hugepages"), n).expect("w");
+        }
+        fs::create_dir(dir.path().join("other")).expect("mkdir");
+        let cap = read_hugepages_capacity(dir.path()).expect("capacity");
+        let want: BTreeMap<String, u64> = [
+            ("hugepages-1Gi".to_string(), 0),
+            ("hugepages-2Mi".to_string(), 6 << 20),
+        ]
+        .into();
+        assert_eq!(cap, want);
+        fs::write(dir.path().join("hugepages-2048kB/nr_hugepages"), "x").expect("w");
+        let e = read_hugepages_capacity(dir.path()).expect_err("bad count");
+        assert!(e.to_string().contains("nr_hugepages"), "{e}");
+
+        let m = |v: &[(&str, u64)]| -> BTreeMap<String, u64> {
+            v.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+        };
+        // (requests, used, expected reason)
+        type Amount<'a> = &'a [(&'a str, u64)];
+        let cases: [(Amount, Amount, Option<&str>); 6] = [
+            (&[("hugepages-2Mi", 6 << 20)], &[], None),
+            (
+                &[("hugepages-2Mi", 4 << 20)],
+                &[("hugepages-2Mi", 2 << 20)],
+                None,
+            ),
+            (
+                &[("hugepages-2Mi", 4 << 20)],
+                &[("hugepages-2Mi", 4 << 20)],
+                Some("OutOfhugepages-2Mi"),
+            ),
+            (
+                &[("hugepages-2Mi", 8 << 20)],
+                &[],
+                Some("OutOfhugepages-2Mi"),
+            ),
+            (
+                &[("hugepages-1Gi", 1 << 30)],
+                &[],
+                Some("OutOfhugepages-1Gi"),
+            ),
+            (
+                &[("hugepages-3Mi", 3 << 20)],
+                &[],
+                Some("UnexpectedAdmissionError"),
+            ),
+        ];
+        for (req, used, want) in cases {
+            let got = admit_hugepages(&m(req), &m(used), &cap);
+            assert_eq!(
+                got.as_ref().err().map(|r| r.reason.as_str()),
+                want,
+                "{req:?} {used:?}"
+            );
+        }
+        let r = admit_hugepages(&m(&[("hugepages-2Mi", 8 << 20)]), &m(&[]), &cap).expect_err("8Mi");
+        assert_eq!(
+            r.message,
+            "Node didn't have enough resource: hugepages-2Mi, requested: 8388608, used: 0, capacity: 6291456"
+        );
+        assert_eq!(admit_hugepages(&m(&[]), &m(&[]), &BTreeMap::new()), Ok(()));
     }
 }

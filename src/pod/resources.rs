@@ -5,9 +5,10 @@
 //! `spec.resources` replacing the sum) and whether every container declares a limit.
 //!
 //! A leaf: QoS ([`super::qos`]), the pod cgroup values (`cgroups::resources`), admission and the
-//! OCI spec all read resources through it. `cpu` and `memory` are computed, and
-//! `ephemeral-storage` (admission, the eviction manager's limits); pod overhead and hugepages
-//! are not supported by podvisor.
+//! OCI spec all read resources through it. `cpu` and `memory` are computed for the cgroups
+//! and admission; `ephemeral-storage` for admission and the eviction manager's limits;
+//! `hugepages-<size>` requests only for admission ([`pod_hugepages_requests`]); pod overhead
+//! is not supported by podvisor.
 
 use std::collections::BTreeMap;
 
@@ -280,6 +281,67 @@ pub fn limits_declared(pod: &Pod, name: &str) -> Result<bool, ResourceError> {
     Ok(true)
 }
 
+/// The pod's effective `hugepages-<size>` requests in bytes, by resource name, with the rule of
+/// `PodRequests` (app containers and sidecars summed, the largest init step if larger,
+/// pod-level `spec.resources` replacing the sum of a resource it names). Names are kept as the
+/// manifest spells them: the kubelet compares resource names as strings too.
+pub fn pod_hugepages_requests(pod: &Pod) -> Result<BTreeMap<String, u64>, ResourceError> {
+    let spec = pod.spec.as_ref().ok_or(ResourceError::MissingSpec)?;
+    let is_huge = |n: &String| n.starts_with("hugepages-");
+    let request = |c: &Container, path: String, name: &str| -> Result<u64, ResourceError> {
+        effective_requests(c.resources.as_ref())
+            .get(name)
+            .map(|q| {
+                parse_bytes(q).map_err(|source| ResourceError::Quantity {
+                    field: format!("{path}.resources.requests.{name}"),
+                    source,
+                })
+            })
+            .transpose()
+            .map(Option::unwrap_or_default)
+    };
+    let pod_level = spec.resources.as_ref().map(|r| effective_requests(Some(r)));
+    let mut names: Vec<String> = pod_level.iter().flat_map(|m| m.keys()).cloned().collect();
+    for c in spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+    {
+        names.extend(effective_requests(c.resources.as_ref()).into_keys());
+    }
+    names.retain(is_huge);
+    names.sort();
+    names.dedup();
+    let mut out = BTreeMap::new();
+    for name in names {
+        if let Some(q) = pod_level.as_ref().and_then(|m| m.get(&name)) {
+            let v = parse_bytes(q).map_err(|source| ResourceError::Quantity {
+                field: format!("spec.resources.requests.{name}"),
+                source,
+            })?;
+            out.insert(name, v);
+            continue;
+        }
+        let mut total = 0u64;
+        for (i, c) in spec.containers.iter().enumerate() {
+            total = total.saturating_add(request(c, format!("spec.containers[{i}]"), &name)?);
+        }
+        let (mut sidecars, mut init_max) = (0u64, 0u64);
+        for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+            let v = request(c, format!("spec.initContainers[{i}]"), &name)?;
+            if c.restart_policy.as_deref() == Some("Always") {
+                total = total.saturating_add(v);
+                sidecars = sidecars.saturating_add(v);
+                init_max = init_max.max(sidecars);
+            } else {
+                init_max = init_max.max(v.saturating_add(sidecars));
+            }
+        }
+        out.insert(name, total.max(init_max));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -354,6 +416,45 @@ mod tests {
             err.to_string()
                 .starts_with("spec.containers[0].resources.limits.memory"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn hugepages_requests_by_name_with_the_pod_requests_rule() {
+        let p = pod(serde_json::json!({"metadata": {"name": "h"}, "spec": {
+            "initContainers": [
+                {"name": "i1", "resources": {"limits": {"hugepages-2Mi": "8Mi"}}},
+                {"name": "s", "restartPolicy": "Always", "resources": {"limits": {"hugepages-2Mi": "2Mi"}}}
+            ],
+            "containers": [
+                {"name": "a", "resources": {"limits": {"hugepages-2Mi": "2Mi", "hugepages-1Gi": "1Gi", "memory": "1Gi"}}},
+                {"name": "b", "resources": {"requests": {"hugepages-2Mi": "2Mi"}}}
+            ]
+        }}));
+        let want: BTreeMap<String, u64> = [
+            ("hugepages-1Gi".to_string(), 1 << 30),
+            // apps 4Mi + sidecar 2Mi = 6Mi < the first init step's 8Mi
+            ("hugepages-2Mi".to_string(), 8 << 20),
+        ]
+        .into();
+        assert_eq!(pod_hugepages_requests(&p).expect("requests"), want);
+        let none = pod(serde_json::json!({"metadata": {"name": "n"}, "spec": {
+            "containers": [{"name": "a", "resources": {"limits": {"cpu": "1"}}}]}}));
+        assert!(pod_hugepages_requests(&none).expect("none").is_empty());
+        let level = pod(serde_json::json!({"metadata": {"name": "l"}, "spec": {
+            "resources": {"limits": {"hugepages-2Mi": "20Mi"}},
+            "containers": [{"name": "a", "resources": {"limits": {"hugepages-2Mi": "2Mi"}}}]}}));
+        assert_eq!(
+            pod_hugepages_requests(&level).expect("level")["hugepages-2Mi"],
+            20 << 20
+        );
+        let bad = pod(serde_json::json!({"metadata": {"name": "b"}, "spec": {
+            "containers": [{"name": "a", "resources": {"limits": {"hugepages-2Mi": "x"}}}]}}));
+        let e = pod_hugepages_requests(&bad).expect_err("bad");
+        assert!(
+            e.to_string()
+                .starts_with("spec.containers[0].resources.requests.hugepages-2Mi"),
+            "{e}"
         );
     }
 }

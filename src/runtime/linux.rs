@@ -38,6 +38,7 @@ use super::rundir;
 use super::sandbox::{self, SandboxDirs, SandboxPaths};
 use super::shim::{self, ContainerPaths, ShimConfig, ShimState, StartReport};
 use super::spec::{self, NodeInfo, SandboxMounts, SpecRequest};
+use super::userns::UsernsManager;
 use super::{
     ContainerInfo, ContainerMeta, ContainerRequest, ContainerState, ExecOutput, Runtime,
     RuntimeError, RuntimeEvent, SandboxInfo,
@@ -90,6 +91,8 @@ pub struct RuntimeConfig {
     pub start_timeout: Duration,
     /// Where pods' DNS settings come from (the configuration's `resolvConf`).
     pub dns: DnsSettings,
+    /// The IDs `hostUsers: false` pods' user namespaces are allocated from (/etc/subuid).
+    pub user_ns_range: super::userns::IdRange,
 }
 
 impl RuntimeConfig {
@@ -110,6 +113,11 @@ impl RuntimeConfig {
             root_dir,
             start_timeout: Duration::from_secs(60),
             dns: DnsSettings::default(),
+            user_ns_range: super::userns::read_id_range(
+                Path::new("/etc/subuid"),
+                Path::new("/etc/subgid"),
+            )
+            .map_err(io::Error::other)?,
         })
     }
     /// Runtime directories of containers (bundles, monitor state), gone with the boot.
@@ -198,6 +206,9 @@ pub struct LinuxRuntime {
     images: Arc<ImageStore>,
     watcher: Arc<ExitWatcher>,
     thread: Option<thread::JoinHandle<()>>,
+    /// The user namespaces of `hostUsers: false` pods (allocated at sandbox creation,
+    /// released at its removal).
+    userns: Mutex<UsernsManager>,
 }
 
 impl LinuxRuntime {
@@ -215,18 +226,22 @@ impl LinuxRuntime {
         // root only, whatever existed: the state holds specs (environment values), images with
         // setuid binaries and container root filesystems (the kubelet's root dir is 0750
         // root:root; containerd keeps its snapshots 0700).
-        for d in [
-            cfg.root_dir.clone(),
-            cfg.containers_dir(),
-            cfg.records_dir(),
-            sandbox_dirs.run,
-            sandbox_dirs.data,
+        // The containers' and the sandboxes' runtime parts are traversable (0711, never
+        // listable): the root of a `hostUsers: false` pod's user namespace reaches its rootfs
+        // mount point and pinned namespaces through them (its own directories are 0711 too;
+        // every other one stays 0700).
+        for (d, mode) in [
+            (cfg.root_dir.clone(), 0o700),
+            (cfg.containers_dir(), 0o711),
+            (cfg.records_dir(), 0o700),
+            (sandbox_dirs.run, 0o711),
+            (sandbox_dirs.data, 0o700),
         ] {
             fs::DirBuilder::new()
                 .recursive(true)
-                .mode(0o700)
+                .mode(mode)
                 .create(&d)
-                .and_then(|()| fs::set_permissions(&d, fs::Permissions::from_mode(0o700)))
+                .and_then(|()| fs::set_permissions(&d, fs::Permissions::from_mode(mode)))
                 .map_err(|source| RuntimeError::Io {
                     what: "create",
                     path: d.clone(),
@@ -251,7 +266,13 @@ impl LinuxRuntime {
                 path: PathBuf::from("exit-watcher"),
                 source,
             })?;
+        // Every persisted mapping is recorded before anything is allocated.
+        let userns = Mutex::new(UsernsManager::load(
+            &cfg.sandbox_dirs().data,
+            cfg.user_ns_range,
+        ));
         Ok(LinuxRuntime {
+            userns,
             cfg,
             boot_id,
             busy_containers: BusySet::default(),
@@ -298,12 +319,27 @@ impl Runtime for LinuxRuntime {
                 source,
             }
         })?;
+        let user_ns_base = if pod.spec.as_ref().and_then(|s| s.host_users) == Some(false) {
+            let mapping = self
+                .userns
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_create(&uid)
+                .map_err(|source| RuntimeError::Sandbox {
+                    pod: name.clone(),
+                    source: Box::new(source.into()),
+                })?;
+            Some(mapping.base())
+        } else {
+            None
+        };
         let info = sandbox::create(
             &self.cfg.sandbox_dirs(),
             pod,
             &self.cfg.node,
             &self.cfg.dns,
             &self.cfg.shim_binary,
+            user_ns_base,
         )
         .map_err(|source| RuntimeError::Sandbox {
             pod: name.clone(),
@@ -368,6 +404,11 @@ impl Runtime for LinuxRuntime {
                 source: Box::new(source),
             }
         })?;
+        // The pod's files are gone: its user namespace range may go to another pod.
+        self.userns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .release(pod_uid);
         self.update_burstable_tier()?;
         Ok(())
     }
@@ -458,8 +499,18 @@ impl Runtime for LinuxRuntime {
         let _busy = self.busy_containers.enter(&id);
         // The record directory first: a runtime directory without one is an interrupted
         // removal, removed at the next start.
-        for dir in [&paths.record, &paths.dir] {
-            if let Err(source) = fs::DirBuilder::new().mode(0o700).create(dir) {
+        // A hostUsers: false container's root must reach its rootfs mount point (see `new`).
+        let run_mode = if req.pod.spec.as_ref().and_then(|s| s.host_users) == Some(false) {
+            0o711
+        } else {
+            0o700
+        };
+        for (dir, mode) in [(&paths.record, 0o700), (&paths.dir, run_mode)] {
+            let made = fs::DirBuilder::new()
+                .mode(mode)
+                .create(dir)
+                .and_then(|()| fs::set_permissions(dir, fs::Permissions::from_mode(mode)));
+            if let Err(source) = made {
                 let _ = remove_container_dirs(&paths);
                 return Err(RuntimeError::Io {
                     what: "create",

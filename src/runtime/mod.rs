@@ -29,6 +29,7 @@ pub mod sandbox;
 pub mod shim;
 pub mod spec;
 pub mod user;
+pub mod userns;
 pub mod volumes;
 
 use std::collections::BTreeMap;

@@ -11,7 +11,7 @@
 
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -35,6 +35,12 @@ pub enum RootfsError {
     Unmount { target: PathBuf, source: nix::Error },
     #[error("failed to enter layers directory {path}: {source}")]
     Chdir { path: PathBuf, source: io::Error },
+    #[error("idmapped mount of {source_path} on {target} (hostUsers: false): {source}")]
+    IdMap {
+        source_path: PathBuf,
+        target: PathBuf,
+        source: io::Error,
+    },
 }
 
 /// Paths of a container's writable layer.
@@ -47,6 +53,17 @@ pub struct RootfsPaths {
     pub empty: PathBuf,
     /// Mount points of the container's pinned subPath sources.
     pub sub_paths: PathBuf,
+    /// `hostUsers: false`: idmapped clones of the layers directory (`layers`) and of every
+    /// bind mount's source (`<n>`), which the overlay and the container use instead.
+    pub idmapped: PathBuf,
+}
+
+/// The user namespace a `hostUsers: false` container's rootfs and volumes are seen through.
+#[derive(Debug, Clone, Copy)]
+pub struct IdMap<'a> {
+    pub userns: BorrowedFd<'a>,
+    /// The host ID of the namespace's root (its writable layer's owner).
+    pub base: u32,
 }
 
 impl RootfsPaths {
@@ -57,6 +74,7 @@ impl RootfsPaths {
             work: container_dir.join("work"),
             empty: container_dir.join("empty"),
             sub_paths: container_dir.join("subpaths"),
+            idmapped: container_dir.join("idmapped"),
         }
     }
 }
@@ -76,10 +94,15 @@ pub fn overlay_options(lower_top_first: &[String], upper: &Path, work: &Path) ->
 
 /// Mounts the overlay rootfs. Must only be called from a single-threaded process (it changes
 /// the working directory for the duration of the mount call).
+///
+/// With `idmap` (`hostUsers: false`, containerd 2's idmapped lower layers) the layers are
+/// seen through one idmapped clone of their directory (`idmapped/layers`), so the image's
+/// root-owned files belong to the namespace's root, and the writable layer is owned by it.
 pub fn mount_rootfs(
     paths: &RootfsPaths,
     layers_dir: &Path,
     lower_top_first: &[String],
+    idmap: Option<IdMap<'_>>,
 ) -> Result<(), RootfsError> {
     for dir in [&paths.rootfs, &paths.upper, &paths.work] {
         fs::create_dir_all(dir).map_err(|source| RootfsError::Create {
@@ -95,6 +118,32 @@ pub fn mount_rootfs(
         (paths.empty.clone(), vec![".".to_string()])
     } else {
         (layers_dir.to_path_buf(), lower_top_first.to_vec())
+    };
+    let base = match idmap {
+        None => base,
+        Some(m) => {
+            let target = paths.idmapped.join("layers");
+            create_traversable(&target)?;
+            if !is_mounted(&target) {
+                crate::sys::idmap::mount_idmapped(&base, m.userns, &target).map_err(|source| {
+                    RootfsError::IdMap {
+                        source_path: base.clone(),
+                        target: target.clone(),
+                        source,
+                    }
+                })?;
+            }
+            for dir in [&paths.upper, &paths.work] {
+                let id = Some(nix::unistd::Uid::from_raw(m.base));
+                nix::unistd::chown(dir, id, Some(nix::unistd::Gid::from_raw(m.base))).map_err(
+                    |e| RootfsError::Create {
+                        path: dir.clone(),
+                        source: io::Error::from(e),
+                    },
+                )?;
+            }
+            target
+        }
     };
     let opts = overlay_options(&lowers, &paths.upper, &paths.work);
     if opts.len() > MAX_OPTIONS {
@@ -122,6 +171,72 @@ pub fn mount_rootfs(
         target: paths.rootfs.clone(),
         source,
     })
+}
+
+/// Replaces the source of every bind mount in `mounts` by an idmapped clone of it on
+/// `<dir>/<n>` (`hostUsers: false`: the kubelet and containerd 2 mount every volume idmapped,
+/// so the pod's IDs meet the files' IDs as they are on disk).
+pub fn idmap_bind_sources(
+    dir: &Path,
+    mounts: &mut [oci_spec::runtime::Mount],
+    idmap: IdMap<'_>,
+) -> Result<(), RootfsError> {
+    create_traversable(dir)?;
+    for (n, m) in mounts.iter_mut().enumerate() {
+        let is_bind = m.typ().as_deref() == Some("bind")
+            || m.options()
+                .as_ref()
+                .is_some_and(|o| o.iter().any(|o| o == "bind" || o == "rbind"));
+        let Some(source) = m.source().clone().filter(|s| is_bind && s.is_absolute()) else {
+            continue;
+        };
+        let target = dir.join(n.to_string());
+        let create = |is_dir: bool| {
+            let made = if is_dir {
+                fs::DirBuilder::new().mode(0o711).create(&target)
+            } else {
+                fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .mode(0o600)
+                    .open(&target)
+                    .map(drop)
+            };
+            match made {
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+                other => other,
+            }
+        };
+        let idmap_err = |source| RootfsError::IdMap {
+            source_path: source_path_of(m),
+            target: target.clone(),
+            source,
+        };
+        let is_dir = fs::metadata(&source).map_err(idmap_err)?.is_dir();
+        create(is_dir).map_err(idmap_err)?;
+        if !is_mounted(&target) {
+            crate::sys::idmap::mount_idmapped(&source, idmap.userns, &target).map_err(idmap_err)?;
+        }
+        m.set_source(Some(target.clone()));
+    }
+    Ok(())
+}
+
+/// Creates `dir` and its missing parents 0711: the pod's root passes through, never lists.
+fn create_traversable(dir: &Path) -> Result<(), RootfsError> {
+    fs::DirBuilder::new()
+        .mode(0o711)
+        .recursive(true)
+        .create(dir)
+        .map_err(|source| RootfsError::Create {
+            path: dir.to_path_buf(),
+            source,
+        })
+}
+
+fn source_path_of(m: &oci_spec::runtime::Mount) -> PathBuf {
+    m.source().clone().unwrap_or_default()
 }
 
 /// True if `path` is a mount point according to /proc/self/mountinfo.
@@ -216,6 +331,8 @@ pub fn unpin_sub_paths(dir: &Path) -> Result<(), RootfsError> {
 pub fn remove_rootfs(paths: &RootfsPaths) -> Result<(), RootfsError> {
     unpin_sub_paths(&paths.sub_paths)?;
     unmount_if_mounted(&paths.rootfs)?;
+    // After the overlay, which uses the idmapped layers.
+    unpin_sub_paths(&paths.idmapped)?;
     for dir in [&paths.upper, &paths.work, &paths.empty] {
         remove_dir_all_quiet(dir);
     }

@@ -30,6 +30,10 @@
 //! - `volumes/<name>/`: emptyDir volumes; `medium: Memory` ones are tmpfs mounts, whose content
 //!   a reboot loses, as under a kubelet.
 //!
+//! With `hostUsers: false` the helper first creates the pod's user namespace (the mapping
+//! the runtime allocated, [`super::userns`]) and the other namespaces inside it, pinned on
+//! `ns/user` too ([`in_userns`]).
+//!
 //! A sandbox is live when its record exists and its namespace files are nsfs mounts and /dev/shm
 //! is mounted. A sandbox that is not live (its namespaces died with an earlier boot, or were
 //! unmounted) is never joined: it is torn down and created again.
@@ -52,6 +56,8 @@ use super::rundir::is_nsfs;
 use super::spec::NodeInfo;
 use super::volumes;
 use super::SandboxInfo;
+
+mod in_userns;
 use crate::fsutil::{self, Loaded};
 
 /// Errors of sandbox handling.
@@ -75,6 +81,8 @@ pub enum SandboxError {
     },
     #[error("failed to unmount: {0}")]
     Unmount(#[from] super::rootfs::RootfsError),
+    #[error("user namespace: {0}")]
+    UserNamespace(#[from] super::userns::UsernsError),
 }
 
 /// Why a complete sandbox cannot be joined: it must be torn down and created again.
@@ -157,6 +165,10 @@ impl SandboxPaths {
     pub fn shares_pid(&self) -> bool {
         self.ns("pid").exists()
     }
+    /// Whether the sandbox has a user namespace of its own (`hostUsers: false`).
+    pub fn has_user_ns(&self) -> bool {
+        self.ns("user").exists()
+    }
     pub fn shm(&self) -> PathBuf {
         self.dir.join("shm")
     }
@@ -215,12 +227,16 @@ pub fn create(
     node: &NodeInfo,
     dns: &DnsSettings,
     helper_binary: &Path,
+    user_ns_base: Option<u32>,
 ) -> Result<SandboxInfo, SandboxError> {
     let uid = pod_uid(pod)?;
     let paths = SandboxPaths::new(dirs, &uid)?;
     if let Some(info) = load(&paths)? {
         match check_live(&paths, info.host_network) {
-            Ok(()) => return Ok(info),
+            Ok(()) if paths.has_user_ns() == user_ns_base.is_some() => return Ok(info),
+            Ok(()) => {
+                log::warn!("pod {uid}: sandbox has another user namespace mode: creating it again")
+            }
             Err(why) => log::warn!("pod {uid}: sandbox is not live ({why}): creating it again"),
         }
     }
@@ -228,7 +244,7 @@ pub fn create(
     if paths.dir.exists() {
         remove_runtime_part(&paths)?;
     }
-    let result = create_new(&paths, pod, node, dns, &uid, helper_binary);
+    let result = create_new(&paths, pod, node, dns, &uid, helper_binary, user_ns_base);
     if result.is_err() {
         if let Err(e) = remove_runtime_part(&paths) {
             log::warn!("pod {uid}: cleanup of failed sandbox: {e}");
@@ -257,6 +273,13 @@ pub fn check_namespaces(paths: &SandboxPaths, host_network: bool) -> Result<(), 
             return Err(NotLive::PodInit {
                 path: paths.pod_init(),
             });
+        }
+    }
+    // A hostUsers: false pod's user namespace (its pin exists from creation on).
+    if paths.has_user_ns() {
+        let pin = paths.ns("user");
+        if !is_nsfs(&pin) {
+            return Err(NotLive::Namespace { path: pin });
         }
     }
     let kinds: &[&str] = if host_network {
@@ -289,13 +312,16 @@ fn create_new(
     dns: &DnsSettings,
     uid: &str,
     helper_binary: &Path,
+    user_ns_base: Option<u32>,
 ) -> Result<SandboxInfo, SandboxError> {
     let hostname = pod_hostname(pod);
     let host_net = host_network(pod);
     for d in [paths.dir.join("ns"), paths.dir.join("etc"), paths.shm()] {
         fs::create_dir_all(&d).map_err(io_err(&d))?;
     }
-    fs::set_permissions(&paths.dir, fs::Permissions::from_mode(0o700))
+    // A hostUsers: false pod's root joins its namespaces by path: traversable, not listable.
+    let mode = if user_ns_base.is_some() { 0o711 } else { 0o700 };
+    fs::set_permissions(&paths.dir, fs::Permissions::from_mode(mode))
         .map_err(io_err(&paths.dir))?;
     fs::create_dir_all(&paths.data).map_err(io_err(&paths.data))?;
     fs::set_permissions(&paths.data, fs::Permissions::from_mode(0o700))
@@ -314,6 +340,9 @@ fn create_new(
     }
     if share_process_namespace(pod) {
         cmd.arg("--share-pid");
+    }
+    if let Some(base) = user_ns_base {
+        cmd.arg("--user-ns-base").arg(base.to_string());
     }
     let out = cmd
         .stdin(Stdio::null())
@@ -469,7 +498,7 @@ fn remove_runtime_part(paths: &SandboxPaths) -> Result<(), SandboxError> {
         }
     }
     stop_pod_init_at(paths)?;
-    for kind in ["net", "ipc", "uts", "pid"] {
+    for kind in ["net", "ipc", "uts", "pid", "user"] {
         unmount_if_mounted(&paths.ns(kind))?;
     }
     unmount_if_mounted(&paths.shm())?;
@@ -608,17 +637,25 @@ fn stop_pod_init_at(paths: &SandboxPaths) -> Result<(), SandboxError> {
 /// namespaces, sets the hostname, brings loopback up, pins the namespaces and mounts /dev/shm.
 /// With `share_pid`, also starts the pod init as PID 1 of a new PID namespace, records it and
 /// pins that namespace.
+///
+/// With `user_ns_base` (`hostUsers: false`) every namespace is created inside a new user
+/// namespace mapping `0..65536` to `base..base+65536` (see [`in_userns`]).
 pub fn pin_namespaces(
     pod_dir: &Path,
     hostname: &str,
     host_net: bool,
     share_pid: bool,
+    user_ns_base: Option<u32>,
 ) -> Result<(), SandboxError> {
     let paths = SandboxPaths {
         dir: pod_dir.to_path_buf(),
         // Not used here: the helper only touches the runtime part.
         data: PathBuf::new(),
     };
+    if let Some(base) = user_ns_base {
+        in_userns::pin_in_user_namespace(&paths, hostname, share_pid, base)?;
+        return mount_shm(&paths);
+    }
     let mut flags = CloneFlags::CLONE_NEWIPC;
     if !host_net {
         flags |= CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWUTS;
@@ -652,6 +689,11 @@ pub fn pin_namespaces(
     if share_pid {
         spawn_pod_init(&paths)?;
     }
+    mount_shm(&paths)
+}
+
+/// The pod's /dev/shm: a tmpfs every container bind-mounts.
+fn mount_shm(paths: &SandboxPaths) -> Result<(), SandboxError> {
     let shm = paths.shm();
     mount(
         Some("shm"),
@@ -671,13 +713,25 @@ pub fn pin_namespaces(
 /// Starts `podvisor shim pod-init` as PID 1 of the PID namespace this process unshared (it
 /// inherits the pod's other namespaces), records its identity and pins its namespace.
 fn spawn_pod_init(paths: &SandboxPaths) -> Result<(), SandboxError> {
+    let pid = spawn_pod_init_process(&paths.dir)?;
+    let id = ProcessId::of(pid).map_err(|e| SandboxError::Helper {
+        message: format!("pod init {pid}: {e}"),
+    })?;
+    fsutil::write_json_atomic_volatile(&paths.pod_init(), &id)
+        .map_err(io_err(&paths.pod_init()))?;
+    pin(Path::new(&format!("/proc/{pid}/ns/pid")), &paths.ns("pid"))
+}
+
+/// Starts `podvisor shim pod-init <dir>` (its own session, no stdio) and returns its pid;
+/// it is never waited for here (it outlives the helper).
+fn spawn_pod_init_process(dir: &Path) -> Result<i32, SandboxError> {
     use std::os::unix::process::CommandExt;
     let exe = PathBuf::from("/proc/self/exe");
     let mut cmd = Command::new(&exe);
     cmd.arg0("podvisor")
         .arg("shim")
         .arg("pod-init")
-        .arg(&paths.dir)
+        .arg(dir)
         .current_dir("/")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -694,12 +748,7 @@ fn spawn_pod_init(paths: &SandboxPaths) -> Result<(), SandboxError> {
     let pid = child.id() as i32;
     // The init outlives this helper (re-parented to PID 1 or a subreaper): never waited here.
     drop(child);
-    let id = ProcessId::of(pid).map_err(|e| SandboxError::Helper {
-        message: format!("pod init {pid}: {e}"),
-    })?;
-    fsutil::write_json_atomic_volatile(&paths.pod_init(), &id)
-        .map_err(io_err(&paths.pod_init()))?;
-    pin(Path::new(&format!("/proc/{pid}/ns/pid")), &paths.ns("pid"))
+    Ok(pid)
 }
 
 /// Pins the namespace file `ns` by bind-mounting it on `target` (created empty).

@@ -208,6 +208,7 @@ impl ContainerPaths {
             work: self.record.join("work"),
             empty: self.dir.join("empty"),
             sub_paths: self.dir.join("subpaths"),
+            idmapped: self.dir.join("idmapped"),
         }
     }
 }
@@ -484,6 +485,20 @@ enum Output {
     Pipes(OwnedFd, OwnedFd),
 }
 
+/// The user namespace the spec joins by path, with the first host ID of its uidMappings.
+fn user_namespace(spec: &oci_spec::runtime::Spec) -> Option<(PathBuf, u32)> {
+    let linux = spec.linux().as_ref()?;
+    let path = linux
+        .namespaces()
+        .iter()
+        .flatten()
+        .find(|n| n.typ() == oci_spec::runtime::LinuxNamespaceType::User)?
+        .path()
+        .clone()?;
+    let base = linux.uid_mappings().as_ref()?.first()?.host_id();
+    Some((path, base))
+}
+
 /// Binds a unix socket by its name inside `dir` (socket paths are limited to 108 bytes and
 /// runtime dirs can be long), restoring the working directory.
 fn bind_in(dir: &Path, name: &str) -> Result<std::os::unix::net::UnixListener, ShimError> {
@@ -502,12 +517,30 @@ fn create_and_start(
     state: &mut ShimState,
 ) -> Result<Started, ShimError> {
     let rootfs = paths.rootfs();
-    rootfs::mount_rootfs(&rootfs, &cfg.layers_dir, &cfg.lower_layers)?;
+    let config_path = paths.config();
+    let mut spec: oci_spec::runtime::Spec = read_json(&config_path)?;
+    // hostUsers: false: the pod's user namespace, which the rootfs and every bind mount are
+    // idmapped through (the spec joins it by path; its uidMappings say where it starts).
+    let userns = user_namespace(&spec)
+        .map(|(path, base)| {
+            fs::File::open(&path)
+                .map(|f| (f, base))
+                .map_err(io_err(&path))
+        })
+        .transpose()?;
+    let idmap = userns.as_ref().map(|(f, base)| rootfs::IdMap {
+        userns: f.as_fd(),
+        base: *base,
+    });
+    rootfs::mount_rootfs(&rootfs, &cfg.layers_dir, &cfg.lower_layers, idmap)?;
+    if let Some(idmap) = idmap {
+        let mut mounts = spec.mounts().clone().unwrap_or_default();
+        rootfs::idmap_bind_sources(&rootfs.idmapped, &mut mounts, idmap)?;
+        spec.set_mounts(Some(mounts));
+    }
     // Resolve the user against the image's /etc/passwd and /etc/group, now that the rootfs
     // is mounted, and put it into the spec libcontainer will read.
     let user = super::spec::resolve_user(&rootfs.rootfs, &cfg.user)?;
-    let config_path = paths.config();
-    let mut spec: oci_spec::runtime::Spec = read_json(&config_path)?;
     let cpu_shares = spec
         .linux()
         .as_ref()
@@ -805,8 +838,14 @@ pub fn cleanup(dir: &Path) -> Result<(), ShimError> {
 }
 
 /// Entry point of `podvisor shim sandbox <pod-dir>`.
-pub fn sandbox(pod_dir: &Path, hostname: &str, host_network: bool, share_pid: bool) -> i32 {
-    match super::sandbox::pin_namespaces(pod_dir, hostname, host_network, share_pid) {
+pub fn sandbox(
+    pod_dir: &Path,
+    hostname: &str,
+    host_network: bool,
+    share_pid: bool,
+    user_ns_base: Option<u32>,
+) -> i32 {
+    match super::sandbox::pin_namespaces(pod_dir, hostname, host_network, share_pid, user_ns_base) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("{e}");

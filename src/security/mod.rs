@@ -234,12 +234,34 @@ pub fn pod_sysctls(pod: &Pod, node: &NodeSecurity) -> Result<Vec<(String, String
     checked_sysctls(pod, node).into_iter().collect()
 }
 
+/// The first Linux with idmapped tmpfs mounts: a `hostUsers: false` pod's etc files,
+/// /dev/shm, memory-backed emptyDirs and projected volumes are tmpfs (the kubelet's docs
+/// require it for the same reason).
+pub const USER_NAMESPACE_KERNEL: KernelVersion = KernelVersion { major: 6, minor: 3 };
+
+/// Why this node cannot run `pod` in a user namespace of its own (`hostUsers: false`):
+/// idmapped tmpfs mounts need Linux 6.3. `None` when it can, or the pod does not ask.
+pub fn host_users_violation(pod: &Pod, node: &NodeSecurity) -> Option<Violation> {
+    let wants = pod.spec.as_ref().and_then(|s| s.host_users) == Some(false);
+    let k = node.kernel?;
+    (wants && k < USER_NAMESPACE_KERNEL).then(|| {
+        Violation::new(
+            "spec.hostUsers",
+            format!(
+                "false needs idmapped mounts of tmpfs (Linux 6.3 or later) for the pod's volumes; this node runs Linux {}.{}",
+                k.major, k.minor
+            ),
+        )
+    })
+}
+
 /// Every confinement setting of `pod` the node cannot honour.
 pub fn validate_pod(pod: &Pod, node: &NodeSecurity) -> Vec<Violation> {
     let mut v: Vec<Violation> = checked_sysctls(pod, node)
         .into_iter()
         .filter_map(Result::err)
         .collect();
+    v.extend(host_users_violation(pod, node));
     let Some(spec) = &pod.spec else {
         return v;
     };

@@ -1,13 +1,20 @@
 //! admission: the kubelet's resource-fit check when a pod worker is created. A pod whose
 //! effective requests do not fit next to the pods already admitted is not started: it is
 //! Failed with reason `OutOfcpu` / `OutOfmemory` / `OutOfephemeral-storage` (requests
-//! against the root dir's filesystem) and a Warning event, until its manifest
+//! against the root dir's filesystem) / `OutOfhugepages-<size>` and a Warning event, until its
+//! manifest
 //! changes (a new uid, admitted afresh). Before it, the eviction manager's admission refuses
 //! pods under node pressure (`sync::eviction`).
 
 use super::{podstatus, PodWorker, SyncLoop};
-use crate::cgroups::allocatable::{admit, admit_ephemeral_storage, Rejection};
-use crate::pod::resources::{pod_ephemeral_storage_requests, pod_requests, Amounts};
+use std::collections::BTreeMap;
+
+use crate::cgroups::allocatable::{
+    admit, admit_ephemeral_storage, admit_hugepages, read_hugepages_capacity, Rejection,
+};
+use crate::pod::resources::{
+    pod_ephemeral_storage_requests, pod_hugepages_requests, pod_requests, Amounts,
+};
 use crate::status::EventType;
 
 impl SyncLoop {
@@ -22,46 +29,92 @@ impl SyncLoop {
         if w.rejected.is_some() {
             return;
         }
-        let requests = match pod_requests(&w.pod) {
-            Ok(r) => r,
-            Err(e) => {
-                // The spec builder reports the same quantity error when a container starts.
-                log::warn!("{name}: admission: {e}");
-                return;
-            }
-        };
-        let storage_request = pod_ephemeral_storage_requests(&w.pod)
-            .ok()
-            .flatten()
-            .map_or(0, |a| a.bytes);
-        let mut used = Amounts::default();
-        let mut storage_used = 0u64;
-        for other in self.workers.values() {
-            if other.rejected.is_some() || podstatus::is_terminal(other) {
-                continue;
-            }
-            if let Ok(r) = pod_requests(&other.pod) {
-                used.cpu_millis = used.cpu_millis.saturating_add(r.cpu_millis);
-                used.memory_bytes = used.memory_bytes.saturating_add(r.memory_bytes);
-            }
-            if let Ok(Some(r)) = pod_ephemeral_storage_requests(&other.pod) {
-                storage_used = storage_used.saturating_add(r.bytes);
-            }
-        }
-        let fit = self
-            .cfg
-            .allocatable
-            .map_or(Ok(()), |a| admit(requests, used, a))
-            .and_then(|()| {
-                self.cfg.allocatable_ephemeral_storage.map_or(Ok(()), |a| {
-                    admit_ephemeral_storage(storage_request, storage_used, a)
-                })
-            });
-        if let Err(Rejection { reason, message }) = fit {
+        let verdict = self
+            .fit(name, w)
+            .and_then(|()| self.fit_ephemeral_storage(w))
+            .and_then(|()| self.fit_hugepages(name, w));
+        if let Err(Rejection { reason, message }) = verdict {
             if let Some(event) = reason.event() {
                 self.event(EventType::Warning, name, None, event, &message);
             }
             w.rejected = Some((reason, format!("Pod was rejected: {message}")));
         }
+    }
+
+    /// The pods counted as using node resources: admitted and not terminal.
+    fn admitted_pods(&self) -> impl Iterator<Item = &PodWorker> {
+        self.workers
+            .values()
+            .filter(|o| o.rejected.is_none() && !podstatus::is_terminal(o))
+    }
+
+    /// cpu and memory against the node allocatable.
+    fn fit(&self, name: &str, w: &PodWorker) -> Result<(), Rejection> {
+        let Some(allocatable) = self.cfg.allocatable else {
+            return Ok(());
+        };
+        let requests = match pod_requests(&w.pod) {
+            Ok(r) => r,
+            Err(e) => {
+                // The spec builder reports the same quantity error when a container starts.
+                log::warn!("{name}: admission: {e}");
+                return Ok(());
+            }
+        };
+        let mut used = Amounts::default();
+        for other in self.admitted_pods() {
+            if let Ok(r) = pod_requests(&other.pod) {
+                used.cpu_millis = used.cpu_millis.saturating_add(r.cpu_millis);
+                used.memory_bytes = used.memory_bytes.saturating_add(r.memory_bytes);
+            }
+        }
+        admit(requests, used, allocatable)
+    }
+
+    /// `ephemeral-storage` requests against the root dir's filesystem (limits count as
+    /// requests when no request is given).
+    fn fit_ephemeral_storage(&self, w: &PodWorker) -> Result<(), Rejection> {
+        let Some(allocatable) = self.cfg.allocatable_ephemeral_storage else {
+            return Ok(());
+        };
+        let request = pod_ephemeral_storage_requests(&w.pod)
+            .ok()
+            .flatten()
+            .map_or(0, |a| a.bytes);
+        let used = self
+            .admitted_pods()
+            .filter_map(|o| pod_ephemeral_storage_requests(&o.pod).ok().flatten())
+            .fold(0u64, |acc, r| acc.saturating_add(r.bytes));
+        admit_ephemeral_storage(request, used, allocatable)
+    }
+
+    /// `hugepages-<size>` against the node's huge pages, read when a pod asks for some.
+    fn fit_hugepages(&self, name: &str, w: &PodWorker) -> Result<(), Rejection> {
+        let Some(dir) = &self.cfg.hugepages_dir else {
+            return Ok(());
+        };
+        let requests = match pod_hugepages_requests(&w.pod) {
+            Ok(r) if !r.is_empty() => r,
+            Ok(_) => return Ok(()),
+            Err(e) => {
+                log::warn!("{name}: admission: {e}");
+                return Ok(());
+            }
+        };
+        let capacity = match read_hugepages_capacity(dir) {
+            Ok(c) => c,
+            Err(e) => {
+                log::warn!("{name}: admission: huge page capacity unknown, not checked: {e}");
+                return Ok(());
+            }
+        };
+        let mut used: BTreeMap<String, u64> = BTreeMap::new();
+        for other in self.admitted_pods() {
+            for (k, v) in pod_hugepages_requests(&other.pod).unwrap_or_default() {
+                let u = used.entry(k).or_default();
+                *u = u.saturating_add(v);
+            }
+        }
+        admit_hugepages(&requests, &used, &capacity)
     }
 }

@@ -110,6 +110,9 @@ pub struct SyncConfig {
     pub allocatable: Option<crate::pod::resources::Amounts>,
     /// Node allocatable `ephemeral-storage` for admission; `None` admits every pod.
     pub allocatable_ephemeral_storage: Option<u64>,
+    /// The node's /sys/kernel/mm/hugepages, read when a pod requesting huge pages is
+    /// admitted; `None` admits huge page requests unchecked.
+    pub hugepages_dir: Option<PathBuf>,
     /// What the node offers for confinement: manifests are validated against it.
     pub security: crate::security::NodeSecurity,
     /// `podvisor play`: the loop runs this one pod and nothing else. Only what is on disk for

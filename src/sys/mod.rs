@@ -9,13 +9,15 @@
 //! - [`tty`]: the terminal window size ioctls;
 //! - [`pidfd`]: process file descriptors (open, signal, reap);
 //! - [`prctl`]: process attributes (name, no_new_privs);
-//! - [`kernel`]: what the running kernel offers (its version, recursive read-only mounts).
+//! - [`kernel`]: what the running kernel offers (its version, recursive read-only mounts);
+//! - [`idmap`]: idmapped mounts (hostUsers: false pods).
 //!
 //! Calls that must run between fork and exec (async-signal-safe only) stay where the
 //! `pre_exec` closure is: rustix's calls are raw syscalls without allocation, so they may be
 //! used there too.
 
 pub mod at;
+pub mod idmap;
 pub mod kernel;
 pub mod lock;
 pub mod pidfd;

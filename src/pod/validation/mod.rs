@@ -299,10 +299,16 @@ fn validate_spec(spec: &PodSpec, v: &mut Errors) {
         );
     }
     if spec.host_users == Some(false) {
-        v.push(
-            "spec.hostUsers",
-            "false is not supported yet: podvisor runs pods in the host's user namespace",
-        );
+        // The API server's rule: a pod in its own user namespace shares none of the host's.
+        for (field, set) in [
+            ("spec.hostNetwork", spec.host_network),
+            ("spec.hostPID", spec.host_pid),
+            ("spec.hostIPC", spec.host_ipc),
+        ] {
+            if set == Some(true) {
+                v.push(field, "forbidden when `hostUsers` is false");
+            }
+        }
     }
     let volumes = volumes::validate_volumes(spec, v);
     if let Some(r) = &spec.resources {
@@ -312,6 +318,7 @@ fn validate_spec(spec: &PodSpec, v: &mut Errors) {
     let host_network = spec.host_network == Some(true);
     let facts = PodFacts {
         host_network,
+        host_users: spec.host_users != Some(false),
         volumes,
         container_names: spec
             .containers
@@ -390,6 +397,8 @@ fn validate_static_restrictions(spec: &PodSpec, v: &mut Errors) {
 /// What a container's checks need to know about its pod.
 struct PodFacts<'a> {
     host_network: bool,
+    /// The pod runs in the host's user namespace (`hostUsers` not false).
+    host_users: bool,
     /// Declared volume names.
     volumes: BTreeSet<String>,
     /// Every container's name (regular and init).
@@ -430,16 +439,22 @@ fn validate_container(
             );
         }
     }
-    if let Some(pm) = c
+    match c
         .security_context
         .as_ref()
         .and_then(|s| s.proc_mount.as_deref())
-        .filter(|m| *m != "Default")
     {
-        v.push(
+        None | Some("Default") => {}
+        // The API server's rule: an unmasked /proc only inside the pod's own user namespace.
+        Some("Unmasked") if pod.host_users => v.push(
             format!("{field}.securityContext.procMount"),
-            format!("{pm:?} is not supported yet: only Default (masked /proc)"),
-        );
+            "`hostUsers` must be false to use `Unmasked`",
+        ),
+        Some("Unmasked") => {}
+        Some(pm) => v.push(
+            format!("{field}.securityContext.procMount"),
+            format!("{pm:?} is not one of Default, Unmasked"),
+        ),
     }
     validate_ports(c, field, host_network, host_ports, v);
     validate_env(c, field, container_names, v);

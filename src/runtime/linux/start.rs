@@ -80,11 +80,26 @@ impl LinuxRuntime {
                 message: why.to_string(),
             }
         })?;
+        let user_ns = if sb_paths.has_user_ns() {
+            let base = self
+                .userns
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .base_of(&uid)
+                .ok_or_else(|| RuntimeError::SandboxNotReady {
+                    pod: pod_name.clone(),
+                    message: "the pod's user namespace has no recorded mapping".into(),
+                })?;
+            Some((sb_paths.ns("user"), base))
+        } else {
+            None
+        };
         let mounts = SandboxMounts {
             network_ns: (!sb.host_network).then(|| sb_paths.ns("net")),
             ipc_ns: sb_paths.ns("ipc"),
             uts_ns: (!sb.host_network).then(|| sb_paths.ns("uts")),
             pid_ns: sb_paths.shares_pid().then(|| sb_paths.ns("pid")),
+            user_ns,
             hosts: sb_paths.etc("hosts"),
             hostname: sb_paths.etc("hostname"),
             resolv_conf: sb_paths.etc("resolv.conf"),

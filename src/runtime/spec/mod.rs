@@ -42,7 +42,7 @@
 //!   /proc/self/oom_score_adj too; on hosts without that capability the create fails with
 //!   EACCES. The spec states the kubelet's value; the runtime decides how to cope.
 //! - **Not modelled**: setHostnameAsFQDN (no cluster domain: the FQDN is the hostname),
-//!   hostnameOverride, SELinux options (ignored), `procMount: Unmasked` (refused). Pod-level
+//!   hostnameOverride, SELinux options (ignored). Pod-level
 //!   `spec.resources` is enforced on the pod cgroup (see `cgroups`), not in the container's
 //!   spec.
 
@@ -103,6 +103,10 @@ pub struct SandboxMounts {
     /// Pinned shared PID namespace file (`shareProcessNamespace: true`); `None` = each
     /// container gets its own PID namespace (or the host's with hostPID).
     pub pid_ns: Option<PathBuf>,
+    /// Pinned user namespace file (`hostUsers: false`) and the first host ID of its 65536:
+    /// every container joins it; its other namespaces are owned by it. `None` = the host's
+    /// user namespace.
+    pub user_ns: Option<(PathBuf, u32)>,
     /// Bind-mounted on /etc/hosts.
     pub hosts: PathBuf,
     /// Bind-mounted on /etc/hostname.
@@ -352,7 +356,7 @@ pub fn build_spec(req: &SpecRequest<'_>) -> Result<ContainerSpec, SpecError> {
         node: req.node,
     };
     check_path_names(&ctx)?;
-    check_unsupported(&ctx)?;
+    check_unsupported(&ctx, req.security)?;
 
     let hostname = pod_hostname(&ctx, req.sandbox)?;
     let env_hostname = hostname.clone().unwrap_or_else(|| req.node.name.clone());
@@ -427,6 +431,23 @@ pub fn build_spec(req: &SpecRequest<'_>) -> Result<ContainerSpec, SpecError> {
         });
     }
     linux.set_namespaces(Some(namespaces(req.sandbox, host_pid, host_ipc)));
+    if (ctx.spec.host_users == Some(false)) != req.sandbox.user_ns.is_some() {
+        return Err(SpecError::SandboxMismatch {
+            reason: "hostUsers: false pods have a user namespace and others none",
+        });
+    }
+    if let Some((_, base)) = req.sandbox.user_ns {
+        // Informational for the monitor, which idmaps the rootfs and the volumes with it;
+        // libcontainer joins the namespace by path and writes no map.
+        let map = oci_spec::runtime::LinuxIdMappingBuilder::default()
+            .host_id(base)
+            .container_id(0u32)
+            .size(crate::runtime::userns::IDS_PER_POD)
+            .build()
+            .map_err(|e| invalid("spec.hostUsers".into(), "false", e.to_string()))?;
+        linux.set_uid_mappings(Some(vec![map]));
+        linux.set_gid_mappings(Some(vec![map]));
+    }
     linux.set_cgroups_path(Some(PathBuf::from(req.cgroups_path)));
     linux.set_resources(Some(resources(&ctx, privileged)?));
     // containerd's WithHostDevices: a privileged container sees the host's device nodes.
@@ -439,7 +460,9 @@ pub fn build_spec(req: &SpecRequest<'_>) -> Result<ContainerSpec, SpecError> {
         req.security,
     )?);
     linux.set_rootfs_propagation(rootfs_propagation);
-    if privileged {
+    // `procMount: Unmasked`: the kubelet sends empty masked and read-only path lists.
+    let unmasked = ctx.sc().and_then(|sc| sc.proc_mount.as_deref()) == Some("Unmasked");
+    if privileged || unmasked {
         linux.set_masked_paths(None);
         linux.set_readonly_paths(None);
     } else {
@@ -507,7 +530,7 @@ fn check_path_names(ctx: &Ctx<'_>) -> Result<(), SpecError> {
     Ok(())
 }
 
-fn check_unsupported(ctx: &Ctx<'_>) -> Result<(), SpecError> {
+fn check_unsupported(ctx: &Ctx<'_>, node: &NodeSecurity) -> Result<(), SpecError> {
     let s = ctx.spec;
     let flag = |v: Option<bool>| v.unwrap_or(false);
     let yet = |field: String| Err(SpecError::NotSupportedYet { field });
@@ -519,7 +542,22 @@ fn check_unsupported(ctx: &Ctx<'_>) -> Result<(), SpecError> {
         ));
     }
     if s.host_users == Some(false) {
-        return yet("spec.hostUsers".into());
+        for (field, set) in [
+            ("spec.hostNetwork", s.host_network),
+            ("spec.hostPID", s.host_pid),
+            ("spec.hostIPC", s.host_ipc),
+        ] {
+            if flag(set) {
+                return Err(invalid(
+                    field.into(),
+                    "true",
+                    "forbidden when `hostUsers` is false",
+                ));
+            }
+        }
+        if let Some(v) = crate::security::host_users_violation(ctx.pod, node) {
+            return Err(invalid(v.field, "false", v.message));
+        }
     }
     let c = ctx.container;
     // Every envFrom source (configMapRef, secretRef) is an API object.
@@ -531,9 +569,24 @@ fn check_unsupported(ctx: &Ctx<'_>) -> Result<(), SpecError> {
     if c.volume_devices.as_ref().is_some_and(|v| !v.is_empty()) {
         return yet(ctx.field("volumeDevices"));
     }
-    if let Some(sc) = ctx.sc() {
-        if sc.proc_mount.as_deref().is_some_and(|m| m != "Default") {
-            return yet(ctx.field("securityContext.procMount"));
+    if let Some(m) = ctx.sc().and_then(|sc| sc.proc_mount.as_deref()) {
+        match m {
+            "Default" => {}
+            "Unmasked" if s.host_users == Some(false) => {}
+            "Unmasked" => {
+                return Err(invalid(
+                    ctx.field("securityContext.procMount"),
+                    m,
+                    "`hostUsers` must be false to use `Unmasked`",
+                ))
+            }
+            _ => {
+                return Err(invalid(
+                    ctx.field("securityContext.procMount"),
+                    m,
+                    "must be Default or Unmasked",
+                ))
+            }
         }
     }
     Ok(())
@@ -609,6 +662,10 @@ fn namespaces(sandbox: &SandboxMounts, host_pid: bool, host_ipc: bool) -> Vec<Li
         n
     };
     let mut list = Vec::new();
+    // The user namespace first: libcontainer joins it before the others, which it owns.
+    if let Some((p, _)) = &sandbox.user_ns {
+        list.push(ns(LinuxNamespaceType::User, Some(p)));
+    }
     if !host_pid {
         list.push(ns(LinuxNamespaceType::Pid, sandbox.pid_ns.as_ref()));
     }

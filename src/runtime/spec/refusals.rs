@@ -33,7 +33,21 @@ fn every_container_refusal_is_a_validation_error() {
             json!({"shareProcessNamespace": true, "hostPID": true}),
             "spec.shareProcessNamespace",
         ),
-        (json!({}), json!({"hostUsers": false}), "spec.hostUsers"),
+        (
+            json!({}),
+            json!({"hostUsers": false, "hostNetwork": true}),
+            "spec.hostNetwork",
+        ),
+        (
+            json!({}),
+            json!({"hostUsers": false, "hostIPC": true}),
+            "spec.hostIPC",
+        ),
+        (
+            json!({"securityContext": {"procMount": "Masked"}}),
+            json!({"hostUsers": false}),
+            "spec.containers[0].securityContext.procMount",
+        ),
         (
             json!({"securityContext": {"procMount": "Unmasked"}}),
             json!({}),

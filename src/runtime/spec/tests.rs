@@ -234,7 +234,7 @@ fn init_containers_are_found_and_named() {
     let e = build_spec(&req).expect_err("procMount");
     assert_eq!(
         e.to_string(),
-        "spec.initContainers[0].securityContext.procMount is not supported yet"
+        "spec.initContainers[0].securityContext.procMount: invalid value \"Unmasked\": `hostUsers` must be false to use `Unmasked`"
     );
     let stranger: Container = serde_json::from_value(json!({"name": "stranger"})).expect("c");
     req.container = &stranger;
@@ -283,4 +283,78 @@ fn annotations_root_cgroups_and_process_basics() {
     let text = serde_json::to_string(&cs.spec).expect("serialize");
     let back: Spec = serde_json::from_str(&text).expect("deserialize");
     assert_eq!(back, cs.spec);
+}
+
+// ---- hostUsers: false and procMount ----
+
+#[test]
+fn host_users_false_joins_the_pod_user_namespace_first_with_its_mapping() {
+    let p = pod_with(
+        json!({"securityContext": {"procMount": "Unmasked"}}),
+        json!({"hostUsers": false}),
+    );
+    let mut sb = sandbox(false);
+    sb.user_ns = Some((PathBuf::from("/run/podvisor/ns/user"), 3 << 16));
+    let cs = build_with(&p, &image(json!({"Cmd": ["x"]})), &sb).expect("spec");
+    let ns = linux(&cs).namespaces().clone().expect("namespaces");
+    assert_eq!(ns[0].typ(), LinuxNamespaceType::User);
+    assert_eq!(ns[0].path(), &Some(PathBuf::from("/run/podvisor/ns/user")));
+    let maps = |m: &Option<Vec<oci_spec::runtime::LinuxIdMapping>>| {
+        m.iter()
+            .flatten()
+            .map(|m| (m.container_id(), m.host_id(), m.size()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(maps(linux(&cs).uid_mappings()), [(0, 3 << 16, 65536)]);
+    assert_eq!(maps(linux(&cs).gid_mappings()), [(0, 3 << 16, 65536)]);
+    // procMount: Unmasked: no masked and no read-only /proc paths.
+    assert_eq!(linux(&cs).masked_paths(), &None);
+    assert_eq!(linux(&cs).readonly_paths(), &None);
+    // Default keeps them.
+    let p = pod_with(json!({}), json!({"hostUsers": false}));
+    let cs = build_with(&p, &image(json!({"Cmd": ["x"]})), &sb).expect("spec");
+    assert!(linux(&cs).masked_paths().is_some());
+    // A sandbox without the user namespace (or one with it for a host-users pod) is refused.
+    let e = build_with(&p, &image(json!({"Cmd": ["x"]})), &sandbox(false)).expect_err("none");
+    assert!(e.to_string().contains("user namespace"), "{e}");
+    let host = pod_with(json!({}), json!({}));
+    let e = build_with(&host, &image(json!({"Cmd": ["x"]})), &sb).expect_err("extra");
+    assert!(e.to_string().contains("user namespace"), "{e}");
+}
+
+#[test]
+fn host_users_false_needs_linux_6_3_and_says_so() {
+    let p = pod_with(json!({}), json!({"hostUsers": false}));
+    let mut node = NodeSecurity::default();
+    for (kernel, refused) in [
+        ((6, 1), true),
+        ((5, 15), true),
+        ((6, 3), false),
+        ((6, 18), false),
+    ] {
+        node.kernel = Some(crate::security::sysctl::KernelVersion {
+            major: kernel.0,
+            minor: kernel.1,
+        });
+        let v = crate::security::validate_pod(&p, &node);
+        assert_eq!(!v.is_empty(), refused, "{kernel:?}: {v:?}");
+        if refused {
+            assert_eq!(v[0].field, "spec.hostUsers");
+            assert!(
+                v[0].message
+                    .contains("idmapped mounts of tmpfs (Linux 6.3 or later)"),
+                "{}",
+                v[0].message
+            );
+            assert!(v[0]
+                .message
+                .contains(&format!("this node runs Linux {}.{}", kernel.0, kernel.1)));
+            let e = build_on(&p, &node, &[]).expect_err("refused");
+            assert!(
+                e.to_string()
+                    .starts_with("spec.hostUsers: invalid value \"false\""),
+                "{e}"
+            );
+        }
+    }
 }

@@ -184,3 +184,43 @@ fn ephemeral_storage_requests_count_against_the_allocatable_storage() {
     );
     assert_eq!(h.rt.starts().len(), 2, "400Mi fits beside 600Mi");
 }
+
+#[test]
+fn hugepages_beyond_the_node_capacity_are_rejected_with_out_of_hugepages() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut h = small_node(FakeRuntime::default(), &dir);
+    // The node has 4 pages of 2Mi (the harness reads <dir>/hugepages).
+    let size = dir.path().join("hugepages/hugepages-2048kB");
+    std::fs::create_dir_all(&size).expect("mkdir");
+    std::fs::write(size.join("nr_hugepages"), "4\n").expect("write");
+    let huge =
+        |n: &str| format!("    resources: {{limits: {{hugepages-2Mi: {n}, memory: 10Mi}}}}\n");
+    h.file("a.yaml", &(pod_yaml("a", "busybox", "") + &huge("6Mi")));
+    assert_eq!(status_of(&h, "a").phase.as_deref(), Some("Running"));
+    h.file("b.yaml", &(pod_yaml("b", "busybox", "") + &huge("4Mi")));
+    let st = status_of(&h, "b");
+    assert_eq!(st.phase.as_deref(), Some("Failed"));
+    assert_eq!(st.reason.as_deref(), Some("OutOfhugepages-2Mi"));
+    assert_eq!(
+        st.message.as_deref(),
+        Some(
+            "Pod was rejected: Node didn't have enough resource: hugepages-2Mi, requested: 4194304, used: 6291456, capacity: 8388608"
+        )
+    );
+    assert!(h
+        .snap()
+        .events
+        .iter()
+        .any(|e| e.reason == "OutOfhugepages-2Mi"));
+    // A size the node does not have at all.
+    h.file(
+        "c.yaml",
+        &(pod_yaml("c", "busybox", "")
+            + "    resources: {limits: {hugepages-1Gi: 1Gi, memory: 10Mi}}\n"),
+    );
+    assert_eq!(
+        status_of(&h, "c").reason.as_deref(),
+        Some("OutOfhugepages-1Gi")
+    );
+    assert_eq!(h.rt.starts().len(), 1);
+}

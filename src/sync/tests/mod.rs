@@ -461,6 +461,8 @@ fn harness_full(
             host_ip: "10.0.0.1".into(),
             allocatable,
             allocatable_ephemeral_storage: None,
+            // A fixture next to the store: absent (no huge pages) unless a test writes one.
+            hugepages_dir: Some(store_dir.with_file_name("hugepages")),
             security: crate::security::NodeSecurity::default(),
             only_pod: None,
             rollback_after: Duration::from_secs(300),

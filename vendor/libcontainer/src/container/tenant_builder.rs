@@ -32,7 +32,7 @@ use crate::user_ns::UserNamespaceConfig;
 use crate::validator::Validator;
 use crate::{tty, utils};
 
-const NAMESPACE_TYPES: &[&str] = &["ipc", "uts", "net", "pid", "mnt", "cgroup", "time"];
+const NAMESPACE_TYPES: &[&str] = &["user", "ipc", "uts", "net", "pid", "mnt", "cgroup", "time"];
 const TENANT_NOTIFY: &str = "tenant-notify-";
 const TENANT_TTY: &str = "tenant-tty-";
 
