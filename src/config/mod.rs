@@ -12,6 +12,9 @@
 mod checks;
 mod decode;
 mod eviction;
+mod server;
+
+pub use server::ServerFields;
 
 pub use decode::parse_kubelet_config;
 use decode::{fmt_location, non_empty};
@@ -84,6 +87,8 @@ pub const IMPLEMENTED_FIELDS: &[&str] = &[
     "evictionSoft",
     "evictionSoftGracePeriod",
     "fileCheckFrequency",
+    "healthzBindAddress",
+    "healthzPort",
     "httpCheckFrequency",
     "imageGCHighThresholdPercent",
     "imageGCLowThresholdPercent",
@@ -92,6 +97,7 @@ pub const IMPLEMENTED_FIELDS: &[&str] = &[
     "mergeDefaultEvictionSettings",
     "podLogsDir",
     "podPidsLimit",
+    "readOnlyPort",
     "seccompDefault",
     "staticPodPath",
     "staticPodURL",
@@ -267,6 +273,8 @@ pub struct KubeletConfig {
     pub seccomp_default: Option<bool>,
     /// `resolvConf`: `Some(None)` when set to "" (pods get no node DNS settings).
     pub resolv_conf: Option<Option<PathBuf>>,
+    /// The node API fields (`healthzPort`, `healthzBindAddress`, ...).
+    pub server: ServerFields,
     /// Known fields present in the file that podvisor does not implement, sorted.
     pub unimplemented_fields: Vec<String>,
 }
@@ -319,6 +327,8 @@ pub struct DaemonConfig {
     pub resolv_conf: Option<PathBuf>,
     /// Unix socket of the local API.
     pub api_socket: PathBuf,
+    /// The plain healthz port (`healthzBindAddress:healthzPort`); `None` when off.
+    pub healthz: Option<std::net::SocketAddr>,
     /// `--registry-config`, as given.
     pub registry_config: Option<PathBuf>,
     /// `--docker-config`, as given.
@@ -459,6 +469,7 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
         allowed_unsafe_sysctls: file.allowed_unsafe_sysctls,
         seccomp_default: file.seccomp_default.unwrap_or(false),
         api_socket,
+        healthz: file.server.healthz_addr(),
         registry_config: flags.registry_config.clone(),
         docker_config: flags.docker_config.clone(),
         unimplemented_fields: file.unimplemented_fields,
@@ -638,6 +649,7 @@ fn validate(
     }
     let image_minimum_gc_age = frequency("imageMinimumGCAge", &raw.image_minimum_gc_age)?;
     let eviction = eviction::parse(raw, source_name)?;
+    let server = server::parse(raw, source_name)?;
     let mut reservation = reservation(raw, source_name)?;
     // Node allocatable subtracts the same hard memory.available threshold the eviction
     // manager enforces (with mergeDefaultEvictionSettings, the merged default too).
@@ -688,6 +700,7 @@ fn validate(
         allowed_unsafe_sysctls,
         seccomp_default: raw.seccomp_default,
         resolv_conf,
+        server,
         unimplemented_fields,
     })
 }
