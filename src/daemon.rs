@@ -401,6 +401,19 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         )?),
         None => None,
     };
+    let node_server = match &cfg.node_server {
+        Some(ns) => Some(crate::nodeapi::serve_node_server(
+            ns,
+            &paths.root_dir,
+            &cfg.node_name,
+            snapshots.clone(),
+            crate::nodeapi::healthz::HealthChecks {
+                monitor: sync.monitor(),
+                deadline: crate::nodeapi::healthz::sync_loop_deadline(cfg.sync_frequency),
+            },
+        )?),
+        None => None,
+    };
     let server = api::server::serve_with_stats(
         &cfg.api_socket,
         snapshots,
@@ -436,6 +449,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         })?;
     drop(tx);
     sync.run(rx);
+    drop(node_server);
     drop(healthz);
     drop(server);
     drop(handles);

@@ -76,10 +76,14 @@ pub const DEFAULT_CONTAINER_LOG_MAX_FILES: u32 = 5;
 /// The KubeletConfiguration fields podvisor implements (besides `apiVersion` and `kind`).
 /// Any other field present in a file is reported in `unimplemented_fields`.
 pub const IMPLEMENTED_FIELDS: &[&str] = &[
+    "address",
     "allowedUnsafeSysctls",
+    "authentication",
+    "authorization",
     "cgroupRoot",
     "containerLogMaxFiles",
     "containerLogMaxSize",
+    "enableServer",
     "evictionHard",
     "evictionMaxPodGracePeriod",
     "evictionMinimumReclaim",
@@ -97,6 +101,7 @@ pub const IMPLEMENTED_FIELDS: &[&str] = &[
     "mergeDefaultEvictionSettings",
     "podLogsDir",
     "podPidsLimit",
+    "port",
     "readOnlyPort",
     "seccompDefault",
     "staticPodPath",
@@ -104,6 +109,10 @@ pub const IMPLEMENTED_FIELDS: &[&str] = &[
     "staticPodURLHeader",
     "syncFrequency",
     "systemReserved",
+    "tlsCertFile",
+    "tlsCipherSuites",
+    "tlsMinVersion",
+    "tlsPrivateKeyFile",
 ];
 
 /// Errors reading the daemon configuration. Every value error names the field or flag.
@@ -227,6 +236,14 @@ pub struct RunFlags {
     /// [default: 5m].
     #[arg(long = "rollback-after", value_name = "DURATION")]
     pub rollback_after: Option<String>,
+    /// Bearer tokens of the secure port (`port`), one `token,user,uid,"group1,group2"` line
+    /// each (kube-apiserver's --token-auth-file shape).
+    #[arg(long = "token-auth-file", value_name = "FILE")]
+    pub token_auth_file: Option<PathBuf>,
+    /// Who may use which subresource of the secure port: `rules:` with users/groups, verbs
+    /// and subresources (podvisor's stand-in for authorization mode Webhook).
+    #[arg(long = "authorization-rules-file", value_name = "FILE")]
+    pub authorization_rules_file: Option<PathBuf>,
 }
 
 /// The validated content of a KubeletConfiguration file. `None` means the file leaves the
@@ -329,6 +346,8 @@ pub struct DaemonConfig {
     pub api_socket: PathBuf,
     /// The plain healthz port (`healthzBindAddress:healthzPort`); `None` when off.
     pub healthz: Option<std::net::SocketAddr>,
+    /// The authenticated HTTPS port; `None` when `enableServer` is false.
+    pub node_server: Option<crate::nodeapi::NodeServerConfig>,
     /// `--registry-config`, as given.
     pub registry_config: Option<PathBuf>,
     /// `--docker-config`, as given.
@@ -470,6 +489,7 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
         seccomp_default: file.seccomp_default.unwrap_or(false),
         api_socket,
         healthz: file.server.healthz_addr(),
+        node_server: file.server.node_server(flags)?,
         registry_config: flags.registry_config.clone(),
         docker_config: flags.docker_config.clone(),
         unimplemented_fields: file.unimplemented_fields,
@@ -676,6 +696,7 @@ fn validate(
         .into_iter()
         .filter(|f| !IMPLEMENTED_FIELDS.contains(f))
         .map(String::from)
+        .chain(server::unimplemented(raw))
         .collect();
     unimplemented_fields.sort_unstable();
     unimplemented_fields.dedup();

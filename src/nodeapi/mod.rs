@@ -7,9 +7,15 @@
 //! most a bounded number of connection threads ([`listener`]), each connection one request
 //! under a whole-exchange deadline ([`http`]).
 
+pub mod auth;
 pub mod healthz;
 pub mod http;
 pub mod listener;
+pub mod routes;
+pub mod secure;
+#[cfg(test)]
+mod secure_tests;
+pub mod tls;
 
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
@@ -18,6 +24,11 @@ use std::time::{Duration, Instant};
 use healthz::HealthChecks;
 use http::{read_head, write_response, DeadlineStream, Response};
 use listener::Listener;
+
+use std::path::PathBuf;
+
+use crate::status::SnapshotCell;
+use tls::MinVersion;
 
 /// The kubelet's default `healthzPort`.
 pub const DEFAULT_HEALTHZ_PORT: u16 = 10248;
@@ -28,9 +39,38 @@ pub const HEALTHZ_MAX_CONNECTIONS: usize = 16;
 /// How long one healthz exchange may take, request and answer together.
 pub const HEALTHZ_DEADLINE: Duration = Duration::from_secs(5);
 
+/// `authorization.mode` as podvisor applies it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthorizationMode {
+    /// Every authenticated request is allowed.
+    AlwaysAllow,
+    /// The rule file decides (`--authorization-rules-file`).
+    Rules(PathBuf),
+    /// `Webhook` without a rule file: every request is refused.
+    DenyAll,
+}
+
+/// The secure port's settings, resolved from the KubeletConfiguration and flags (`config`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeServerConfig {
+    pub addr: SocketAddr,
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_private_key_file: Option<PathBuf>,
+    pub tls_min_version: MinVersion,
+    pub tls_cipher_suites: Vec<String>,
+    pub client_ca_file: Option<PathBuf>,
+    pub token_auth_file: Option<PathBuf>,
+    pub anonymous: bool,
+    pub authorization: AuthorizationMode,
+}
+
 /// Errors of the node API's setup.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeApiError {
+    #[error("tls: {0}")]
+    Tls(#[from] tls::TlsError),
+    #[error("authentication or authorization file: {0}")]
+    AuthFile(#[from] auth::AuthFileError),
     #[error("cannot start the {what} thread")]
     Spawn {
         what: &'static str,
@@ -80,6 +120,63 @@ pub fn serve_healthz(
         Some(e) => log::error!("healthz: cannot listen on {addr}: {e}; retrying every 5 s"),
     }
     Ok(HealthzServer { listener })
+}
+
+/// Starts the secure port from its configuration: loads the token and rule files, builds the
+/// TLS configuration (generating the self-signed pair in `<root_dir>/pki` when no
+/// certificate is configured). Bad files are errors naming them.
+pub fn serve_node_server(
+    cfg: &NodeServerConfig,
+    root_dir: &std::path::Path,
+    node_name: &str,
+    snapshots: SnapshotCell,
+    health: HealthChecks,
+) -> Result<secure::SecureServer, NodeApiError> {
+    let tls = tls::server_config(&tls::TlsSettings {
+        cert_file: cfg.tls_cert_file.clone(),
+        key_file: cfg.tls_private_key_file.clone(),
+        generated_dir: root_dir.join("pki"),
+        node_name: node_name.to_string(),
+        min_version: cfg.tls_min_version,
+        cipher_suites: cfg.tls_cipher_suites.clone(),
+        client_ca_file: cfg.client_ca_file.clone(),
+    })?;
+    let tokens = match &cfg.token_auth_file {
+        Some(f) => Some(auth::TokenFile::load(f)?),
+        None => None,
+    };
+    let authorizer = match &cfg.authorization {
+        AuthorizationMode::AlwaysAllow => auth::Authorizer::AlwaysAllow,
+        AuthorizationMode::Rules(f) => auth::Authorizer::Rules(auth::Rules::load(f)?),
+        AuthorizationMode::DenyAll => {
+            log::warn!(
+                "node API: authorization.mode is Webhook, which needs an API server: every \
+                 request is refused; set --authorization-rules-file or mode AlwaysAllow"
+            );
+            auth::Authorizer::Rules(auth::Rules { rules: Vec::new() })
+        }
+    };
+    if tokens.is_none() && cfg.client_ca_file.is_none() && !cfg.anonymous {
+        log::info!(
+            "node API: no clientCAFile, no --token-auth-file and anonymous access off: \
+             every request is refused with 401"
+        );
+    }
+    secure::serve_secure(
+        secure::SecureSettings {
+            addr: cfg.addr,
+            tls,
+            authenticator: auth::Authenticator {
+                x509: cfg.client_ca_file.is_some(),
+                tokens,
+                anonymous: cfg.anonymous,
+            },
+            authorizer,
+            max_connections: secure::DEFAULT_MAX_CONNECTIONS,
+        },
+        snapshots,
+        health,
+    )
 }
 
 fn healthz_connection(tcp: TcpStream, checks: &HealthChecks) {
