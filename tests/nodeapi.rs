@@ -251,6 +251,11 @@ fn secure_port_authenticates_authorizes_and_refuses_every_route_without_credenti
         )
     );
 
+    let (code, body) = curl(&format!("{base}/metrics"), &prom);
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("\nkubelet_running_pods 0\n"), "{body}");
+    assert!(body.ends_with("# EOF\n"), "{body}");
+
     // Every route refuses requests without valid credentials: none, a wrong token, a
     // certificate from another CA with the same subject.
     let mallory = [

@@ -17,8 +17,9 @@ use std::time::Duration;
 
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 
-/// How often the accept loop looks at the stop flag.
-const TICK: Duration = Duration::from_millis(200);
+/// How often the accept loop looks at the stop flag: once a second, so an idle node wakes
+/// each port's thread once a second only (stopping takes up to that long).
+const TICK: Duration = Duration::from_secs(1);
 /// Bind retry period.
 const RETRY: Duration = Duration::from_secs(5);
 
@@ -168,7 +169,7 @@ fn accept_loop(
 ) {
     while !stop.load(Ordering::SeqCst) {
         let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
-        match nix::poll::poll(&mut fds, PollTimeout::from(TICK.as_millis() as u16)) {
+        match nix::poll::poll(&mut fds, PollTimeout::from(1000u16)) {
             Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
             Ok(_) => {}
             Err(e) => {

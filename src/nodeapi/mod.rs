@@ -11,6 +11,7 @@ pub mod auth;
 pub mod healthz;
 pub mod http;
 pub mod listener;
+pub mod metrics;
 pub mod routes;
 pub mod secure;
 #[cfg(test)]

@@ -5,7 +5,8 @@
 //! - `/pods`: a v1 `PodList` of every pod with its status (the kubelet's pod manager view);
 //! - `/runningpods`: a v1 `PodList` of the pods with running containers, each with only
 //!   name, namespace, uid and its running containers' names and images (the kubelet builds
-//!   it from the runtime's pod cache the same way).
+//!   it from the runtime's pod cache the same way);
+//! - `/metrics`: [`super::metrics`] (OpenMetrics text).
 //!
 //! [`ROUTES`] lists every path prefix served; the authentication test walks it.
 
@@ -23,6 +24,7 @@ pub const ROUTES: &[&str] = &[
     "/healthz",
     "/healthz/ping",
     "/healthz/syncloop",
+    "/metrics",
     "/pods",
     "/runningpods",
     "/runningpods/",
@@ -47,6 +49,15 @@ pub fn answer(
     match path {
         "/pods" | "/pods/" => pod_list(snap),
         "/runningpods" | "/runningpods/" => running_pods(snap),
+        "/metrics" => match super::metrics::render(snap, health, Instant::now()) {
+            Ok(text) => Response {
+                status: 200,
+                content_type: super::metrics::CONTENT_TYPE,
+                headers: Vec::new(),
+                body: text.into_bytes(),
+            },
+            Err(_) => Response::text(500, "Internal Server Error"),
+        },
         _ => Response::not_found(),
     }
 }
@@ -198,5 +209,42 @@ mod tests {
         for route in ROUTES {
             assert_eq!(answer("GET", route, "", &s, &h).status, 200, "{route}");
         }
+    }
+
+    #[test]
+    fn metrics_pass_promtool_and_count_the_snapshot() {
+        let r = answer("GET", "/metrics", "", &snapshot(), &health());
+        assert_eq!(r.status, 200);
+        let text = String::from_utf8(r.body).expect("utf8");
+        for line in [
+            "kubelet_running_pods 1\n",
+            "kubelet_running_containers{container_state=\"running\"} 1\n",
+            "podvisor_pods{phase=\"Running\"} 1\n",
+            "podvisor_pods{phase=\"Pending\"} 1\n",
+            "podvisor_container_restarts{namespace=\"default\",pod=\"web-node\",container=\"side\"} 2\n",
+        ] {
+            assert!(text.contains(line), "{line} not in:\n{text}");
+        }
+        let mut child = std::process::Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("promtool (Debian package prometheus)");
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(text.as_bytes())
+            .expect("write");
+        let out = child.wait_with_output().expect("promtool");
+        assert!(
+            out.status.success(),
+            "promtool: {}{}\n{text}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
