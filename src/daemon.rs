@@ -43,6 +43,8 @@ pub enum DaemonError {
     Sources(#[from] crate::sources::SourceError),
     #[error("api: {0}")]
     Api(#[from] crate::api::ApiError),
+    #[error("node api: {0}")]
+    NodeApi(#[from] crate::nodeapi::NodeApiError),
     #[error("{what}: {source}")]
     Io {
         what: &'static str,
@@ -403,6 +405,30 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         snapshots.clone(),
         tx.clone(),
     )?;
+    // The plain healthz port reads the sync loop's turnover, as the watchdog pings do.
+    let healthz = match cfg.healthz {
+        Some(addr) => Some(crate::nodeapi::serve_healthz(
+            addr,
+            crate::nodeapi::healthz::HealthChecks {
+                monitor: sync.monitor(),
+                deadline: crate::nodeapi::healthz::sync_loop_deadline(cfg.sync_frequency),
+            },
+        )?),
+        None => None,
+    };
+    let node_server = match &cfg.node_server {
+        Some(ns) => Some(crate::nodeapi::serve_node_server(
+            ns,
+            &paths.root_dir,
+            &cfg.node_name,
+            snapshots.clone(),
+            crate::nodeapi::healthz::HealthChecks {
+                monitor: sync.monitor(),
+                deadline: crate::nodeapi::healthz::sync_loop_deadline(cfg.sync_frequency),
+            },
+        )?),
+        None => None,
+    };
     let server = api::server::serve_with_stats(
         &cfg.api_socket,
         snapshots,
@@ -440,6 +466,8 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         })?;
     drop(tx);
     sync.run(rx);
+    drop(node_server);
+    drop(healthz);
     drop(server);
     drop(handles);
     Ok(())

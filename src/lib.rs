@@ -13,6 +13,7 @@
 //! - [`prober`]: liveness/readiness/startup probes and lifecycle-hook handlers; the prober thread.
 //! - [`sync`]: the sync loop, the one owner of pod state; pod config merge, backoff, status.
 //! - [`api`], [`cli`]: the local API on a unix socket and the CLI views over it.
+//! - [`nodeapi`]: the kubelet's TCP ports: healthz (10248) and the authenticated HTTPS server.
 //! - [`daemon`]: `podvisor run`, wiring the managers together.
 //! - [`reason`]: the kubelet's reason vocabulary (waiting, terminated, event and pod reasons).
 //! - [`status`]: the published view of pods and events (snapshots) for the API and CLI.
@@ -45,6 +46,7 @@ pub mod httpclient;
 pub mod images;
 pub mod kernel;
 pub mod logs;
+pub mod nodeapi;
 pub mod play;
 pub mod pod;
 pub mod prober;

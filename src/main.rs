@@ -66,8 +66,9 @@ enum Command {
     /// Run the supervisor daemon: keep every static pod of the manifest directory and URL
     /// running (kubelet-compatible flags and KubeletConfiguration file).
     Run {
+        // Boxed: the largest variant by far.
         #[command(flatten)]
-        flags: RunFlags,
+        flags: Box<RunFlags>,
     },
     /// List pods (like `kubectl get pods`).
     Pods {

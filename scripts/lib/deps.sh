@@ -22,12 +22,13 @@ DEPS_RUN=(gcc libc6-dev make pkg-config libseccomp-dev libelf-dev zlib1g-dev app
 # distribution registry) and apache2-utils (htpasswd) for the registry the pull tests run on
 # loopback; qemu-system-x86, cpio and binutils (strip) for the cgroup v2 VM tests
 # (tests/vm/run.sh); python3 (a seccomp test makes raw clone(2) calls with ctypes); e2fsprogs
-# (mkfs.ext4: the disk of the VM's reboot series). The arm64 VM test (issue 15):
+# (mkfs.ext4: the disk of the VM's reboot series); curl, openssl and prometheus (promtool)
+# as the real clients of the node API's tests (src/nodeapi, tests/nodeapi.rs). The arm64 VM test (issue 15):
 # gcc-aarch64-linux-gnu, gcc-arm-linux-gnueabihf and their libc for scripts/cross (the
 # target's libseccomp/libelf/zlib come from scripts/debian-download), qemu-system-arm (the
 # arm64 guest, which also runs the armhf binary), and the Rust targets (DEPS_RUST_TARGETS).
 DEPS_TEST=(skopeo docker-registry apache2-utils qemu-system-x86 cpio binutils python3
-  e2fsprogs gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf
+  e2fsprogs curl openssl prometheus gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf
   libc6-dev-armhf-cross qemu-system-arm)
 DEPS_RUST_TARGETS=(aarch64-unknown-linux-gnu armv7-unknown-linux-gnueabihf)
 # CI, in addition: lintian, rpmlint and rpm (rpmlint reads packages with it), debootstrap (the

@@ -12,6 +12,9 @@
 mod checks;
 mod decode;
 mod eviction;
+mod server;
+
+pub use server::ServerFields;
 
 pub use decode::parse_kubelet_config;
 use decode::{fmt_location, non_empty};
@@ -73,10 +76,14 @@ pub const DEFAULT_CONTAINER_LOG_MAX_FILES: u32 = 5;
 /// The KubeletConfiguration fields podvisor implements (besides `apiVersion` and `kind`).
 /// Any other field present in a file is reported in `unimplemented_fields`.
 pub const IMPLEMENTED_FIELDS: &[&str] = &[
+    "address",
     "allowedUnsafeSysctls",
+    "authentication",
+    "authorization",
     "cgroupRoot",
     "containerLogMaxFiles",
     "containerLogMaxSize",
+    "enableServer",
     "evictionHard",
     "evictionMaxPodGracePeriod",
     "evictionMinimumReclaim",
@@ -84,6 +91,8 @@ pub const IMPLEMENTED_FIELDS: &[&str] = &[
     "evictionSoft",
     "evictionSoftGracePeriod",
     "fileCheckFrequency",
+    "healthzBindAddress",
+    "healthzPort",
     "httpCheckFrequency",
     "imageGCHighThresholdPercent",
     "imageGCLowThresholdPercent",
@@ -92,12 +101,18 @@ pub const IMPLEMENTED_FIELDS: &[&str] = &[
     "mergeDefaultEvictionSettings",
     "podLogsDir",
     "podPidsLimit",
+    "port",
+    "readOnlyPort",
     "seccompDefault",
     "staticPodPath",
     "staticPodURL",
     "staticPodURLHeader",
     "syncFrequency",
     "systemReserved",
+    "tlsCertFile",
+    "tlsCipherSuites",
+    "tlsMinVersion",
+    "tlsPrivateKeyFile",
 ];
 
 /// Errors reading the daemon configuration. Every value error names the field or flag.
@@ -221,6 +236,14 @@ pub struct RunFlags {
     /// [default: 5m].
     #[arg(long = "rollback-after", value_name = "DURATION")]
     pub rollback_after: Option<String>,
+    /// Bearer tokens of the secure port (`port`), one `token,user,uid,"group1,group2"` line
+    /// each (kube-apiserver's --token-auth-file shape).
+    #[arg(long = "token-auth-file", value_name = "FILE")]
+    pub token_auth_file: Option<PathBuf>,
+    /// Who may use which subresource of the secure port: `rules:` with users/groups, verbs
+    /// and subresources (podvisor's stand-in for authorization mode Webhook).
+    #[arg(long = "authorization-rules-file", value_name = "FILE")]
+    pub authorization_rules_file: Option<PathBuf>,
 }
 
 /// The validated content of a KubeletConfiguration file. `None` means the file leaves the
@@ -267,6 +290,8 @@ pub struct KubeletConfig {
     pub seccomp_default: Option<bool>,
     /// `resolvConf`: `Some(None)` when set to "" (pods get no node DNS settings).
     pub resolv_conf: Option<Option<PathBuf>>,
+    /// The node API fields (`healthzPort`, `healthzBindAddress`, ...).
+    pub server: ServerFields,
     /// Known fields present in the file that podvisor does not implement, sorted.
     pub unimplemented_fields: Vec<String>,
 }
@@ -319,6 +344,10 @@ pub struct DaemonConfig {
     pub resolv_conf: Option<PathBuf>,
     /// Unix socket of the local API.
     pub api_socket: PathBuf,
+    /// The plain healthz port (`healthzBindAddress:healthzPort`); `None` when off.
+    pub healthz: Option<std::net::SocketAddr>,
+    /// The authenticated HTTPS port; `None` when `enableServer` is false.
+    pub node_server: Option<crate::nodeapi::NodeServerConfig>,
     /// `--registry-config`, as given.
     pub registry_config: Option<PathBuf>,
     /// `--docker-config`, as given.
@@ -459,6 +488,8 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
         allowed_unsafe_sysctls: file.allowed_unsafe_sysctls,
         seccomp_default: file.seccomp_default.unwrap_or(false),
         api_socket,
+        healthz: file.server.healthz_addr(),
+        node_server: file.server.node_server(flags)?,
         registry_config: flags.registry_config.clone(),
         docker_config: flags.docker_config.clone(),
         unimplemented_fields: file.unimplemented_fields,
@@ -638,6 +669,7 @@ fn validate(
     }
     let image_minimum_gc_age = frequency("imageMinimumGCAge", &raw.image_minimum_gc_age)?;
     let eviction = eviction::parse(raw, source_name)?;
+    let server = server::parse(raw, source_name)?;
     let mut reservation = reservation(raw, source_name)?;
     // Node allocatable subtracts the same hard memory.available threshold the eviction
     // manager enforces (with mergeDefaultEvictionSettings, the merged default too).
@@ -664,6 +696,7 @@ fn validate(
         .into_iter()
         .filter(|f| !IMPLEMENTED_FIELDS.contains(f))
         .map(String::from)
+        .chain(server::unimplemented(raw))
         .collect();
     unimplemented_fields.sort_unstable();
     unimplemented_fields.dedup();
@@ -688,6 +721,7 @@ fn validate(
         allowed_unsafe_sysctls,
         seccomp_default: raw.seccomp_default,
         resolv_conf,
+        server,
         unimplemented_fields,
     })
 }

@@ -110,8 +110,8 @@ fn kubeadm_config_parses_and_lists_unimplemented_fields() {
     );
     assert_eq!(cfg.static_pod_url, None);
     let expected: Vec<String> = [
-        "authentication",
-        "authorization",
+        "authentication.webhook",
+        "authorization.webhook",
         "cgroupDriver",
         "clusterDNS",
         "clusterDomain",
@@ -119,8 +119,6 @@ fn kubeadm_config_parses_and_lists_unimplemented_fields() {
         "cpuManagerReconcilePeriod",
         "crashLoopBackOff",
         "featureGates",
-        "healthzBindAddress",
-        "healthzPort",
         "imageMaximumGCAge",
         "logging",
         "maxPods",
@@ -519,6 +517,18 @@ fn defaults_without_config_file() {
             seccomp_default: false,
             resolv_conf: Some(PathBuf::from("/etc/resolv.conf")),
             api_socket: PathBuf::from("/run/podvisor/podvisor.sock"),
+            healthz: Some("127.0.0.1:10248".parse().expect("addr")),
+            node_server: Some(crate::nodeapi::NodeServerConfig {
+                addr: "0.0.0.0:10250".parse().expect("addr"),
+                tls_cert_file: None,
+                tls_private_key_file: None,
+                tls_min_version: crate::nodeapi::tls::MinVersion::Tls12,
+                tls_cipher_suites: vec![],
+                client_ca_file: None,
+                token_auth_file: None,
+                anonymous: false,
+                authorization: crate::nodeapi::AuthorizationMode::AlwaysAllow,
+            }),
             registry_config: None,
             docker_config: None,
             unimplemented_fields: vec![],
