@@ -22,7 +22,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// Entries (`lstat` calls) one housekeeping pass spends at most on all trees together.
-pub const ENTRIES_PER_PASS: usize = 20_000;
+pub const ENTRIES_PER_PASS: usize = 10_000;
 
 /// A tree to measure.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
