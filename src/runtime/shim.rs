@@ -40,6 +40,7 @@ use nix::sys::wait::WaitStatus;
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
+use super::oom_watch::OomWatch;
 use super::procfs::ProcessId;
 use super::rootfs::{self, RootfsPaths};
 use super::spec::UserRequest;
@@ -109,6 +110,10 @@ pub struct ShimConfig {
     pub cgroup_root: PathBuf,
     /// The container's cgroup path relative to the cgroup root.
     pub cgroup_path: String,
+    /// The container is a systemd scope (`cgroupDriver: systemd`): libcontainer's systemd
+    /// manager starts and stops it. Absent in records of earlier versions: cgroupfs.
+    #[serde(default)]
+    pub systemd_cgroup: bool,
 }
 
 /// What the monitor records about itself and the container (`state.json`).
@@ -419,14 +424,32 @@ fn run_inner(dir: &Path, ready: fs::File) -> Result<(), ShimError> {
             let _ = signal::signal(s, signal::SigHandler::SigIgn);
         }
     }
-    let status = supervise(&cfg, started.init, started.stdout, started.stderr)?;
-    let oom = CgroupRoot::new(&cfg.cgroup_root)
-        .oom_kill_count(&cfg.cgroup_path)
-        .map(|n| n > 0)
-        .unwrap_or_else(|e| {
-            log::warn!("container {}: {e}", cfg.id);
-            false
-        });
+    // A systemd scope's cgroup goes as soon as it is empty: count OOM kills while it exists.
+    let mut oom_watch = if cfg.systemd_cgroup {
+        OomWatch::new(&cfg.cgroup_root, &cfg.cgroup_path).unwrap_or_else(|e| {
+            log::warn!("container {}: watch memory.events: {e}", cfg.id);
+            None
+        })
+    } else {
+        None
+    };
+    let status = supervise(
+        &cfg,
+        started.init,
+        started.stdout,
+        started.stderr,
+        oom_watch.as_mut(),
+    )?;
+    let oom = match oom_watch.as_mut() {
+        Some(w) => w.count() > 0,
+        None => CgroupRoot::new(&cfg.cgroup_root)
+            .oom_kill_count(&cfg.cgroup_path)
+            .map(|n| n > 0)
+            .unwrap_or_else(|e| {
+                log::warn!("container {}: {e}", cfg.id);
+                false
+            }),
+    };
     let exit = exit_record(status, oom, started.started_at);
     write_exit_record(paths, &exit).map_err(io_err(&paths.exit()))?;
     cleanup_container(paths, &cfg);
@@ -515,7 +538,7 @@ fn create_and_start(
     .with_stderr(err_w)
     .validate_id()?
     .as_init(&paths.dir)
-    .with_systemd(false)
+    .with_systemd(cfg.systemd_cgroup)
     .as_sibling(false)
     .with_detach(true)
     .build();
@@ -582,6 +605,7 @@ fn supervise(
     init: Pid,
     stdout: OwnedFd,
     stderr: OwnedFd,
+    mut oom_watch: Option<&mut OomWatch>,
 ) -> Result<WaitStatus, ShimError> {
     let mut mask = SigSet::empty();
     mask.add(Signal::SIGCHLD);
@@ -636,8 +660,12 @@ fn supervise(
                 .unwrap_or(PollTimeout::MAX),
             None => PollTimeout::NONE,
         };
-        let (out_ev, err_ev, sig_ev) = {
-            let mut fds = Vec::with_capacity(3);
+        let (out_ev, err_ev, sig_ev, oom_ev) = {
+            let mut fds = Vec::with_capacity(4);
+            if let Some(w) = &oom_watch {
+                fds.push(PollFd::new(w.fd(), PollFlags::POLLIN));
+            }
+            let first = fds.len();
             fds.push(PollFd::new(sigfd.as_fd(), PollFlags::POLLIN));
             if let Some(f) = &out {
                 fds.push(PollFd::new(f.as_fd(), PollFlags::POLLIN));
@@ -656,6 +684,8 @@ fn supervise(
                 }
             }
             let ready = |pfd: &PollFd| pfd.revents().map(|r| !r.is_empty()).unwrap_or(false);
+            let oom_ev = first == 1 && ready(&fds[0]);
+            let fds = &fds[first..];
             let sig_ev = ready(&fds[0]);
             let mut i = 1;
             let out_ev = if out.is_some() {
@@ -665,8 +695,13 @@ fn supervise(
                 false
             };
             let err_ev = if err.is_some() { ready(&fds[i]) } else { false };
-            (out_ev, err_ev, sig_ev)
+            (out_ev, err_ev, sig_ev, oom_ev)
         };
+        if oom_ev {
+            if let Some(w) = oom_watch.as_mut() {
+                w.on_event();
+            }
+        }
         if out_ev {
             pump(&mut out, Stream::Stdout, &mut writer, &mut buf)?;
         }
