@@ -21,8 +21,11 @@ prop() { systemctl show -p "$1" --value podvisor.service 2>/dev/null; }
 running_pods() { podvisor pods 2>/dev/null | grep -c ' Running '; }
 two_running() { [ "$(running_pods)" -ge 2 ]; }
 # "cgroup pid" of every container, sorted: what must not change across restarts
+# (the cgroupfs layout, or the systemd driver's slices and scopes)
 container_pids() {
-  for p in /sys/fs/cgroup/podvisor/pod*/*/cgroup.procs /sys/fs/cgroup/podvisor/*/pod*/*/cgroup.procs; do
+  for p in /sys/fs/cgroup/podvisor/pod*/*/cgroup.procs /sys/fs/cgroup/podvisor/*/pod*/*/cgroup.procs \
+    /sys/fs/cgroup/podvisor.slice/*pod*.slice/*.scope/cgroup.procs \
+    /sys/fs/cgroup/podvisor.slice/*.slice/*pod*.slice/*.scope/cgroup.procs; do
     [ -f "$p" ] && echo "${p%/cgroup.procs} $(head -n1 "$p")"
   done | sort
 }
@@ -109,6 +112,69 @@ say "INFO watchdog: wedged daemon $main replaced by $(prop MainPID) after $took 
 rm -f /etc/systemd/system/podvisor.service.d/wedge.conf
 systemctl daemon-reload
 report watchdog-restart
+
+# --- cgroupDriver: systemd: pods are slices, containers scopes, as `systemctl status` shows --
+errs=""
+units() { systemctl list-units --all --plain --no-legend "$@" 2>/dev/null | awk '{print $1}'; }
+no_pods() { [ "$(running_pods)" -eq 0 ] && [ -z "$(container_pids)" ]; }
+burst_gone() { [ -z "$(units 'podvisor-burstable-pod*')" ] && [ "$(running_pods)" -eq 1 ]; }
+rm -f /etc/kubernetes/manifests/web.yaml /etc/kubernetes/manifests/sleeper.yaml
+wait_until 60 no_pods || errs="pods of the cgroupfs driver not removed: $(container_pids | tr '\n' ' ');"
+printf '%s\n' 'cgroupDriver: systemd' >> /etc/podvisor/config.yaml
+main=$(prop MainPID)
+systemctl restart podvisor || errs="$errs restart with cgroupDriver: systemd failed;"
+wait_until 60 ready_again "$main" ||
+  errs="$errs not active with the systemd driver: $(journalctl -u podvisor -n 5 --no-pager 2>&1 | tr '\n' ' ');"
+for name in web burst; do
+  case $name in
+    web) res='{limits: {cpu: 100m, memory: 32Mi}}' ;;
+    *) res='{requests: {cpu: 250m}, limits: {memory: 48Mi}}' ;;
+  esac
+  cat > "/etc/kubernetes/manifests/$name.yaml" <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $name}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: multiarch:1.0
+    resources: $res
+    command: [sh, -c, 'trap "exit 0" TERM; sleep 100000 & wait']
+EOF
+done
+wait_until 120 two_running || errs="$errs $(running_pods) of 2 pods Running: $(podvisor pods 2>&1 | tr '\n' ' ');"
+tree=$(systemctl status podvisor.slice --no-pager 2>&1)
+web_slice=$(units 'podvisor-pod*.slice')
+burst_slice=$(units 'podvisor-burstable-pod*.slice')
+for want in podvisor-burstable.slice "$web_slice" "$burst_slice"; do
+  { [ -n "$want" ] && echo "$tree" | grep -q -- "$want"; } ||
+    errs="$errs systemctl status podvisor.slice lacks ${want:-a pod slice}: $(echo "$tree" | tr '\n' ' ');"
+done
+[ "$(echo "$tree" | grep -c 'podvisor-.*\.scope')" -ge 2 ] ||
+  errs="$errs no container scopes in: $(echo "$tree" | tr '\n' ' ');"
+[ "$(systemctl show -p MemoryMax --value "$web_slice" 2>&1)" = 33554432 ] ||
+  errs="$errs $web_slice MemoryMax=$(systemctl show -p MemoryMax --value "$web_slice" 2>&1);"
+[ "$(systemctl show -p CPUQuotaPerSecUSec --value "$web_slice" 2>&1)" = 100ms ] ||
+  errs="$errs $web_slice CPUQuotaPerSecUSec=$(systemctl show -p CPUQuotaPerSecUSec --value "$web_slice" 2>&1);"
+# The Burstable slice's weight follows its pods' requests (250m: shares 256, weight 10).
+[ "$(systemctl show -p CPUWeight --value podvisor-burstable.slice)" = 10 ] ||
+  errs="$errs podvisor-burstable.slice CPUWeight=$(systemctl show -p CPUWeight --value podvisor-burstable.slice);"
+bmem=/sys/fs/cgroup/podvisor.slice/podvisor-burstable.slice/$burst_slice/memory.max
+[ "$(cat "$bmem" 2>&1)" = 50331648 ] || errs="$errs $bmem: $(cat "$bmem" 2>&1);"
+say "INFO systemd driver: $(echo "$tree" | grep -o 'podvisor-[^ ]*\.s[a-z]*' | sort -u | tr '\n' ' ')"
+before=$(container_pids)
+main=$(prop MainPID)
+systemctl restart podvisor || errs="$errs restart failed;"
+wait_until 60 ready_again "$main" || errs="$errs daemon not restarted;"
+wait_until 60 two_running || errs="$errs $(running_pods) of 2 pods Running after the restart;"
+after=$(container_pids)
+{ [ -n "$before" ] && [ "$before" = "$after" ]; } || errs="$errs container pids changed: [$before] -> [$after];"
+rm -f /etc/kubernetes/manifests/burst.yaml
+wait_until 60 burst_gone ||
+  errs="$errs units of the removed pod left: $(units 'podvisor-burstable-pod*' 'podvisor-*.scope' | tr '\n' ' ');"
+[ "$(units 'podvisor-*.scope' | wc -l)" -eq 1 ] || errs="$errs scopes: $(units 'podvisor-*.scope' | tr '\n' ' ');"
+report systemd-driver
 
 # --- remove: the service is gone, state stays; purge ----------------------------------------
 errs=""
