@@ -80,6 +80,8 @@ pub enum ShimError {
     },
     #[error("process: {0}")]
     Proc(#[from] super::procfs::ProcError),
+    #[error("device filter on {path}: {message}")]
+    Devices { path: PathBuf, message: String },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> ShimError + '_ {
@@ -496,6 +498,11 @@ fn create_and_start(
         .and_then(|l| l.resources().as_ref())
         .and_then(|r| r.cpu().as_ref())
         .and_then(|c| c.shares());
+    let device_rules = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.resources().as_ref())
+        .and_then(|r| r.devices().clone());
     let own_oom = fs::read_to_string("/proc/self/oom_score_adj").ok();
     if let Some(mut process) = spec.process().clone() {
         process.set_user(user);
@@ -554,6 +561,9 @@ fn create_and_start(
     state.init = Some(ProcessId::of(init.as_raw())?);
     fsutil::write_json_atomic_volatile(&paths.state(), &state).map_err(io_err(&paths.state()))?;
     kubelet_v2_values(&cfg.cgroup_root, &cfg.cgroup_path, cpu_shares)?;
+    if cfg.systemd_cgroup {
+        scope_device_filter(cfg, device_rules)?;
+    }
     container.start()?;
     let started_at = super::now_rfc3339();
     state.started_at = Some(started_at.clone());
@@ -597,6 +607,37 @@ fn kubelet_v2_values(
         }
     }
     Ok(())
+}
+
+/// Attaches the container's device filter (the same eBPF program libcgroups' v2 manager
+/// attaches with cgroupfs) to its systemd scope: libcontainer's systemd manager sets no device
+/// rules (youki 0.7 maps none to `DeviceAllow=`), and without this a container holding
+/// CAP_MKNOD could open any host device. Written between create and start, so the process
+/// never runs without it.
+#[cfg(feature = "systemd-cgroup")]
+fn scope_device_filter(
+    cfg: &ShimConfig,
+    rules: Option<Vec<oci_spec::runtime::LinuxDeviceCgroup>>,
+) -> Result<(), ShimError> {
+    let dir = CgroupRoot::new(&cfg.cgroup_root).dir("devices", &cfg.cgroup_path);
+    libcgroups::v2::devices::Devices::apply_devices(&dir, &rules).map_err(|e| ShimError::Devices {
+        path: dir.clone(),
+        message: e.to_string(),
+    })
+}
+
+/// Without the systemd driver built in, no container is a systemd scope.
+#[cfg(not(feature = "systemd-cgroup"))]
+fn scope_device_filter(
+    cfg: &ShimConfig,
+    _rules: Option<Vec<oci_spec::runtime::LinuxDeviceCgroup>>,
+) -> Result<(), ShimError> {
+    Err(ShimError::Devices {
+        path: cfg
+            .cgroup_root
+            .join(cfg.cgroup_path.trim_start_matches('/')),
+        message: "this podvisor was built without the systemd-cgroup feature".into(),
+    })
 }
 
 /// Copies output into the log until the init exits and both pipes are drained.
