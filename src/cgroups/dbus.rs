@@ -21,6 +21,30 @@ fn variant(v: &UnitValue) -> Variant {
     }
 }
 
+/// Maps a failed call: systemd's "already loaded" (`UnitExists`) and "not loaded"/"not found"
+/// (`NoSuchUnit`) replies become their own variants (the native client keeps only the
+/// message; systemd's wording of both has been the same since 2013).
+fn call_error(unit: &str, action: &'static str, message: String) -> SystemdError {
+    if message.contains("already loaded") || message.contains("UnitExists") {
+        SystemdError::UnitExists {
+            unit: unit.to_string(),
+        }
+    } else if message.contains(" not loaded")
+        || message.contains(" not found")
+        || message.contains("NoSuchUnit")
+    {
+        SystemdError::NoSuchUnit {
+            unit: unit.to_string(),
+        }
+    } else {
+        SystemdError::Unit {
+            unit: unit.to_string(),
+            action,
+            message,
+        }
+    }
+}
+
 fn connect(unit: &str, action: &'static str) -> Result<DbusConnection, SystemdError> {
     DbusConnection::new_system().map_err(|e| SystemdError::Unit {
         unit: unit.to_string(),
@@ -30,10 +54,6 @@ fn connect(unit: &str, action: &'static str) -> Result<DbusConnection, SystemdEr
 }
 
 impl SystemdUnits for DbusUnits {
-    fn unit_exists(&self, unit: &str) -> bool {
-        connect(unit, "GetUnit").is_ok_and(|c| c.transient_unit_exists(unit))
-    }
-
     fn start_transient(&self, unit: &str, properties: &UnitProperties) -> Result<(), SystemdError> {
         let conn = connect(unit, "StartTransientUnit")?;
         let props = properties
@@ -43,31 +63,19 @@ impl SystemdUnits for DbusUnits {
         conn.proxy("org.freedesktop.systemd1", "/org/freedesktop/systemd1")
             .start_transient_unit(unit, "replace", props, vec![])
             .map(|_job| ())
-            .map_err(|e| SystemdError::Unit {
-                unit: unit.to_string(),
-                action: "StartTransientUnit",
-                message: e.to_string(),
-            })
+            .map_err(|e| call_error(unit, "StartTransientUnit", e.to_string()))
     }
 
     fn set_properties(&self, unit: &str, properties: &UnitProperties) -> Result<(), SystemdError> {
         let conn = connect(unit, "SetUnitProperties")?;
         let props = properties.iter().map(|(k, v)| (*k, variant(v))).collect();
         conn.set_unit_properties(unit, &props)
-            .map_err(|e| SystemdError::Unit {
-                unit: unit.to_string(),
-                action: "SetUnitProperties",
-                message: e.to_string(),
-            })
+            .map_err(|e| call_error(unit, "SetUnitProperties", e.to_string()))
     }
 
     fn stop(&self, unit: &str) -> Result<(), SystemdError> {
         let conn = connect(unit, "StopUnit")?;
         conn.stop_transient_unit(unit)
-            .map_err(|e| SystemdError::Unit {
-                unit: unit.to_string(),
-                action: "StopUnit",
-                message: e.to_string(),
-            })
+            .map_err(|e| call_error(unit, "StopUnit", e.to_string()))
     }
 }

@@ -231,16 +231,23 @@ pub enum SystemdError {
     NotBooted { marker: String },
     #[error("cgroupDriver: systemd needs the unified cgroup v2 hierarchy; {root} is a cgroup v1 or hybrid mount (use cgroupDriver: cgroupfs, or boot with systemd.unified_cgroup_hierarchy=1)")]
     NotUnified { root: String },
+    /// `StartTransientUnit` of a unit systemd has loaded already.
+    #[error("systemd unit {unit} is already loaded")]
+    UnitExists { unit: String },
+    /// `StopUnit`/`SetUnitProperties` of a unit systemd does not have.
+    #[error("systemd unit {unit} is not loaded")]
+    NoSuchUnit { unit: String },
     #[error("cgroup parent {message}")]
     Slice { message: String },
     #[error("cgroupDriver: systemd: this podvisor was built without the systemd-cgroup feature")]
     NotBuilt,
 }
 
-/// systemd's unit operations podvisor uses (a trait so tests drive a fake).
+/// systemd's unit operations podvisor uses (a trait so tests drive a fake). Existence is
+/// never asked first (that would race with systemd's own job queue and with implicitly
+/// loaded slices): the operations report [`SystemdError::UnitExists`] and
+/// [`SystemdError::NoSuchUnit`] instead.
 pub trait SystemdUnits: Send + Sync {
-    /// Whether systemd has the unit loaded (`GetUnit`).
-    fn unit_exists(&self, unit: &str) -> bool;
     /// `StartTransientUnit(unit, "replace", properties)`.
     fn start_transient(&self, unit: &str, properties: &UnitProperties) -> Result<(), SystemdError>;
     /// `SetUnitProperties(unit, runtime=true, properties)`.
@@ -285,13 +292,12 @@ fn ensure_unit(
     properties: UnitProperties,
     limits: Option<UnitProperties>,
 ) -> Result<(), SystemdError> {
-    if units.unit_exists(unit) {
-        match limits {
+    match units.start_transient(unit, &properties) {
+        Err(SystemdError::UnitExists { .. }) => match limits {
             Some(l) if !l.is_empty() => units.set_properties(unit, &l),
             _ => Ok(()),
-        }
-    } else {
-        units.start_transient(unit, &properties)
+        },
+        other => other,
     }
 }
 
@@ -337,9 +343,9 @@ pub fn remove_pod(
         QosClass::Burstable,
         QosClass::BestEffort,
     ] {
-        let slice = pod_slice(parent, qos, pod_uid);
-        if units.unit_exists(&slice) {
-            units.stop(&slice)?;
+        match units.stop(&pod_slice(parent, qos, pod_uid)) {
+            Ok(()) | Err(SystemdError::NoSuchUnit { .. }) => {}
+            Err(e) => return Err(e),
         }
     }
     Ok(())
@@ -352,10 +358,10 @@ pub fn set_burstable_cpu(
     requests_millis: u64,
 ) -> Result<(), SystemdError> {
     let slice = qos_slice(parent, QosClass::Burstable);
-    if !units.unit_exists(&slice) {
-        return Ok(());
+    match units.set_properties(&slice, &burstable_weight(requests_millis)) {
+        Err(SystemdError::NoSuchUnit { .. }) => Ok(()),
+        other => other,
     }
-    units.set_properties(&slice, &burstable_weight(requests_millis))
 }
 
 impl From<SystemdError> for CgroupError {

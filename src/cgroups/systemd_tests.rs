@@ -27,10 +27,17 @@ impl FakeUnits {
     }
 }
 
-impl SystemdUnits for FakeUnits {
+impl FakeUnits {
     fn unit_exists(&self, unit: &str) -> bool {
         self.units.lock().expect("lock").contains_key(unit)
     }
+    fn calls_of(&self, kind: &str) -> usize {
+        let calls = self.calls.lock().expect("lock");
+        calls.iter().filter(|c| c.starts_with(kind)).count()
+    }
+}
+
+impl SystemdUnits for FakeUnits {
     fn start_transient(&self, unit: &str, p: &UnitProperties) -> Result<(), SystemdError> {
         self.calls
             .lock()
@@ -38,11 +45,7 @@ impl SystemdUnits for FakeUnits {
             .push(format!("start {unit}"));
         let mut units = self.units.lock().expect("lock");
         if units.contains_key(unit) {
-            return Err(SystemdError::Unit {
-                unit: unit.into(),
-                action: "StartTransientUnit",
-                message: "Unit already exists".into(),
-            });
+            return Err(SystemdError::UnitExists { unit: unit.into() });
         }
         units.insert(unit.into(), p.clone());
         Ok(())
@@ -51,11 +54,7 @@ impl SystemdUnits for FakeUnits {
         self.calls.lock().expect("lock").push(format!("set {unit}"));
         let mut units = self.units.lock().expect("lock");
         let Some(u) = units.get_mut(unit) else {
-            return Err(SystemdError::Unit {
-                unit: unit.into(),
-                action: "SetUnitProperties",
-                message: "Unit not loaded".into(),
-            });
+            return Err(SystemdError::NoSuchUnit { unit: unit.into() });
         };
         u.extend(p.iter().cloned());
         Ok(())
@@ -65,8 +64,10 @@ impl SystemdUnits for FakeUnits {
             .lock()
             .expect("lock")
             .push(format!("stop {unit}"));
-        self.units.lock().expect("lock").remove(unit);
-        Ok(())
+        match self.units.lock().expect("lock").remove(unit) {
+            Some(_) => Ok(()),
+            None => Err(SystemdError::NoSuchUnit { unit: unit.into() }),
+        }
     }
 }
 
@@ -213,24 +214,18 @@ fn create_starts_the_tiers_once_then_updates_and_remove_stops_the_pod_slice() {
             "podvisor.slice",
         ]
     );
-    // Again (a daemon restart): the loaded slices are not started twice, the pod's limits are
-    // set again.
+    // Again (a daemon restart, or a slice systemd loaded implicitly for a scope): starting
+    // reports the unit as loaded and the pod's limits are set on it.
     let changed = config(QosClass::Burstable, None, Some(2 << 30));
     create_pod(&units, "podvisor.slice", "u-1", &changed).expect("create again");
     assert_eq!(
         units.get("podvisor-burstable-podu_1.slice", "MemoryMax"),
         Some(UnitValue::U64(2 << 30))
     );
-    assert_eq!(
-        units
-            .calls
-            .lock()
-            .expect("lock")
-            .iter()
-            .filter(|c| c.starts_with("start"))
-            .count(),
-        4
-    );
+    // Every unit was started once more and refused as loaded; only the pod slice got its
+    // limits set again.
+    assert_eq!(units.calls_of("start"), 8);
+    assert_eq!(units.calls_of("set"), 1);
     set_burstable_cpu(&units, "podvisor.slice", 2000).expect("weight");
     assert_eq!(
         units.get("podvisor-burstable.slice", "CPUWeight"),
@@ -247,7 +242,34 @@ fn create_starts_the_tiers_once_then_updates_and_remove_stops_the_pod_slice() {
 fn burstable_weight_is_not_set_before_the_slice_exists() {
     let units = FakeUnits::default();
     set_burstable_cpu(&units, "podvisor.slice", 500).expect("no-op");
-    assert!(units.calls.lock().expect("lock").is_empty());
+    assert!(!units.unit_exists("podvisor-burstable.slice"));
+}
+
+#[test]
+fn other_systemd_errors_are_returned_naming_the_unit() {
+    struct Refusing;
+    impl SystemdUnits for Refusing {
+        fn start_transient(&self, unit: &str, _: &UnitProperties) -> Result<(), SystemdError> {
+            Err(SystemdError::Unit {
+                unit: unit.into(),
+                action: "StartTransientUnit",
+                message: "Access denied".into(),
+            })
+        }
+        fn set_properties(&self, unit: &str, _: &UnitProperties) -> Result<(), SystemdError> {
+            Err(SystemdError::NoSuchUnit { unit: unit.into() })
+        }
+        fn stop(&self, unit: &str) -> Result<(), SystemdError> {
+            Err(SystemdError::NoSuchUnit { unit: unit.into() })
+        }
+    }
+    let cfg = config(QosClass::Guaranteed, None, None);
+    let err = create_pod(&Refusing, "podvisor.slice", "u", &cfg).expect_err("refused");
+    assert_eq!(
+        err.to_string(),
+        "systemd unit podvisor.slice: StartTransientUnit failed: Access denied"
+    );
+    remove_pod(&Refusing, "podvisor.slice", "u").expect("nothing to stop is fine");
 }
 
 #[test]

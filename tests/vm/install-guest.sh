@@ -162,6 +162,9 @@ done
   errs="$errs podvisor-burstable.slice CPUWeight=$(systemctl show -p CPUWeight --value podvisor-burstable.slice);"
 bmem=/sys/fs/cgroup/podvisor.slice/podvisor-burstable.slice/$burst_slice/memory.max
 [ "$(cat "$bmem" 2>&1)" = 50331648 ] || errs="$errs $bmem: $(cat "$bmem" 2>&1);"
+# exec joins the container's scope
+out=$(podvisor exec web -- sh -c 'cat /proc/self/cgroup' 2>&1) || errs="$errs podvisor exec: $out;"
+case "$out" in *podvisor-pod*.slice/podvisor-*.scope*) ;; *) errs="$errs exec ran in cgroup [$out];" ;; esac
 say "INFO systemd driver: $(echo "$tree" | grep -o 'podvisor-[^ ]*\.s[a-z]*' | sort -u | tr '\n' ' ')"
 before=$(container_pids)
 main=$(prop MainPID)
@@ -174,6 +177,7 @@ rm -f /etc/kubernetes/manifests/burst.yaml
 wait_until 60 burst_gone ||
   errs="$errs units of the removed pod left: $(units 'podvisor-burstable-pod*' 'podvisor-*.scope' | tr '\n' ' ');"
 [ "$(units 'podvisor-*.scope' | wc -l)" -eq 1 ] || errs="$errs scopes: $(units 'podvisor-*.scope' | tr '\n' ' ');"
+[ -n "$errs" ] && say "INFO systemd driver journal: $(journalctl --no-pager -n 60 -o cat 2>&1 | grep -v -e '^Started\|^Finished' | tail -n 40 | tr '\n' '|')"
 report systemd-driver
 
 # --- remove: the service is gone, state stays; purge ----------------------------------------

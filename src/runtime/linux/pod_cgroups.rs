@@ -61,7 +61,9 @@ impl LinuxRuntime {
             .cfg
             .cgroup_driver
             .qos_cgroup(parent, crate::pod::qos::QosClass::Burstable);
-        if !self.cfg.cgroup_root.dir("cpu", &tier).is_dir() {
+        // (systemd: the slice's cgroup may not be realized yet; a slice that is not loaded
+        // is skipped by `set_burstable_cpu`.)
+        if self.systemd_units.is_none() && !self.cfg.cgroup_root.dir("cpu", &tier).is_dir() {
             return Ok(());
         }
         let mut total: u64 = 0;
