@@ -29,6 +29,20 @@ container_pids() {
     [ -f "$p" ] && echo "${p%/cgroup.procs} $(head -n1 "$p")"
   done | sort
 }
+manifest() { # NAME RESOURCES: a static pod of one container sleeping until TERM
+  cat > "/etc/kubernetes/manifests/$1.yaml" <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $1}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: multiarch:1.0
+    resources: $2
+    command: [sh, -c, 'trap "exit 0" TERM; sleep 100000 & wait']
+EOF
+}
 ready_again() { [ "$(prop ActiveState)" = active ] && [ "$(prop MainPID)" != "$1" ] && [ "$(prop MainPID)" != 0 ]; }
 
 say "BEGIN $(systemctl --version | head -n1), kernel $(uname -r), cgroup $(stat -fc %T /sys/fs/cgroup)"
@@ -38,18 +52,7 @@ errs=""
 mkdir -p /etc/kubernetes/manifests /var/lib/podvisor/images/preload
 cp /vm/multiarch.tar /var/lib/podvisor/images/preload/
 for name in web sleeper; do
-  cat > "/etc/kubernetes/manifests/$name.yaml" <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: $name}
-spec:
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: main
-    image: multiarch:1.0
-    resources: {limits: {cpu: 100m, memory: 32Mi}}
-    command: [sh, -c, 'trap "exit 0" TERM; sleep 100000 & wait']
-EOF
+  manifest "$name" '{limits: {cpu: 100m, memory: 32Mi}}'
 done
 t=$(now)
 out=$(dpkg -i /vm/podvisor-1.deb 2>&1) || errs="dpkg -i: $out;"
@@ -125,24 +128,8 @@ main=$(prop MainPID)
 systemctl restart podvisor || errs="$errs restart with cgroupDriver: systemd failed;"
 wait_until 60 ready_again "$main" ||
   errs="$errs not active with the systemd driver: $(journalctl -u podvisor -n 5 --no-pager 2>&1 | tr '\n' ' ');"
-for name in web burst; do
-  case $name in
-    web) res='{limits: {cpu: 100m, memory: 32Mi}}' ;;
-    *) res='{requests: {cpu: 250m}, limits: {memory: 48Mi}}' ;;
-  esac
-  cat > "/etc/kubernetes/manifests/$name.yaml" <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: $name}
-spec:
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: main
-    image: multiarch:1.0
-    resources: $res
-    command: [sh, -c, 'trap "exit 0" TERM; sleep 100000 & wait']
-EOF
-done
+manifest web '{limits: {cpu: 100m, memory: 32Mi}}'
+manifest burst '{requests: {cpu: 250m}, limits: {memory: 48Mi}}'
 wait_until 120 two_running || errs="$errs $(running_pods) of 2 pods Running: $(podvisor pods 2>&1 | tr '\n' ' ');"
 tree=$(systemctl status podvisor.slice --no-pager 2>&1)
 web_slice=$(units 'podvisor-pod*.slice')
