@@ -141,8 +141,10 @@ results=$(tr -d '\r' < "$console" | grep -a '^PODVISOR-VM: ' || true)
 printf '%s\n' "$results" | sed 's/^PODVISOR-VM: /  /'
 failed=0
 for step in install ready-status upgrade-keeps-containers watchdog-restart systemd-driver remove purge; do
-  if ! printf '%s\n' "$results" | grep -qx "PODVISOR-VM: PASS $step"; then
-    printf '%s\n' "$results" | grep -q "^PODVISOR-VM: FAIL $step" || echo "  MISSING $step"
+  # (here-strings, not `printf | grep -q`: with pipefail, grep -q quitting early makes printf
+  # die of SIGPIPE on long results and a passed step was reported MISSING)
+  if ! grep -qx "PODVISOR-VM: PASS $step" <<<"$results"; then
+    grep -q "^PODVISOR-VM: FAIL $step" <<<"$results" || echo "  MISSING $step"
     failed=$((failed + 1))
   fi
 done
