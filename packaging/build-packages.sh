@@ -63,11 +63,16 @@ for arch in $archs; do
     target_args=(--target "$rust_target")
   fi
   size=$(stat -c %s "$bin")
-  log "$arch: $size bytes stripped"
-  # The size budget (README, Numbers): 10 MiB stripped on the 64-bit targets.
-  if [ "$arch" != armhf ] && [ "$size" -gt 10485760 ]; then
-    echo "packages: $bin is $size bytes, over the 10 MiB budget (10485760)" >&2
+  # The size budget (README, Numbers): 10 MiB stripped on the 64-bit targets. The headroom is
+  # printed on every run so each merge sees what the next feature can spend.
+  budget=10485760
+  if [ "$arch" = armhf ]; then
+    log "$arch: $size bytes stripped (no budget on 32-bit)"
+  elif [ "$size" -gt "$budget" ]; then
+    echo "packages: $bin is $size bytes, $((size - budget)) bytes over the 10 MiB budget ($budget)" >&2
     exit 1
+  else
+    log "$arch: $size bytes stripped, headroom $((budget - size)) bytes under the 10 MiB budget ($budget)"
   fi
   packaging/check-depends.sh "$bin"
 

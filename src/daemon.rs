@@ -70,6 +70,10 @@ pub struct DaemonPaths {
 
 /// Test hook: a file whose appearance wedges the sync loop (tests of the systemd watchdog).
 pub const TEST_WEDGE_ENV: &str = "PODVISOR_TEST_WEDGE_FILE";
+/// Test hook: a directory with `proc/` (meminfo, loadavg, sys/kernel/pid_max) and `cgroup/`
+/// (a v2 root `memory.stat`) the eviction manager reads the memory and pid signals from
+/// instead of the host's, so tests can put the node under memory pressure safely.
+pub const TEST_NODE_SIGNALS_ENV: &str = "PODVISOR_TEST_NODE_SIGNALS";
 
 /// Default `--registry-config` when that file exists.
 const DEFAULT_REGISTRY_CONFIG: &str = "/etc/podvisor/registries.yaml";
@@ -111,6 +115,85 @@ fn spawn_image_gc(
             what: "spawn image GC",
             source,
         })
+}
+
+/// Where the eviction manager measures.
+struct EvictionPaths {
+    root_dir: PathBuf,
+    log_dir: PathBuf,
+    cgroups: crate::cgroups::CgroupRoot,
+    cgroup_parent: String,
+}
+
+/// Starts the eviction manager (and its memory notifier): signals from the host (or the
+/// [`TEST_NODE_SIGNALS_ENV`] directory), pods from the published snapshot, node-level reclaim
+/// through the container GC thread and the image store; its events go to the sync loop.
+fn spawn_eviction_manager(
+    cfg: &DaemonConfig,
+    p: EvictionPaths,
+    images: Arc<ImageStore>,
+    snapshots: SnapshotCell,
+    tx: mpsc::Sender<SyncEvent>,
+) -> Result<(), DaemonError> {
+    use crate::eviction::{manager, node, notifier, signals, Signal};
+    let io = |source| DaemonError::Io {
+        what: "spawn the eviction manager",
+        source,
+    };
+    let (proc_dir, cgroup_dir) = match std::env::var_os(TEST_NODE_SIGNALS_ENV) {
+        Some(d) => {
+            let d = PathBuf::from(d);
+            log::warn!(
+                "{TEST_NODE_SIGNALS_ENV}={}: test hook: memory and pid signals are read from there",
+                d.display()
+            );
+            (d.join("proc"), d.join("cgroup"))
+        }
+        None => (PathBuf::from("/proc"), p.cgroups.path().to_path_buf()),
+    };
+    let node_signals = signals::NodeSignals {
+        proc_dir: proc_dir.clone(),
+        cgroup_dir: cgroup_dir.clone(),
+        nodefs: vec![p.root_dir.clone(), p.log_dir],
+        imagefs: p.root_dir.join("images"),
+    };
+    let (wake_tx, wake_rx) = mpsc::sync_channel(1);
+    // The notifier watches the highest memory.available threshold (soft ones are above the
+    // hard one): crossing it is what the manager must see at once.
+    let memory = cfg
+        .eviction
+        .thresholds
+        .iter()
+        .filter(|t| t.signal == Signal::MemoryAvailable)
+        .map(|t| t.value)
+        .max_by_key(|v| crate::eviction::threshold::resolve(*v, 1 << 40));
+    match memory {
+        Some(threshold) => {
+            notifier::MemoryNotifier {
+                proc_dir,
+                cgroup_dir,
+                threshold,
+            }
+            .spawn(wake_tx)
+            .map_err(io)?;
+        }
+        None => drop(wake_tx),
+    }
+    manager::spawn(
+        cfg.eviction.clone(),
+        Box::new(node_signals),
+        Box::new(node::SnapshotPods {
+            snapshots: snapshots.clone(),
+            cgroups: p.cgroups,
+            parent: p.cgroup_parent,
+            root_dir: p.root_dir,
+        }),
+        Box::new(node::NodeReclaim { images, snapshots }),
+        wake_rx,
+        Box::new(move |e| tx.send(SyncEvent::Eviction(e)).is_ok()),
+    )
+    .map_err(io)?;
+    Ok(())
 }
 
 /// Runs the daemon until SIGTERM/SIGINT.
@@ -207,6 +290,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
     };
     let snapshots = SnapshotCell::default();
     let log_root = rcfg.log_dir.clone();
+    let eviction_log_dir = log_root.clone();
     let log_max_files = rcfg.log_max_files;
     let Engine {
         mut sync,
@@ -294,6 +378,18 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         )?);
     }
     spawn_image_gc(Arc::clone(&images), cfg.image_gc, snapshots.clone())?;
+    spawn_eviction_manager(
+        &cfg,
+        EvictionPaths {
+            root_dir: paths.root_dir.clone(),
+            log_dir: eviction_log_dir,
+            cgroups: stats_root.clone(),
+            cgroup_parent: stats_parent.clone(),
+        },
+        Arc::clone(&images),
+        snapshots.clone(),
+        tx.clone(),
+    )?;
     let server = api::server::serve_with_stats(
         &cfg.api_socket,
         snapshots,
@@ -302,6 +398,11 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
             root: stats_root,
             parent: stats_parent,
             driver: rcfg_driver,
+            node: api::node::NodeSource {
+                capacity: crate::cgroups::allocatable::host_capacity().ok(),
+                allocatable,
+                images_dir: Some(paths.root_dir.join("images")),
+            },
         }),
     )?;
     log::info!(

@@ -22,6 +22,8 @@
 //!   below a directory).
 //! - [`gc`]: container and log garbage collection (dead containers, pod log directories,
 //!   rotated log files), run on its own thread at each resync.
+//! - [`eviction`]: the eviction manager: signals, thresholds, node conditions, reclaim first,
+//!   then the kubelet's choice of one pod to evict (the sync loop stops it).
 //! - [`check`]: `podvisor check`, the consistency check of the persistent state.
 //! - [`health`]: the sync loop's turnover time, the daemon's liveness signal.
 //! - [`systemd`]: `Type=notify` readiness, status and watchdog pings.
@@ -35,6 +37,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod duration;
+pub mod eviction;
 pub mod fsutil;
 pub mod gc;
 pub mod health;

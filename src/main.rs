@@ -103,6 +103,22 @@ enum Command {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Attach to a running container's output and, with -i, its stdin (like kubectl attach).
+    Attach {
+        /// The pod: name, namespace/name, or the manifest name without the node suffix.
+        pod: String,
+        /// The container (default: the pod's first app container).
+        #[arg(short = 'c', long)]
+        container: Option<String>,
+        /// Pass stdin to the container (it needs `stdin: true`).
+        #[arg(short = 'i', long)]
+        stdin: bool,
+        /// Use the container's terminal (`tty: true`): this terminal goes to raw mode.
+        #[arg(short = 't', long)]
+        tty: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
     /// Run a command in a running container; its exit code becomes podvisor's.
     Exec {
         /// The pod: name, namespace/name, or the manifest name without the node suffix.
@@ -130,6 +146,15 @@ enum Command {
         /// One line per running container instead of per pod.
         #[arg(long)]
         containers: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Show the node like `kubectl describe node`: conditions (MemoryPressure, DiskPressure,
+    /// PIDPressure), capacity, allocatable, images, pods with their requests.
+    Node {
+        /// Output format: json or yaml (the v1 Node), or empty for the description.
+        #[arg(short = 'o', long = "output", default_value = "")]
+        output: String,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -259,7 +284,12 @@ enum ShimCommand {
         hostname: String,
         #[arg(long)]
         host_network: bool,
+        /// Also create the pod's PID namespace with its init (shareProcessNamespace).
+        #[arg(long)]
+        share_pid: bool,
     },
+    /// PID 1 of a pod's shared PID namespace (started by `shim sandbox --share-pid`).
+    PodInit { dir: PathBuf },
 }
 
 fn init_logging(default: &str) {
@@ -271,6 +301,12 @@ fn init_logging(default: &str) {
 }
 
 fn main() -> ExitCode {
+    // The pod init lives as long as its pod: it skips clap and the logger (never touching
+    // their pages keeps its memory small). Its arguments are fixed by the sandbox helper.
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_some_and(|a| a == "shim") && args.next().is_some_and(|a| a == "pod-init") {
+        podvisor::runtime::sandbox::pod_init();
+    }
     let cli = Cli::parse();
     if let Command::Shim { command } = &cli.command {
         init_logging("warn");
@@ -287,7 +323,10 @@ fn main() -> ExitCode {
                 dir,
                 hostname,
                 host_network,
-            } => shim::sandbox(dir, hostname, *host_network),
+                share_pid,
+            } => shim::sandbox(dir, hostname, *host_network, *share_pid),
+            // Handled before parsing (never returns); listed for `shim --help`.
+            ShimCommand::PodInit { .. } => podvisor::runtime::sandbox::pod_init(),
             ShimCommand::Exec {
                 dir,
                 timeout_ms,
@@ -406,6 +445,25 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             views::logs(&client.api_socket, &opts, &mut out())?;
             Ok(0)
         }
+        Command::Attach {
+            pod,
+            container,
+            stdin,
+            tty,
+            client,
+        } => {
+            let req = views::attach::AttachRequest {
+                pod,
+                container,
+                stdin,
+                tty,
+            };
+            Ok(views::attach::attach(
+                &client.api_socket,
+                &g.runtime_dir,
+                &req,
+            )?)
+        }
         Command::Exec {
             pod,
             container,
@@ -442,6 +500,11 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 &mut out(),
                 &mut err(),
             )?;
+            Ok(0)
+        }
+        Command::Node { output, client } => {
+            let format: OutputFormat = output.parse()?;
+            views::get_node(&client.api_socket, format, &mut out())?;
             Ok(0)
         }
         Command::Events { pod, client } => {

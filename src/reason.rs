@@ -222,6 +222,28 @@ reasons! {
         /// podvisor: an edited manifest's new generation failed; its last Ready generation
         /// runs again (safe updates).
         RolledBack => "RolledBack",
+        /// The pod ran longer than its `activeDeadlineSeconds` and was killed.
+        DeadlineExceeded => "DeadlineExceeded",
+        /// A volume could not be set up or updated (the kubelet's volume manager).
+        FailedMount => "FailedMount",
+        /// podvisor: a volume with no source it knows became an emptyDir (API defaulting);
+        /// the message names the dropped key.
+        VolumeDefaulted => "VolumeDefaulted",
+        /// The eviction manager evicted the pod (its message says why).
+        Evicted => "Evicted",
+        /// Node: an eviction threshold is met; node-level resources are reclaimed.
+        EvictionThresholdMet => "EvictionThresholdMet",
+        /// Node: the MemoryPressure condition became True / False.
+        NodeHasInsufficientMemory => "NodeHasInsufficientMemory",
+        NodeHasSufficientMemory => "NodeHasSufficientMemory",
+        /// Node: the DiskPressure condition became True / False.
+        NodeHasDiskPressure => "NodeHasDiskPressure",
+        NodeHasNoDiskPressure => "NodeHasNoDiskPressure",
+        /// Node: the PIDPressure condition became True / False.
+        NodeHasInsufficientPID => "NodeHasInsufficientPID",
+        NodeHasSufficientPID => "NodeHasSufficientPID",
+        /// podvisor: an evicted pod starts again, its node pressure cleared.
+        EvictionRecovered => "EvictionRecovered",
     }
 }
 
@@ -241,6 +263,8 @@ reasons! {
         /// The node stopped reporting (set by the node lifecycle controller; kubectl shows
         /// such a pod as Unknown).
         NodeLost => "NodeLost",
+        /// The pod ran longer than its `activeDeadlineSeconds` (phase Failed).
+        DeadlineExceeded => "DeadlineExceeded",
     }
 }
 
@@ -273,7 +297,9 @@ impl PodReason {
             PodReason::OutOfMemory => Some(EventReason::OutOfMemory),
             PodReason::UnexpectedAdmissionError => Some(EventReason::UnexpectedAdmissionError),
             PodReason::FailedCreatePodSandBox => Some(EventReason::FailedCreatePodSandBox),
-            PodReason::Evicted | PodReason::NodeLost => None,
+            PodReason::DeadlineExceeded => Some(EventReason::DeadlineExceeded),
+            PodReason::Evicted => Some(EventReason::Evicted),
+            PodReason::NodeLost => None,
         }
     }
 }
@@ -344,6 +370,18 @@ mod tests {
                 "Replaced",
                 "MetadataUpdated",
                 "RolledBack",
+                "DeadlineExceeded",
+                "FailedMount",
+                "VolumeDefaulted",
+                "Evicted",
+                "EvictionThresholdMet",
+                "NodeHasInsufficientMemory",
+                "NodeHasSufficientMemory",
+                "NodeHasDiskPressure",
+                "NodeHasNoDiskPressure",
+                "NodeHasInsufficientPID",
+                "NodeHasSufficientPID",
+                "EvictionRecovered",
             ]
         );
         let pods: Vec<&str> = PodReason::ALL.iter().map(|r| r.as_str()).collect();
@@ -355,7 +393,8 @@ mod tests {
                 "UnexpectedAdmissionError",
                 "FailedCreatePodSandBox",
                 "Evicted",
-                "NodeLost"
+                "NodeLost",
+                "DeadlineExceeded"
             ]
         );
     }

@@ -108,6 +108,24 @@ pub struct Snapshot {
     pub source_errors: Vec<SourceErrorView>,
     /// Most recent events last.
     pub events: Vec<EventRecord>,
+    /// The node's pressure conditions (MemoryPressure, DiskPressure, PIDPressure), as a v1
+    /// Node's `status.conditions`.
+    #[serde(default)]
+    pub node_conditions: Vec<NodeConditionView>,
+}
+
+/// One node condition, shaped like a v1 `NodeCondition`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeConditionView {
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// "True" or "False".
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+    /// RFC 3339.
+    pub last_transition_time: String,
 }
 
 impl Snapshot {

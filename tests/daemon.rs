@@ -10,8 +10,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::daemon::{Daemon, KeepLogOnPanic};
-use common::wait_until;
 use common::TestEnv;
+use common::{init_pid, wait_until};
 use podvisor::status::PodView;
 
 const T: Duration = Duration::from_secs(30);
@@ -42,16 +42,6 @@ fn manifest(name: &str, msg: &str, extra_label: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  labels:\n    app: {name}\n{extra_label}spec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: busybox:1.35\n    command: [sh, -c, 'trap \"exit 0\" TERM; echo {msg}; while true; do sleep 0.2; done']\n"
     )
-}
-
-/// Init pid of a container from its monitor's state file.
-fn init_pid(env: &TestEnv, container_id: &str) -> i32 {
-    let id = container_id.trim_start_matches("podvisor://");
-    let state: serde_json::Value = serde_json::from_slice(
-        &fs::read(env.run.join("containers").join(id).join("state.json")).expect("state"),
-    )
-    .expect("json");
-    state["init"]["pid"].as_i64().expect("pid") as i32
 }
 
 fn cli(env: &TestEnv, d: &Daemon, args: &[&str]) -> (bool, String, String) {

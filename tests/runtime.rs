@@ -773,3 +773,87 @@ fn half_removed_container_directory_is_removed_by_the_next_listing() {
     assert!(!dir.exists(), "left: {}", dir.display());
     finish(&rt, &env, &p);
 }
+
+#[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
+fn share_process_namespace_has_podvisors_init_as_pid1_and_leaves_nothing() {
+    let env = TestEnv::new("sharepid");
+    let p = pod(
+        "metadata: {name: sharepid}\nspec:\n  shareProcessNamespace: true\n  containers:\n  - name: a\n    image: busybox:1.35\n    command: [sleep, '1001']\n  - name: b\n    image: busybox:1.35\n    command: [sleep, '1002']\n",
+    );
+    let uid = p.metadata.uid.clone().expect("uid");
+    let (a, b) = {
+        let (rt, _rx) = env.runtime();
+        rt.run_pod_sandbox(&p).expect("sandbox");
+        (start(&rt, &p, 0), start(&rt, &p, 1))
+        // This runtime (the "daemon") goes away: the pod init and the containers stay.
+    };
+    let (rt, rx) = env.runtime();
+    // Listing watches the running containers again.
+    rt.list_containers().expect("list");
+    let live = rt.list_pod_sandboxes().expect("list sandboxes");
+    assert!(
+        live.iter().any(|s| s.pod_uid == uid),
+        "the shared PID namespace's sandbox is re-adopted: {live:?}"
+    );
+    let pid = |s: &ContainerState| match s {
+        ContainerState::Running { pid, .. } => *pid,
+        other => panic!("not running: {other:?}"),
+    };
+    let (pa, pb) = (pid(&a.state), pid(&b.state));
+    let na = fs::read_link(format!("/proc/{pa}/ns/pid")).expect("ns a");
+    let nb = fs::read_link(format!("/proc/{pb}/ns/pid")).expect("ns b");
+    assert_eq!(na, nb, "one PID namespace for the pod");
+    assert_ne!(na, fs::read_link("/proc/self/ns/pid").expect("own"));
+    // The pod init: PID 1 of that namespace, podvisor's own binary, in the pod cgroup.
+    let init = podvisor::runtime::sandbox::load_pod_init(
+        &podvisor::runtime::sandbox::SandboxPaths::new(&env.config().sandbox_dirs(), &uid)
+            .expect("paths"),
+    )
+    .expect("pod-init.json");
+    assert!(init.is_alive());
+    assert_eq!(
+        fs::read_link(format!("/proc/{}/ns/pid", init.pid)).expect("ns init"),
+        na
+    );
+    let cgroup = fs::read_to_string(format!("/proc/{}/cgroup", init.pid)).expect("cgroup");
+    assert!(
+        cgroup.contains(&format!("pod{uid}/pod-init")),
+        "init in the pod cgroup: {cgroup}"
+    );
+
+    // Container b sees a's process and PID 1 is the init; its own main process is not PID 1.
+    let sh = |script: &str| {
+        let out = rt
+            .exec_sync(&b.meta.id, &["sh".into(), "-c".into(), script.into()], T)
+            .expect("exec");
+        assert_eq!(out.exit_code, 0, "{script}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let pid1 = sh("tr '\\0' ' ' < /proc/1/cmdline");
+    assert!(pid1.starts_with("podvisor shim pod-init"), "PID 1: {pid1}");
+    let a_pid = sh(
+        "for d in /proc/[0-9]*; do if [ \"$(tr '\\0' ' ' < $d/cmdline)\" = 'sleep 1001 ' ]; then echo ${d#/proc/}; fi; done",
+    );
+    let a_pid = a_pid.trim();
+    assert!(
+        !a_pid.is_empty() && a_pid != "1",
+        "a's sleep seen from b: {a_pid:?}"
+    );
+    let b_self = sh("for d in /proc/[0-9]*; do if [ \"$(tr '\\0' ' ' < $d/cmdline)\" = 'sleep 1002 ' ]; then echo ${d#/proc/}; fi; done");
+    assert_ne!(
+        b_self.trim(),
+        "1",
+        "a container's main process is not PID 1"
+    );
+    // kill across containers.
+    sh(&format!("kill {a_pid}"));
+    let e = wait_exit(&rx, &a.meta.id, T);
+    assert_eq!(e.exit_code, 143, "a was killed by b's SIGTERM: {e:?}");
+
+    rt.signal_container(&b.meta.id, libc::SIGKILL)
+        .expect("kill");
+    wait_exit(&rx, &b.meta.id, T);
+    finish(&rt, &env, &p);
+    assert!(!init.is_alive(), "the pod init is gone with the pod");
+}

@@ -53,6 +53,8 @@ pub fn handle(req: &ApiRequest, snap: &Snapshot) -> Result<Reply, ApiError> {
         ApiRequest::Stats { .. } => Err(ApiError::NoRoute {
             path: "/stats".into(),
         }),
+        // Without the node's capacity and image store: the conditions and pods only.
+        ApiRequest::Node => json(&super::node::node_json(snap, &Default::default())),
     }
 }
 
@@ -283,6 +285,7 @@ pub(crate) mod tests {
                 view("default", "web-n1", &["app", "sidecar"]),
                 view("kube-system", "etcd-n1", &["etcd"]),
             ],
+            node_conditions: vec![],
             source_errors: vec![SourceErrorView {
                 source: "/etc/podvisor/manifests/bad.yaml".into(),
                 message: "bad.yaml:3:1: spec: missing field".into(),

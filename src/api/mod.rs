@@ -28,6 +28,7 @@ use crate::logs::LogError;
 
 pub mod client;
 pub mod handlers;
+pub mod node;
 pub mod server;
 #[cfg(test)]
 mod socket_tests;
@@ -208,6 +209,8 @@ pub enum ApiRequest {
     Stats {
         pod: Option<String>,
     },
+    /// The node as a v1 Node: capacity, allocatable, conditions, images, pods.
+    Node,
 }
 
 /// Parses a request line's method and URL (path and query, percent-encoded) into an
@@ -281,6 +284,7 @@ pub fn parse_request(method: &str, url: &str) -> Result<ApiRequest, ApiError> {
             pod: params.take("pod").filter(|p| !p.is_empty()),
         },
         ["source-errors"] => ApiRequest::SourceErrors,
+        ["node"] => ApiRequest::Node,
         ["stats"] => ApiRequest::Stats {
             pod: params.take("pod").filter(|p| !p.is_empty()),
         },
@@ -466,6 +470,7 @@ mod tests {
                 },
             ),
             ("/source-errors", ApiRequest::SourceErrors),
+            ("/node", ApiRequest::Node),
             ("/pods/default/web-n1/log", logs(None, false, None, false)),
             (
                 "/pods/default/web-n1/log?container=app&tail=10&follow=true",

@@ -511,6 +511,11 @@ fn serve_request(stream: &mut UnixStream, shared: &Shared) {
                     serde_json::to_vec(&stats).map_err(|source| ApiError::Encode { source })?;
                 Ok(Reply::Json { status: 200, body })
             }
+            (ApiRequest::Node, Some(src)) => {
+                let body = serde_json::to_vec(&super::node::node_json(&snap, &src.node))
+                    .map_err(|source| ApiError::Encode { source })?;
+                Ok(Reply::Json { status: 200, body })
+            }
             _ => handle(&req, &snap),
         })
         .unwrap_or_else(|e| {

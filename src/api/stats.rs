@@ -22,6 +22,8 @@ pub struct StatsSource {
     pub parent: String,
     /// Whose names the tree uses (`cgroupDriver`).
     pub driver: CgroupDriver,
+    /// What `GET /node` shows besides the snapshot.
+    pub node: super::node::NodeSource,
 }
 
 /// Usage of one running container.
@@ -183,6 +185,7 @@ mod tests {
             root: CgroupRoot::new(r),
             parent: "pv".into(),
             driver: CgroupDriver::Cgroupfs,
+            node: Default::default(),
         };
         let all = collect(&snap, None, &src).expect("collect");
         assert_eq!(all.len(), 1);

@@ -212,6 +212,37 @@ impl CgroupRoot {
         Ok(rel)
     }
 
+    /// Creates the leaf cgroup `relative` (every hierarchy podvisor uses) and moves process
+    /// `pid` into it: the pod init of a shared PID namespace goes to `<pod cgroup>/pod-init`,
+    /// as containerd puts the pause container below the pod cgroup (v2 allows processes only
+    /// in leaves). [`Self::remove_pod`] removes it with the pod.
+    pub fn add_process(&self, relative: &str, pid: i32) -> Result<(), CgroupError> {
+        let rel = relative.trim_matches('/');
+        if let Some((parent, _)) = rel.rsplit_once('/') {
+            self.create_path(parent)?;
+        }
+        let dirs: Vec<std::path::PathBuf> = match self.mode() {
+            CgroupMode::Unified => vec![self.root.join(rel)],
+            CgroupMode::Legacy => V1_HIERARCHIES
+                .iter()
+                .filter(|h| self.root.join(h).is_dir())
+                .map(|h| self.root.join(h).join(rel))
+                .collect(),
+        };
+        for dir in dirs {
+            // A plain mkdir: enabling controllers in the leaf's own subtree_control would
+            // make v2 refuse the process (no internal processes).
+            mkdir(&dir)?;
+            let path = dir.join("cgroup.procs");
+            fs::write(&path, pid.to_string()).map_err(|source| CgroupError::Write {
+                path,
+                value: pid.to_string(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
     /// Whether any pod cgroup is left below `parent` (in any tier, any hierarchy).
     fn any_pod_left(&self, parent: &str) -> bool {
         [
@@ -267,6 +298,30 @@ mod tests {
             .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
             .trim()
             .to_string()
+    }
+
+    #[test]
+    fn pod_init_goes_to_a_leaf_without_controllers_of_its_own() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let r = dir.path();
+        fs::write(r.join("cgroup.controllers"), "cpu memory pids\n").expect("w");
+        fs::write(r.join("cgroup.subtree_control"), "").expect("w");
+        let root = CgroupRoot::new(r);
+        root.add_process("pv/podu/pod-init", 42).expect("add");
+        assert_eq!(read(&r.join("pv/podu/pod-init/cgroup.procs")), "42");
+        assert!(!r.join("pv/podu/pod-init/cgroup.subtree_control").exists());
+        // v1: one leaf per hierarchy podvisor uses.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let r = dir.path();
+        for h in ["cpu", "memory", "pids", "blkio"] {
+            fs::create_dir_all(r.join(h)).expect("mkdir");
+        }
+        let root = CgroupRoot::new(r);
+        root.add_process("pv/podu/pod-init", 7).expect("add");
+        for h in ["cpu", "memory", "pids"] {
+            assert_eq!(read(&r.join(h).join("pv/podu/pod-init/cgroup.procs")), "7");
+        }
+        assert!(!r.join("blkio/pv").exists());
     }
 
     /// Pre-creates a v2 cgroup dir with the files the kernel would show.

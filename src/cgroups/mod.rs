@@ -20,8 +20,6 @@
 //! fixture directory.
 
 pub mod allocatable;
-#[cfg(feature = "systemd-cgroup")]
-pub mod dbus;
 pub mod hierarchy;
 pub mod layout;
 pub mod resources;

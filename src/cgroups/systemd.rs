@@ -33,6 +33,9 @@
 //! kubelet keeps `kubepods-burstable.slice`); a pod slice is stopped with its pod. Transient
 //! units are gone after a reboot, as `/run` is.
 
+#[cfg(feature = "systemd-cgroup")]
+mod dbus;
+
 use std::path::Path;
 
 use super::resources::{shares_to_weight, PodCgroupConfig, CPU_PERIOD_US, MIN_SHARES};
@@ -279,7 +282,7 @@ pub fn check_host(root: &CgroupRoot, marker: &Path) -> Result<(), SystemdError> 
 pub fn system_units(root: &CgroupRoot) -> Result<Box<dyn SystemdUnits>, SystemdError> {
     check_host(root, Path::new(BOOTED_MARKER))?;
     #[cfg(feature = "systemd-cgroup")]
-    return Ok(Box::new(super::dbus::DbusUnits));
+    return Ok(Box::new(dbus::DbusUnits));
     #[cfg(not(feature = "systemd-cgroup"))]
     Err(SystemdError::NotBuilt)
 }

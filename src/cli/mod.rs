@@ -10,12 +10,14 @@ use std::str::FromStr;
 use crate::api::{client, percent_encode, ApiError};
 use crate::status::{EventRecord, PodView, SourceErrorView};
 
+pub mod attach;
 pub mod describe;
 #[cfg(any(feature = "docs", test))]
 pub mod docs;
 pub mod events;
 pub mod exec;
 pub mod logs;
+pub mod node;
 pub mod pods;
 pub mod table;
 pub mod time;
@@ -174,6 +176,17 @@ pub fn get_events(
         return write_out(err, "No events found\n");
     }
     write_out(out, &render_events(&events, time::now()))
+}
+
+/// `podvisor node`: the node described, or as a v1 Node document (`-o json|yaml`).
+pub fn get_node(socket: &Path, format: OutputFormat, out: &mut dyn Write) -> Result<(), CliError> {
+    let node: serde_json::Value = client::get_json(socket, "/node")?;
+    match format {
+        OutputFormat::Json | OutputFormat::Yaml => {
+            write_out(out, &render_document(&node, format, "the node")?)
+        }
+        OutputFormat::Table | OutputFormat::Wide => write_out(out, &node::render_node(&node)),
+    }
 }
 
 #[cfg(test)]

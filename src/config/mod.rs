@@ -10,6 +10,11 @@
 //! accumulates over repeated flags.
 
 mod checks;
+mod decode;
+mod eviction;
+
+pub use decode::parse_kubelet_config;
+use decode::{fmt_location, non_empty};
 
 pub mod raw;
 #[cfg(test)]
@@ -30,6 +35,7 @@ use crate::pod::validation::is_dns1123_subdomain;
 
 use crate::cgroups::allocatable::{self, MemoryThreshold, Reservation};
 pub use crate::duration::{parse_go_duration, DurationError};
+use crate::eviction::EvictionConfig;
 use crate::security::sysctl::SysctlPattern;
 use checks::{check_absolute, check_header, check_pod_logs_dir, check_socket_path, check_url};
 use raw::RawKubeletConfiguration;
@@ -73,12 +79,18 @@ pub const IMPLEMENTED_FIELDS: &[&str] = &[
     "containerLogMaxFiles",
     "containerLogMaxSize",
     "evictionHard",
+    "evictionMaxPodGracePeriod",
+    "evictionMinimumReclaim",
+    "evictionPressureTransitionPeriod",
+    "evictionSoft",
+    "evictionSoftGracePeriod",
     "fileCheckFrequency",
     "httpCheckFrequency",
     "imageGCHighThresholdPercent",
     "imageGCLowThresholdPercent",
     "imageMinimumGCAge",
     "kubeReserved",
+    "mergeDefaultEvictionSettings",
     "podLogsDir",
     "podPidsLimit",
     "seccompDefault",
@@ -200,6 +212,10 @@ pub struct RunFlags {
         allow_negative_numbers = true
     )]
     pub maximum_dead_containers: Option<i32>,
+    /// Hard eviction thresholds, the kubelet's flag syntax (`memory.available<100Mi,
+    /// nodefs.available<10%`); replaces the file's `evictionHard` ("" for none).
+    #[arg(long = "eviction-hard", value_name = "THRESHOLDS")]
+    pub eviction_hard: Option<String>,
     /// Safe updates: an edited manifest's new generation that is not Ready this long after it
     /// could start is rolled back to the pod's last Ready generation (a Go duration; "0" turns
     /// rollbacks off; a pod's `podvisor.io/rollback-after` annotation overrides it)
@@ -245,6 +261,10 @@ pub struct KubeletConfig {
     pub image_minimum_gc_age: Option<Duration>,
     /// `systemReserved`, `kubeReserved` (cpu, memory) and `evictionHard["memory.available"]`.
     pub reservation: Reservation,
+    /// `evictionHard` (the kubelet's defaults when unset), `evictionSoft`,
+    /// `evictionSoftGracePeriod`, `evictionMinimumReclaim`, `evictionMaxPodGracePeriod`,
+    /// `evictionPressureTransitionPeriod` (5m when unset or zero), `mergeDefaultEvictionSettings`.
+    pub eviction: EvictionConfig,
     /// `allowedUnsafeSysctls`: names or `*`-ended prefixes of namespaced sysctls.
     pub allowed_unsafe_sysctls: Vec<SysctlPattern>,
     /// `seccompDefault`.
@@ -294,6 +314,8 @@ pub struct DaemonConfig {
     pub rollback_after: Duration,
     /// What node allocatable keeps back from the pods.
     pub reservation: Reservation,
+    /// The eviction manager's thresholds and periods.
+    pub eviction: EvictionConfig,
     /// Sysctls pods may set beyond the kubelet's safe set.
     pub allowed_unsafe_sysctls: Vec<SysctlPattern>,
     /// RuntimeDefault seccomp for containers that set no profile (default false, as the
@@ -333,6 +355,11 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
         }
         None => KubeletConfig::default(),
     };
+
+    let mut file = file;
+    if let Some(v) = &flags.eviction_hard {
+        eviction::apply_hard_flag(&mut file, v)?;
+    }
 
     let static_pod_path = match &flags.pod_manifest_path {
         Some(p) if p.as_os_str().is_empty() => None,
@@ -441,6 +468,7 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
             }
         },
         reservation: file.reservation,
+        eviction: file.eviction,
         allowed_unsafe_sysctls: file.allowed_unsafe_sysctls,
         seccomp_default: file.seccomp_default.unwrap_or(false),
         api_socket,
@@ -448,145 +476,6 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
         docker_config: flags.docker_config.clone(),
         unimplemented_fields: file.unimplemented_fields,
     })
-}
-
-/// Just the type fields, read first so that a document of another kind (a Pod given as
-/// `--config`) is reported as such rather than as a list of unknown fields.
-#[derive(Deserialize)]
-struct TypeMeta {
-    #[serde(rename = "apiVersion")]
-    api_version: Option<Spanned<String>>,
-    kind: Option<Spanned<String>>,
-}
-
-/// Parses and validates a KubeletConfiguration document. `source_name` names the file in errors.
-pub fn parse_kubelet_config(data: &[u8], source_name: &str) -> Result<KubeletConfig, ConfigError> {
-    if data.len() > MAX_CONFIG_BYTES {
-        return Err(ConfigError::TooLarge {
-            source_name: source_name.into(),
-            size: data.len(),
-            max: MAX_CONFIG_BYTES,
-        });
-    }
-    let text = std::str::from_utf8(data).map_err(|_| ConfigError::NotUtf8 {
-        source_name: source_name.into(),
-    })?;
-    if text.trim().is_empty() {
-        return Err(ConfigError::Empty {
-            source_name: source_name.into(),
-        });
-    }
-    let meta: TypeMeta = from_yaml(text, source_name)?;
-    check_type_field(
-        meta.api_version.as_ref(),
-        "apiVersion",
-        API_VERSION,
-        source_name,
-    )?;
-    check_type_field(meta.kind.as_ref(), "kind", KIND, source_name)?;
-    let raw: RawKubeletConfiguration = from_yaml(text, source_name)?;
-    validate(&raw, source_name)
-}
-
-fn from_yaml<T: serde::de::DeserializeOwned>(
-    text: &str,
-    source_name: &str,
-) -> Result<T, ConfigError> {
-    serde_saphyr::from_str_with_options::<T>(text, yaml_options()).map_err(|e| {
-        let e = e.without_snippet();
-        match e {
-            serde_saphyr::Error::SerdeUnknownField {
-                field,
-                expected,
-                location,
-            } => ConfigError::UnknownField {
-                source_name: source_name.into(),
-                location: fmt_location(location),
-                field: field.clone(),
-                hint: suggestion(field, expected)
-                    .map(|s| format!(", did you mean {s:?}?"))
-                    .unwrap_or_default(),
-            },
-            other => ConfigError::Syntax {
-                source_name: source_name.into(),
-                location: other
-                    .location()
-                    .map(|l| fmt_location(&l))
-                    .unwrap_or_default(),
-                // The user-facing wording, without the location (already in the prefix).
-                message: serde_saphyr::UserMessageFormatter
-                    .format_message(other)
-                    .into_owned(),
-            },
-        }
-    })
-}
-
-fn fmt_location(l: &Location) -> String {
-    if l.line() == 0 {
-        String::new()
-    } else {
-        format!(":{}:{}", l.line(), l.column())
-    }
-}
-
-/// The known name closest to `field`: same spelling ignoring case, or within a small edit
-/// distance.
-fn suggestion<'a>(field: &str, expected: &[&'a str]) -> Option<&'a str> {
-    let lower = field.to_ascii_lowercase();
-    let mut best: Option<(usize, &'a str)> = None;
-    for &name in expected {
-        let d = edit_distance(&lower, &name.to_ascii_lowercase());
-        if best.is_none_or(|(bd, _)| d < bd) {
-            best = Some((d, name));
-        }
-    }
-    let limit = (field.chars().count() / 4).clamp(1, 3);
-    best.filter(|&(d, _)| d <= limit).map(|(_, name)| name)
-}
-
-/// Levenshtein distance over chars.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = Vec::with_capacity(b.len() + 1);
-        cur.push(i + 1);
-        for (j, &cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != cb);
-            cur.push((prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1));
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
-
-/// A string field that is set to something other than "" (the kubelet's zero value).
-fn non_empty(v: &Option<Spanned<String>>) -> Option<&Spanned<String>> {
-    v.as_ref().filter(|s| !s.value.is_empty())
-}
-
-fn check_type_field(
-    value: Option<&Spanned<String>>,
-    field: &str,
-    expected: &str,
-    source_name: &str,
-) -> Result<(), ConfigError> {
-    match value {
-        Some(v) if v.value == expected => Ok(()),
-        Some(v) => Err(ConfigError::Invalid {
-            source_name: source_name.into(),
-            location: fmt_location(&v.referenced),
-            field: field.into(),
-            message: format!("is {:?}, expected {expected:?}", v.value),
-        }),
-        None => Err(ConfigError::Invalid {
-            source_name: source_name.into(),
-            location: String::new(),
-            field: field.into(),
-            message: format!("is missing, expected {expected:?}"),
-        }),
-    }
 }
 
 /// Phase two: checks the implemented fields and lists the unimplemented ones.
@@ -778,7 +667,11 @@ fn validate(
         ));
     }
     let image_minimum_gc_age = frequency("imageMinimumGCAge", &raw.image_minimum_gc_age)?;
-    let reservation = reservation(raw, source_name)?;
+    let eviction = eviction::parse(raw, source_name)?;
+    let mut reservation = reservation(raw, source_name)?;
+    // Node allocatable subtracts the same hard memory.available threshold the eviction
+    // manager enforces (with mergeDefaultEvictionSettings, the merged default too).
+    reservation.eviction_memory = crate::eviction::threshold::hard_memory(&eviction.thresholds);
 
     let allowed_unsafe_sysctls = raw
         .allowed_unsafe_sysctls
@@ -822,6 +715,7 @@ fn validate(
         image_gc_low_threshold_percent,
         image_minimum_gc_age,
         reservation,
+        eviction,
         allowed_unsafe_sysctls,
         seccomp_default: raw.seccomp_default,
         resolv_conf,

@@ -37,7 +37,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-pub use worker::{spawn, GcHandle, GcReport, GcSettings};
+pub use worker::{spawn, GcHandle, GcPass, GcReport, GcSettings};
 
 /// The kubelet's container GC policy (`kubecontainer.GCPolicy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

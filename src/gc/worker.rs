@@ -42,22 +42,36 @@ pub struct GcReport {
     pub bytes_compressed_saved: u64,
 }
 
+/// One pass asked of the `container-gc` thread.
+#[derive(Debug)]
+pub struct GcPass {
+    pub request: GcRequest,
+    /// Where the report goes (the eviction manager's node-level reclaim waits for it).
+    pub reply: Option<SyncSender<GcReport>>,
+}
+
 /// Asks the `container-gc` thread for a pass.
 #[derive(Debug, Clone)]
 pub struct GcHandle {
-    tx: SyncSender<GcRequest>,
+    tx: SyncSender<GcPass>,
 }
 
 impl GcHandle {
     /// A handle and the receiving end of its requests (the thread's, or a test's).
-    pub fn channel() -> (GcHandle, mpsc::Receiver<GcRequest>) {
-        let (tx, rx) = mpsc::sync_channel::<GcRequest>(1);
+    pub fn channel() -> (GcHandle, mpsc::Receiver<GcPass>) {
+        let (tx, rx) = mpsc::sync_channel::<GcPass>(1);
         (GcHandle { tx }, rx)
     }
 
     /// Queues a pass with the loop's current view; dropped if one is already queued.
     pub fn request(&self, req: GcRequest) {
-        match self.tx.try_send(req) {
+        self.request_with_reply(req, None);
+    }
+
+    /// Queues a pass whose report goes to `reply`; dropped if one is already queued (the
+    /// waiter then sees its sender gone).
+    pub fn request_with_reply(&self, request: GcRequest, reply: Option<SyncSender<GcReport>>) {
+        match self.tx.try_send(GcPass { request, reply }) {
             Ok(()) | Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {}
         }
     }
@@ -70,15 +84,18 @@ pub fn spawn(runtime: Arc<dyn Runtime>, settings: GcSettings) -> io::Result<GcHa
         .name("container-gc".into())
         .spawn(move || {
             let mut errors = ErrorLog::default();
-            while let Ok(req) = rx.recv() {
-                collect(
+            while let Ok(pass) = rx.recv() {
+                let report = collect(
                     runtime.as_ref(),
                     &settings,
-                    &req,
+                    &pass.request,
                     SystemTime::now(),
                     &mut errors,
                 );
                 errors.end_pass();
+                if let Some(reply) = pass.reply {
+                    let _ = reply.try_send(report);
+                }
             }
         })?;
     Ok(handle)

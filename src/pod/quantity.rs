@@ -45,6 +45,26 @@ pub fn parse_bytes(q: &Quantity) -> Result<u64, QuantityError> {
     to_u64(nanos.div_ceil(NANOS_PER_UNIT), &q.0)
 }
 
+/// A byte count as Kubernetes prints a BinarySI quantity: the largest binary suffix that
+/// divides it exactly (`104857600` -> `100Mi`, `1536` -> `1536`... `1536Ki` for 1.5Mi).
+pub fn format_binary_si(n: u64) -> String {
+    const SUFFIXES: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+    if n == 0 {
+        return "0".into();
+    }
+    let mut v = n;
+    let mut i = 0;
+    while i < SUFFIXES.len() && v % 1024 == 0 {
+        v /= 1024;
+        i += 1;
+    }
+    if i == 0 {
+        v.to_string()
+    } else {
+        format!("{v}{}", SUFFIXES[i - 1])
+    }
+}
+
 fn to_u64(v: u128, value: &str) -> Result<u64, QuantityError> {
     u64::try_from(v).map_err(|_| QuantityError::OutOfRange {
         value: value.to_string(),

@@ -329,7 +329,19 @@ impl Runtime for LinuxRuntime {
             source: Box::new(source),
         })?;
         let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
-        self.create_pod_cgroup(&uid, &cg)?;
+        let pod_cgroup = self.create_pod_cgroup(&uid, &cg)?;
+        // The shared PID namespace's init lives in the pod cgroup, as the pause container.
+        let sb_paths = SandboxPaths::new(&self.cfg.sandbox_dirs(), &uid).map_err(|source| {
+            RuntimeError::Sandbox {
+                pod: name.clone(),
+                source: Box::new(source),
+            }
+        })?;
+        if let Some(init) = sandbox::load_pod_init(&sb_paths).filter(|i| i.is_alive()) {
+            self.cfg
+                .cgroup_root
+                .add_process(&format!("{pod_cgroup}/pod-init"), init.pid)?;
+        }
         let record = PodCgroupRecord {
             qos: cg.qos,
             cpu_request_millis: cg.requests.cpu_millis,
@@ -354,6 +366,13 @@ impl Runtime for LinuxRuntime {
                 });
             }
         }
+        // The pod init (shareProcessNamespace) lives in the pod cgroup: it goes first.
+        sandbox::stop_pod_init(&self.cfg.sandbox_dirs(), pod_uid).map_err(|source| {
+            RuntimeError::Sandbox {
+                pod: pod_uid.to_string(),
+                source: Box::new(source),
+            }
+        })?;
         let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
         // All three QoS places are probed: the pod's class is not needed to find it.
         self.remove_pod_cgroup(pod_uid)?;
@@ -403,6 +422,15 @@ impl Runtime for LinuxRuntime {
             }
         }
         Ok(scan.live)
+    }
+
+    fn update_pod_volumes(&self, pod: &Pod) -> Result<(), RuntimeError> {
+        sandbox::refresh_projected_volumes(&self.cfg.sandbox_dirs(), pod, &self.cfg.node).map_err(
+            |source| RuntimeError::Sandbox {
+                pod: pod.metadata.name.clone().unwrap_or_default(),
+                source: Box::new(source),
+            },
+        )
     }
 
     fn list_pod_data(&self) -> Result<Vec<String>, RuntimeError> {

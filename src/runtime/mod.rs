@@ -17,6 +17,7 @@
 //! - [`exec`]: commands run inside a running container (`podvisor shim exec`).
 //! - [`linux`]: [`linux::LinuxRuntime`], the real [`Runtime`].
 
+pub mod console;
 pub mod dns;
 pub mod exec;
 pub mod libct_trace;
@@ -243,6 +244,12 @@ pub trait Runtime: Send + Sync {
     /// that data with the pod.
     fn list_pod_data(&self) -> Result<Vec<String>, RuntimeError> {
         Ok(Vec::new())
+    }
+    /// Writes the downwardAPI and projected volumes of a running pod again from `pod` (its
+    /// labels or annotations changed), through the atomic writer: containers see the new
+    /// files at once, as the kubelet's periodic volume remount does.
+    fn update_pod_volumes(&self, _pod: &Pod) -> Result<(), RuntimeError> {
+        Ok(())
     }
     /// The highest restart count among the log files of a container of `pod`, as the kubelet
     /// reads it when the runtime lost the container's status (a node reboot): the next

@@ -9,9 +9,19 @@
 //! path, and only after [`check_namespaces`] found them live. With `hostNetwork: true` the
 //! host's network and UTS namespaces are used.
 //!
+//! With `shareProcessNamespace: true` the helper also creates the pod's PID namespace, whose
+//! PID 1 is podvisor's own pod init (`podvisor shim pod-init`, [`pod_init`]: reaps orphans,
+//! nothing else; the pause container's role under containerd). A PID namespace lives only as
+//! long as its PID 1, so the init is the namespace: its identity (pid + start time) is
+//! `pod-init.json`, its namespace is pinned on `ns/pid` like the others, the daemon moves it
+//! into the pod cgroup (`<pod cgroup>/pod-init`), and it is SIGKILLed (which kills whatever is
+//! left in the namespace) before the pod's cgroups are removed.
+//!
 //! Runtime part (`<runtime-dir>/pods/<uid>/`, gone with the boot):
 //! - `sandbox.json`: [`SandboxInfo`], written last (its presence marks a complete sandbox),
-//! - `ns/net`, `ns/ipc`, `ns/uts`: pinned namespaces (bind mounts),
+//! - `ns/net`, `ns/ipc`, `ns/uts`, with shareProcessNamespace `ns/pid`: pinned namespaces
+//!   (bind mounts),
+//! - `pod-init.json`: with shareProcessNamespace, the pod init's identity,
 //! - `shm/`: the pod's /dev/shm (tmpfs, shared by its containers),
 //! - `etc/hosts`, `etc/hostname`, `etc/resolv.conf`: bind-mounted into every container,
 //! - `cgroup.json`: what the pod cgroup was created with (written by [`super::linux`]).
@@ -36,6 +46,7 @@ use nix::mount::{mount, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 
 use super::dns::{self, DnsSettings};
+use super::procfs::ProcessId;
 use super::rootfs::{is_mounted, unmount_if_mounted};
 use super::rundir::is_nsfs;
 use super::spec::NodeInfo;
@@ -75,6 +86,9 @@ pub enum NotLive {
     /// The pod's /dev/shm is not mounted.
     #[error("{path} is not mounted")]
     Shm { path: PathBuf },
+    /// The shared PID namespace's init (its PID 1) is gone: the namespace is dead.
+    #[error("the pod init recorded in {path} is not running")]
+    PodInit { path: PathBuf },
 }
 
 /// Why a `hostPath` volume does not match its `type`.
@@ -135,6 +149,14 @@ impl SandboxPaths {
     pub fn ns(&self, kind: &str) -> PathBuf {
         self.dir.join("ns").join(kind)
     }
+    /// The pod init's identity (shareProcessNamespace only).
+    pub fn pod_init(&self) -> PathBuf {
+        self.dir.join("pod-init.json")
+    }
+    /// Whether the sandbox has a shared PID namespace (its pin file exists).
+    pub fn shares_pid(&self) -> bool {
+        self.ns("pid").exists()
+    }
     pub fn shm(&self) -> PathBuf {
         self.dir.join("shm")
     }
@@ -194,11 +216,7 @@ pub fn create(
     dns: &DnsSettings,
     helper_binary: &Path,
 ) -> Result<SandboxInfo, SandboxError> {
-    let uid = pod
-        .metadata
-        .uid
-        .clone()
-        .ok_or(SandboxError::MissingField { field: "uid" })?;
+    let uid = pod_uid(pod)?;
     let paths = SandboxPaths::new(dirs, &uid)?;
     if let Some(info) = load(&paths)? {
         match check_live(&paths, info.host_network) {
@@ -219,8 +237,28 @@ pub fn create(
     result
 }
 
-/// Checks that the pod's namespace files are live nsfs mounts (never join anything else).
+/// Whether the pod asks for one PID namespace for all its containers.
+pub fn share_process_namespace(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.share_process_namespace)
+        .unwrap_or(false)
+}
+
+/// Checks that the pod's namespace files are live nsfs mounts (never join anything else), and
+/// that a shared PID namespace still has its init.
 pub fn check_namespaces(paths: &SandboxPaths, host_network: bool) -> Result<(), NotLive> {
+    if paths.shares_pid() {
+        let pin = paths.ns("pid");
+        if !is_nsfs(&pin) {
+            return Err(NotLive::Namespace { path: pin });
+        }
+        if !load_pod_init(paths).is_some_and(|id| id.is_alive()) {
+            return Err(NotLive::PodInit {
+                path: paths.pod_init(),
+            });
+        }
+    }
     let kinds: &[&str] = if host_network {
         &["ipc"]
     } else {
@@ -273,6 +311,9 @@ fn create_new(
         .arg(&hostname);
     if host_net {
         cmd.arg("--host-network");
+    }
+    if share_process_namespace(pod) {
+        cmd.arg("--share-pid");
     }
     let out = cmd
         .stdin(Stdio::null())
@@ -427,7 +468,8 @@ fn remove_runtime_part(paths: &SandboxPaths) -> Result<(), SandboxError> {
             })
         }
     }
-    for kind in ["net", "ipc", "uts"] {
+    stop_pod_init_at(paths)?;
+    for kind in ["net", "ipc", "uts", "pid"] {
         unmount_if_mounted(&paths.ns(kind))?;
     }
     unmount_if_mounted(&paths.shm())?;
@@ -462,6 +504,40 @@ fn write_etc_files(
     Ok(())
 }
 
+fn pod_uid(pod: &Pod) -> Result<String, SandboxError> {
+    pod.metadata
+        .uid
+        .clone()
+        .ok_or(SandboxError::MissingField { field: "uid" })
+}
+
+/// Writes the downwardAPI and projected volumes of a pod whose sandbox exists again, from
+/// `pod` (new labels or annotations): each through the atomic writer (`..data` swapped), so a
+/// container reading them sees the old files or the new ones, never a mix.
+pub fn refresh_projected_volumes(
+    dirs: &SandboxDirs,
+    pod: &Pod,
+    node: &NodeInfo,
+) -> Result<(), SandboxError> {
+    let uid = pod_uid(pod)?;
+    let paths = SandboxPaths::new(dirs, &uid)?;
+    let spec = pod.spec.as_ref();
+    let sc = spec.and_then(|s| s.security_context.as_ref());
+    let volumes = spec.and_then(|s| s.volumes.as_deref()).unwrap_or(&[]);
+    for (i, v) in volumes.iter().enumerate() {
+        let dir = paths.volume(&v.name);
+        let projected = v.downward_api.is_some() || v.projected.is_some();
+        if !projected || !dir.is_dir() {
+            continue;
+        }
+        let (path, _) = volumes::prepare(pod, node, v, i, &dir)?;
+        if let Some(sc) = sc {
+            volumes::apply_fs_group(&path, sc, true, &format!("spec.volumes[{i}]"))?;
+        }
+    }
+    Ok(())
+}
+
 fn prepare_volumes(
     paths: &SandboxPaths,
     pod: &Pod,
@@ -488,9 +564,56 @@ fn prepare_volumes(
     Ok(out)
 }
 
+/// The recorded pod init, `None` when there is none (or the record is unreadable).
+pub fn load_pod_init(paths: &SandboxPaths) -> Option<ProcessId> {
+    match fsutil::load_json(&paths.pod_init()) {
+        Ok(Loaded::Ok(id)) => Some(id),
+        _ => None,
+    }
+}
+
+/// Stops the pod init of `uid`'s sandbox, if it has one: SIGKILL (which kills every process
+/// left in the shared PID namespace) and a wait until it is gone, so the pod cgroup it lives in
+/// can be removed. Called before the pod's cgroups are removed.
+pub fn stop_pod_init(dirs: &SandboxDirs, uid: &str) -> Result<(), SandboxError> {
+    stop_pod_init_at(&SandboxPaths::new(dirs, uid)?)
+}
+
+fn stop_pod_init_at(paths: &SandboxPaths) -> Result<(), SandboxError> {
+    let Some(id) = load_pod_init(paths) else {
+        return Ok(());
+    };
+    let path = paths.pod_init();
+    id.signal(libc::SIGKILL).map_err(io_err(&path))?;
+    // Not our child (it was the sandbox helper's): PID 1 or a subreaper reaps it; a zombie
+    // counts as gone. The kernel first kills and waits for the rest of its namespace.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while id.is_alive() {
+        if std::time::Instant::now() > deadline {
+            return Err(SandboxError::Io {
+                path,
+                source: io::Error::new(io::ErrorKind::TimedOut, "pod init survived SIGKILL"),
+            });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    match fs::remove_file(&path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(SandboxError::Io { path, source }),
+    }
+}
+
 /// Runs in the single-threaded helper process (`podvisor shim sandbox`): creates the pod's
 /// namespaces, sets the hostname, brings loopback up, pins the namespaces and mounts /dev/shm.
-pub fn pin_namespaces(pod_dir: &Path, hostname: &str, host_net: bool) -> Result<(), SandboxError> {
+/// With `share_pid`, also starts the pod init as PID 1 of a new PID namespace, records it and
+/// pins that namespace.
+pub fn pin_namespaces(
+    pod_dir: &Path,
+    hostname: &str,
+    host_net: bool,
+    share_pid: bool,
+) -> Result<(), SandboxError> {
     let paths = SandboxPaths {
         dir: pod_dir.to_path_buf(),
         // Not used here: the helper only touches the runtime part.
@@ -499,6 +622,10 @@ pub fn pin_namespaces(pod_dir: &Path, hostname: &str, host_net: bool) -> Result<
     let mut flags = CloneFlags::CLONE_NEWIPC;
     if !host_net {
         flags |= CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWUTS;
+    }
+    if share_pid {
+        // Only this process's children enter it: the pod init, spawned below.
+        flags |= CloneFlags::CLONE_NEWPID;
     }
     unshare(flags).map_err(|source| SandboxError::Sys {
         what: "unshare namespaces for",
@@ -520,21 +647,10 @@ pub fn pin_namespaces(pod_dir: &Path, hostname: &str, host_net: bool) -> Result<
         kinds.push("uts");
     }
     for kind in kinds {
-        let target = paths.ns(kind);
-        fs::File::create(&target).map_err(io_err(&target))?;
-        let src = PathBuf::from(format!("/proc/self/ns/{kind}"));
-        mount(
-            Some(src.as_path()),
-            &target,
-            None::<&str>,
-            MsFlags::MS_BIND,
-            None::<&str>,
-        )
-        .map_err(|source| SandboxError::Sys {
-            what: "bind-mount namespace on",
-            path: target.clone(),
-            source,
-        })?;
+        pin(Path::new(&format!("/proc/self/ns/{kind}")), &paths.ns(kind))?;
+    }
+    if share_pid {
+        spawn_pod_init(&paths)?;
     }
     let shm = paths.shm();
     mount(
@@ -550,6 +666,80 @@ pub fn pin_namespaces(pod_dir: &Path, hostname: &str, host_net: bool) -> Result<
         source,
     })?;
     Ok(())
+}
+
+/// Starts `podvisor shim pod-init` as PID 1 of the PID namespace this process unshared (it
+/// inherits the pod's other namespaces), records its identity and pins its namespace.
+fn spawn_pod_init(paths: &SandboxPaths) -> Result<(), SandboxError> {
+    use std::os::unix::process::CommandExt;
+    let exe = PathBuf::from("/proc/self/exe");
+    let mut cmd = Command::new(&exe);
+    cmd.arg0("podvisor")
+        .arg("shim")
+        .arg("pod-init")
+        .arg(&paths.dir)
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: setsid is async-signal-safe; this helper is single-threaded anyway. The init
+    // leads its own session so no terminal signal of ours reaches it.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().map_err(io_err(&exe))?;
+    let pid = child.id() as i32;
+    // The init outlives this helper (re-parented to PID 1 or a subreaper): never waited here.
+    drop(child);
+    let id = ProcessId::of(pid).map_err(|e| SandboxError::Helper {
+        message: format!("pod init {pid}: {e}"),
+    })?;
+    fsutil::write_json_atomic_volatile(&paths.pod_init(), &id)
+        .map_err(io_err(&paths.pod_init()))?;
+    pin(Path::new(&format!("/proc/{pid}/ns/pid")), &paths.ns("pid"))
+}
+
+/// Pins the namespace file `ns` by bind-mounting it on `target` (created empty).
+fn pin(ns: &Path, target: &Path) -> Result<(), SandboxError> {
+    fs::File::create(target).map_err(io_err(target))?;
+    mount(
+        Some(ns),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .map_err(|source| SandboxError::Sys {
+        what: "bind-mount namespace on",
+        path: target.to_path_buf(),
+        source,
+    })
+}
+
+/// The pod init (`podvisor shim pod-init`): PID 1 of a pod's shared PID namespace. It reaps
+/// the orphans the kernel re-parents to it and does nothing else; every signal is blocked, so
+/// processes of the pod cannot signal it (the kernel drops their signals to a namespace init
+/// without a handler), and only SIGKILL from the host ends it. Single-threaded, no allocation
+/// in the loop.
+pub fn pod_init() -> ! {
+    // SAFETY: sigset_t is plain data, initialised by sigfillset before use; sigprocmask and
+    // sigwait only read and write the sets passed; waitpid with a null status pointer is valid.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::sigprocmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+        let mut chld: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut chld);
+        libc::sigaddset(&mut chld, libc::SIGCHLD);
+        loop {
+            while libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) > 0 {}
+            let mut sig = 0;
+            libc::sigwait(&chld, &mut sig);
+        }
+    }
 }
 
 /// `ip link set lo up` in the current network namespace.
@@ -615,6 +805,35 @@ mod tests {
             run: root.join("run"),
             data: root.join("data"),
         }
+    }
+
+    #[test]
+    fn a_shared_pid_namespace_is_live_only_with_its_pin_and_its_init() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let dirs = test_dirs(dir.path());
+        let paths = SandboxPaths::new(&dirs, "u1").expect("paths");
+        fs::create_dir_all(paths.dir.join("ns")).expect("mkdir");
+        // A pin file left by an earlier boot: an empty file, not an nsfs mount.
+        fs::write(paths.ns("pid"), b"").expect("pin");
+        assert!(paths.shares_pid());
+        assert_eq!(
+            check_namespaces(&paths, true),
+            Err(NotLive::Namespace {
+                path: paths.ns("pid")
+            })
+        );
+        // No recorded init at all: nothing to stop.
+        stop_pod_init_at(&paths).expect("no init");
+        // A recorded init that is gone (a pid that cannot exist) is not alive.
+        let gone = ProcessId {
+            pid: i32::MAX,
+            start_time: 1,
+        };
+        fsutil::write_json_atomic_volatile(&paths.pod_init(), &gone).expect("record");
+        assert_eq!(load_pod_init(&paths), Some(gone));
+        assert!(!gone.is_alive());
+        stop_pod_init_at(&paths).expect("gone init");
+        assert!(!paths.pod_init().exists());
     }
 
     #[test]

@@ -33,6 +33,10 @@ use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
+pub mod attach;
+mod supervise;
+use supervise::supervise;
+
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{self, SigSet, SigmaskHow, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
@@ -80,6 +84,8 @@ pub enum ShimError {
     },
     #[error("process: {0}")]
     Proc(#[from] super::procfs::ProcError),
+    #[error("tty: {message}")]
+    Terminal { message: String },
     #[error("device filter on {path}: {message}")]
     Devices { path: PathBuf, message: String },
 }
@@ -116,6 +122,12 @@ pub struct ShimConfig {
     /// manager starts and stops it. Absent in records of earlier versions: cgroupfs.
     #[serde(default)]
     pub systemd_cgroup: bool,
+    /// `stdin: true`: the container's stdin stays open for attach sessions.
+    #[serde(default)]
+    pub stdin: bool,
+    /// `stdinOnce: true`: closed when the first attach session ends.
+    #[serde(default)]
+    pub stdin_once: bool,
 }
 
 /// What the monitor records about itself and the container (`state.json`).
@@ -440,6 +452,7 @@ fn run_inner(dir: &Path, ready: fs::File) -> Result<(), ShimError> {
         started.init,
         started.stdout,
         started.stderr,
+        started.io,
         oom_watch.as_mut(),
     )?;
     let oom = match oom_watch.as_mut() {
@@ -476,8 +489,31 @@ const CAP_SYS_RESOURCE: u32 = 24;
 struct Started {
     init: Pid,
     started_at: String,
+    /// The stdout pipe, or the pty master of a tty container.
     stdout: OwnedFd,
-    stderr: OwnedFd,
+    /// `None` for a tty container (one stream).
+    stderr: Option<OwnedFd>,
+    io: attach::ContainerIo,
+}
+
+/// How the container's output reaches the monitor.
+enum Output {
+    /// Listening for the pty master libcontainer sends (tty containers).
+    Console(std::os::unix::net::UnixListener),
+    /// stdout and stderr pipes (read ends).
+    Pipes(OwnedFd, OwnedFd),
+}
+
+/// Binds a unix socket by its name inside `dir` (socket paths are limited to 108 bytes and
+/// runtime dirs can be long), restoring the working directory.
+fn bind_in(dir: &Path, name: &str) -> Result<std::os::unix::net::UnixListener, ShimError> {
+    let path = dir.join(name);
+    let _ = fs::remove_file(&path);
+    let back = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    std::env::set_current_dir(dir).map_err(io_err(dir))?;
+    let bound = std::os::unix::net::UnixListener::bind(name);
+    let _ = std::env::set_current_dir(back);
+    bound.map_err(io_err(&path))
 }
 
 fn create_and_start(
@@ -523,32 +559,60 @@ fn create_and_start(
     }
     fsutil::write_json_atomic_volatile(&config_path, &spec).map_err(io_err(&config_path))?;
 
-    let (out_r, out_w) =
+    let tty = spec
+        .process()
+        .as_ref()
+        .and_then(|p| p.terminal())
+        .unwrap_or(false);
+    let pipe = || {
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|source| ShimError::Sys {
             what: "pipe",
             source,
-        })?;
-    let (err_r, err_w) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|source| ShimError::Sys {
-            what: "pipe",
-            source,
-        })?;
-    let devnull = fs::File::open("/dev/null").map_err(io_err(Path::new("/dev/null")))?;
-
-    let build = libcontainer::container::builder::ContainerBuilder::new(
+        })
+    };
+    let null = || -> Result<OwnedFd, ShimError> {
+        Ok(fs::File::open("/dev/null")
+            .map_err(io_err(Path::new("/dev/null")))?
+            .into())
+    };
+    let attach_listener = bind_in(&paths.dir, attach::ATTACH_SOCKET)?;
+    let mut builder = libcontainer::container::builder::ContainerBuilder::new(
         cfg.id.clone(),
         libcontainer::syscall::syscall::SyscallType::default(),
     )
-    .with_root_path(&cfg.youki_root)?
-    .with_stdin(OwnedFd::from(devnull))
-    .with_stdout(out_w)
-    .with_stderr(err_w)
-    .validate_id()?
-    .as_init(&paths.dir)
-    .with_systemd(cfg.systemd_cgroup)
-    .as_sibling(false)
-    .with_detach(true)
-    .build();
+    .with_root_path(&cfg.youki_root)?;
+    let mut stdin_w = None;
+    let output = if tty {
+        let listener = bind_in(&paths.dir, attach::CONSOLE_SOCKET)?;
+        builder = builder
+            .with_console_socket(Some(paths.dir.join(attach::CONSOLE_SOCKET)))
+            .with_stdin(null()?)
+            .with_stdout(null()?)
+            .with_stderr(null()?);
+        Output::Console(listener)
+    } else {
+        let (out_r, out_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
+        let stdin = if cfg.stdin {
+            let (in_r, in_w) = pipe()?;
+            stdin_w = Some(in_w);
+            in_r
+        } else {
+            null()?
+        };
+        builder = builder
+            .with_stdin(stdin)
+            .with_stdout(out_w)
+            .with_stderr(err_w);
+        Output::Pipes(out_r, err_r)
+    };
+    let build = builder
+        .validate_id()?
+        .as_init(&paths.dir)
+        .with_systemd(cfg.systemd_cgroup)
+        .as_sibling(false)
+        .with_detach(true)
+        .build();
     // build() writes the container's oom_score_adj into our own; the monitor keeps its own.
     if let Some(v) = own_oom {
         let _ = fs::write("/proc/self/oom_score_adj", v.trim());
@@ -558,6 +622,46 @@ fn create_and_start(
         what: "libcontainer returned no init pid",
         source: nix::Error::ESRCH,
     })?;
+    let (stdout, stderr, master, input) = match output {
+        Output::Console(listener) => {
+            let master =
+                super::console::receive_master(&listener).map_err(|e| ShimError::Terminal {
+                    message: e.to_string(),
+                });
+            drop(listener);
+            let _ = fs::remove_file(paths.dir.join(attach::CONSOLE_SOCKET));
+            let master = master?;
+            let dup = |what| {
+                master.try_clone().map_err(|e| ShimError::Sys {
+                    what,
+                    source: nix::Error::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+                })
+            };
+            let reader = dup("dup pty master")?;
+            let input = if cfg.stdin {
+                let w = dup("dup pty master")?;
+                set_nonblocking(&w)?;
+                Some(w)
+            } else {
+                None
+            };
+            (reader, None, Some(master), input)
+        }
+        Output::Pipes(out_r, err_r) => {
+            if let Some(w) = &stdin_w {
+                set_nonblocking(w)?;
+            }
+            (out_r, Some(err_r), None, stdin_w)
+        }
+    };
+    let io = attach::ContainerIo::new(
+        cfg.id.clone(),
+        tty,
+        cfg.stdin_once,
+        master,
+        input,
+        Some(attach_listener),
+    );
     state.init = Some(ProcessId::of(init.as_raw())?);
     fsutil::write_json_atomic_volatile(&paths.state(), &state).map_err(io_err(&paths.state()))?;
     kubelet_v2_values(&cfg.cgroup_root, &cfg.cgroup_path, cpu_shares)?;
@@ -571,8 +675,9 @@ fn create_and_start(
     Ok(Started {
         init,
         started_at,
-        stdout: out_r,
-        stderr: err_r,
+        stdout,
+        stderr,
+        io,
     })
 }
 
@@ -638,165 +743,6 @@ fn scope_device_filter(
             .join(cfg.cgroup_path.trim_start_matches('/')),
         message: "this podvisor was built without the systemd-cgroup feature".into(),
     })
-}
-
-/// Copies output into the log until the init exits and both pipes are drained.
-fn supervise(
-    cfg: &ShimConfig,
-    init: Pid,
-    stdout: OwnedFd,
-    stderr: OwnedFd,
-    mut oom_watch: Option<&mut OomWatch>,
-) -> Result<WaitStatus, ShimError> {
-    let mut mask = SigSet::empty();
-    mask.add(Signal::SIGCHLD);
-    signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None).map_err(|source| {
-        ShimError::Sys {
-            what: "sigprocmask",
-            source,
-        }
-    })?;
-    let sigfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
-        .map_err(|source| ShimError::Sys {
-            what: "signalfd",
-            source,
-        })?;
-    for fd in [&stdout, &stderr] {
-        set_nonblocking(fd)?;
-    }
-    // A log that cannot be opened (disk full) drops output until it can: the container runs
-    // on either way.
-    let (mut writer, open_err) = CriLogWriter::open_or_drop(
-        &cfg.log_path,
-        LogOptions {
-            max_size: cfg.log_max_size,
-            max_files: cfg.log_max_files,
-            ..LogOptions::default()
-        },
-    )?;
-    if let Some(e) = open_err {
-        log::warn!("container {}: {}", cfg.id, error_chain(&e));
-    }
-    let mut out = Some(fs::File::from(stdout));
-    let mut err = Some(fs::File::from(stderr));
-    let mut status: Option<WaitStatus> = None;
-    let mut drain_deadline: Option<Instant> = None;
-    let mut buf = vec![0u8; 64 * 1024];
-    // The init may have exited before the signalfd existed: check once up front.
-    status = status.or(try_reap(init)?);
-    loop {
-        if status.is_some() && out.is_none() && err.is_none() {
-            break;
-        }
-        if let Some(deadline) = drain_deadline {
-            if Instant::now() >= deadline {
-                // Pipes held open by something outside the container's pid namespace:
-                // stop copying rather than wait forever.
-                log::warn!("container {}: output still open after exit", cfg.id);
-                break;
-            }
-        }
-        let timeout = match drain_deadline {
-            Some(d) => PollTimeout::try_from(d.saturating_duration_since(Instant::now()))
-                .unwrap_or(PollTimeout::MAX),
-            None => PollTimeout::NONE,
-        };
-        let (out_ev, err_ev, sig_ev, oom_ev) = {
-            let mut fds = Vec::with_capacity(4);
-            if let Some(w) = &oom_watch {
-                fds.push(PollFd::new(w.fd(), PollFlags::POLLIN));
-            }
-            let first = fds.len();
-            fds.push(PollFd::new(sigfd.as_fd(), PollFlags::POLLIN));
-            if let Some(f) = &out {
-                fds.push(PollFd::new(f.as_fd(), PollFlags::POLLIN));
-            }
-            if let Some(f) = &err {
-                fds.push(PollFd::new(f.as_fd(), PollFlags::POLLIN));
-            }
-            match poll(&mut fds, timeout) {
-                Ok(_) => {}
-                Err(nix::Error::EINTR) => continue,
-                Err(source) => {
-                    return Err(ShimError::Sys {
-                        what: "poll",
-                        source,
-                    })
-                }
-            }
-            let ready = |pfd: &PollFd| pfd.revents().map(|r| !r.is_empty()).unwrap_or(false);
-            let oom_ev = first == 1 && ready(&fds[0]);
-            let fds = &fds[first..];
-            let sig_ev = ready(&fds[0]);
-            let mut i = 1;
-            let out_ev = if out.is_some() {
-                i += 1;
-                ready(&fds[i - 1])
-            } else {
-                false
-            };
-            let err_ev = if err.is_some() { ready(&fds[i]) } else { false };
-            (out_ev, err_ev, sig_ev, oom_ev)
-        };
-        if oom_ev {
-            if let Some(w) = oom_watch.as_mut() {
-                w.on_event();
-            }
-        }
-        if out_ev {
-            pump(&mut out, Stream::Stdout, &mut writer, &mut buf)?;
-        }
-        if err_ev {
-            pump(&mut err, Stream::Stderr, &mut writer, &mut buf)?;
-        }
-        if sig_ev {
-            while let Ok(Some(_)) = sigfd.read_signal() {}
-            if status.is_none() {
-                status = try_reap(init)?;
-            }
-        }
-        if status.is_some() && drain_deadline.is_none() {
-            drain_deadline = Some(Instant::now() + Duration::from_secs(2));
-        }
-    }
-    if let Err(e) = writer.sync() {
-        log::warn!("container {}: {}", cfg.id, error_chain(&e));
-    }
-    // Unreachable without a status: the loop only breaks once the init was reaped or after
-    // the drain deadline, which is only armed once a status exists.
-    status.ok_or(ShimError::Sys {
-        what: "container exit status missing",
-        source: nix::Error::ECHILD,
-    })
-}
-
-fn pump(
-    pipe: &mut Option<fs::File>,
-    stream: Stream,
-    writer: &mut CriLogWriter,
-    buf: &mut [u8],
-) -> Result<(), ShimError> {
-    let Some(f) = pipe.as_mut() else {
-        return Ok(());
-    };
-    loop {
-        match f.read(buf) {
-            Ok(0) => {
-                writer.finish(stream, SystemTime::now())?;
-                *pipe = None;
-                return Ok(());
-            }
-            Ok(n) => writer.write(stream, &buf[..n], SystemTime::now())?,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                log::warn!("reading container {stream:?}: {e}");
-                writer.finish(stream, SystemTime::now())?;
-                *pipe = None;
-                return Ok(());
-            }
-        }
-    }
 }
 
 fn try_reap(init: Pid) -> Result<Option<WaitStatus>, ShimError> {
@@ -918,8 +864,8 @@ pub fn cleanup(dir: &Path) -> Result<(), ShimError> {
 }
 
 /// Entry point of `podvisor shim sandbox <pod-dir>`.
-pub fn sandbox(pod_dir: &Path, hostname: &str, host_network: bool) -> i32 {
-    match super::sandbox::pin_namespaces(pod_dir, hostname, host_network) {
+pub fn sandbox(pod_dir: &Path, hostname: &str, host_network: bool, share_pid: bool) -> i32 {
+    match super::sandbox::pin_namespaces(pod_dir, hostname, host_network, share_pid) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("{e}");

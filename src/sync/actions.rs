@@ -30,6 +30,24 @@ pub(super) struct PodState<'a> {
     pub previous_generation_removing: bool,
     /// A removal of this very uid is in flight: nothing may be created for it before it ends.
     pub same_uid_removing: bool,
+    /// How long the pod has been active (since `status.startTime`), once it has a start time.
+    pub active_for: Option<std::time::Duration>,
+    /// The node pressure the pod was evicted for still holds.
+    pub pressure_active: bool,
+}
+
+/// The kubelet's status message (and event) for a pod past its `activeDeadlineSeconds`.
+pub(super) const DEADLINE_MESSAGE: &str =
+    "Pod was active on the node longer than the specified deadline";
+
+/// Where an evicted pod's sandbox is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum EvictedSandbox {
+    /// Containers are stopping, or the sandbox is still there.
+    Up,
+    Removing,
+    /// Gone: the pod may start again in a new one.
+    Removed,
 }
 
 /// One decision about a pod; `slot` indexes the worker's slots (init containers first).
@@ -71,6 +89,25 @@ pub(super) enum Action {
     NotRestarted {
         slot: usize,
     },
+    /// The pod ran longer than its `activeDeadlineSeconds`: it failed for good
+    /// (DeadlineExceeded) and its app containers are killed (its sidecars after them).
+    DeadlineExceeded,
+    /// A sidecar started for the first time in this sandbox: the next init container may run.
+    SidecarStarted {
+        slot: usize,
+    },
+    /// The pod is done (its app containers finished for good, or it failed): stop this
+    /// sidecar (preStop, stop signal, SIGKILL after the grace period); the later-declared
+    /// ones have exited.
+    StopSidecar {
+        slot: usize,
+    },
+    /// An evicted pod's containers have all stopped: remove its sandbox (namespaces, cgroups,
+    /// emptyDir volumes), as the kubelet tears down an evicted pod.
+    RemoveEvictedSandbox,
+    /// An evicted pod's pressure has cleared (for `evictionPressureTransitionPeriod`, and its
+    /// eviction backoff passed): start it again in a new sandbox.
+    RestartEvicted,
 }
 
 /// The decisions for one pod, in the order they are applied.
@@ -98,6 +135,23 @@ pub(super) fn compute_actions(now: Instant, state: &PodState<'_>) -> Actions {
     if w.rejected.is_some() {
         return actions;
     }
+    if let Some(e) = &w.evicted {
+        let stopped = w.slots.iter().all(|s| s.instance.is_none());
+        match e.sandbox {
+            EvictedSandbox::Up
+                if stopped
+                    && w.sandbox != SandboxPhase::Creating
+                    && w.sandbox_retry_at.is_none_or(|t| now >= t) =>
+            {
+                actions.push(Action::RemoveEvictedSandbox)
+            }
+            EvictedSandbox::Removed if !state.pressure_active && now >= e.restart_at => {
+                actions.push(Action::RestartEvicted)
+            }
+            _ => {}
+        }
+        return actions;
+    }
     if w.blocked_by.is_some() {
         if state.previous_generation_removing {
             return actions;
@@ -105,6 +159,15 @@ pub(super) fn compute_actions(now: Instant, state: &PodState<'_>) -> Actions {
         actions.push(Action::Unblock);
     }
     if state.same_uid_removing {
+        return actions;
+    }
+    // The kubelet's active deadline handler: past the deadline the pod is failed and killed
+    // (a pod already done for good is left alone).
+    let over = super::active_deadline(&w.pod)
+        .zip(state.active_for)
+        .is_some_and(|(limit, active)| active >= limit);
+    if over && !w.failed && !apps_finished(w, restart_policy(&w.pod)) {
+        actions.push(Action::DeadlineExceeded);
         return actions;
     }
     match &w.sandbox {
@@ -120,10 +183,13 @@ pub(super) fn compute_actions(now: Instant, state: &PodState<'_>) -> Actions {
             return actions;
         }
     }
-    if w.failed {
+    let policy = restart_policy(&w.pod);
+    if w.failed || apps_finished(w, policy) {
+        // The kubelet's KillPod once the pod cannot progress or its app containers are done
+        // for good: sidecars are stopped, last declared first, and not restarted.
+        stop_sidecars(w, &mut actions);
         return actions;
     }
-    let policy = restart_policy(&w.pod);
     let due = |actions: &mut Actions, i: usize| {
         let s = &w.slots[i];
         if s.pull_backoff_at.is_some_and(|t| now >= t) {
@@ -137,24 +203,47 @@ pub(super) fn compute_actions(now: Instant, state: &PodState<'_>) -> Actions {
             actions.push(Action::StartContainer { slot: i });
         }
     };
-    // Init containers: one at a time, in order, each to successful completion.
-    let next_init = w
+    // Once initialized (in this sandbox), init containers are not run again and sidecars
+    // that stopped are restarted (crash-loop backoff) without holding anything back.
+    let initialized = initialized(w);
+    let inits = w
         .slots
         .iter()
         .enumerate()
-        .find(|(_, s)| s.kind == ContainerKind::Init && !s.succeeded);
-    if let Some((i, s)) = next_init {
-        if s.instance.is_some() {
+        .filter(|(_, s)| s.kind == ContainerKind::Init);
+    if initialized {
+        for (i, s) in inits {
+            if s.sidecar() && s.instance.is_none() {
+                due(&mut actions, i);
+            }
+        }
+    } else {
+        // Init containers in order: each to successful completion, or for a sidecar until it
+        // started (running, postStart returned, startup probe passed); a sidecar that started
+        // before and stopped is restarted without holding back the later ones.
+        for (i, s) in inits {
+            if s.succeeded {
+                if s.sidecar() && s.instance.is_none() {
+                    due(&mut actions, i);
+                }
+                continue;
+            }
+            match (&s.instance, &s.last) {
+                (Some(_), _) if s.sidecar() && s.started() => {
+                    actions.push(Action::SidecarStarted { slot: i });
+                    continue;
+                }
+                (Some(_), _) => {}
+                (None, Some(last)) if policy == "Never" && !s.sidecar() => {
+                    actions.push(Action::PodFailed {
+                        slot: i,
+                        exit_code: last.exit.exit_code,
+                    })
+                }
+                (None, _) => due(&mut actions, i),
+            }
             return actions;
         }
-        match &s.last {
-            Some(last) if policy == "Never" => actions.push(Action::PodFailed {
-                slot: i,
-                exit_code: last.exit.exit_code,
-            }),
-            _ => due(&mut actions, i),
-        }
-        return actions;
     }
     for (i, s) in w.slots.iter().enumerate() {
         if s.kind != ContainerKind::App || s.instance.is_some() {
@@ -175,6 +264,66 @@ pub(super) fn compute_actions(now: Instant, state: &PodState<'_>) -> Actions {
     actions
 }
 
+/// Whether the pod is initialized in its current sandbox: every init container completed
+/// (a sidecar: started once), or an app container runs (adopted after a daemon restart).
+/// A new sandbox runs the init containers again (`sandbox_changed` resets them).
+pub(super) fn initialized(w: &PodWorker) -> bool {
+    let mut inits = w.slots.iter().filter(|s| s.kind == ContainerKind::Init);
+    inits.all(|s| s.succeeded)
+        || w.slots
+            .iter()
+            .any(|s| s.kind == ContainerKind::App && s.instance.is_some())
+}
+
+/// Whether every app container of the pod has ended and none runs again under the pod's
+/// restartPolicy (the kubelet's "keepCount == 0 and nothing to start": it then kills the pod,
+/// its sidecars included). Never true under restartPolicy Always.
+pub(super) fn apps_finished(w: &PodWorker, policy: &str) -> bool {
+    let mut apps = w
+        .slots
+        .iter()
+        .filter(|s| s.kind == ContainerKind::App)
+        .peekable();
+    apps.peek().is_some()
+        && apps.all(|s| {
+            s.instance.is_none()
+                && s.last
+                    .as_ref()
+                    .is_some_and(|l| !backoff::should_restart(s.kind, policy, l.exit.exit_code))
+        })
+}
+
+/// The sidecars of a pod that is done: the last-declared one still running is stopped
+/// (the earlier ones wait for it: the kubelet's termination ordering), and containers
+/// waiting for a restart no longer show a waiting reason.
+fn stop_sidecars(w: &PodWorker, actions: &mut Actions) {
+    let sidecars = || w.slots.iter().enumerate().filter(|(_, s)| s.sidecar());
+    let app_running = w
+        .slots
+        .iter()
+        .any(|s| s.kind == ContainerKind::App && s.instance.is_some());
+    if app_running {
+        // Killed first (a deadline exceeded): the sidecars wait for them.
+    } else if let Some((i, s)) = sidecars().rev().find(|(_, s)| s.instance.is_some()) {
+        // A start still in flight (no id yet) is stopped once it reports.
+        if s.instance
+            .as_ref()
+            .is_some_and(|inst| !inst.id.is_empty() && inst.health.kill.is_none())
+        {
+            actions.push(Action::StopSidecar { slot: i });
+        }
+    }
+    // App containers too: they ended for good (or never start in a failed pod).
+    for (i, s) in w.slots.iter().enumerate() {
+        if (s.sidecar() || s.kind == ContainerKind::App)
+            && s.instance.is_none()
+            && s.waiting.is_some()
+        {
+            actions.push(Action::NotRestarted { slot: i });
+        }
+    }
+}
+
 /// One decision about a pod generation being removed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum RemovalAction {
@@ -184,6 +333,9 @@ pub(super) enum RemovalAction {
     /// The preStop hooks used the grace period: stop signal to their containers now,
     /// SIGKILL after the minimum grace.
     StopAfterPreStop { ids: Vec<(String, i32)> },
+    /// Sidecars whose turn came (the app containers and the later-declared sidecars exited,
+    /// their preStop hook returned): stop signal now, SIGKILL at the pod's deadline.
+    StopInTurn { ids: Vec<(String, i32)> },
     /// The grace period ended: SIGKILL to every container still running.
     Kill { ids: Vec<String> },
     /// Every container exited and nothing is in flight: remove the pod's records and sandbox.
@@ -194,34 +346,66 @@ pub(super) enum RemovalAction {
 pub(super) fn compute_removal_actions(now: Instant, r: &Removal) -> Option<RemovalAction> {
     if !r.running.is_empty() {
         let due = r.kill_at.is_some_and(|t| now >= t);
+        // Stop signals not sent yet: preStop hooks running, sidecars waiting for their turn.
+        let held = |id: &String| r.hooks_pending.contains(id) || r.waiting_turn.contains(id);
         return match r.kill_at {
-            None => Some(RemovalAction::Stop {
-                ids: r
+            None => {
+                let mut ids: Vec<(String, i32)> = r
                     .running
                     .iter()
-                    .filter(|(id, _)| !r.hooks_pending.contains(*id))
+                    .filter(|(id, _)| !held(id))
                     .map(|(id, sig)| (id.clone(), *sig))
-                    .collect(),
-            }),
-            Some(_) if !r.killed && due && !r.hooks_pending.is_empty() => {
+                    .collect();
+                // No app container left: the last sidecars' turn is now.
+                ids.extend(sidecars_in_turn(r));
+                Some(RemovalAction::Stop { ids })
+            }
+            Some(_) if !r.killed && due && r.running.keys().any(held) => {
                 Some(RemovalAction::StopAfterPreStop {
                     ids: r
-                        .hooks_pending
+                        .running
                         .iter()
-                        .filter_map(|id| Some((id.clone(), *r.running.get(id)?)))
+                        .filter(|(id, _)| held(id))
+                        .map(|(id, sig)| (id.clone(), *sig))
                         .collect(),
                 })
             }
             Some(_) if !r.killed && due => Some(RemovalAction::Kill {
                 ids: r.running.keys().cloned().collect(),
             }),
-            Some(_) => None,
+            Some(_) if r.killed => None,
+            Some(_) => {
+                let ids = sidecars_in_turn(r);
+                (!ids.is_empty()).then_some(RemovalAction::StopInTurn { ids })
+            }
         };
     }
     if r.pending_starts > 0 || r.sandbox_pending || r.remove_submitted {
         return None;
     }
     Some(RemovalAction::RemovePod)
+}
+
+/// The sidecars waiting for their turn whose turn came: no app container runs, no sidecar
+/// declared after them runs, and their preStop hook (if any) returned.
+fn sidecars_in_turn(r: &Removal) -> Vec<(String, i32)> {
+    let app_running = r.running.keys().any(|id| !r.sidecars.contains(id));
+    if app_running {
+        return Vec::new();
+    }
+    let mut ids = Vec::new();
+    for (k, id) in r.sidecars.iter().enumerate() {
+        let later_running = r.sidecars[k + 1..]
+            .iter()
+            .any(|l| r.running.contains_key(l));
+        if later_running || !r.waiting_turn.contains(id) || r.hooks_pending.contains(id) {
+            continue;
+        }
+        if let Some(sig) = r.running.get(id) {
+            ids.push((id.clone(), *sig));
+        }
+    }
+    ids
 }
 
 /// What a source's current definition of a pod does to its worker.

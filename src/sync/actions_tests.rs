@@ -38,6 +38,13 @@ enum C {
         killed: bool,
         deadline: i64,
     },
+    /// Running and started (startup probe passed, postStart returned), not yet recorded as
+    /// such (a sidecar's first start).
+    Started,
+    /// A sidecar that started before in this sandbox and runs.
+    SidecarUp,
+    /// A sidecar that started before and exited (code 1); restart allowed in this many s.
+    SidecarDown(i64),
     /// A failed pull: waiting with this reason, retry in s, ImagePullBackOff shown in s.
     PullFailed {
         reason: WaitingReason,
@@ -52,12 +59,21 @@ struct Case {
     sandbox: SandboxPhase,
     sandbox_retry: Option<i64>,
     inits: Vec<C>,
+    /// Indices of the init containers that are sidecars (`restartPolicy: Always`).
+    sidecars: Vec<usize>,
     apps: Vec<C>,
     /// Some(still removing) when the worker waits for a previous generation.
     blocked: Option<bool>,
     same_uid_removing: bool,
     failed: bool,
     rejected: bool,
+    /// `activeDeadlineSeconds`, and how long the pod has been active (s).
+    deadline: Option<i64>,
+    active: Option<i64>,
+    /// Evicted: where its sandbox is, and when its eviction backoff ends (s).
+    evicted: Option<(EvictedSandbox, i64)>,
+    /// The pressure it was evicted for still holds.
+    pressure_active: bool,
     want: Actions,
 }
 
@@ -69,11 +85,16 @@ impl Default for Case {
             sandbox: SandboxPhase::Ready,
             sandbox_retry: None,
             inits: Vec::new(),
+            sidecars: Vec::new(),
             apps: Vec::new(),
             blocked: None,
             same_uid_removing: false,
             failed: false,
             rejected: false,
+            deadline: None,
+            active: None,
+            evicted: None,
+            pressure_active: false,
             want: Vec::new(),
         }
     }
@@ -123,6 +144,20 @@ fn slot(now: Instant, name: String, kind: ContainerKind, c: C) -> Slot {
         C::Fresh => {}
         C::Starting => s.instance = Some(instance("", Health::default())),
         C::Running => s.instance = Some(instance(&name, Health::default())),
+        C::Started | C::SidecarUp => {
+            let health = Health {
+                started: true,
+                ready: true,
+                ..Health::default()
+            };
+            s.instance = Some(instance(&name, health));
+            s.succeeded = matches!(c, C::SidecarUp);
+        }
+        C::SidecarDown(secs) => {
+            s.last = Some(finished(1));
+            s.retry_at = Some(at(now, secs));
+            s.succeeded = true;
+        }
         C::Exited(code) => s.last = Some(finished(code)),
         C::ExitedWaiting(code) => {
             s.last = Some(finished(code));
@@ -174,7 +209,13 @@ fn slot(now: Instant, name: String, kind: ContainerKind, c: C) -> Slot {
 
 fn worker(now: Instant, case: &Case) -> PodWorker {
     let mut slots: Vec<Slot> = (case.inits.iter().enumerate())
-        .map(|(i, c)| slot(now, format!("init{i}"), ContainerKind::Init, *c))
+        .map(|(i, c)| {
+            let mut s = slot(now, format!("init{i}"), ContainerKind::Init, *c);
+            if case.sidecars.contains(&i) {
+                s.container.restart_policy = Some("Always".into());
+            }
+            s
+        })
         .collect();
     slots.extend(
         (case.apps.iter().enumerate())
@@ -183,6 +224,7 @@ fn worker(now: Instant, case: &Case) -> PodWorker {
     let mut pod = Pod {
         spec: Some(PodSpec {
             restart_policy: Some(case.policy.into()),
+            active_deadline_seconds: case.deadline,
             ..Default::default()
         }),
         ..Default::default()
@@ -195,6 +237,7 @@ fn worker(now: Instant, case: &Case) -> PodWorker {
             full_name: "default/pod".into(),
             spec_hash: String::new(),
             meta_hash: String::new(),
+            warnings: Vec::new(),
         },
         uid: "uid-1".into(),
         pod: Arc::new(pod),
@@ -209,16 +252,30 @@ fn worker(now: Instant, case: &Case) -> PodWorker {
         rejected: case
             .rejected
             .then(|| (PodReason::OutOfMemory, String::new())),
+        deadline_exceeded: false,
         since: now,
         was_ready: false,
+        evicted: case
+            .evicted
+            .map(|(sandbox, restart)| crate::sync::eviction::Evicted {
+                message: String::new(),
+                pressure: crate::eviction::Pressure::Memory,
+                grace: Duration::ZERO,
+                sandbox,
+                restart_at: at(now, restart),
+            }),
+        evictions: u32::from(case.evicted.is_some()),
     }
 }
 
 use Action::*;
 
+#[path = "actions_lifecycle_cases.rs"]
+mod lifecycle_cases;
+
 fn cases() -> Vec<Case> {
     let pending = || SandboxPhase::Pending;
-    vec![
+    let mut cases = vec![
         // The sandbox comes first.
         Case {
             name: "new pod: create the sandbox",
@@ -532,7 +589,11 @@ fn cases() -> Vec<Case> {
             apps: vec![C::Fresh],
             ..Case::default()
         },
-    ]
+    ];
+    cases.extend(lifecycle_cases::eviction());
+    cases.extend(lifecycle_cases::sidecars());
+    cases.extend(lifecycle_cases::active_deadline());
+    cases
 }
 
 #[test]
@@ -546,6 +607,8 @@ fn compute_actions_table() {
             worker: &w,
             previous_generation_removing: case.blocked == Some(true),
             same_uid_removing: case.same_uid_removing,
+            active_for: case.active.map(|s| Duration::from_secs(s as u64)),
+            pressure_active: case.pressure_active,
         };
         assert_eq!(compute_actions(now, &state), case.want, "{}", case.name);
     }
@@ -567,7 +630,16 @@ fn removal(running: &[&str], hooks: &[&str], kill_at: Option<i64>, now: Instant)
         forget_store: true,
         name: "default/pod".into(),
         hooks_pending: hooks.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>(),
+        sidecars: Vec::new(),
+        waiting_turn: BTreeSet::new(),
     }
+}
+
+/// A removal whose running `sidecars` (in declaration order) wait for their turn.
+fn with_sidecars(mut r: Removal, sidecars: &[&str], waiting: &[&str]) -> Removal {
+    r.sidecars = sidecars.iter().map(|s| s.to_string()).collect();
+    r.waiting_turn = waiting.iter().map(|s| s.to_string()).collect();
+    r
 }
 
 #[test]
@@ -621,6 +693,64 @@ fn compute_removal_actions_table() {
         ("a sandbox creation in flight: wait for it", sandbox, None),
         ("removal submitted: wait for it", submitted, None),
         (
+            "sidecars wait for the app containers",
+            with_sidecars(
+                removal(&["app", "s1", "s2"], &[], None, now),
+                &["s1", "s2"],
+                &["s1", "s2"],
+            ),
+            Some(RemovalAction::Stop {
+                ids: term(&["app"]),
+            }),
+        ),
+        (
+            "app still running: the sidecars wait",
+            with_sidecars(removal(&["app", "s1"], &[], Some(5), now), &["s1"], &["s1"]),
+            None,
+        ),
+        (
+            "apps exited: the last-declared sidecar's turn",
+            with_sidecars(
+                removal(&["s1", "s2"], &[], Some(5), now),
+                &["s1", "s2"],
+                &["s1", "s2"],
+            ),
+            Some(RemovalAction::StopInTurn { ids: term(&["s2"]) }),
+        ),
+        (
+            "the later sidecar is stopping: the earlier one waits",
+            with_sidecars(
+                removal(&["s1", "s2"], &[], Some(5), now),
+                &["s1", "s2"],
+                &["s1"],
+            ),
+            None,
+        ),
+        (
+            "the later sidecar exited: the earlier one's turn",
+            with_sidecars(removal(&["s1"], &[], Some(5), now), &["s1", "s2"], &["s1"]),
+            Some(RemovalAction::StopInTurn { ids: term(&["s1"]) }),
+        ),
+        (
+            "a sidecar's turn waits for its preStop hook",
+            with_sidecars(removal(&["s1"], &["s1"], Some(5), now), &["s1"], &["s1"]),
+            None,
+        ),
+        (
+            "no app container at all: the last sidecar stops at once",
+            with_sidecars(
+                removal(&["s1", "s2"], &[], None, now),
+                &["s1", "s2"],
+                &["s1", "s2"],
+            ),
+            Some(RemovalAction::Stop { ids: term(&["s2"]) }),
+        ),
+        (
+            "grace period over, sidecars still waiting: stop signal now, SIGKILL soon",
+            with_sidecars(removal(&["app", "s1"], &[], Some(0), now), &["s1"], &["s1"]),
+            Some(RemovalAction::StopAfterPreStop { ids: term(&["s1"]) }),
+        ),
+        (
             "everything exited: remove",
             removal(&[], &[], Some(-10), now),
             Some(RemovalAction::RemovePod),
@@ -642,6 +772,7 @@ fn compute_pod_change_table() {
             full_name: "default/pod".into(),
             spec_hash: String::new(),
             meta_hash: meta.into(),
+            warnings: Vec::new(),
         }
     };
     let same = sp("u1", "m1");

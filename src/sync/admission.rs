@@ -1,7 +1,8 @@
 //! admission: the kubelet's resource-fit check when a pod worker is created. A pod whose
 //! effective requests do not fit next to the pods already admitted is not started: it is
 //! Failed with reason `OutOfcpu` / `OutOfmemory` and a Warning event, until its manifest
-//! changes (a new uid, admitted afresh).
+//! changes (a new uid, admitted afresh). Before it, the eviction manager's admission refuses
+//! pods under node pressure (`sync::eviction`).
 
 use super::{podstatus, PodWorker, SyncLoop};
 use crate::cgroups::allocatable::{admit, Rejection};
@@ -12,12 +13,17 @@ impl SyncLoop {
     /// Checks `w` against the node's allocatable; marks it rejected if it does not fit.
     /// Pods re-adopted from a previous run (sandbox or containers on disk) are not checked.
     pub(super) fn admit_worker(&mut self, name: &str, w: &mut PodWorker, adopted: bool) {
-        let Some(allocatable) = self.cfg.allocatable else {
-            return;
-        };
         if adopted {
             return;
         }
+        // The eviction manager's admission comes first, as in the kubelet's handler chain.
+        self.admit_under_pressure(name, w);
+        if w.rejected.is_some() {
+            return;
+        }
+        let Some(allocatable) = self.cfg.allocatable else {
+            return;
+        };
         let requests = match pod_requests(&w.pod) {
             Ok(r) => r,
             Err(e) => {

@@ -45,6 +45,16 @@ pub enum Job {
     RemovePod {
         uid: String,
     },
+    /// Writes the pod's downwardAPI and projected volumes again (new labels or annotations).
+    UpdatePodVolumes {
+        uid: String,
+        pod: Arc<Pod>,
+    },
+    /// Removes an evicted pod's sandbox, cgroups and emptyDir volumes; its container records
+    /// (exits, logs) stay.
+    RemoveSandbox {
+        uid: String,
+    },
     /// Runs a lifecycle hook (postStart/preStop) of a running container.
     Hook {
         uid: String,
@@ -162,6 +172,14 @@ pub enum JobResult {
         uid: String,
         result: Result<(), RemovePodFailure>,
     },
+    PodVolumesUpdated {
+        uid: String,
+        result: Result<(), String>,
+    },
+    SandboxRemoved {
+        uid: String,
+        result: Result<(), String>,
+    },
     HookDone {
         uid: String,
         name: String,
@@ -263,11 +281,19 @@ pub fn run_job(
                 result,
             }
         }
+        Job::UpdatePodVolumes { uid, pod } => JobResult::PodVolumesUpdated {
+            result: runtime.update_pod_volumes(&pod).map_err(|e| e.to_string()),
+            uid,
+        },
         Job::RemovePod { uid } => JobResult::PodRemoved {
             result: remove_pod(runtime, &uid).map_err(|e| RemovePodFailure {
                 message: e.to_string(),
                 running: live_containers(runtime, &uid),
             }),
+            uid,
+        },
+        Job::RemoveSandbox { uid } => JobResult::SandboxRemoved {
+            result: runtime.remove_pod_sandbox(&uid).map_err(|e| e.to_string()),
             uid,
         },
         Job::Hook {

@@ -103,6 +103,7 @@ impl GenerationStore {
                     full_name: r.full_name,
                     spec_hash: r.spec_hash,
                     meta_hash: r.meta_hash,
+                    warnings: Vec::new(),
                 },
                 rolled_back: r.rolled_back,
             })

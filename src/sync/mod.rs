@@ -27,6 +27,7 @@ mod actions;
 mod admission;
 pub mod backoff;
 pub mod engine;
+pub(super) mod eviction;
 pub mod executor;
 pub mod generations;
 pub mod podconfig;
@@ -68,6 +69,8 @@ pub enum SyncEvent {
     Work(Box<JobResult>),
     /// A probe result that changes something or must be recorded (prober thread).
     Probe(Box<crate::prober::scheduler::ProbeUpdate>),
+    /// The eviction manager: node conditions, node-level reclaim, a pod to evict.
+    Eviction(crate::eviction::EvictionEvent),
     /// Stop the loop (the daemon is exiting; containers keep running).
     Shutdown,
 }
@@ -158,7 +161,10 @@ struct Slot {
     /// Why it is not running: (reason, message).
     waiting: Option<(WaitingReason, String)>,
     retry_at: Option<Instant>,
-    /// An init container that completed successfully.
+    /// `imageID` of the latest instance (containerd's image reference: `<repo>@<digest>`).
+    image_id: String,
+    /// An init container that completed successfully, or a sidecar (`restartPolicy: Always`)
+    /// that started in this sandbox: either no longer holds back the next init container.
     succeeded: bool,
 }
 
@@ -177,7 +183,22 @@ impl Slot {
             waiting: None,
             retry_at: None,
             succeeded: false,
+            image_id: String::new(),
         }
+    }
+
+    /// A restartable init container (KEP-753 native sidecar): started in init order, then
+    /// kept running next to the app containers whatever the pod's restartPolicy.
+    fn sidecar(&self) -> bool {
+        self.kind == ContainerKind::Init
+            && self.container.restart_policy.as_deref() == Some("Always")
+    }
+
+    /// Running, its postStart hook done and its startup probe (if any) passed.
+    fn started(&self) -> bool {
+        self.instance
+            .as_ref()
+            .is_some_and(|i| !i.id.is_empty() && !i.health.post_start_pending && i.health.started)
     }
 }
 
@@ -208,6 +229,13 @@ struct PodWorker {
     failed: bool,
     /// Not admitted (does not fit the node): (reason, message); nothing is started.
     rejected: Option<(PodReason, String)>,
+    /// Killed for running longer than `activeDeadlineSeconds` (`failed` is set too).
+    deadline_exceeded: bool,
+    /// Evicted by the eviction manager: stopped, phase Failed, reason Evicted, until its
+    /// pressure has cleared (see `sync::eviction`).
+    evicted: Option<eviction::Evicted>,
+    /// How often this pod generation was evicted (the wait before it starts again doubles).
+    evictions: u32,
     /// When this generation could start: created, or its previous generation gone (the
     /// rollback deadline runs from here).
     since: Instant,
@@ -237,6 +265,12 @@ struct Removal {
     name: String,
     /// Containers whose preStop hook runs: their stop signal waits for it.
     hooks_pending: BTreeSet<String>,
+    /// The running sidecars, in declaration order: each gets its stop signal once the app
+    /// containers and the sidecars declared after it exited (the kubelet's termination
+    /// ordering), or at the end of the grace period.
+    sidecars: Vec<String>,
+    /// Sidecars whose stop signal waits for their turn.
+    waiting_turn: BTreeSet<String>,
 }
 
 /// The sync loop.
@@ -287,6 +321,8 @@ pub struct SyncLoop {
     /// container GC asked for a pass at each one (the daemon's; none under `play`).
     resync: Option<(Duration, Instant)>,
     gc: Option<crate::gc::GcHandle>,
+    /// The node's pressure conditions, as the eviction manager last reported them.
+    pressure: eviction::NodePressure,
 }
 
 fn rfc3339(t: SystemTime) -> String {
@@ -301,6 +337,12 @@ fn grace_of(pod: &Pod) -> Duration {
             .unwrap_or(30)
             .max(0) as u64,
     )
+}
+
+/// The pod's `activeDeadlineSeconds`.
+fn active_deadline(pod: &Pod) -> Option<Duration> {
+    let secs = pod.spec.as_ref()?.active_deadline_seconds?;
+    Some(Duration::from_secs(secs.max(0) as u64))
 }
 
 fn restart_policy(pod: &Pod) -> &str {
@@ -404,6 +446,7 @@ impl SyncLoop {
             wedge_file: None,
             resync: None,
             gc: None,
+            pressure: eviction::NodePressure::default(),
         };
         s.reconcile();
         s.publish();
@@ -427,11 +470,24 @@ impl SyncLoop {
         for r in self.removals.values_mut() {
             if !r.running.is_empty() && !r.killed {
                 r.hooks_pending.clear();
+                r.waiting_turn.clear();
                 r.kill_at = Some(now);
             }
         }
         self.reconcile();
         self.publish();
+    }
+
+    /// How long the pod has been active on the node: since its `status.startTime` (the
+    /// sandbox's creation), as the kubelet's active deadline handler measures it.
+    fn active_for(&self, w: &PodWorker) -> Option<Duration> {
+        let start = w
+            .start_time
+            .as_deref()?
+            .parse::<k8s_openapi::jiff::Timestamp>()
+            .ok()?;
+        let start = SystemTime::from(start);
+        Some(self.clock.wall().duration_since(start).unwrap_or_default())
     }
 
     fn now_str(&self) -> String {
@@ -478,6 +534,7 @@ impl SyncLoop {
             }
             SyncEvent::Work(r) => self.on_work(*r),
             SyncEvent::Probe(u) => self.on_probe(*u),
+            SyncEvent::Eviction(e) => self.on_eviction(e),
             SyncEvent::Shutdown => {}
         }
         self.reconcile();
@@ -554,8 +611,14 @@ impl SyncLoop {
                 d = Some(d.map_or(t, |x| x.min(t)));
             }
         };
+        let now = self.clock.now();
         for w in self.workers.values() {
             consider(w.sandbox_retry_at);
+            if let (Some(limit), Some(active)) = (active_deadline(&w.pod), self.active_for(w)) {
+                if !w.failed {
+                    consider(Some(now + limit.saturating_sub(active)));
+                }
+            }
             for s in &w.slots {
                 if s.instance.is_none() {
                     consider(s.retry_at);
@@ -571,6 +634,7 @@ impl SyncLoop {
         consider(self.container_kill_deadline());
         consider(self.rollback_deadline());
         consider(self.resync.map(|(_, due)| due));
+        consider(self.eviction_restart_deadline());
         if !(self.file_ready && self.url_ready) {
             consider(Some(self.started + self.cfg.sources_ready_timeout));
         }
@@ -607,6 +671,7 @@ impl SyncLoop {
             pods,
             source_errors: self.config.orphan_errors(),
             events: self.events.to_vec(),
+            node_conditions: self.pressure.views(),
         };
         self.status_line = crate::systemd::status_line(&snapshot);
         self.snapshots.publish(snapshot);

@@ -23,18 +23,28 @@ pub fn to_time(s: &str) -> Option<Time> {
     s.parse::<k8s_openapi::jiff::Timestamp>().ok().map(Time)
 }
 
+/// A container's `imageID` as containerd's CRI reports it: the image's repo digest
+/// (`docker.io/library/busybox@sha256:<manifest digest>`: containerd derives one from every
+/// name of the image), or the digest alone when the reference names no repository.
+pub(super) fn image_id(image: &str, manifest_digest: &str) -> String {
+    if manifest_digest.is_empty() {
+        return String::new();
+    }
+    match crate::images::reference::Reference::parse(image) {
+        Ok(r) if !image.starts_with("sha256:") => format!("{}@{manifest_digest}", r.name()),
+        _ => manifest_digest.to_string(),
+    }
+}
+
 /// The conditions of a worker right now: (type, status).
 fn conditions_now(w: &PodWorker) -> Vec<(&'static str, bool)> {
     let sandbox = w.sandbox == SandboxPhase::Ready;
-    let initialized = w
-        .slots
-        .iter()
-        .filter(|s| s.kind == ContainerKind::Init)
-        .all(|s| s.succeeded);
+    let initialized = super::actions::initialized(w);
+    // Sidecars' readiness counts for the pod's (the kubelet's ContainersReady).
     let ready = initialized
         && w.slots
             .iter()
-            .filter(|s| s.kind == ContainerKind::App)
+            .filter(|s| s.kind == ContainerKind::App || s.sidecar())
             .all(ready);
     vec![
         ("PodReadyToStartContainers", sandbox),
@@ -68,11 +78,8 @@ fn running(s: &Slot) -> bool {
     s.instance.as_ref().is_some_and(|i| !i.id.is_empty())
 }
 
-/// Running, its postStart hook done and its startup probe (if any) passed.
 fn started(s: &Slot) -> bool {
-    s.instance
-        .as_ref()
-        .is_some_and(|i| !i.id.is_empty() && !i.health.post_start_pending && i.health.started)
+    s.started()
 }
 
 /// Started, its readiness probe (if any) passes, and it is not being killed.
@@ -129,7 +136,9 @@ fn container_status(s: &Slot, inits_pending: bool) -> ContainerStatus {
             }),
             ..Default::default()
         }
-    } else if s.last.is_some() && (!pending(s) || (s.kind == ContainerKind::Init && s.succeeded)) {
+    } else if s.last.is_some()
+        && (!pending(s) || (s.kind == ContainerKind::Init && s.succeeded && !s.sidecar()))
+    {
         K8sState {
             terminated: terminated(s),
             ..Default::default()
@@ -166,7 +175,7 @@ fn container_status(s: &Slot, inits_pending: bool) -> ContainerStatus {
     ContainerStatus {
         name: s.container.name.clone(),
         image: s.container.image.clone().unwrap_or_default(),
-        image_id: String::new(),
+        image_id: s.image_id.clone(),
         container_id: id.map(|i| format!("podvisor://{i}")),
         ready: ready(s),
         started: Some(started(s)),
@@ -184,7 +193,7 @@ pub(super) fn is_terminal(w: &PodWorker) -> bool {
 }
 
 fn phase(w: &PodWorker) -> &'static str {
-    if w.failed || w.rejected.is_some() {
+    if w.failed || w.rejected.is_some() || w.evicted.is_some() {
         return "Failed";
     }
     let apps: Vec<&Slot> = w
@@ -212,10 +221,7 @@ fn phase(w: &PodWorker) -> &'static str {
 pub(super) fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig) -> PodView {
     let mut pod = (*w.pod).clone();
     pod.metadata.creation_timestamp = to_time(&w.created);
-    let inits_pending = w
-        .slots
-        .iter()
-        .any(|s| s.kind == ContainerKind::Init && !s.succeeded);
+    let inits_pending = !super::actions::initialized(w);
     let pod_ip = super::probes::pod_ip(&pod, &cfg.host_ip);
     let conditions = w
         .conditions
@@ -247,6 +253,16 @@ pub(super) fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig) -> PodVi
     if let SandboxPhase::Failed { message: m } = &w.sandbox {
         reason = Some(PodReason::FailedCreatePodSandBox.to_string());
         message = Some(m.clone());
+    }
+    if w.deadline_exceeded {
+        reason = Some(PodReason::DeadlineExceeded.to_string());
+        message = Some(super::actions::DEADLINE_MESSAGE.to_string());
+    }
+    if let Some(e) = &w.evicted {
+        // As the kubelet shows an evicted pod: Failed, Evicted, the message; the container
+        // statuses stay (they show how each was stopped).
+        reason = Some(PodReason::Evicted.to_string());
+        message = Some(e.message.clone());
     }
     let (mut inits, mut apps) = (inits, apps);
     if let Some((r, m)) = &w.rejected {
@@ -297,5 +313,30 @@ pub(super) fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig) -> PodVi
         pod,
         log_paths,
         previous_log_paths,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::image_id;
+
+    #[test]
+    fn image_id_is_containerds_repo_digest() {
+        let d = "sha256:6d9ac9237a84afe1516540f40a0fafdc86859b2141954b4d643af7066d598b74";
+        let table = [
+            ("busybox:1.35", d, format!("docker.io/library/busybox@{d}")),
+            ("busybox", d, format!("docker.io/library/busybox@{d}")),
+            (
+                "localhost:5000/edge/app:v2",
+                d,
+                format!("localhost:5000/edge/app@{d}"),
+            ),
+            (&format!("quay.io/a/b@{d}"), d, format!("quay.io/a/b@{d}")),
+            (d, d, d.to_string()),
+            ("busybox:1.35", "", String::new()),
+        ];
+        for (image, digest, want) in table {
+            assert_eq!(image_id(image, digest), want, "{image}");
+        }
     }
 }

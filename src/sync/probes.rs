@@ -184,6 +184,7 @@ impl SyncLoop {
         };
         let uid = w.uid.clone();
         let pod = Arc::clone(&w.pod);
+        let evicted_grace = w.evicted.as_ref().map(|e| e.grace);
         let Some(slot) = w
             .slots
             .iter_mut()
@@ -191,13 +192,15 @@ impl SyncLoop {
         else {
             return;
         };
-        let grace = kill_grace(&pod, &slot.container, kind);
+        // An eviction sets the grace (none for a hard threshold; preStop gets no time then).
+        let grace = evicted_grace.unwrap_or_else(|| kill_grace(&pod, &slot.container, kind));
         let cname = slot.container.name.clone();
         let pre_stop = slot
             .container
             .lifecycle
             .as_ref()
             .and_then(|l| l.pre_stop.as_ref())
+            .filter(|_| evicted_grace != Some(Duration::ZERO))
             .map(|h| {
                 hook_action(
                     HookKind::PreStop,
@@ -337,7 +340,8 @@ impl SyncLoop {
         };
         if let Some(r) = self.removals.get_mut(uid) {
             if hook == HookKind::PreStop && r.hooks_pending.remove(id) {
-                if let Some(sig) = r.running.get(id) {
+                // A sidecar still waiting for its turn gets its stop signal then.
+                if let Some(sig) = r.running.get(id).filter(|_| !r.waiting_turn.contains(id)) {
                     if let Err(e) = self.runtime.signal_container(id, *sig) {
                         log::warn!("pod {uid}: stop {id}: {e}");
                     }

@@ -204,6 +204,9 @@ impl SyncLoop {
                         forget_store: true,
                         name: uid,
                         hooks_pending: BTreeSet::new(),
+                        // Containers without their pod: no order is known.
+                        sidecars: Vec::new(),
+                        waiting_turn: BTreeSet::new(),
                     },
                 );
             }
@@ -245,6 +248,21 @@ impl SyncLoop {
         pod.metadata.annotations = sp.pod.metadata.annotations.clone();
         w.pod = Arc::new(pod);
         w.spec = sp.clone();
+        // downwardAPI/projected files show labels and annotations: written again (the
+        // kubelet's volume manager does it on its next remount).
+        let has_projected = w.pod.spec.as_ref().is_some_and(|s| {
+            s.volumes
+                .iter()
+                .flatten()
+                .any(|v| v.downward_api.is_some() || v.projected.is_some())
+        });
+        if has_projected && w.sandbox == super::SandboxPhase::Ready {
+            self.executor
+                .submit(super::executor::Job::UpdatePodVolumes {
+                    uid: w.uid.clone(),
+                    pod: Arc::clone(&w.pod),
+                });
+        }
         if let Err(e) = self.save_desired(&sp) {
             log::warn!("{name}: {e}");
         }

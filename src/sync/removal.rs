@@ -17,15 +17,20 @@ impl SyncLoop {
         };
         let mut running = BTreeMap::new();
         let mut pending_starts = 0;
+        let mut sidecars = Vec::new();
         for s in &w.slots {
             if let Some(i) = &s.instance {
                 if i.id.is_empty() {
                     pending_starts += 1;
                 } else {
                     running.insert(i.id.clone(), i.stop_signal);
+                    if s.sidecar() {
+                        sidecars.push(i.id.clone());
+                    }
                 }
             }
         }
+        let waiting_turn = sidecars.iter().cloned().collect();
         let (hook_jobs, hooks_pending) = self.pre_stop_jobs(&w);
         for j in hook_jobs {
             self.executor.submit(j);
@@ -54,6 +59,8 @@ impl SyncLoop {
                 forget_store: true,
                 name: name.to_string(),
                 hooks_pending,
+                sidecars,
+                waiting_turn,
             },
         );
         self.dirty = true;
@@ -70,11 +77,21 @@ impl SyncLoop {
             None => return,
             Some(RemovalAction::Stop { ids }) => {
                 r.kill_at = Some(now + r.grace);
+                for (id, _) in &ids {
+                    r.waiting_turn.remove(id);
+                }
                 // Containers with a running preStop hook get their stop signal after it.
+                signals.extend(ids.into_iter().map(|(id, sig)| (id, sig, "stop")));
+            }
+            Some(RemovalAction::StopInTurn { ids }) => {
+                for (id, _) in &ids {
+                    r.waiting_turn.remove(id);
+                }
                 signals.extend(ids.into_iter().map(|(id, sig)| (id, sig, "stop")));
             }
             Some(RemovalAction::StopAfterPreStop { ids }) => {
                 r.hooks_pending.clear();
+                r.waiting_turn.clear();
                 r.kill_at = Some(now + probes::MIN_GRACE);
                 signals.extend(ids.into_iter().map(|(id, sig)| (id, sig, "stop")));
             }

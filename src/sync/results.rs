@@ -80,6 +80,20 @@ impl SyncLoop {
                 what,
                 result,
             } => self.on_hook_done(&uid, &name, &container_id, hook, &what, result),
+            JobResult::PodVolumesUpdated { uid, result } => {
+                if let (Err(message), Some(name)) = (result, self.pod_name_of(&uid)) {
+                    self.event(
+                        EventType::Warning,
+                        &name,
+                        None,
+                        EventReason::FailedMount,
+                        &format!("downwardAPI volumes not updated: {message}"),
+                    );
+                }
+            }
+            JobResult::SandboxRemoved { uid, result } => {
+                self.on_evicted_sandbox_removed(&uid, result)
+            }
             JobResult::PodRemoved { uid, result } => match result {
                 Ok(()) => {
                     if let Some(r) = self.removals.remove(&uid) {
@@ -210,6 +224,8 @@ impl SyncLoop {
                 });
                 slot.waiting = None;
                 slot.retry_at = None;
+                slot.image_id =
+                    super::podstatus::image_id(&info.meta.image, &info.meta.image_digest);
                 let image = slot.container.image.clone().unwrap_or_default();
                 self.event(
                     EventType::Normal,

@@ -250,8 +250,10 @@ impl SyncLoop {
                 .then(|| {
                     w.slots.iter().find_map(|s| {
                         let last = s.last.as_ref()?;
-                        (s.kind == crate::runtime::ContainerKind::Init && !s.succeeded)
-                            .then(|| (s.container.name.clone(), last.exit.exit_code))
+                        (s.kind == crate::runtime::ContainerKind::Init
+                            && !s.succeeded
+                            && !s.sidecar())
+                        .then(|| (s.container.name.clone(), last.exit.exit_code))
                     })
                 })
                 .flatten(),

@@ -118,6 +118,7 @@ impl DesiredStore {
                 full_name: r.full_name,
                 spec_hash: r.spec_hash,
                 meta_hash: r.meta_hash,
+                warnings: Vec::new(),
             })
             .collect()
     }

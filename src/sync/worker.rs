@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::actions::{compute_actions, Action, Actions, PodState};
+use super::actions::{apps_finished, compute_actions, Action, Actions, PodState, DEADLINE_MESSAGE};
 use super::backoff;
 use super::executor::Job;
 use super::{probes, restart_policy, Finished, Instance, PodWorker, SandboxPhase, Slot, SyncLoop};
@@ -50,6 +50,9 @@ impl SyncLoop {
             conditions: BTreeMap::new(),
             failed: false,
             rejected: None,
+            deadline_exceeded: false,
+            evicted: None,
+            evictions: 0,
             since: self.clock.now(),
             was_ready: false,
         };
@@ -78,10 +81,14 @@ impl SyncLoop {
                     slot.previous_log = Some(last.log_path.clone());
                 }
                 slot.instances_started = c.meta.restart_count + 1;
+                slot.image_id = super::podstatus::image_id(&c.meta.image, &c.meta.image_digest);
                 let live = slot.instance.as_ref().map(|i| i.id.clone());
                 match c.state {
                     ContainerState::Exited(exit) => {
-                        if slot.kind == ContainerKind::Init && exit.exit_code == 0 {
+                        if slot.kind == ContainerKind::Init
+                            && exit.exit_code == 0
+                            && !slot.sidecar()
+                        {
                             slot.succeeded = true;
                         }
                         slot.last = Some(Finished {
@@ -141,6 +148,17 @@ impl SyncLoop {
                 }
             }
         }
+        // A running sidecar next to app containers that ran started before (the pod was
+        // initialized): it gates nothing while its probes run again.
+        let apps_ran = w
+            .slots
+            .iter()
+            .any(|s| s.kind == ContainerKind::App && (s.instance.is_some() || s.last.is_some()));
+        for s in &mut w.slots {
+            if apps_ran && s.sidecar() && s.instance.is_some() {
+                s.succeeded = true;
+            }
+        }
         // The kubelet's restart count after a runtime lost a container's status: one above the
         // highest log file, so no instance appends to an earlier instance's log.
         for slot in &mut w.slots {
@@ -163,7 +181,17 @@ impl SyncLoop {
         // Containers but no live sandbox (a reboot took it, or its namespaces died): the
         // kubelet's "sandbox changed".
         let changed = ran && w.sandbox != SandboxPhase::Ready;
+        let warnings = w.spec.warnings.clone();
         self.workers.insert(name.clone(), w);
+        for warning in warnings {
+            self.event(
+                EventType::Warning,
+                &name,
+                None,
+                EventReason::VolumeDefaulted,
+                &warning,
+            );
+        }
         if changed {
             self.sandbox_changed(&name, "no live sandbox for the pod's containers");
         }
@@ -211,12 +239,17 @@ impl SyncLoop {
             return;
         };
         let state = PodState {
+            pressure_active: w
+                .evicted
+                .as_ref()
+                .is_some_and(|e| self.pressure.is_active(e.pressure)),
             worker: w,
             previous_generation_removing: w
                 .blocked_by
                 .as_ref()
                 .is_some_and(|b| self.removals.contains_key(b)),
             same_uid_removing: self.removals.contains_key(&w.uid),
+            active_for: self.active_for(w),
         };
         let actions = compute_actions(now, &state);
         if !actions.is_empty() {
@@ -229,6 +262,8 @@ impl SyncLoop {
         let mut notes: Vec<(EventType, String, EventReason, String)> = Vec::new();
         let mut kills = Vec::new();
         let mut signals = Vec::new();
+        let mut stops = Vec::new();
+        let mut eviction_steps = Vec::new();
         let Some(w) = self.workers.get_mut(name) else {
             return;
         };
@@ -298,6 +333,41 @@ impl SyncLoop {
                     jobs.push(start_container(&w.uid, &w.pod, &mut w.slots[slot]));
                 }
                 Action::NotRestarted { slot } => w.slots[slot].waiting = None,
+                Action::SidecarStarted { slot } => w.slots[slot].succeeded = true,
+                Action::DeadlineExceeded => {
+                    w.failed = true;
+                    w.deadline_exceeded = true;
+                    notes.push((
+                        EventType::Normal,
+                        String::new(),
+                        EventReason::DeadlineExceeded,
+                        DEADLINE_MESSAGE.to_string(),
+                    ));
+                    for s in &w.slots {
+                        if let Some(i) = s.instance.as_ref().filter(|i| !i.id.is_empty()) {
+                            if s.kind == ContainerKind::App {
+                                stops.push((s.container.name.clone(), i.id.clone()));
+                            }
+                        }
+                    }
+                }
+                Action::StopSidecar { slot } => {
+                    if let Some(i) = &w.slots[slot].instance {
+                        stops.push((w.slots[slot].container.name.clone(), i.id.clone()));
+                    }
+                }
+                a @ (Action::RemoveEvictedSandbox | Action::RestartEvicted) => {
+                    eviction_steps.push(a)
+                }
+            }
+        }
+        for a in eviction_steps {
+            if a == Action::RemoveEvictedSandbox {
+                self.remove_evicted_sandbox(name);
+            } else {
+                self.restart_evicted(name);
+                // The new sandbox is asked for at once, not at the next timer.
+                self.sync_worker(name);
             }
         }
         for (cname, id, probe) in kills {
@@ -314,13 +384,24 @@ impl SyncLoop {
             );
             self.begin_container_kill(name, &id, Some(probe));
         }
+        for (cname, id) in stops {
+            self.event(
+                EventType::Normal,
+                name,
+                Some(&cname),
+                EventReason::Killing,
+                &format!("Stopping container {cname}"),
+            );
+            self.begin_container_kill(name, &id, None);
+        }
         for (id, sig) in signals {
             if let Err(e) = self.runtime.signal_container(&id, sig) {
                 log::warn!("signal {sig} to {id}: {e}");
             }
         }
         for (t, c, reason, msg) in notes {
-            self.event(t, name, Some(&c), reason, &msg);
+            let container = (!c.is_empty()).then_some(c.as_str());
+            self.event(t, name, container, reason, &msg);
         }
         for j in jobs {
             self.executor.submit(j);
@@ -340,6 +421,9 @@ impl SyncLoop {
         };
         let name = name.clone();
         let policy = restart_policy(&w.pod).to_string();
+        // The pod is done (a sidecar's exit changes nothing of its app containers).
+        let failed = w.failed;
+        let finished = failed || apps_finished(w, &policy);
         let Some(slot) = w
             .slots
             .iter_mut()
@@ -360,10 +444,16 @@ impl SyncLoop {
             log_path: inst.log_path,
         });
         let mut note = None;
-        if slot.kind == ContainerKind::Init && code == 0 {
+        if slot.kind == ContainerKind::Init && code == 0 && !slot.sidecar() {
             slot.succeeded = true;
         } else {
-            if backoff::should_restart(slot.kind, &policy, code) {
+            // A sidecar restarts whatever the pod's restartPolicy, until the pod is done.
+            let restart = if slot.sidecar() {
+                !finished
+            } else {
+                !failed && backoff::should_restart(slot.kind, &policy, code)
+            };
+            if restart {
                 let at = slot.backoff.restart_at(now);
                 slot.retry_at = Some(at);
                 if at > now {

@@ -28,6 +28,16 @@ impl Daemon {
     /// Starts `podvisor run` with `extra` flags (node name `testnode`, RUST_LOG=info); returns
     /// once its API answers.
     pub fn start_with(env: &TestEnv, manifests: &Path, extra: &[&str]) -> Daemon {
+        Daemon::start_with_env(env, manifests, extra, &[])
+    }
+
+    /// As [`Daemon::start_with`], with environment variables for the daemon.
+    pub fn start_with_env(
+        env: &TestEnv,
+        manifests: &Path,
+        extra: &[&str],
+        vars: &[(&str, &Path)],
+    ) -> Daemon {
         let socket = env.dir.path().join("api.sock");
         let log_path = env.dir.path().join("daemon.log");
         let log = fs::OpenOptions::new()
@@ -45,6 +55,13 @@ impl Daemon {
             .arg("--hostname-override")
             .arg("testnode")
             .args(extra)
+            // Tests must not depend on how full this host's disk is: only the memory
+            // threshold (node allocatable's) unless a test sets its own.
+            .args(
+                (!extra.iter().any(|a| a.starts_with("--eviction-hard")))
+                    .then_some("--eviction-hard=memory.available<100Mi"),
+            )
+            .envs(vars.iter().copied())
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))

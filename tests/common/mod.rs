@@ -18,6 +18,8 @@ use podvisor::runtime::{ExitRecord, RuntimeEvent};
 pub mod daemon;
 pub mod image;
 pub mod registry;
+#[allow(dead_code)]
+pub mod smallfs;
 
 pub use image::BUSYBOX;
 
@@ -80,6 +82,16 @@ const POLL: Duration = Duration::from_millis(50);
 /// the integration tests wait for something to happen: the timeout only bounds how long the
 /// test waits before it gives up (generous, for loaded machines), it is never a performance
 /// assert (those belong in benchmarks).
+/// Init pid of a container (`podvisor://<id>` or `<id>`) from its monitor's state file.
+pub fn init_pid(env: &TestEnv, container_id: &str) -> i32 {
+    let id = container_id.trim_start_matches("podvisor://");
+    let state: serde_json::Value = serde_json::from_slice(
+        &fs::read(env.run.join("containers").join(id).join("state.json")).expect("state"),
+    )
+    .expect("json");
+    state["init"]["pid"].as_i64().expect("pid") as i32
+}
+
 pub fn wait_until(what: &str, timeout: Duration, cond: impl FnMut() -> bool) {
     wait_until_else(what, timeout, cond, String::new);
 }

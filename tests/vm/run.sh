@@ -56,7 +56,7 @@ scenarios=(
   oom-killed oom-child pids-limit cpu-throttled
   refused-outofcpu refused-outofmemory
   device-filter privileged-device apparmor-default apparmor-localhost
-  multiarch-image boot-to-pods
+  multiarch-image share-pid boot-to-pods
   monitors-outside-pods pod-cgroup-removed cycles-50
 )
 if [ "$vm_arch" != amd64 ]; then

@@ -409,7 +409,8 @@ EOF
 # No monitor or daemon process may sit in a pod's cgroups (item 1 of issue 5).
 scenario_monitors_outside_pods() {
   n=monitors-outside-pods errs=""
-  for procs in $(find "$CG/$PARENT" -name cgroup.procs); do
+  # <pod cgroup>/pod-init holds the shared PID namespace's init (podvisor's binary) by design.
+  for procs in $(find "$CG/$PARENT" -name cgroup.procs ! -path '*/pod-init/*'); do
     for pid in $(cat "$procs"); do
       exe=$(readlink "/proc/$pid/exe" 2>/dev/null)
       case "$exe" in */podvisor*) errs="$errs pid $pid ($exe) in ${procs#"$CG"/};" ;; esac
@@ -417,6 +418,27 @@ scenario_monitors_outside_pods() {
   done
   dcg=$(sed -n 's/^0:://p' "/proc/$daemon/cgroup")
   case "$dcg" in "/$PARENT"/*) errs="$errs the daemon is in $dcg;" ;; esac
+  report $n
+}
+
+# shareProcessNamespace on pure v2: PID 1 of the pod is podvisor's init, seen by a container,
+# living in the leaf <pod cgroup>/pod-init (v2 allows processes only in leaves).
+peer_sees_init() { podvisor logs share-pid -c peer 2>/dev/null | grep -q '^podvisor shim pod-init'; }
+scenario_share_pid() {
+  n=share-pid errs=""
+  if ! wait_until 60 peer_sees_init; then
+    fail $n "PID 1 seen by the peer container is not the pod init: $(podvisor logs share-pid -c peer 2>&1 | tail -n 1)"
+    return
+  fi
+  uid=$(pod_uid $n)
+  if podcg=$(pod_cgroup "$uid"); then
+    init=$(first_pid "$podcg/pod-init")
+    [ -n "$init" ] || errs="$errs no process in $podcg/pod-init;"
+    [ -n "$init" ] && ! grep -q 'pod-init' "/proc/$init/cmdline" 2>/dev/null &&
+      errs="$errs $podcg/pod-init holds $init, not the pod init;"
+  else
+    errs="$errs no pod cgroup pod$uid;"
+  fi
   report $n
 }
 
@@ -538,7 +560,7 @@ want() {
   case ",$only," in *",$1,"*) return 0 ;; *) return 1 ;; esac
 }
 scenario_pods=""
-for p in qos-guaranteed qos-burstable qos-besteffort oom-killed oom-child pids-limit cpu-throttled refused-outofcpu refused-outofmemory device-filter privileged-device apparmor-default apparmor-localhost multiarch-image; do
+for p in qos-guaranteed qos-burstable qos-besteffort oom-killed oom-child pids-limit cpu-throttled refused-outofcpu refused-outofmemory device-filter privileged-device apparmor-default apparmor-localhost multiarch-image share-pid; do
   if want $p; then
     start_pod $p
     scenario_pods="$scenario_pods $p"
@@ -559,6 +581,7 @@ want privileged-device && scenario_privileged_device
 want apparmor-default && scenario_apparmor_default
 want apparmor-localhost && scenario_apparmor_localhost
 want multiarch-image && scenario_multiarch_image
+want share-pid && scenario_share_pid
 [ -d /vm/armhf ] && want armhf-binary && scenario_armhf_binary # arm64 guest only
 want monitors-outside-pods && scenario_monitors_outside_pods
 

@@ -292,10 +292,10 @@ fn validate_spec(spec: &PodSpec, v: &mut Errors) {
         }
     }
     validate_static_restrictions(spec, v);
-    if spec.share_process_namespace == Some(true) {
+    if spec.share_process_namespace == Some(true) && spec.host_pid == Some(true) {
         v.push(
             "spec.shareProcessNamespace",
-            "not supported yet: podvisor has no pod-wide init process to share a PID namespace",
+            "ShareProcessNamespace and HostPID cannot both be enabled",
         );
     }
     if spec.host_users == Some(false) {
@@ -306,7 +306,7 @@ fn validate_spec(spec: &PodSpec, v: &mut Errors) {
     }
     let volumes = volumes::validate_volumes(spec, v);
     if let Some(r) = &spec.resources {
-        validate_resources(r, "spec.resources", v);
+        validate_resources(r, "spec.resources", true, v);
     }
 
     let host_network = spec.host_network == Some(true);
@@ -430,15 +430,6 @@ fn validate_container(
             );
         }
     }
-    // stdinOnce means nothing without stdin: the runtime ignores it, so does validation.
-    for (key, set) in [("tty", c.tty), ("stdin", c.stdin)] {
-        if set == Some(true) {
-            v.push(
-                format!("{field}.{key}"),
-                "not supported yet: podvisor gives containers no terminal or stdin (use podvisor exec -it)",
-            );
-        }
-    }
     if let Some(pm) = c
         .security_context
         .as_ref()
@@ -453,7 +444,7 @@ fn validate_container(
     validate_ports(c, field, host_network, host_ports, v);
     validate_env(c, field, container_names, v);
     if let Some(r) = &c.resources {
-        validate_resources(r, &format!("{field}.resources"), v);
+        validate_resources(r, &format!("{field}.resources"), false, v);
     }
     let mut paths = BTreeSet::new();
     for (j, m) in c.volume_mounts.iter().flatten().enumerate() {
@@ -702,13 +693,32 @@ fn validate_env(c: &Container, field: &str, container_names: &BTreeSet<&str>, v:
 fn is_known_resource(name: &str) -> bool {
     match name {
         "cpu" | "memory" | "ephemeral-storage" => true,
-        _ => name.strip_prefix("hugepages-").is_some_and(|size| {
-            quantity::parse_bytes(&Quantity(size.to_string())).is_ok_and(|b| b > 0)
-        }),
+        _ => is_hugepages(name) || is_extended_resource(name),
     }
 }
 
-fn validate_resources(r: &ResourceRequirements, field: &str, v: &mut Errors) {
+fn is_hugepages(name: &str) -> bool {
+    name.strip_prefix("hugepages-")
+        .is_some_and(|size| quantity::parse_bytes(&Quantity(size.to_string())).is_ok_and(|b| b > 0))
+}
+
+/// The API's extended resource name (`IsExtendedResourceName`): domain-qualified, outside
+/// the `kubernetes.io` domain, not `requests.`-prefixed, and a valid qualified name with
+/// `requests.` in front (as quota names it).
+fn is_extended_resource(name: &str) -> bool {
+    name.contains('/')
+        && !name.contains("kubernetes.io/")
+        && !name.starts_with("requests.")
+        && check_qualified_name(&format!("requests.{name}")).is_ok()
+}
+
+/// Requests must equal limits (the API's `IsOvercommitAllowed` is false): extended
+/// resources and hugepages.
+fn is_non_overcommitable(name: &str) -> bool {
+    is_hugepages(name) || is_extended_resource(name)
+}
+
+fn validate_resources(r: &ResourceRequirements, field: &str, pod_level: bool, v: &mut Errors) {
     let mut parsed: [BTreeMap<&str, u128>; 2] = [BTreeMap::new(), BTreeMap::new()];
     for (slot, (kind, map)) in [("requests", &r.requests), ("limits", &r.limits)]
         .into_iter()
@@ -716,14 +726,24 @@ fn validate_resources(r: &ResourceRequirements, field: &str, v: &mut Errors) {
     {
         for (name, q) in map.iter().flatten() {
             let rf = format!("{field}.{kind}{}", bracket(name));
+            if pod_level && is_extended_resource(name) {
+                v.push(
+                    &rf,
+                    format!("unsupported value {name:?}: pod-level resources support cpu, memory and hugepages-<size>"),
+                );
+                continue;
+            }
             if !is_known_resource(name) {
                 v.push(
                     &rf,
-                    format!("unknown resource {name:?} (podvisor knows cpu, memory, ephemeral-storage and hugepages-<size>)"),
+                    format!("unknown resource {name:?} (podvisor knows cpu, memory, ephemeral-storage, hugepages-<size> and extended resources <domain>/<name>)"),
                 );
                 continue;
             }
             match quantity::parse_nanos(q) {
+                Ok(n) if is_extended_resource(name) && n % 1_000_000_000 != 0 => {
+                    v.push(&rf, format!("{:?} must be an integer", q.0));
+                }
                 Ok(n) => {
                     parsed[slot].insert(name.as_str(), n);
                 }
@@ -731,10 +751,37 @@ fn validate_resources(r: &ResourceRequirements, field: &str, v: &mut Errors) {
             }
         }
     }
+    let quantity_of = |m: &Option<BTreeMap<String, Quantity>>, name: &str| {
+        m.as_ref()
+            .and_then(|m| m.get(name))
+            .map(|q| q.0.clone())
+            .unwrap_or_default()
+    };
+    for name in parsed[0].keys() {
+        if is_non_overcommitable(name) && !parsed[1].contains_key(name) {
+            v.push(
+                format!("{field}.limits{}", bracket(name)),
+                "Limit must be set for non overcommitable resources".to_string(),
+            );
+        }
+    }
+    for (name, req) in &parsed[0] {
+        match parsed[1].get(name) {
+            Some(lim) if is_non_overcommitable(name) && req != lim => v.push(
+                format!("{field}.requests{}", bracket(name)),
+                format!(
+                    "{:?} must be equal to the {name} limit of {:?}",
+                    quantity_of(&r.requests, name),
+                    quantity_of(&r.limits, name)
+                ),
+            ),
+            _ => {}
+        }
+    }
     let [requests, limits] = &parsed;
     for (name, req) in requests {
         if let Some(lim) = limits.get(name) {
-            if req > lim {
+            if req > lim && !is_non_overcommitable(name) {
                 let rq = r
                     .requests
                     .as_ref()
@@ -835,6 +882,55 @@ mod tests {
     }
 
     #[test]
+    fn extended_resources_as_the_api_server() {
+        let pod = |res: &str| {
+            format!("metadata: {{name: w}}\nspec: {{containers: [{{name: a, image: b, resources: {res}}}]}}\n")
+        };
+        let ok = [
+            "{limits: {example.com/foo: 2}}",
+            "{requests: {example.com/foo: 2}, limits: {example.com/foo: 2}}",
+            "{requests: {hugepages-2Mi: 4Mi, memory: 1Mi}, limits: {hugepages-2Mi: 4Mi, memory: 1Mi}}",
+        ];
+        for res in ok {
+            let p = crate::pod::manifest::parse_pod(pod(res).as_bytes(), "v.yaml").expect("parse");
+            assert!(validate(&p, "v.yaml").is_ok(), "{res}");
+        }
+        let bad = [
+            (
+                "{requests: {example.com/foo: 2}}",
+                "limits[example.com/foo]: Limit must be set for non overcommitable resources",
+            ),
+            (
+                "{requests: {hugepages-2Mi: 2Mi}, limits: {hugepages-2Mi: 4Mi}}",
+                "must be equal to the hugepages-2Mi limit of \"4Mi\"",
+            ),
+            (
+                "{limits: {example.com/foo: 1.5}}",
+                "\"1.5\" must be an integer",
+            ),
+            (
+                "{limits: {kubernetes.io/foo: 1}}",
+                "unknown resource \"kubernetes.io/foo\"",
+            ),
+        ];
+        for (res, want) in bad {
+            let p = crate::pod::manifest::parse_pod(pod(res).as_bytes(), "v.yaml").expect("parse");
+            let msg = validate(&p, "v.yaml").expect_err(res).to_string();
+            assert!(msg.contains(want), "{res}: {msg}");
+        }
+        let p = crate::pod::manifest::parse_pod(
+            b"metadata: {name: w}\nspec: {resources: {limits: {example.com/foo: 1}}, containers: [{name: a, image: b}]}\n",
+            "v.yaml",
+        )
+        .expect("parse");
+        let msg = validate(&p, "v.yaml").expect_err("pod level").to_string();
+        assert!(
+            msg.contains("spec.resources.limits[example.com/foo]"),
+            "{msg}"
+        );
+    }
+
+    #[test]
     fn resource_names() {
         for ok in [
             "cpu",
@@ -845,7 +941,19 @@ mod tests {
         ] {
             assert!(is_known_resource(ok), "{ok}");
         }
-        for bad in ["gpu", "nvidia.com/gpu", "hugepages-", "hugepages-x", "CPU"] {
+        for ext in ["nvidia.com/gpu", "example.com/foo", "squat.ai/serial"] {
+            assert!(is_known_resource(ext) && is_extended_resource(ext), "{ext}");
+        }
+        for bad in [
+            "gpu",
+            "hugepages-",
+            "hugepages-x",
+            "CPU",
+            "kubernetes.io/foo",
+            "requests.example.com/foo",
+            "example.com/",
+            "-bad.com/x",
+        ] {
             assert!(!is_known_resource(bad), "{bad}");
         }
     }

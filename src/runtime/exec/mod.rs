@@ -33,8 +33,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
-use std::io::{self, IoSliceMut, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -61,6 +61,7 @@ use capture::capture;
 pub use client::exec_capture;
 use tenant::{spawn_tenant, TenantIo};
 use tty::interactive;
+pub use tty::{local_window_size, RawMode};
 
 /// The most bytes kept of each of stdout and stderr in capture mode.
 pub const OUTPUT_CAP: usize = 16 * 1024;

@@ -73,12 +73,12 @@ pub(super) fn forward(pid: Pid, signo: i32) {
 }
 
 /// The local terminal (stdin) in raw mode for as long as this lives.
-pub(super) struct RawMode {
+pub struct RawMode {
     saved: nix::sys::termios::Termios,
 }
 
 impl RawMode {
-    fn enter() -> Option<RawMode> {
+    pub fn enter() -> Option<RawMode> {
         use nix::sys::termios;
         let stdin = io::stdin();
         let saved = termios::tcgetattr(stdin.as_fd()).ok()?;
@@ -100,7 +100,7 @@ impl Drop for RawMode {
 }
 
 /// The window size of our terminal (stdin, else stdout), if we have one.
-pub(super) fn local_window_size() -> Option<tty::Winsize> {
+pub fn local_window_size() -> Option<tty::Winsize> {
     [
         tty::window_size(io::stdin()),
         tty::window_size(io::stdout()),
@@ -119,39 +119,10 @@ pub(super) fn sync_window_size(master: &OwnedFd) {
 }
 
 /// Receives the pty master libcontainer sends over the console socket.
-pub(super) fn receive_master(listener: &UnixListener) -> Result<OwnedFd, ExecError> {
-    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
-    let term = |reason: String| ExecError::Terminal { reason };
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| term(e.to_string()))?;
-    let (conn, _) = listener
-        .accept()
-        .map_err(|e| term(format!("no console connection from the container: {e}")))?;
-    conn.set_nonblocking(false)
-        .map_err(|e| term(e.to_string()))?;
-    let mut name = [0u8; 256];
-    let mut iov = [IoSliceMut::new(&mut name)];
-    let mut space = nix::cmsg_space!([RawFd; 1]);
-    let msg = recvmsg::<()>(
-        conn.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC,
-    )
-    .map_err(|e| term(format!("receiving the pty master: {e}")))?;
-    let cmsgs = msg
-        .cmsgs()
-        .map_err(|e| term(format!("receiving the pty master: {e}")))?;
-    for c in cmsgs {
-        if let ControlMessageOwned::ScmRights(fds) = c {
-            if let Some(fd) = fds.first() {
-                // SAFETY: the kernel installed this fd in our table for us.
-                return Ok(unsafe { OwnedFd::from_raw_fd(*fd) });
-            }
-        }
-    }
-    Err(term("the console message carried no fd".into()))
+fn receive_master(listener: &UnixListener) -> Result<OwnedFd, ExecError> {
+    crate::runtime::console::receive_master(listener).map_err(|e| ExecError::Terminal {
+        reason: e.to_string(),
+    })
 }
 
 pub(super) fn interactive_tty(dir: &Path, cmd: &[String], stdin: bool) -> Result<i32, ExecError> {

@@ -17,24 +17,23 @@ pub(super) struct PodCgroupRecord {
 
 impl LinuxRuntime {
     /// Creates the pod's cgroup with `cg`'s values: podvisor's own tree (cgroupfs) or the
-    /// pod's slice through systemd. Called with `cgroup_lock` held.
+    /// pod's slice through systemd; returns its cgroup path below the cgroup root. Called
+    /// with `cgroup_lock` held.
     pub(super) fn create_pod_cgroup(
         &self,
         uid: &str,
         cg: &cgroups::resources::PodCgroupConfig,
-    ) -> Result<(), RuntimeError> {
-        match &self.systemd_units {
-            None => {
-                self.cfg
-                    .cgroup_root
-                    .create_pod(&self.cfg.cgroup_parent, uid, cg)?;
-            }
+    ) -> Result<String, RuntimeError> {
+        Ok(match &self.systemd_units {
+            None => self
+                .cfg
+                .cgroup_root
+                .create_pod(&self.cfg.cgroup_parent, uid, cg)?,
             Some(units) => {
                 cgroups::systemd::create_pod(units.as_ref(), &self.cfg.cgroup_parent, uid, cg)
-                    .map_err(cgroups::CgroupError::from)?;
+                    .map_err(cgroups::CgroupError::from)?
             }
-        }
-        Ok(())
+        })
     }
 
     /// Removes the pod's cgroup wherever it is. Called with `cgroup_lock` held.
@@ -94,6 +93,12 @@ impl LinuxRuntime {
     /// sandbox is only torn down once no container of its pod lives.
     pub(super) fn remove_partial_sandbox(&self, uid: &str) -> Result<(), RuntimeError> {
         let _busy = self.busy_sandboxes.enter(uid);
+        sandbox::stop_pod_init(&self.cfg.sandbox_dirs(), uid).map_err(|source| {
+            RuntimeError::Sandbox {
+                pod: uid.to_string(),
+                source: Box::new(source),
+            }
+        })?;
         let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
         self.remove_pod_cgroup(uid)?;
         sandbox::remove_runtime(&self.cfg.sandbox_dirs(), uid).map_err(|source| {

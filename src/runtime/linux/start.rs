@@ -84,6 +84,7 @@ impl LinuxRuntime {
             network_ns: (!sb.host_network).then(|| sb_paths.ns("net")),
             ipc_ns: sb_paths.ns("ipc"),
             uts_ns: (!sb.host_network).then(|| sb_paths.ns("uts")),
+            pid_ns: sb_paths.shares_pid().then(|| sb_paths.ns("pid")),
             hosts: sb_paths.etc("hosts"),
             hostname: sb_paths.etc("hostname"),
             resolv_conf: sb_paths.etc("resolv.conf"),
@@ -170,6 +171,8 @@ impl LinuxRuntime {
             cgroup_root: self.cfg.cgroup_root.path().to_path_buf(),
             cgroup_path,
             systemd_cgroup: driver == cgroups::CgroupDriver::Systemd,
+            stdin: req.container.stdin.unwrap_or(false),
+            stdin_once: req.container.stdin_once.unwrap_or(false),
         };
         let write = |path: PathBuf, r: io::Result<()>| {
             r.map_err(|source| RuntimeError::Io {

@@ -100,6 +100,9 @@ pub struct SandboxMounts {
     pub ipc_ns: PathBuf,
     /// Pinned UTS namespace file; `None` = hostNetwork (host UTS, `spec.hostname` unset).
     pub uts_ns: Option<PathBuf>,
+    /// Pinned shared PID namespace file (`shareProcessNamespace: true`); `None` = each
+    /// container gets its own PID namespace (or the host's with hostPID).
+    pub pid_ns: Option<PathBuf>,
     /// Bind-mounted on /etc/hosts.
     pub hosts: PathBuf,
     /// Bind-mounted on /etc/hostname.
@@ -378,7 +381,8 @@ pub fn build_spec(req: &SpecRequest<'_>) -> Result<ContainerSpec, SpecError> {
     let capabilities = capabilities(&ctx, privileged)?;
 
     let mut process = Process::default();
-    process.set_terminal(Some(false));
+    // tty: the monitor receives the pty master through libcontainer's console socket.
+    process.set_terminal(Some(ctx.container.tty.unwrap_or(false)));
     process.set_user(User::default());
     process.set_args(Some(args));
     process.set_env(Some(env.iter().map(|(k, v)| format!("{k}={v}")).collect()));
@@ -417,6 +421,11 @@ pub fn build_spec(req: &SpecRequest<'_>) -> Result<ContainerSpec, SpecError> {
     let mut linux = Linux::default();
     let host_pid = pod_spec.host_pid.unwrap_or(false);
     let host_ipc = pod_spec.host_ipc.unwrap_or(false);
+    if flag_set(pod_spec.share_process_namespace) != req.sandbox.pid_ns.is_some() {
+        return Err(SpecError::SandboxMismatch {
+            reason: "shareProcessNamespace pods have a shared PID namespace and others none",
+        });
+    }
     linux.set_namespaces(Some(namespaces(req.sandbox, host_pid, host_ipc)));
     linux.set_cgroups_path(Some(PathBuf::from(req.cgroups_path)));
     linux.set_resources(Some(resources(&ctx, privileged)?));
@@ -502,19 +511,17 @@ fn check_unsupported(ctx: &Ctx<'_>) -> Result<(), SpecError> {
     let s = ctx.spec;
     let flag = |v: Option<bool>| v.unwrap_or(false);
     let yet = |field: String| Err(SpecError::NotSupportedYet { field });
-    if flag(s.share_process_namespace) {
-        return yet("spec.shareProcessNamespace".into());
+    if flag(s.share_process_namespace) && flag(s.host_pid) {
+        return Err(invalid(
+            "spec.shareProcessNamespace".into(),
+            "true",
+            "ShareProcessNamespace and HostPID cannot both be enabled",
+        ));
     }
     if s.host_users == Some(false) {
         return yet("spec.hostUsers".into());
     }
     let c = ctx.container;
-    if flag(c.tty) {
-        return yet(ctx.field("tty"));
-    }
-    if flag(c.stdin) {
-        return yet(ctx.field("stdin"));
-    }
     // Every envFrom source (configMapRef, secretRef) is an API object.
     if c.env_from.as_ref().is_some_and(|v| !v.is_empty()) {
         return Err(SpecError::ApiObjectReference {
@@ -586,7 +593,12 @@ fn pod_hostname(ctx: &Ctx<'_>, sandbox: &SandboxMounts) -> Result<Option<String>
     Ok(Some(trimmed.to_string()))
 }
 
-/// The container's namespaces: its own PID namespace unless `hostPID`, the pod's IPC
+fn flag_set(v: Option<bool>) -> bool {
+    v.unwrap_or(false)
+}
+
+/// The container's namespaces: its own PID namespace unless `hostPID` (the pod's with
+/// `shareProcessNamespace`), the pod's IPC
 /// namespace unless `hostIPC` (then the host's, which the container keeps by not joining
 /// any), the pod's UTS and network namespaces unless `hostNetwork`.
 fn namespaces(sandbox: &SandboxMounts, host_pid: bool, host_ipc: bool) -> Vec<LinuxNamespace> {
@@ -598,7 +610,7 @@ fn namespaces(sandbox: &SandboxMounts, host_pid: bool, host_ipc: bool) -> Vec<Li
     };
     let mut list = Vec::new();
     if !host_pid {
-        list.push(ns(LinuxNamespaceType::Pid, None));
+        list.push(ns(LinuxNamespaceType::Pid, sandbox.pid_ns.as_ref()));
     }
     if !host_ipc {
         list.push(ns(LinuxNamespaceType::Ipc, Some(&sandbox.ipc_ns)));

@@ -30,16 +30,10 @@ fn every_container_refusal_is_a_validation_error() {
     let cases: Vec<(serde_json::Value, serde_json::Value, &str)> = vec![
         (
             json!({}),
-            json!({"shareProcessNamespace": true}),
+            json!({"shareProcessNamespace": true, "hostPID": true}),
             "spec.shareProcessNamespace",
         ),
         (json!({}), json!({"hostUsers": false}), "spec.hostUsers"),
-        (json!({"tty": true}), json!({}), "spec.containers[0].tty"),
-        (
-            json!({"stdin": true}),
-            json!({}),
-            "spec.containers[0].stdin",
-        ),
         (
             json!({"securityContext": {"procMount": "Unmasked"}}),
             json!({}),

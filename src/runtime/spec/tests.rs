@@ -56,6 +56,35 @@ fn host_network_has_no_hostname_and_no_network_or_uts_namespace() {
 }
 
 #[test]
+fn share_process_namespace_joins_the_pods_pid_namespace() {
+    let p = pod_with(json!({}), json!({"shareProcessNamespace": true}));
+    let img = image(json!({"Cmd": ["x"]}));
+    let mut sb = sandbox(false);
+    // A sandbox without the shared PID namespace is refused, and the other way round.
+    let e = build_with(&p, &img, &sb).expect_err("mismatch");
+    assert!(matches!(e, SpecError::SandboxMismatch { .. }), "{e}");
+    sb.pid_ns = Some(PathBuf::from("/run/podvisor/ns/pid"));
+    let plain = pod_with(json!({}), json!({}));
+    let e = build_with(&plain, &img, &sb).expect_err("mismatch");
+    assert!(matches!(e, SpecError::SandboxMismatch { .. }), "{e}");
+    let cs = build_with(&p, &img, &sb).expect("spec");
+    let pid = linux(&cs)
+        .namespaces()
+        .clone()
+        .expect("ns")
+        .into_iter()
+        .find(|n| n.typ() == LinuxNamespaceType::Pid)
+        .expect("pid namespace");
+    assert_eq!(pid.path(), &Some(PathBuf::from("/run/podvisor/ns/pid")));
+    // With hostPID as well: refused, as the API server does.
+    let both = pod_with(
+        json!({}),
+        json!({"shareProcessNamespace": true, "hostPID": true}),
+    );
+    assert!(err(&both).starts_with("spec.shareProcessNamespace: invalid value"));
+}
+
+#[test]
 fn namespaces_join_the_sandbox() {
     let cs = ok(&pod_with(json!({}), json!({})));
     let ns: Vec<(LinuxNamespaceType, Option<PathBuf>)> = linux(&cs)
@@ -90,21 +119,6 @@ fn namespaces_join_the_sandbox() {
 #[test]
 fn unsupported_pod_and_container_fields_are_named() {
     let cases = [
-        (
-            json!({}),
-            json!({"shareProcessNamespace": true}),
-            "spec.shareProcessNamespace is not supported yet",
-        ),
-        (
-            json!({"tty": true}),
-            json!({}),
-            "spec.containers[0].tty is not supported yet",
-        ),
-        (
-            json!({"stdin": true}),
-            json!({}),
-            "spec.containers[0].stdin is not supported yet",
-        ),
         (
             json!({"securityContext": {"seccompProfile": {"type": "Localhost", "localhostProfile": "p.json"}}}),
             json!({}),
@@ -183,12 +197,20 @@ fn pod_level_resources_leave_the_container_spec_alone() {
 }
 
 #[test]
+fn tty_asks_libcontainer_for_a_terminal() {
+    let cs = ok(&pod_with(json!({"tty": true, "stdin": true}), json!({})));
+    assert_eq!(process(&cs).terminal(), Some(true));
+    let cs = ok(&pod_with(json!({}), json!({})));
+    assert_eq!(process(&cs).terminal(), Some(false));
+}
+
+#[test]
 fn init_containers_are_found_and_named() {
     let p = pod(json!({
         "metadata": {"name": "p"},
         "spec": {
             "containers": [{"name": "main"}],
-            "initContainers": [{"name": "init", "tty": true}]
+            "initContainers": [{"name": "init", "securityContext": {"procMount": "Unmasked"}}]
         }
     }));
     let spec = p.spec.as_ref().expect("spec");
@@ -209,10 +231,10 @@ fn init_containers_are_found_and_named() {
         host_devices: &[],
         sub_path_pins: None,
     };
-    let e = build_spec(&req).expect_err("tty");
+    let e = build_spec(&req).expect_err("procMount");
     assert_eq!(
         e.to_string(),
-        "spec.initContainers[0].tty is not supported yet"
+        "spec.initContainers[0].securityContext.procMount is not supported yet"
     );
     let stranger: Container = serde_json::from_value(json!({"name": "stranger"})).expect("c");
     req.container = &stranger;

@@ -37,6 +37,7 @@ pub(super) fn image(config: serde_json::Value) -> ImageConfiguration {
 
 pub(super) fn sandbox(host_network: bool) -> SandboxMounts {
     SandboxMounts {
+        pid_ns: None,
         network_ns: (!host_network).then(|| PathBuf::from("/run/podvisor/ns/net")),
         ipc_ns: PathBuf::from("/run/podvisor/ns/ipc"),
         uts_ns: (!host_network).then(|| PathBuf::from("/run/podvisor/ns/uts")),

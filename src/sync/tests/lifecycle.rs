@@ -359,3 +359,88 @@ fn duplicate_names_refuse_the_second_file() {
         e.message
     );
 }
+
+#[test]
+fn a_defaulted_volume_is_a_warning_event_naming_the_dropped_key() {
+    let mut h = harness();
+    let extra = "  volumes:\n  - name: data\n    empty-dir: {}\n";
+    h.file("web.yaml", &pod_yaml("web", "busybox", extra));
+    let snap = h.snap();
+    let warnings: Vec<_> = snap
+        .events
+        .iter()
+        .filter(|e| e.reason == "VolumeDefaulted")
+        .collect();
+    assert_eq!(warnings.len(), 1, "{:?}", snap.events);
+    let e = warnings[0];
+    assert_eq!(e.type_, crate::status::EventType::Warning);
+    assert!(e.pod.starts_with("default/web"), "{}", e.pod);
+    assert!(
+        e.message.contains("/m/web.yaml")
+            && e.message.contains("spec.volumes[0]")
+            && e.message.contains("\"empty-dir\"")
+            && e.message.contains("defaulted to emptyDir"),
+        "{}",
+        e.message
+    );
+    // The same content read again (a rescan) is the same generation: no second event.
+    h.file("web.yaml", &pod_yaml("web", "busybox", extra));
+    let n = h
+        .snap()
+        .events
+        .iter()
+        .filter(|e| e.reason == "VolumeDefaulted")
+        .map(|e| e.count)
+        .sum::<u32>();
+    assert_eq!(n, 1);
+}
+
+/// Native sidecars through the loop: started before the app, restarted on exit under
+/// restartPolicy Never, stopped after the app containers (later-declared sidecar first).
+#[test]
+fn sidecars_start_first_restart_and_stop_after_the_app_in_reverse_order() {
+    let mut h = harness();
+    h.scan_done();
+    let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: s}\nspec:\n  restartPolicy: Never\n  initContainers:\n  - {name: a, image: busybox, restartPolicy: Always}\n  - {name: b, image: busybox, restartPolicy: Always}\n  containers:\n  - {name: main, image: busybox}\n";
+    h.file("s.yaml", yaml);
+    let order: Vec<String> = h.rt.starts().into_iter().map(|(c, _)| c).collect();
+    assert_eq!(order, ["a", "b", "main"]);
+    let id_of = |h: &Harness, name: &str| {
+        let st = h.rt.state.lock().expect("lock");
+        st.containers
+            .values()
+            .filter(|c| c.meta.container_name == name)
+            .filter(|c| matches!(c.state, ContainerState::Running { .. }))
+            .map(|c| c.meta.id.clone())
+            .next()
+            .expect("running")
+    };
+    // A sidecar that exits restarts even under restartPolicy Never.
+    let a = id_of(&h, "a");
+    let ev = h.rt.exit(&a, 1);
+    h.send(ev);
+    assert!(
+        h.rt.starts().contains(&("a".to_string(), 1)),
+        "{:?}",
+        h.rt.starts()
+    );
+    // Removal: the app gets its stop signal; the sidecars wait for their turn.
+    let (a, b, main) = (id_of(&h, "a"), id_of(&h, "b"), id_of(&h, "main"));
+    h.remove_file("s.yaml");
+    let signaled = |h: &Harness, id: &str| {
+        h.rt.calls().contains(&Call::Signal {
+            id: id.to_string(),
+            signal: libc::SIGTERM,
+        })
+    };
+    assert!(signaled(&h, &main) && !signaled(&h, &a) && !signaled(&h, &b));
+    let ev = h.rt.exit(&main, 0);
+    h.send(ev);
+    assert!(signaled(&h, &b) && !signaled(&h, &a), "{:?}", h.rt.calls());
+    let ev = h.rt.exit(&b, 0);
+    h.send(ev);
+    assert!(signaled(&h, &a));
+    let ev = h.rt.exit(&a, 0);
+    h.send(ev);
+    assert!(h.snap().find_pod("s").is_none());
+}

@@ -569,6 +569,7 @@ fn pod_yaml(name: &str, image: &str, extra: &str) -> String {
 }
 
 mod admission;
+mod eviction;
 mod images;
 mod lifecycle;
 mod probes;

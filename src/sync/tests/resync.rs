@@ -20,7 +20,10 @@ fn resync_is_a_deadline_and_asks_container_gc_with_the_loops_view() {
     h.advance(Duration::from_secs(30));
     assert!(requests.try_recv().is_err(), "not due yet");
     h.advance(Duration::from_secs(31));
-    let req = requests.try_recv().expect("a GC request at the resync");
+    let req = requests
+        .try_recv()
+        .expect("a GC request at the resync")
+        .request;
     assert!(req.sources_ready);
     assert!(req.active.contains(&web), "{req:?}");
     assert!(req.removing.is_empty(), "{req:?}");
@@ -30,7 +33,7 @@ fn resync_is_a_deadline_and_asks_container_gc_with_the_loops_view() {
     let new = h.uid("web");
     assert_ne!(new, web);
     h.advance(Duration::from_secs(61));
-    let req = requests.try_recv().expect("the next resync");
+    let req = requests.try_recv().expect("the next resync").request;
     assert!(
         req.active.contains(&new) && !req.active.contains(&web),
         "{req:?}"

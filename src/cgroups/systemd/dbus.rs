@@ -7,7 +7,7 @@ use libcgroups::systemd::dbus_native::client::SystemdClient;
 use libcgroups::systemd::dbus_native::dbus::DbusConnection;
 use libcgroups::systemd::dbus_native::serialize::{Structure, Variant};
 
-use super::systemd::{SystemdError, SystemdUnits, UnitProperties, UnitValue};
+use super::{SystemdError, SystemdUnits, UnitProperties, UnitValue};
 
 /// systemd's units, reached on the system bus.
 #[derive(Debug, Default, Clone, Copy)]

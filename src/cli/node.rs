@@ -1,0 +1,115 @@
+//! cli::node: `podvisor node` — the node in `kubectl describe node`'s layout: name,
+//! conditions (MemoryPressure, DiskPressure, PIDPressure with transition times), capacity,
+//! allocatable, images, and the pods with their requests; `-o json` prints the v1 Node.
+
+use serde_json::Value;
+
+use super::table::kubectl_table;
+
+/// The describe-style text of a `GET /node` answer.
+pub fn render_node(node: &Value) -> String {
+    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+    let mut out = format!("Name:  {}\n", s(&node["metadata"]["name"]));
+    out.push_str("Conditions:\n");
+    let mut rows = String::from("Type\tStatus\tLastTransitionTime\tReason\tMessage\n");
+    for c in node["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        rows.push_str(&format!(
+            "{}\t{}\t{}\t{}\t{}\n",
+            s(&c["type"]),
+            s(&c["status"]),
+            s(&c["lastTransitionTime"]),
+            s(&c["reason"]),
+            s(&c["message"])
+        ));
+    }
+    for line in kubectl_table(&rows).lines() {
+        out.push_str(&format!("  {line}\n"));
+    }
+    for section in ["capacity", "allocatable"] {
+        let title = if section == "capacity" {
+            "Capacity"
+        } else {
+            "Allocatable"
+        };
+        out.push_str(&format!("{title}:\n"));
+        if let Some(m) = node["status"][section].as_object() {
+            for (k, v) in m {
+                out.push_str(&format!("  {k}:\t{}\n", s(v)));
+            }
+        }
+    }
+    let images = node["status"]["images"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    out.push_str(&format!("Images:  ({} in total)\n", images.len()));
+    for i in &images {
+        let names: Vec<String> = i["names"].as_array().into_iter().flatten().map(s).collect();
+        out.push_str(&format!(
+            "  {}  {} bytes\n",
+            names.join(", "),
+            i["sizeBytes"].as_u64().unwrap_or(0)
+        ));
+    }
+    let pods = node["pods"].as_array().cloned().unwrap_or_default();
+    out.push_str(&format!("Pods:  ({} in total)\n", pods.len()));
+    let mut rows = String::from("Namespace\tName\tPhase\tReason\tCPU Requests\tMemory Requests\n");
+    for p in &pods {
+        rows.push_str(&format!(
+            "{}\t{}\t{}\t{}\t{}\t{}\n",
+            s(&p["namespace"]),
+            s(&p["name"]),
+            s(&p["phase"]),
+            s(&p["reason"]),
+            s(&p["cpuRequests"]),
+            s(&p["memoryRequests"])
+        ));
+    }
+    for line in kubectl_table(&rows).lines() {
+        out.push_str(&format!("  {line}\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn describe_node_layout() {
+        let node = serde_json::json!({
+            "metadata": {"name": "edge1"},
+            "status": {
+                "capacity": {"cpu": "2000m", "memory": "4Gi"},
+                "allocatable": {"cpu": "2000m", "memory": "3996Mi"},
+                "conditions": [{"type": "DiskPressure", "status": "True", "reason": "KubeletHasDiskPressure", "message": "kubelet has disk pressure", "lastTransitionTime": "2026-11-24T23:00:00Z"}],
+                "images": [{"names": ["docker.io/library/busybox:1.35", "sha256:ab"], "sizeBytes": 1000}],
+            },
+            "pods": [{"namespace": "default", "name": "web-edge1", "phase": "Failed", "reason": "Evicted", "cpuRequests": "0m", "memoryRequests": "0"}],
+        });
+        let text = render_node(&node);
+        assert!(text.starts_with("Name:  edge1\nConditions:\n"), "{text}");
+        assert!(
+            text.lines()
+                .any(|l| l.contains("DiskPressure") && l.contains("True")),
+            "{text}"
+        );
+        assert!(text.contains("KubeletHasDiskPressure"), "{text}");
+        assert!(
+            text.contains("Capacity:\n  cpu:\t2000m\n  memory:\t4Gi\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "Images:  (1 in total)\n  docker.io/library/busybox:1.35, sha256:ab  1000 bytes\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("web-edge1"), "{text}");
+        assert!(text.contains("Evicted"), "{text}");
+    }
+}

@@ -1,0 +1,102 @@
+//! config::eviction: the eviction settings of the KubeletConfiguration (`evictionHard`,
+//! `evictionSoft` and their grace periods, `evictionMinimumReclaim`,
+//! `evictionMaxPodGracePeriod`, `evictionPressureTransitionPeriod`,
+//! `mergeDefaultEvictionSettings`) and the `--eviction-hard` flag, each bad value an error
+//! naming the field or flag. The thresholds themselves are parsed by `eviction::threshold`.
+
+use super::*;
+use crate::eviction::threshold::{EvictionMaps, DEFAULT_PRESSURE_TRANSITION_PERIOD};
+
+/// `--eviction-hard`: `signal<value` pairs separated by commas replace the hard thresholds
+/// (the file's minimum reclaim of a signal stays) and node allocatable's memory threshold.
+pub(super) fn apply_hard_flag(file: &mut KubeletConfig, value: &str) -> Result<(), ConfigError> {
+    let mut map = BTreeMap::new();
+    for pair in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((signal, v)) = pair.split_once('<') else {
+            return Err(invalid_flag(
+                "eviction-hard",
+                value,
+                format!("{pair:?} is not signal<quantity"),
+            ));
+        };
+        map.insert(signal.trim().to_string(), v.trim().to_string());
+    }
+    let hard = crate::eviction::threshold::parse_thresholds(&EvictionMaps {
+        hard: Some(&map),
+        ..Default::default()
+    })
+    .map_err(|e| invalid_flag("eviction-hard", value, e.to_string()))?;
+    let old = std::mem::take(&mut file.eviction.thresholds);
+    let reclaim = |s| {
+        old.iter()
+            .find(|t| t.signal == s)
+            .and_then(|t| t.min_reclaim)
+    };
+    file.eviction.thresholds = hard
+        .into_iter()
+        .map(|mut t| {
+            t.min_reclaim = reclaim(t.signal);
+            t
+        })
+        .chain(old.iter().filter(|t| !t.hard).copied())
+        .collect();
+    file.reservation.eviction_memory =
+        crate::eviction::threshold::hard_memory(&file.eviction.thresholds);
+    Ok(())
+}
+
+/// The eviction settings; every bad value an error naming the field (`evictionHard.<signal>`,
+/// `evictionSoftGracePeriod.<signal>`, `evictionMaxPodGracePeriod`, ...).
+pub(super) fn parse(
+    raw: &RawKubeletConfiguration,
+    source_name: &str,
+) -> Result<EvictionConfig, ConfigError> {
+    let invalid = |field: String, location: String, message: String| ConfigError::Invalid {
+        source_name: source_name.into(),
+        location,
+        field,
+        message,
+    };
+    let thresholds = crate::eviction::threshold::parse_thresholds(&EvictionMaps {
+        hard: raw.eviction_hard.as_ref(),
+        soft: raw.eviction_soft.as_ref(),
+        soft_grace_period: raw.eviction_soft_grace_period.as_ref(),
+        minimum_reclaim: raw.eviction_minimum_reclaim.as_ref(),
+        merge_defaults: raw.merge_default_eviction_settings.unwrap_or(false),
+    })
+    .map_err(|e| invalid(e.field, String::new(), e.message))?;
+    let max_pod_grace_period = match &raw.eviction_max_pod_grace_period {
+        Some(n) if n.value < 0 => {
+            return Err(invalid(
+                "evictionMaxPodGracePeriod".into(),
+                fmt_location(&n.referenced),
+                format!("{} must not be negative", n.value),
+            ))
+        }
+        Some(n) => Duration::from_secs(n.value as u64),
+        None => Duration::ZERO,
+    };
+    let pressure_transition_period = match non_empty(&raw.eviction_pressure_transition_period) {
+        Some(s) => {
+            let d = parse_go_duration(&s.value).map_err(|e| {
+                invalid(
+                    "evictionPressureTransitionPeriod".into(),
+                    fmt_location(&s.referenced),
+                    e.to_string(),
+                )
+            })?;
+            // Zero is the kubelet's "unset" (kubeadm writes "0s").
+            if d.is_zero() {
+                DEFAULT_PRESSURE_TRANSITION_PERIOD
+            } else {
+                d
+            }
+        }
+        None => DEFAULT_PRESSURE_TRANSITION_PERIOD,
+    };
+    Ok(EvictionConfig {
+        thresholds,
+        max_pod_grace_period,
+        pressure_transition_period,
+    })
+}

@@ -1,0 +1,286 @@
+//! eviction::manager: one housekeeping pass of the eviction manager ([`Manager::synchronize`],
+//! the kubelet's `synchronize`) over its seams — the signals ([`SignalSource`]), the pods and
+//! what they use ([`PodSource`]), node-level reclaim ([`NodeReclaimer`]) — and the
+//! `eviction-manager` thread that runs it every housekeeping interval (10 s) and at once when
+//! the memory notifier wakes it. The thread owns no pod state: what it decides goes to the
+//! sync loop as [`EvictionEvent`]s.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::decisions::{
+    evaluate, eviction_grace, reclaim_sufficed, threshold_quantity, EvictionState, Observations,
+};
+use super::ranking::{eviction_message, pick_victim, PodCandidate};
+use super::signals::SignalSource;
+use super::threshold::{Pressure, Signal, Threshold};
+
+/// The kubelet's eviction monitoring period (`evictionMonitoringPeriod`).
+pub const HOUSEKEEPING_INTERVAL: Duration = Duration::from_secs(10);
+/// How long an evicted pod is left out of ranking while the sync loop stops it (the kubelet
+/// waits up to 30 s for the pod's cleanup).
+const EVICTED_HOLD: Duration = Duration::from_secs(30);
+
+/// The eviction settings (KubeletConfiguration `eviction*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvictionConfig {
+    /// Hard and soft thresholds, with grace periods and minimum reclaim.
+    pub thresholds: Vec<Threshold>,
+    /// `evictionMaxPodGracePeriod` (soft evictions only).
+    pub max_pod_grace_period: Duration,
+    /// `evictionPressureTransitionPeriod`.
+    pub pressure_transition_period: Duration,
+}
+
+impl Default for EvictionConfig {
+    fn default() -> Self {
+        EvictionConfig {
+            thresholds: super::threshold::parse_thresholds(&Default::default())
+                // The defaults are constants that parse (tested).
+                .unwrap_or_default(),
+            max_pod_grace_period: Duration::ZERO,
+            pressure_transition_period: super::threshold::DEFAULT_PRESSURE_TRANSITION_PERIOD,
+        }
+    }
+}
+
+/// A pod to evict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvictPod {
+    pub uid: String,
+    /// `namespace/name`.
+    pub name: String,
+    pub signal: Signal,
+    /// The kubelet's message (phase Failed, reason Evicted, the Evicted event).
+    pub message: String,
+    /// Stop grace: zero for a hard threshold.
+    pub grace: Duration,
+}
+
+/// What the eviction manager tells the sync loop.
+#[derive(Debug)]
+pub enum EvictionEvent {
+    /// The node conditions that hold now (sent when they change).
+    Conditions(BTreeSet<Pressure>),
+    /// A threshold is met past its grace period: reclaim starts (the node's
+    /// `EvictionThresholdMet` event).
+    ThresholdMet { signal: Signal },
+    /// Node-level reclaim: run a container and log GC pass now and send its report back.
+    ReclaimContainers(SyncSender<crate::gc::GcReport>),
+    /// Stop this pod: phase Failed, reason Evicted.
+    Evict(EvictPod),
+}
+
+/// The running pods and what they use.
+pub trait PodSource: Send {
+    /// Pods that may be evicted (not terminal), with usage for ranking `signal`.
+    fn candidates(&self, signal: Signal) -> Vec<PodCandidate>;
+}
+
+/// Node-level reclaim (the kubelet's `nodeReclaimFuncs`): each returns the bytes freed.
+pub trait NodeReclaimer: Send {
+    /// Dead containers and their logs, gone pods' log directories, rotated logs.
+    fn reclaim_containers(&mut self, send: &dyn Fn(EvictionEvent)) -> u64;
+    /// Unused images.
+    fn reclaim_images(&mut self) -> u64;
+}
+
+/// What one pass did (for tests and the log).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PassReport {
+    pub conditions: BTreeSet<Pressure>,
+    /// The threshold acted on.
+    pub threshold: Option<Threshold>,
+    /// Reclaim steps run, in order: "containers", "images".
+    pub reclaimed: Vec<&'static str>,
+    /// Node-level reclaim brought the signal back (no eviction).
+    pub reclaim_sufficed: bool,
+    pub evicted: Option<EvictPod>,
+}
+
+/// The eviction manager's state between passes.
+#[derive(Debug)]
+pub struct Manager {
+    cfg: EvictionConfig,
+    state: EvictionState,
+    conditions: BTreeSet<Pressure>,
+    /// Pods evicted recently: uid -> when.
+    evicted: BTreeMap<String, Instant>,
+}
+
+impl Manager {
+    pub fn new(cfg: EvictionConfig) -> Manager {
+        Manager {
+            cfg,
+            state: EvictionState::default(),
+            conditions: BTreeSet::new(),
+            evicted: BTreeMap::new(),
+        }
+    }
+
+    /// One housekeeping pass: observe, update conditions, and when a threshold is met past
+    /// its grace period reclaim node-level resources first, then evict at most one pod.
+    pub fn synchronize(
+        &mut self,
+        now: Instant,
+        signals: &dyn SignalSource,
+        pods: &dyn PodSource,
+        reclaimer: &mut dyn NodeReclaimer,
+        send: &dyn Fn(EvictionEvent),
+    ) -> PassReport {
+        let mut report = PassReport::default();
+        let obs = signals.observe();
+        let eval = evaluate(
+            &mut self.state,
+            now,
+            &self.cfg.thresholds,
+            &obs,
+            self.cfg.pressure_transition_period,
+        );
+        if eval.conditions != self.conditions {
+            self.conditions = eval.conditions.clone();
+            send(EvictionEvent::Conditions(eval.conditions.clone()));
+        }
+        report.conditions = eval.conditions.clone();
+        self.evicted
+            .retain(|_, at| now.saturating_duration_since(*at) < EVICTED_HOLD);
+        let Some(t) = eval.to_reclaim.first().copied() else {
+            return report;
+        };
+        report.threshold = Some(t);
+        send(EvictionEvent::ThresholdMet { signal: t.signal });
+        let mut obs = obs;
+        if t.signal.condition() == Pressure::Disk {
+            reclaimer.reclaim_containers(send);
+            report.reclaimed.push("containers");
+            obs = signals.observe();
+            if !reclaim_sufficed(&eval.to_reclaim, &obs) {
+                reclaimer.reclaim_images();
+                report.reclaimed.push("images");
+                obs = signals.observe();
+            }
+            if reclaim_sufficed(&eval.to_reclaim, &obs) {
+                report.reclaim_sufficed = true;
+                return report;
+            }
+        }
+        let candidates: Vec<PodCandidate> = pods
+            .candidates(t.signal)
+            .into_iter()
+            .filter(|p| !self.evicted.contains_key(&p.uid))
+            .collect();
+        let Some(victim) = pick_victim(t.signal, &candidates) else {
+            return report;
+        };
+        let evict = self.eviction_of(&t, &obs, victim);
+        self.evicted.insert(evict.uid.clone(), now);
+        send(EvictionEvent::Evict(evict.clone()));
+        report.evicted = Some(evict);
+        report
+    }
+
+    fn eviction_of(&self, t: &Threshold, obs: &Observations, victim: &PodCandidate) -> EvictPod {
+        let (threshold, available) = obs
+            .get(&t.signal)
+            .map(|o| (threshold_quantity(t, o.capacity), o.available))
+            .unwrap_or((0, 0));
+        EvictPod {
+            uid: victim.uid.clone(),
+            name: victim.name.clone(),
+            signal: t.signal,
+            message: eviction_message(t.signal, threshold, available, victim),
+            grace: eviction_grace(t.hard, victim.grace, self.cfg.max_pod_grace_period),
+        }
+    }
+
+    /// The conditions of the last pass.
+    pub fn conditions(&self) -> &BTreeSet<Pressure> {
+        &self.conditions
+    }
+}
+
+/// Starts the `eviction-manager` thread: a pass every [`HOUSEKEEPING_INTERVAL`], and one at
+/// once when `wake` (the memory notifier) says memory is short. `send` delivers events to
+/// the sync loop; the thread ends when it returns false (the loop is gone).
+pub fn spawn(
+    cfg: EvictionConfig,
+    signals: Box<dyn SignalSource>,
+    pods: Box<dyn PodSource>,
+    mut reclaimer: Box<dyn NodeReclaimer>,
+    wake: Receiver<()>,
+    send: Box<dyn Fn(EvictionEvent) -> bool + Send>,
+) -> std::io::Result<thread::JoinHandle<()>> {
+    thread::Builder::new()
+        .name("eviction-manager".into())
+        .spawn(move || {
+            let mut manager = Manager::new(cfg);
+            let alive = std::cell::Cell::new(true);
+            let deliver = |e: EvictionEvent| {
+                if !send(e) {
+                    alive.set(false);
+                }
+            };
+            let mut next = Instant::now();
+            // After an eviction, wake-ups wait for the next interval: one pod per interval.
+            let mut hold_until = next;
+            loop {
+                let now = Instant::now();
+                if now >= next {
+                    let r = manager.synchronize(
+                        now,
+                        signals.as_ref(),
+                        pods.as_ref(),
+                        reclaimer.as_mut(),
+                        &deliver,
+                    );
+                    log_pass(&r);
+                    if !alive.get() {
+                        return;
+                    }
+                    next = Instant::now() + HOUSEKEEPING_INTERVAL;
+                    if r.evicted.is_some() {
+                        hold_until = next;
+                    }
+                }
+                match wake.recv_timeout(next.saturating_duration_since(Instant::now())) {
+                    // Memory is short: a pass now.
+                    Ok(()) if Instant::now() >= hold_until => next = Instant::now(),
+                    Ok(()) => {}
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    // No notifier: periodic passes only.
+                    Err(mpsc::RecvTimeoutError::Disconnected) => {
+                        thread::sleep(next.saturating_duration_since(Instant::now()))
+                    }
+                }
+            }
+        })
+}
+
+fn log_pass(r: &PassReport) {
+    let Some(t) = r.threshold else { return };
+    if r.reclaim_sufficed {
+        log::info!(
+            "eviction manager: {} threshold met; node-level reclaim ({}) was enough, no pod evicted",
+            t.signal,
+            r.reclaimed.join(", ")
+        );
+    } else if let Some(e) = &r.evicted {
+        log::warn!(
+            "eviction manager: evicting pod {}: {}",
+            e.name,
+            e.message.trim_end()
+        );
+    } else {
+        log::debug!(
+            "eviction manager: {} threshold met; no pod left to evict (critical pods are never evicted)",
+            t.signal
+        );
+    }
+}
+
+/// A channel whose sender is dropped: a manager without a memory notifier.
+pub fn no_wake() -> Receiver<()> {
+    mpsc::channel().1
+}
