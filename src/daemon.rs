@@ -250,6 +250,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         .cgroup_parent
         .clone()
         .unwrap_or_else(|| cfg.cgroup_root.clone());
+    rcfg.cgroup_driver = cfg.cgroup_driver;
     rcfg.pod_pids_limit = cfg.pod_pids_limit;
     rcfg.log_max_size = cfg.container_log_max_size;
     rcfg.log_max_files = cfg.container_log_max_files;
@@ -288,6 +289,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
     let allocatable = node_allocatable(&cfg);
     let ephemeral_storage = node_ephemeral_storage(&cfg, &paths.root_dir);
     let (stats_root, stats_parent) = (rcfg.cgroup_root.clone(), rcfg.cgroup_parent.clone());
+    let rcfg_driver = rcfg.cgroup_driver;
     log_degraded_cgroup_features(&rcfg.cgroup_root);
 
     let registry_config = cfg.registry_config.clone().or_else(|| {
@@ -436,6 +438,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         Some(api::stats::StatsSource {
             root: stats_root,
             parent: stats_parent,
+            driver: rcfg_driver,
             node: api::node::NodeSource {
                 capacity: crate::cgroups::allocatable::host_capacity().ok(),
                 allocatable,

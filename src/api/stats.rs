@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ApiError;
 use crate::cgroups::stats::CgroupStats;
-use crate::cgroups::{container_cgroup, pod_cgroup, CgroupRoot};
+use crate::cgroups::{CgroupDriver, CgroupRoot};
 use crate::pod::qos::QosClass;
 use crate::status::{PodView, Snapshot};
 
@@ -20,6 +20,8 @@ pub struct StatsSource {
     pub root: CgroupRoot,
     /// podvisor's cgroup parent (`--cgroup-parent` / cgroupRoot).
     pub parent: String,
+    /// Whose names the tree uses (`cgroupDriver`).
+    pub driver: CgroupDriver,
     /// What `GET /node` shows besides the snapshot (and the pods' ephemeral storage).
     pub node: super::node::NodeSource,
 }
@@ -81,7 +83,7 @@ fn pod_stats(view: &PodView, src: &StatsSource) -> Option<PodStats> {
     let pod = &view.pod;
     let uid = pod.metadata.uid.clone()?;
     let qos = qos_of(pod)?;
-    let rel = pod_cgroup(&src.parent, qos, &uid);
+    let rel = src.driver.pod_cgroup(&src.parent, qos, &uid);
     let status = pod.status.as_ref()?;
     let mut containers = Vec::new();
     for c in status
@@ -98,7 +100,7 @@ fn pod_stats(view: &PodView, src: &StatsSource) -> Option<PodStats> {
         let (true, Some(id)) = (running, id) else {
             continue;
         };
-        let crel = container_cgroup(&src.parent, qos, &uid, id);
+        let crel = src.driver.container_cgroup(&src.parent, qos, &uid, id);
         containers.push(ContainerStats {
             name: c.name.clone(),
             container_id: id.to_string(),
@@ -187,6 +189,7 @@ mod tests {
         let src = StatsSource {
             root: CgroupRoot::new(r),
             parent: "pv".into(),
+            driver: CgroupDriver::Cgroupfs,
             node: Default::default(),
         };
         let all = collect(&snap, None, &src).expect("collect");

@@ -12,7 +12,9 @@
 //!   last pod) ([`hierarchy`]),
 //! - the kubelet's conversions and pod-level resource arithmetic ([`resources`]),
 //! - the OOM-kill counter and usage statistics of a cgroup ([`stats`]),
-//! - node allocatable and pod admission ([`allocatable`]).
+//! - node allocatable and pod admission ([`allocatable`]),
+//! - the same tree as systemd slices and scopes with `cgroupDriver: systemd` ([`systemd`],
+//!   [`dbus`] for the D-Bus calls).
 //!
 //! The cgroup filesystem root is always a parameter ([`CgroupRoot`]) so tests can point it at a
 //! fixture directory.
@@ -22,12 +24,13 @@ pub mod hierarchy;
 pub mod layout;
 pub mod resources;
 pub mod stats;
+pub mod systemd;
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-pub use layout::{container_cgroup, pod_cgroup, pod_cgroup_candidates, qos_cgroup};
+pub use layout::{container_cgroup, pod_cgroup, pod_cgroup_candidates, qos_cgroup, CgroupDriver};
 
 /// Errors of the cgroups module.
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +53,8 @@ pub enum CgroupError {
     Malformed { path: PathBuf, value: String },
     #[error("invalid cgroup name {name:?}: must be a single path component")]
     InvalidName { name: String },
+    #[error(transparent)]
+    Systemd(Box<systemd::SystemdError>),
 }
 
 /// Which cgroup hierarchy layout the host uses.

@@ -80,6 +80,7 @@ pub const IMPLEMENTED_FIELDS: &[&str] = &[
     "allowedUnsafeSysctls",
     "authentication",
     "authorization",
+    "cgroupDriver",
     "cgroupRoot",
     "containerLogMaxFiles",
     "containerLogMaxSize",
@@ -268,8 +269,11 @@ pub struct KubeletConfig {
     pub container_log_max_files: Option<u32>,
     /// `podLogsDir`: absolute, normalized, ASCII.
     pub pod_logs_dir: Option<PathBuf>,
-    /// `cgroupRoot`: a cgroup below the root, as written.
+    /// `cgroupRoot`: a cgroup below the root (a slice name with the systemd driver), as
+    /// written.
     pub cgroup_root: Option<String>,
+    /// `cgroupDriver`.
+    pub cgroup_driver: Option<crate::cgroups::CgroupDriver>,
     /// `podPidsLimit` when it is a limit (> 0); -1 and 0 mean unlimited and give `None`.
     pub pod_pids_limit: Option<i64>,
     /// `imageGCHighThresholdPercent`, 0..=100.
@@ -320,8 +324,11 @@ pub struct DaemonConfig {
     pub container_log_max_files: u32,
     /// Root of the CRI log tree.
     pub pod_logs_dir: PathBuf,
-    /// podvisor's cgroup parent, as written (see `cgroups::pod_cgroup`).
+    /// podvisor's cgroup parent, as written (see `cgroups::layout`): `podvisor` by default,
+    /// `podvisor.slice` with the systemd driver.
     pub cgroup_root: String,
+    /// `cgroupDriver` (cgroupfs by default).
+    pub cgroup_driver: crate::cgroups::CgroupDriver,
     /// PID limit per pod; `None` = unlimited (kubelet `podPidsLimit: -1`).
     pub pod_pids_limit: Option<i64>,
     /// Image garbage collection thresholds and minimum age.
@@ -464,9 +471,15 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
         pod_logs_dir: file
             .pod_logs_dir
             .unwrap_or_else(|| PathBuf::from(DEFAULT_POD_LOGS_DIR)),
-        cgroup_root: file
-            .cgroup_root
-            .unwrap_or_else(|| DEFAULT_CGROUP_ROOT.to_string()),
+        cgroup_root: file.cgroup_root.unwrap_or_else(|| {
+            match file.cgroup_driver.unwrap_or_default() {
+                crate::cgroups::CgroupDriver::Cgroupfs => DEFAULT_CGROUP_ROOT.to_string(),
+                crate::cgroups::CgroupDriver::Systemd => {
+                    crate::cgroups::systemd::DEFAULT_SLICE.to_string()
+                }
+            }
+        }),
+        cgroup_driver: file.cgroup_driver.unwrap_or_default(),
         pod_pids_limit: file.pod_pids_limit,
         resolv_conf: file
             .resolv_conf
@@ -583,7 +596,24 @@ fn validate(
         }
         None => None,
     };
+    let cgroup_driver = match non_empty(&raw.cgroup_driver) {
+        Some(s) => Some(
+            crate::cgroups::CgroupDriver::parse(&s.value).ok_or_else(|| {
+                err(
+                    "cgroupDriver",
+                    &s.referenced,
+                    format!("{:?} is not a cgroup driver (cgroupfs or systemd)", s.value),
+                )
+            })?,
+        ),
+        None => None,
+    };
     let cgroup_root = match non_empty(&raw.cgroup_root) {
+        Some(s) if cgroup_driver == Some(crate::cgroups::CgroupDriver::Systemd) => {
+            crate::cgroups::systemd::validate_slice(&s.value)
+                .map_err(|m| err("cgroupRoot", &s.referenced, m))?;
+            Some(s.value.clone())
+        }
         Some(s) => {
             crate::cgroups::validate_parent(&s.value).map_err(|_| {
                 err(
@@ -712,6 +742,7 @@ fn validate(
         container_log_max_files,
         pod_logs_dir,
         cgroup_root,
+        cgroup_driver,
         pod_pids_limit,
         image_gc_high_threshold_percent,
         image_gc_low_threshold_percent,

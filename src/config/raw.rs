@@ -100,7 +100,7 @@ kubelet_configuration! {
     system_cgroups => "systemCgroups": String,
     cgroup_root => "cgroupRoot": Spanned<String>,
     cgroups_per_qos => "cgroupsPerQOS": bool,
-    cgroup_driver => "cgroupDriver": String,
+    cgroup_driver => "cgroupDriver": Spanned<String>,
     cpu_manager_policy => "cpuManagerPolicy": String,
     single_process_oom_kill => "singleProcessOOMKill": bool,
     cpu_manager_policy_options => "cpuManagerPolicyOptions": StringMap,

@@ -109,10 +109,14 @@ fn kubeadm_config_parses_and_lists_unimplemented_fields() {
         }
     );
     assert_eq!(cfg.static_pod_url, None);
+    // kubeadm's driver is implemented, not listed as ignored.
+    assert_eq!(
+        cfg.cgroup_driver,
+        Some(crate::cgroups::CgroupDriver::Systemd)
+    );
     let expected: Vec<String> = [
         "authentication.webhook",
         "authorization.webhook",
-        "cgroupDriver",
         "clusterDNS",
         "clusterDomain",
         "containerRuntimeEndpoint",
@@ -386,6 +390,21 @@ fn invalid_values_name_the_field() {
         ("podLogsDir: /var/lög", "podLogsDir", "ASCII"),
         ("cgroupRoot: /", "cgroupRoot", "below the root"),
         ("cgroupRoot: a/../b", "cgroupRoot", "below the root"),
+        (
+            "cgroupDriver: cgroups",
+            "cgroupDriver",
+            "cgroupfs or systemd",
+        ),
+        (
+            "cgroupDriver: systemd\ncgroupRoot: podvisor",
+            "cgroupRoot",
+            "ending in \".slice\"",
+        ),
+        (
+            "cgroupDriver: systemd\ncgroupRoot: a--b.slice",
+            "cgroupRoot",
+            "doubled",
+        ),
         ("podPidsLimit: -2", "podPidsLimit", "-1 (unlimited)"),
     ];
     for &(line, field, fragment) in cases {
@@ -503,6 +522,7 @@ fn defaults_without_config_file() {
             container_log_max_files: 5,
             pod_logs_dir: PathBuf::from("/var/log/pods"),
             cgroup_root: "podvisor".into(),
+            cgroup_driver: crate::cgroups::CgroupDriver::Cgroupfs,
             pod_pids_limit: None,
             image_gc: crate::images::ImageGcPolicy {
                 high_threshold_percent: 85,
@@ -534,6 +554,33 @@ fn defaults_without_config_file() {
             unimplemented_fields: vec![],
         }
     );
+}
+
+#[test]
+fn systemd_driver_defaults_to_the_podvisor_slice() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (body, root) in [
+        ("cgroupDriver: systemd\n", "podvisor.slice"),
+        (
+            "cgroupDriver: systemd\ncgroupRoot: edge-pods.slice\n",
+            "edge-pods.slice",
+        ),
+        ("cgroupDriver: cgroupfs\n", "podvisor"),
+    ] {
+        let config = write_config(&dir, body);
+        let cfg = load(
+            &flags(&[
+                "--config",
+                config.to_str().expect("utf-8 temp path"),
+                "--hostname-override",
+                "n1",
+            ]),
+            Path::new("/var/lib/podvisor"),
+        )
+        .expect(body);
+        assert_eq!(cfg.cgroup_root, root, "{body}");
+        assert!(cfg.unimplemented_fields.is_empty(), "{body}");
+    }
 }
 
 #[test]

@@ -78,8 +78,11 @@ pub struct RuntimeConfig {
     /// The podvisor binary re-executed as monitor and helpers.
     pub shim_binary: PathBuf,
     pub cgroup_root: CgroupRoot,
-    /// Name of podvisor's top-level cgroup (default "podvisor").
+    /// Name of podvisor's top-level cgroup (default "podvisor"; a slice such as
+    /// "podvisor.slice" with the systemd driver).
     pub cgroup_parent: String,
+    /// `cgroupDriver`: podvisor's own cgroup tree, or systemd slices and scopes.
+    pub cgroup_driver: cgroups::CgroupDriver,
     /// `podPidsLimit`: pids.max of every pod cgroup (`None` = unlimited).
     pub pod_pids_limit: Option<i64>,
     pub log_max_size: u64,
@@ -105,6 +108,7 @@ impl RuntimeConfig {
             shim_binary: std::env::current_exe()?,
             cgroup_root: CgroupRoot::default(),
             cgroup_parent: "podvisor".into(),
+            cgroup_driver: cgroups::CgroupDriver::Cgroupfs,
             pod_pids_limit: None,
             log_max_size: 10 * 1024 * 1024,
             log_max_files: 5,
@@ -203,6 +207,8 @@ pub struct LinuxRuntime {
     /// Serializes pod cgroup creation and removal (tiers are removed when empty, and the
     /// Burstable tier's weight is a sum over pods).
     cgroup_lock: Mutex<()>,
+    /// systemd's units, with the systemd cgroup driver (pod slices).
+    systemd_units: Option<Box<dyn cgroups::systemd::SystemdUnits>>,
     images: Arc<ImageStore>,
     watcher: Arc<ExitWatcher>,
     thread: Option<thread::JoinHandle<()>>,
@@ -219,6 +225,18 @@ impl LinuxRuntime {
         events: Sender<RuntimeEvent>,
     ) -> Result<LinuxRuntime, RuntimeError> {
         cgroups::validate_parent(&cfg.cgroup_parent)?;
+        let systemd_units = match cfg.cgroup_driver {
+            cgroups::CgroupDriver::Cgroupfs => None,
+            cgroups::CgroupDriver::Systemd => {
+                cgroups::systemd::validate_slice(&cfg.cgroup_parent).map_err(|message| {
+                    cgroups::CgroupError::from(cgroups::systemd::SystemdError::Slice { message })
+                })?;
+                Some(
+                    cgroups::systemd::system_units(&cfg.cgroup_root)
+                        .map_err(cgroups::CgroupError::from)?,
+                )
+            }
+        };
         let boot_id = rundir::read_boot_id(&cfg.boot_id_file)?;
         let run_dir_lock = rundir::lock(&cfg.run_dir, rundir::LOCK_WAIT)?;
         rundir::prepare(&cfg.run_dir, &boot_id)?;
@@ -279,6 +297,7 @@ impl LinuxRuntime {
             _run_dir_lock: run_dir_lock,
             busy_sandboxes: BusySet::default(),
             cgroup_lock: Mutex::new(()),
+            systemd_units,
             images,
             watcher,
             thread: Some(thread),
@@ -346,10 +365,7 @@ impl Runtime for LinuxRuntime {
             source: Box::new(source),
         })?;
         let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
-        let pod_cgroup = self
-            .cfg
-            .cgroup_root
-            .create_pod(&self.cfg.cgroup_parent, &uid, &cg)?;
+        let pod_cgroup = self.create_pod_cgroup(&uid, &cg)?;
         // The shared PID namespace's init lives in the pod cgroup, as the pause container.
         let sb_paths = SandboxPaths::new(&self.cfg.sandbox_dirs(), &uid).map_err(|source| {
             RuntimeError::Sandbox {
@@ -395,9 +411,7 @@ impl Runtime for LinuxRuntime {
         })?;
         let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
         // All three QoS places are probed: the pod's class is not needed to find it.
-        self.cfg
-            .cgroup_root
-            .remove_pod(&self.cfg.cgroup_parent, pod_uid)?;
+        self.remove_pod_cgroup(pod_uid)?;
         sandbox::remove(&self.cfg.sandbox_dirs(), pod_uid).map_err(|source| {
             RuntimeError::Sandbox {
                 pod: pod_uid.to_string(),

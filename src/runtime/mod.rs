@@ -22,6 +22,7 @@ pub mod dns;
 pub mod exec;
 pub mod libct_trace;
 pub mod linux;
+pub mod oom_watch;
 pub mod procfs;
 pub mod rootfs;
 pub mod rundir;

@@ -44,6 +44,7 @@ use nix::sys::wait::WaitStatus;
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
+use super::oom_watch::OomWatch;
 use super::procfs::ProcessId;
 use super::rootfs::{self, RootfsPaths};
 use super::spec::UserRequest;
@@ -85,6 +86,8 @@ pub enum ShimError {
     Proc(#[from] super::procfs::ProcError),
     #[error("tty: {message}")]
     Terminal { message: String },
+    #[error("device filter on {path}: {message}")]
+    Devices { path: PathBuf, message: String },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> ShimError + '_ {
@@ -115,6 +118,10 @@ pub struct ShimConfig {
     pub cgroup_root: PathBuf,
     /// The container's cgroup path relative to the cgroup root.
     pub cgroup_path: String,
+    /// The container is a systemd scope (`cgroupDriver: systemd`): libcontainer's systemd
+    /// manager starts and stops it. Absent in records of earlier versions: cgroupfs.
+    #[serde(default)]
+    pub systemd_cgroup: bool,
     /// `stdin: true`: the container's stdin stays open for attach sessions.
     #[serde(default)]
     pub stdin: bool,
@@ -432,20 +439,33 @@ fn run_inner(dir: &Path, ready: fs::File) -> Result<(), ShimError> {
             let _ = signal::signal(s, signal::SigHandler::SigIgn);
         }
     }
+    // A systemd scope's cgroup goes as soon as it is empty: count OOM kills while it exists.
+    let mut oom_watch = if cfg.systemd_cgroup {
+        OomWatch::new(&cfg.cgroup_root, &cfg.cgroup_path).unwrap_or_else(|e| {
+            log::warn!("container {}: watch memory.events: {e}", cfg.id);
+            None
+        })
+    } else {
+        None
+    };
     let status = supervise(
         &cfg,
         started.init,
         started.stdout,
         started.stderr,
         started.io,
+        oom_watch.as_mut(),
     )?;
-    let oom = CgroupRoot::new(&cfg.cgroup_root)
-        .oom_kill_count(&cfg.cgroup_path)
-        .map(|n| n > 0)
-        .unwrap_or_else(|e| {
-            log::warn!("container {}: {e}", cfg.id);
-            false
-        });
+    let oom = match oom_watch.as_mut() {
+        Some(w) => w.count() > 0,
+        None => CgroupRoot::new(&cfg.cgroup_root)
+            .oom_kill_count(&cfg.cgroup_path)
+            .map(|n| n > 0)
+            .unwrap_or_else(|e| {
+                log::warn!("container {}: {e}", cfg.id);
+                false
+            }),
+    };
     let exit = exit_record(status, oom, started.started_at);
     write_exit_record(paths, &exit).map_err(io_err(&paths.exit()))?;
     cleanup_container(paths, &cfg);
@@ -547,6 +567,11 @@ fn create_and_start(
         .and_then(|l| l.resources().as_ref())
         .and_then(|r| r.cpu().as_ref())
         .and_then(|c| c.shares());
+    let device_rules = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.resources().as_ref())
+        .and_then(|r| r.devices().clone());
     let own_oom = fs::read_to_string("/proc/self/oom_score_adj").ok();
     if let Some(mut process) = spec.process().clone() {
         process.set_user(user);
@@ -617,7 +642,7 @@ fn create_and_start(
     let build = builder
         .validate_id()?
         .as_init(&paths.dir)
-        .with_systemd(false)
+        .with_systemd(cfg.systemd_cgroup)
         .as_sibling(false)
         .with_detach(true)
         .build();
@@ -673,6 +698,9 @@ fn create_and_start(
     state.init = Some(ProcessId::of(init.as_raw())?);
     fsutil::write_json_atomic_volatile(&paths.state(), &state).map_err(io_err(&paths.state()))?;
     kubelet_v2_values(&cfg.cgroup_root, &cfg.cgroup_path, cpu_shares)?;
+    if cfg.systemd_cgroup {
+        scope_device_filter(cfg, device_rules)?;
+    }
     container.start()?;
     let started_at = super::now_rfc3339();
     state.started_at = Some(started_at.clone());
@@ -717,6 +745,37 @@ fn kubelet_v2_values(
         }
     }
     Ok(())
+}
+
+/// Attaches the container's device filter (the same eBPF program libcgroups' v2 manager
+/// attaches with cgroupfs) to its systemd scope: libcontainer's systemd manager sets no device
+/// rules (youki 0.7 maps none to `DeviceAllow=`), and without this a container holding
+/// CAP_MKNOD could open any host device. Written between create and start, so the process
+/// never runs without it.
+#[cfg(feature = "systemd-cgroup")]
+fn scope_device_filter(
+    cfg: &ShimConfig,
+    rules: Option<Vec<oci_spec::runtime::LinuxDeviceCgroup>>,
+) -> Result<(), ShimError> {
+    let dir = CgroupRoot::new(&cfg.cgroup_root).dir("devices", &cfg.cgroup_path);
+    libcgroups::v2::devices::Devices::apply_devices(&dir, &rules).map_err(|e| ShimError::Devices {
+        path: dir.clone(),
+        message: e.to_string(),
+    })
+}
+
+/// Without the systemd driver built in, no container is a systemd scope.
+#[cfg(not(feature = "systemd-cgroup"))]
+fn scope_device_filter(
+    cfg: &ShimConfig,
+    _rules: Option<Vec<oci_spec::runtime::LinuxDeviceCgroup>>,
+) -> Result<(), ShimError> {
+    Err(ShimError::Devices {
+        path: cfg
+            .cgroup_root
+            .join(cfg.cgroup_path.trim_start_matches('/')),
+        message: "this podvisor was built without the systemd-cgroup feature".into(),
+    })
 }
 
 fn try_reap(init: Pid) -> Result<Option<WaitStatus>, ShimError> {

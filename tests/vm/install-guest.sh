@@ -21,11 +21,49 @@ prop() { systemctl show -p "$1" --value podvisor.service 2>/dev/null; }
 running_pods() { podvisor pods 2>/dev/null | grep -c ' Running '; }
 two_running() { [ "$(running_pods)" -ge 2 ]; }
 # "cgroup pid" of every container, sorted: what must not change across restarts
+# (the cgroupfs layout, or the systemd driver's slices and scopes)
 container_pids() {
-  for p in /sys/fs/cgroup/podvisor/pod*/*/cgroup.procs /sys/fs/cgroup/podvisor/*/pod*/*/cgroup.procs; do
+  for p in /sys/fs/cgroup/podvisor/pod*/*/cgroup.procs /sys/fs/cgroup/podvisor/*/pod*/*/cgroup.procs \
+    /sys/fs/cgroup/podvisor.slice/*pod*.slice/*.scope/cgroup.procs \
+    /sys/fs/cgroup/podvisor.slice/*.slice/*pod*.slice/*.scope/cgroup.procs; do
     [ -f "$p" ] && echo "${p%/cgroup.procs} $(head -n1 "$p")"
   done | sort
 }
+manifest() { # NAME RESOURCES: a static pod of one container sleeping until TERM
+  cat > "/etc/kubernetes/manifests/$1.yaml" <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $1}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: multiarch:1.0
+    resources: $2
+    command: [sh, -c, 'trap "exit 0" TERM; sleep 100000 & wait']
+EOF
+}
+ms() { echo $(($(date +%s%N) / 1000000)); }
+# Start latency of a one-container pod: ms from its manifest written to `podvisor pods` showing
+# it Running (polled every 50 ms), 3 pods one after the other; then they are removed. Prints
+# the three numbers, "timeout" for one not Running within 90 s.
+start_latency() { # PREFIX
+  for i in 1 2 3; do
+    _t0=$(ms)
+    manifest "$1$i" '{limits: {cpu: 100m, memory: 32Mi}}'
+    _end=$(($(now) + 90))
+    until podvisor pods 2>/dev/null | grep -q "^$1$i-.* Running "; do
+      [ "$(now)" -ge "$_end" ] && { printf 'timeout '; continue 2; }
+      sleep 0.05
+    done
+    printf '%s ' "$(($(ms) - _t0))"
+  done
+  rm -f /etc/kubernetes/manifests/"$1"?.yaml
+}
+# ms of an exec into POD (the multiarch image's busybox has sh, cat, echo and sleep)
+exec_ms() { _t0=$(ms); podvisor exec "$1" -- cat /etc/podvisor-platform >/dev/null 2>&1 || { echo failed; return; }; echo $(($(ms) - _t0)); }
+# The journal's count of connections to systemd's private socket (systemd logs them at debug)
+private_conns() { journalctl -b --no-pager -o cat 2>/dev/null | grep -c 'Accepted new private connection'; }
 ready_again() { [ "$(prop ActiveState)" = active ] && [ "$(prop MainPID)" != "$1" ] && [ "$(prop MainPID)" != 0 ]; }
 
 say "BEGIN $(systemctl --version | head -n1), kernel $(uname -r), cgroup $(stat -fc %T /sys/fs/cgroup)"
@@ -35,18 +73,7 @@ errs=""
 mkdir -p /etc/kubernetes/manifests /var/lib/podvisor/images/preload
 cp /vm/multiarch.tar /var/lib/podvisor/images/preload/
 for name in web sleeper; do
-  cat > "/etc/kubernetes/manifests/$name.yaml" <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: $name}
-spec:
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: main
-    image: multiarch:1.0
-    resources: {limits: {cpu: 100m, memory: 32Mi}}
-    command: [sh, -c, 'trap "exit 0" TERM; sleep 100000 & wait']
-EOF
+  manifest "$name" '{limits: {cpu: 100m, memory: 32Mi}}'
 done
 t=$(now)
 out=$(dpkg -i /vm/podvisor-1.deb 2>&1) || errs="dpkg -i: $out;"
@@ -109,6 +136,73 @@ say "INFO watchdog: wedged daemon $main replaced by $(prop MainPID) after $took 
 rm -f /etc/systemd/system/podvisor.service.d/wedge.conf
 systemctl daemon-reload
 report watchdog-restart
+
+# --- cgroupDriver: systemd: pods are slices, containers scopes, as `systemctl status` shows --
+errs=""
+units() { systemctl list-units --all --plain --no-legend "$@" 2>/dev/null | awk '{print $1}'; }
+no_pods() { [ "$(running_pods)" -eq 0 ] && [ -z "$(container_pids)" ]; }
+burst_gone() { [ -z "$(units 'podvisor-burstable-pod*')" ] && [ "$(running_pods)" -eq 1 ]; }
+# The same measurements under both drivers, in this VM: container start and exec latency.
+lat_cgroupfs=$(start_latency latfs)
+exec_cgroupfs=$(exec_ms web)
+rm -f /etc/kubernetes/manifests/web.yaml /etc/kubernetes/manifests/sleeper.yaml
+wait_until 60 no_pods || errs="pods of the cgroupfs driver not removed: $(container_pids | tr '\n' ' ');"
+printf '%s\n' 'cgroupDriver: systemd' >> /etc/podvisor/config.yaml
+main=$(prop MainPID)
+systemctl restart podvisor || errs="$errs restart with cgroupDriver: systemd failed;"
+wait_until 60 ready_again "$main" ||
+  errs="$errs not active with the systemd driver: $(journalctl -u podvisor -n 5 --no-pager 2>&1 | tr '\n' ' ');"
+manifest web '{limits: {cpu: 100m, memory: 32Mi}}'
+manifest burst '{requests: {cpu: 250m}, limits: {memory: 48Mi}}'
+wait_until 120 two_running || errs="$errs $(running_pods) of 2 pods Running: $(podvisor pods 2>&1 | tr '\n' ' ');"
+# systemd logs each connection to its private socket at debug level: one per D-Bus
+# operation, not one per retry after a 10 s receive timeout (docs/systemd-driver-slow-starts.md)
+systemd-analyze log-level debug
+conns0=$(private_conns)
+lat_systemd=$(start_latency latsd)
+conns=$(($(private_conns) - conns0))
+systemd-analyze log-level info
+exec_systemd=$(exec_ms web)
+case " $lat_systemd" in *timeout*) errs="$errs a pod not Running within 90 s under the systemd driver: $lat_systemd;" ;; esac
+say "INFO start latency, manifest to Running (ms, 3 pods): cgroupfs $lat_cgroupfs/ systemd $lat_systemd(private-socket connections: $conns)"
+say "INFO exec latency (ms): cgroupfs $exec_cgroupfs, systemd $exec_systemd"
+just_two() { [ "$(running_pods)" -eq 2 ] && [ "$(container_pids | wc -l)" -eq 2 ]; }
+wait_until 60 just_two || errs="$errs latency pods not removed: $(podvisor pods 2>&1 | tr '\n' ' ');"
+tree=$(systemctl status podvisor.slice --no-pager 2>&1)
+echo "$tree" | sed -n '1p;/CGroup:/,$p' | while IFS= read -r l; do say "INFO status| $l"; done
+web_slice=$(units 'podvisor-pod*.slice')
+burst_slice=$(units 'podvisor-burstable-pod*.slice')
+for want in podvisor-burstable.slice "$web_slice" "$burst_slice"; do
+  { [ -n "$want" ] && echo "$tree" | grep -q -- "$want"; } ||
+    errs="$errs systemctl status podvisor.slice lacks ${want:-a pod slice}: $(echo "$tree" | tr '\n' ' ');"
+done
+[ "$(echo "$tree" | grep -c 'podvisor-.*\.scope')" -ge 2 ] ||
+  errs="$errs no container scopes in: $(echo "$tree" | tr '\n' ' ');"
+[ "$(systemctl show -p MemoryMax --value "$web_slice" 2>&1)" = 33554432 ] ||
+  errs="$errs $web_slice MemoryMax=$(systemctl show -p MemoryMax --value "$web_slice" 2>&1);"
+[ "$(systemctl show -p CPUQuotaPerSecUSec --value "$web_slice" 2>&1)" = 100ms ] ||
+  errs="$errs $web_slice CPUQuotaPerSecUSec=$(systemctl show -p CPUQuotaPerSecUSec --value "$web_slice" 2>&1);"
+# The Burstable slice's weight follows its pods' requests (250m: shares 256, weight 10).
+[ "$(systemctl show -p CPUWeight --value podvisor-burstable.slice)" = 10 ] ||
+  errs="$errs podvisor-burstable.slice CPUWeight=$(systemctl show -p CPUWeight --value podvisor-burstable.slice);"
+bmem=/sys/fs/cgroup/podvisor.slice/podvisor-burstable.slice/$burst_slice/memory.max
+[ "$(cat "$bmem" 2>&1)" = 50331648 ] || errs="$errs $bmem: $(cat "$bmem" 2>&1);"
+# exec joins the container (through libcontainer's systemd manager: its scope)
+out=$(podvisor exec web -- cat /etc/podvisor-platform 2>&1) || errs="$errs podvisor exec: $out;"
+say "INFO systemd driver: $(echo "$tree" | grep -o 'podvisor-[^ ]*\.s[a-z]*' | sort -u | tr '\n' ' ')"
+before=$(container_pids)
+main=$(prop MainPID)
+systemctl restart podvisor || errs="$errs restart failed;"
+wait_until 60 ready_again "$main" || errs="$errs daemon not restarted;"
+wait_until 60 two_running || errs="$errs $(running_pods) of 2 pods Running after the restart;"
+after=$(container_pids)
+{ [ -n "$before" ] && [ "$before" = "$after" ]; } || errs="$errs container pids changed: [$before] -> [$after];"
+rm -f /etc/kubernetes/manifests/burst.yaml
+wait_until 60 burst_gone ||
+  errs="$errs units of the removed pod left: $(units 'podvisor-burstable-pod*' 'podvisor-*.scope' | tr '\n' ' ');"
+[ "$(units 'podvisor-*.scope' | wc -l)" -eq 1 ] || errs="$errs scopes: $(units 'podvisor-*.scope' | tr '\n' ' ');"
+[ -n "$errs" ] && say "INFO systemd driver journal: $(journalctl --no-pager -n 60 -o cat 2>&1 | grep -v -e '^Started\|^Finished' | tail -n 40 | tr '\n' '|')"
+report systemd-driver
 
 # --- remove: the service is gone, state stays; purge ----------------------------------------
 errs=""

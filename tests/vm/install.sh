@@ -4,7 +4,9 @@
 # there: install the package (pods from /etc/kubernetes/manifests run, the unit is enabled
 # and reports READY/STATUS), upgrade to a newer revision (the daemon restarts, every container
 # keeps its pid), wedge the sync loop (the watchdog restarts the daemon, containers keep their
-# pids), remove (the service is gone), purge. One "PODVISOR-VM: PASS|FAIL name" line per step.
+# pids), switch to cgroupDriver: systemd (pods are slices and containers scopes in
+# `systemctl status podvisor.slice`, limits in `systemctl show`, a restart keeps the containers,
+# a removed manifest stops its units), remove (the service is gone), purge. One "PODVISOR-VM: PASS|FAIL name" line per step.
 #
 # Usage (as root): tests/vm/install.sh [DEB-REV1 DEB-REV2]
 #   default: target/packages/podvisor_*-1_amd64.deb and -2, built with
@@ -138,9 +140,11 @@ t_end=$(date +%s)
 results=$(tr -d '\r' < "$console" | grep -a '^PODVISOR-VM: ' || true)
 printf '%s\n' "$results" | sed 's/^PODVISOR-VM: /  /'
 failed=0
-for step in install ready-status upgrade-keeps-containers watchdog-restart remove purge; do
-  if ! printf '%s\n' "$results" | grep -qx "PODVISOR-VM: PASS $step"; then
-    printf '%s\n' "$results" | grep -q "^PODVISOR-VM: FAIL $step" || echo "  MISSING $step"
+for step in install ready-status upgrade-keeps-containers watchdog-restart systemd-driver remove purge; do
+  # (here-strings, not `printf | grep -q`: with pipefail, grep -q quitting early makes printf
+  # die of SIGPIPE on long results and a passed step was reported MISSING)
+  if ! grep -qx "PODVISOR-VM: PASS $step" <<<"$results"; then
+    grep -q "^PODVISOR-VM: FAIL $step" <<<"$results" || echo "  MISSING $step"
     failed=$((failed + 1))
   fi
 done
@@ -148,5 +152,5 @@ if [ "$failed" -gt 0 ]; then
   echo "---- last 60 console lines ($console) ----"
   tr -d '\r' < "$console" | tail -n 60
 fi
-log "$((6 - failed))/6 steps passed; VM $((t_end - t_disk)) s, total $((t_end - t0)) s"
+log "$((7 - failed))/7 steps passed; VM $((t_end - t_disk)) s, total $((t_end - t0)) s"
 [ "$failed" -eq 0 ]

@@ -16,12 +16,53 @@ pub(super) struct PodCgroupRecord {
 }
 
 impl LinuxRuntime {
+    /// Creates the pod's cgroup with `cg`'s values: podvisor's own tree (cgroupfs) or the
+    /// pod's slice through systemd; returns its cgroup path below the cgroup root. Called
+    /// with `cgroup_lock` held.
+    pub(super) fn create_pod_cgroup(
+        &self,
+        uid: &str,
+        cg: &cgroups::resources::PodCgroupConfig,
+    ) -> Result<String, RuntimeError> {
+        Ok(match &self.systemd_units {
+            None => self
+                .cfg
+                .cgroup_root
+                .create_pod(&self.cfg.cgroup_parent, uid, cg)?,
+            Some(units) => {
+                cgroups::systemd::create_pod(units.as_ref(), &self.cfg.cgroup_parent, uid, cg)
+                    .map_err(cgroups::CgroupError::from)?
+            }
+        })
+    }
+
+    /// Removes the pod's cgroup wherever it is. Called with `cgroup_lock` held.
+    pub(super) fn remove_pod_cgroup(&self, uid: &str) -> Result<(), RuntimeError> {
+        match &self.systemd_units {
+            None => {
+                self.cfg
+                    .cgroup_root
+                    .remove_pod(&self.cfg.cgroup_parent, uid)?;
+            }
+            Some(units) => {
+                cgroups::systemd::remove_pod(units.as_ref(), &self.cfg.cgroup_parent, uid)
+                    .map_err(cgroups::CgroupError::from)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Sets the Burstable tier's CPU weight from the cpu requests of the Burstable pods on
     /// disk. Called with `cgroup_lock` held; no-op while the tier does not exist.
     pub(super) fn update_burstable_tier(&self) -> Result<(), RuntimeError> {
         let parent = &self.cfg.cgroup_parent;
-        let tier = cgroups::qos_cgroup(parent, crate::pod::qos::QosClass::Burstable);
-        if !self.cfg.cgroup_root.dir("cpu", &tier).is_dir() {
+        let tier = self
+            .cfg
+            .cgroup_driver
+            .qos_cgroup(parent, crate::pod::qos::QosClass::Burstable);
+        // (systemd: the slice's cgroup may not be realized yet; a slice that is not loaded
+        // is skipped by `set_burstable_cpu`.)
+        if self.systemd_units.is_none() && !self.cfg.cgroup_root.dir("cpu", &tier).is_dir() {
             return Ok(());
         }
         let mut total: u64 = 0;
@@ -38,7 +79,11 @@ impl LinuxRuntime {
                 }
             }
         }
-        self.cfg.cgroup_root.set_burstable_cpu(parent, total)?;
+        match &self.systemd_units {
+            None => self.cfg.cgroup_root.set_burstable_cpu(parent, total)?,
+            Some(units) => cgroups::systemd::set_burstable_cpu(units.as_ref(), parent, total)
+                .map_err(cgroups::CgroupError::from)?,
+        }
         Ok(())
     }
 
@@ -55,9 +100,7 @@ impl LinuxRuntime {
             }
         })?;
         let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
-        self.cfg
-            .cgroup_root
-            .remove_pod(&self.cfg.cgroup_parent, uid)?;
+        self.remove_pod_cgroup(uid)?;
         sandbox::remove_runtime(&self.cfg.sandbox_dirs(), uid).map_err(|source| {
             RuntimeError::Sandbox {
                 pod: uid.to_string(),

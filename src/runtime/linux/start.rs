@@ -111,7 +111,9 @@ impl LinuxRuntime {
             container: cname.clone(),
             source: Box::new(spec::SpecError::from(source)),
         })?;
-        let cgroup_path = cgroups::container_cgroup(&self.cfg.cgroup_parent, qos, &uid, id);
+        let driver = self.cfg.cgroup_driver;
+        let cgroup_path = driver.container_cgroup(&self.cfg.cgroup_parent, qos, &uid, id);
+        let oci_cgroups_path = driver.cgroups_path(&self.cfg.cgroup_parent, qos, &uid, id);
         let rootfs = paths.rootfs().rootfs;
         let host_devices = if security::is_privileged(req.container) {
             security::devices::host_devices(Path::new("/dev")).map_err(|source| {
@@ -130,7 +132,7 @@ impl LinuxRuntime {
             image: &image_config,
             rootfs: &rootfs,
             sandbox: &mounts,
-            cgroups_path: &cgroup_path,
+            cgroups_path: &oci_cgroups_path,
             node: &self.cfg.node,
             // Static pods are critical; the kubelet's -997 is for node-critical ones.
             critical: pod
@@ -183,6 +185,7 @@ impl LinuxRuntime {
             user: built.user,
             cgroup_root: self.cfg.cgroup_root.path().to_path_buf(),
             cgroup_path,
+            systemd_cgroup: driver == cgroups::CgroupDriver::Systemd,
             stdin: req.container.stdin.unwrap_or(false),
             stdin_once: req.container.stdin_once.unwrap_or(false),
         };

@@ -12,6 +12,7 @@ pub(super) fn supervise(
     stdout: OwnedFd,
     stderr: Option<OwnedFd>,
     mut attached: attach::ContainerIo,
+    mut oom_watch: Option<&mut OomWatch>,
 ) -> Result<WaitStatus, ShimError> {
     let mut mask = SigSet::empty();
     mask.add(Signal::SIGCHLD);
@@ -71,8 +72,9 @@ pub(super) fn supervise(
         // Indices into `fds` of what is polled this round.
         let (mut out_i, mut err_i) = (None, None);
         let mut attach_i: [Option<usize>; 3] = [None; 3];
+        let mut oom_i = None;
         let events = {
-            let mut fds = Vec::with_capacity(6);
+            let mut fds = Vec::with_capacity(7);
             fds.push(PollFd::new(sigfd.as_fd(), PollFlags::POLLIN));
             if let Some(f) = &out {
                 out_i = Some(fds.len());
@@ -88,6 +90,10 @@ pub(super) fn supervise(
                     fds.push(PollFd::new(fd, flags));
                 }
             }
+            if let Some(w) = &oom_watch {
+                oom_i = Some(fds.len());
+                fds.push(PollFd::new(w.fd(), PollFlags::POLLIN));
+            }
             match poll(&mut fds, timeout) {
                 Ok(_) => {}
                 Err(nix::Error::EINTR) => continue,
@@ -101,6 +107,11 @@ pub(super) fn supervise(
             fds.iter().map(ready).collect::<Vec<_>>()
         };
         let has = |i: Option<usize>| i.map(|i| !events[i].is_empty()).unwrap_or(false);
+        if has(oom_i) {
+            if let Some(w) = oom_watch.as_mut() {
+                w.on_event();
+            }
+        }
         if has(out_i) {
             pump(
                 &mut out,

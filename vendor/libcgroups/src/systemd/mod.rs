@@ -4,7 +4,7 @@ mod controller;
 pub mod controller_type;
 mod cpu;
 mod cpuset;
-mod dbus_native;
+pub mod dbus_native;
 mod io;
 pub mod manager;
 mod memory;

@@ -190,13 +190,11 @@ impl DbusConnection {
 
     /// Create a Unix socket and connect it to the given dbus address.
     fn connect(addr: &str, system: bool) -> Result<Self> {
-        // NOTE: DbusConnection should own an OwnedFd instead of ManuallyDrop + RawFd
-        // so that fd ownership is explicit and Drop does not need to close manually.
-        // Tracked in https://github.com/youki-dev/youki/issues/3629
+        // The fd is closed by DbusConnection's Drop (youki issue 3629: own an OwnedFd).
         let socket = std::mem::ManuallyDrop::new(socket::socket(
             socket::AddressFamily::Unix,
             socket::SockType::Stream,
-            socket::SockFlag::empty(),
+            socket::SockFlag::SOCK_CLOEXEC,
             None,
         )?);
 
@@ -318,7 +316,35 @@ impl DbusConnection {
         // self.id remains None; send_message already handles None by omitting the Sender header.
         let mut conn = Self::connect(addr, system)?;
         conn.auth(0)?;
+        conn.ping_no_reply()?;
         Ok(conn)
+    }
+
+    /// Sends org.freedesktop.DBus.Peer.Ping flagged NO_REPLY_EXPECTED, right after BEGIN.
+    /// systemd reads up to 256 bytes at a time while authenticating and keeps what followed
+    /// BEGIN in its buffer, but only polls the socket afterwards: a first call that arrived
+    /// whole with BEGIN sat unread until the receive timeout (10 s per try, ~48 s with
+    /// Manager::new's retries). BEGIN plus this Ping leave less room in that read than the
+    /// smallest call, so the first call's tail always wakes systemd; the Ping gets no reply.
+    fn ping_no_reply(&self) -> Result<()> {
+        let headers = vec![
+            Header {
+                kind: HeaderKind::Path,
+                value: HeaderValue::String("/org/freedesktop/systemd1".to_string()),
+            },
+            Header {
+                kind: HeaderKind::Interface,
+                value: HeaderValue::String("org.freedesktop.DBus.Peer".to_string()),
+            },
+            Header {
+                kind: HeaderKind::Member,
+                value: HeaderValue::String("Ping".to_string()),
+            },
+        ];
+        let message = Message::new(MessageType::MethodCall, self.get_msg_id(), headers, vec![])
+            .no_reply_expected();
+        socket::send(self.socket, &message.serialize(), socket::MsgFlags::empty())?;
+        Ok(())
     }
 
     /// Read exactly `buf.len()` bytes from the socket, retrying on EINTR.
@@ -393,7 +419,8 @@ impl DbusConnection {
             });
         }
 
-        let message = Message::new(mtype, self.get_msg_id(), headers, body);
+        let serial = self.get_msg_id();
+        let message = Message::new(mtype, serial, headers, body);
         let serialized = message.serialize();
 
         socket::sendmsg::<()>(
@@ -421,6 +448,14 @@ impl DbusConnection {
 
             let is_final = msg.preamble.mtype == MessageType::MethodReturn
                 || msg.preamble.mtype == MessageType::Error;
+            // A reply to another call (one that timed out earlier) is not this call's.
+            let reply_to = msg.headers.iter().find_map(|h| match (&h.kind, &h.value) {
+                (HeaderKind::ReplySerial, HeaderValue::U32(s)) => Some(*s),
+                _ => None,
+            });
+            if is_final && reply_to != Some(serial) {
+                continue;
+            }
             ret.push(msg);
 
             if is_final {
@@ -444,6 +479,14 @@ impl DbusConnection {
 
     fn create_proxy(&self) -> Proxy<'_> {
         self.proxy("org.freedesktop.systemd1", "/org/freedesktop/systemd1")
+    }
+}
+
+impl Drop for DbusConnection {
+    fn drop(&mut self) {
+        // The connection owns its socket; left open, every one leaked an fd into the caller
+        // (and its children) and a dead peer systemd kept queueing unit signals for.
+        let _ = nix::unistd::close(self.socket);
     }
 }
 
@@ -592,7 +635,7 @@ impl DbusConnection {
 
 #[cfg(test)]
 mod tests {
-    use std::os::fd::AsRawFd;
+    use std::os::fd::{AsRawFd, IntoRawFd};
 
     use nix::sys::socket::{self, AddressFamily, SockFlag, SockType};
     use nix::unistd::getuid;
@@ -712,7 +755,7 @@ mod tests {
         let data = [1u8, 2, 3, 4, 5, 6, 7, 8, 9, 10];
         socket::send(a.as_raw_fd(), &data, socket::MsgFlags::empty()).unwrap();
 
-        let conn = DbusConnection::for_test(b.as_raw_fd());
+        let conn = DbusConnection::for_test(b.into_raw_fd());
         let mut buf = [0u8; 10];
         conn.read_exact(&mut buf).unwrap();
         assert_eq!(buf, data);
@@ -734,7 +777,7 @@ mod tests {
 
         socket::send(a.as_raw_fd(), msg_bytes, socket::MsgFlags::empty()).unwrap();
 
-        let conn = DbusConnection::for_test(b.as_raw_fd());
+        let conn = DbusConnection::for_test(b.into_raw_fd());
         let received = conn.read_one_message().unwrap();
         assert_eq!(received, msg_bytes);
     }
@@ -761,7 +804,7 @@ mod tests {
         combined.extend_from_slice(reply_bytes);
         socket::send(a.as_raw_fd(), &combined, socket::MsgFlags::empty()).unwrap();
 
-        let conn = DbusConnection::for_test(b.as_raw_fd());
+        let conn = DbusConnection::for_test(b.into_raw_fd());
 
         let first = conn.read_one_message().unwrap();
         assert_eq!(first, signal_bytes);

@@ -279,6 +279,12 @@ impl Message {
             body,
         }
     }
+
+    /// Flags the message NO_REPLY_EXPECTED (0x1): the peer sends no reply.
+    pub fn no_reply_expected(mut self) -> Self {
+        self.preamble.flags |= 0x1;
+        self
+    }
 }
 
 // NOTE that this does not add padding after last header, because we need
