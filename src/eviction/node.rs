@@ -12,10 +12,10 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::Container;
 
 use super::manager::{EvictionEvent, NodeReclaimer, PodSource};
-use super::ranking::{is_critical, priority, ContainerUsage, PodCandidate};
+use super::ranking::{is_critical, priority, terminal, ContainerUsage, PodCandidate};
 use super::threshold::{Pressure, Signal};
 use crate::cgroups::{container_cgroup, pod_cgroup, CgroupRoot};
 use crate::images::ImageStore;
@@ -94,13 +94,6 @@ fn request_of(c: &Container, resource: &str) -> (String, u64) {
         Some(q) => (q.0.clone(), parse_bytes(q).unwrap_or(0)),
         None => ("0".to_string(), 0),
     }
-}
-
-pub(super) fn terminal(pod: &Pod) -> bool {
-    matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    )
 }
 
 impl SnapshotPods {

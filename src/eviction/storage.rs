@@ -13,8 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::ephemeral::{ContainerStorage, Limit, PodStorage, VolumeStorage};
-use super::node::terminal;
-use super::ranking::is_critical;
+use super::ranking::{is_critical, terminal};
 use super::usage::{PassCost, Tree, UsageCache, ENTRIES_PER_PASS};
 use crate::pod::quantity::{format_canonical_bytes, is_binary_si, parse_bytes};
 use crate::pod::resources::{pod_ephemeral_storage_limit, StorageAmount};
