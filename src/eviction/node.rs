@@ -74,7 +74,7 @@ fn request_of(c: &Container, resource: &str) -> (String, u64) {
     }
 }
 
-pub(super) fn terminal(pod: &Pod) -> bool {
+fn terminal(pod: &Pod) -> bool {
     matches!(
         pod.status.as_ref().and_then(|s| s.phase.as_deref()),
         Some("Succeeded" | "Failed")
