@@ -22,6 +22,14 @@ pub fn full_name(pod: &Pod) -> String {
     )
 }
 
+/// Whether a pod's phase is terminal (Succeeded or Failed).
+pub fn is_terminal(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
 /// The id of a running container (`podvisor://<id>` in its status), `None` unless running.
 pub fn running_container_id(cs: &k8s_openapi::api::core::v1::ContainerStatus) -> Option<&str> {
     cs.state.as_ref()?.running.as_ref()?;

@@ -15,7 +15,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Container;
 
 use super::manager::{EvictionEvent, NodeReclaimer, PodSource};
-use super::ranking::{is_critical, priority, terminal, ContainerUsage, PodCandidate};
+use super::ranking::{is_critical, priority, ContainerUsage, PodCandidate};
 use super::threshold::{Pressure, Signal};
 use crate::cgroups::{container_cgroup, pod_cgroup, CgroupRoot};
 use crate::images::ImageStore;
@@ -106,7 +106,7 @@ impl SnapshotPods {
         let pod = &v.pod;
         let uid = pod.metadata.uid.clone()?;
         let status = pod.status.as_ref()?;
-        if terminal(pod) {
+        if crate::status::is_terminal(pod) {
             return None;
         }
         let qos = QosClass::from_name(status.qos_class.as_deref()?)?;

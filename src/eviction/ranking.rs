@@ -13,15 +13,6 @@ use super::threshold::{format_binary_si, Signal};
 /// critical (`scheduling.SystemCriticalPriority`).
 pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
 
-/// A pod that has finished (phase Succeeded or Failed): it holds nothing to reclaim by
-/// eviction.
-pub(super) fn terminal(pod: &Pod) -> bool {
-    matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    )
-}
-
 /// Whether a pod is never evicted: priorityClassName `system-node-critical` or
 /// `system-cluster-critical`, or a priority of at least 2000000000.
 pub fn is_critical(pod: &Pod) -> bool {

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::ephemeral::{ContainerStorage, Limit, PodStorage, VolumeStorage};
-use super::ranking::{is_critical, terminal};
+use super::ranking::is_critical;
 use super::usage::{PassCost, Tree, UsageCache, ENTRIES_PER_PASS};
 use crate::pod::quantity::{format_canonical_bytes, is_binary_si, parse_bytes};
 use crate::pod::resources::{pod_ephemeral_storage_limit, StorageAmount};
@@ -56,7 +56,7 @@ impl LocalStorage {
 
     fn trees_of(&self, v: &PodView, trees: &mut Vec<Tree>) -> Option<PodTrees> {
         let pod = &v.pod;
-        if terminal(pod) {
+        if crate::status::is_terminal(pod) {
             return None;
         }
         let uid = pod.metadata.uid.clone()?;
