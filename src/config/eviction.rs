@@ -2,7 +2,9 @@
 //! `evictionSoft` and their grace periods, `evictionMinimumReclaim`,
 //! `evictionMaxPodGracePeriod`, `evictionPressureTransitionPeriod`,
 //! `mergeDefaultEvictionSettings`) and the `--eviction-hard` flag, each bad value an error
-//! naming the field or flag. The thresholds themselves are parsed by `eviction::threshold`.
+//! naming the field or flag, and the reservations node allocatable subtracts (`systemReserved`,
+//! `kubeReserved`, the hard memory threshold). The thresholds themselves are parsed by
+//! `eviction::threshold`.
 
 use super::*;
 use crate::eviction::threshold::{EvictionMaps, DEFAULT_PRESSURE_TRANSITION_PERIOD};
@@ -98,5 +100,45 @@ pub(super) fn parse(
         thresholds,
         max_pod_grace_period,
         pressure_transition_period,
+    })
+}
+
+/// `systemReserved`, `kubeReserved` and `evictionHard["memory.available"]` (the kubelet's
+/// default `100Mi` when `evictionHard` is not set; none when it is set without it). Errors
+/// name the field.
+pub(super) fn reservation(
+    raw: &RawKubeletConfiguration,
+    source_name: &str,
+) -> Result<Reservation, ConfigError> {
+    let invalid = |field: String, message: String| ConfigError::Invalid {
+        source_name: source_name.into(),
+        location: String::new(),
+        field,
+        message,
+    };
+    let reserved = |name: &str, m: &Option<BTreeMap<String, String>>| match m {
+        Some(m) => allocatable::parse_reserved(m)
+            .map_err(|e| invalid(format!("{name}.{}", e.resource), e.source.to_string())),
+        None => Ok(Default::default()),
+    };
+    let eviction_memory = match &raw.eviction_hard {
+        None => MemoryThreshold::default(),
+        Some(m) => match m.get("memory.available") {
+            None => MemoryThreshold::Bytes(0),
+            Some(v) => allocatable::parse_memory_threshold(v)
+                .map_err(|e| invalid("evictionHard.memory.available".to_string(), e.to_string()))?,
+        },
+    };
+    let storage = |name: &str, m: &Option<BTreeMap<String, String>>| match m {
+        Some(m) => allocatable::parse_reserved_storage(m)
+            .map_err(|e| invalid(format!("{name}.{}", e.resource), e.source.to_string())),
+        None => Ok(0),
+    };
+    Ok(Reservation {
+        system_reserved: reserved("systemReserved", &raw.system_reserved)?,
+        kube_reserved: reserved("kubeReserved", &raw.kube_reserved)?,
+        eviction_memory,
+        ephemeral_storage: storage("systemReserved", &raw.system_reserved)?
+            .saturating_add(storage("kubeReserved", &raw.kube_reserved)?),
     })
 }

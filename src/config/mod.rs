@@ -12,12 +12,16 @@
 mod checks;
 mod decode;
 mod eviction;
+mod flags;
 mod server;
 
 pub use server::ServerFields;
 
 pub use decode::parse_kubelet_config;
 use decode::{fmt_location, non_empty};
+use eviction::reservation;
+use flags::invalid_flag;
+pub use flags::{parse_manifest_url_headers, resolve_node_name};
 
 pub mod raw;
 #[cfg(test)]
@@ -755,116 +759,4 @@ fn validate(
         server,
         unimplemented_fields,
     })
-}
-
-/// `systemReserved`, `kubeReserved` and `evictionHard["memory.available"]` (the kubelet's
-/// default `100Mi` when `evictionHard` is not set; none when it is set without it). Errors
-/// name the field.
-fn reservation(
-    raw: &RawKubeletConfiguration,
-    source_name: &str,
-) -> Result<Reservation, ConfigError> {
-    let invalid = |field: String, message: String| ConfigError::Invalid {
-        source_name: source_name.into(),
-        location: String::new(),
-        field,
-        message,
-    };
-    let reserved = |name: &str, m: &Option<BTreeMap<String, String>>| match m {
-        Some(m) => allocatable::parse_reserved(m)
-            .map_err(|e| invalid(format!("{name}.{}", e.resource), e.source.to_string())),
-        None => Ok(Default::default()),
-    };
-    let eviction_memory = match &raw.eviction_hard {
-        None => MemoryThreshold::default(),
-        Some(m) => match m.get("memory.available") {
-            None => MemoryThreshold::Bytes(0),
-            Some(v) => allocatable::parse_memory_threshold(v)
-                .map_err(|e| invalid("evictionHard.memory.available".to_string(), e.to_string()))?,
-        },
-    };
-    let storage = |name: &str, m: &Option<BTreeMap<String, String>>| match m {
-        Some(m) => allocatable::parse_reserved_storage(m)
-            .map_err(|e| invalid(format!("{name}.{}", e.resource), e.source.to_string())),
-        None => Ok(0),
-    };
-    Ok(Reservation {
-        system_reserved: reserved("systemReserved", &raw.system_reserved)?,
-        kube_reserved: reserved("kubeReserved", &raw.kube_reserved)?,
-        eviction_memory,
-        ephemeral_storage: storage("systemReserved", &raw.system_reserved)?
-            .saturating_add(storage("kubeReserved", &raw.kube_reserved)?),
-    })
-}
-
-/// Parses `--manifest-url-header` values the way the kubelet's ColonSeparatedMultimapStringString
-/// does: each value is a comma-separated list of `key:value` pairs split at the first colon,
-/// key and value trimmed, empty pairs skipped; values of one key accumulate in order across
-/// pairs and repeated flags. Header names and values are then validated.
-pub fn parse_manifest_url_headers(
-    values: &[String],
-) -> Result<BTreeMap<String, Vec<String>>, ConfigError> {
-    let mut headers: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for value in values {
-        for pair in value.split(',') {
-            if pair.is_empty() {
-                continue;
-            }
-            let Some((key, val)) = pair.split_once(':') else {
-                return Err(invalid_flag(
-                    "manifest-url-header",
-                    value,
-                    format!("malformed pair {pair:?}, expected key:value"),
-                ));
-            };
-            headers
-                .entry(key.trim().to_string())
-                .or_default()
-                .push(val.trim().to_string());
-        }
-    }
-    for (name, vals) in &headers {
-        check_header(name, vals)
-            .map_err(|m| invalid_flag("manifest-url-header", &values.join(" "), m.to_string()))?;
-    }
-    Ok(headers)
-}
-
-/// `--hostname-override` when non-empty, else the system hostname; trimmed, lowercased and
-/// checked as a DNS-1123 subdomain (the kubelet's GetHostname plus node name validation).
-pub fn resolve_node_name(hostname_override: Option<&str>) -> Result<String, ConfigError> {
-    let (raw, origin) = match hostname_override.filter(|h| !h.is_empty()) {
-        Some(h) => (h.to_string(), "--hostname-override"),
-        None => {
-            let h =
-                nix::unistd::gethostname().map_err(|source| ConfigError::Hostname { source })?;
-            (h.to_string_lossy().into_owned(), "the system hostname")
-        }
-    };
-    let name = raw.trim().to_lowercase();
-    if name.is_empty() {
-        return Err(ConfigError::InvalidNodeName {
-            name: raw,
-            origin,
-            message: "is empty".into(),
-        });
-    }
-    if !is_dns1123_subdomain(&name) {
-        return Err(ConfigError::InvalidNodeName {
-            name,
-            origin,
-            message: "must be a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', \
-                      at most 253 characters, labels starting and ending with a letter or digit"
-                .into(),
-        });
-    }
-    Ok(name)
-}
-
-fn invalid_flag(flag: &'static str, value: &str, message: impl Into<String>) -> ConfigError {
-    ConfigError::InvalidFlag {
-        flag,
-        value: value.into(),
-        message: message.into(),
-    }
 }
