@@ -204,12 +204,22 @@ pub fn container_main_process(container_args: &ContainerArgs) -> Result<Pid> {
     }
 
     if let Some(linux) = container_args.spec.linux() {
+        #[cfg(feature = "net-devices")]
         move_network_devices_to_container(
             linux,
             init_pid,
             &mut init_main_receiver,
             &mut init_sender,
         )?;
+        #[cfg(not(feature = "net-devices"))]
+        if linux.net_devices().is_some() {
+            return Err(ProcessError::Network(crate::network::NetworkError::IO(
+                std::io::Error::new(
+                    std::io::ErrorKind::Unsupported,
+                    "linux.netDevices: libcontainer built without the net-devices feature",
+                ),
+            )));
+        }
 
         #[cfg(feature = "libseccomp")]
         if let Some(seccomp) = linux.seccomp() {
@@ -367,6 +377,7 @@ fn build_timens_offsets(linux: &Linux) -> Option<String> {
 /// This function waits for the init process to join its namespace, then transfers each
 /// configured device while preserving network addresses. Returns early if the container
 /// runs in the host network namespace.
+#[cfg_attr(not(feature = "net-devices"), allow(dead_code))]
 fn move_network_devices_to_container(
     linux: &Linux,
     init_pid: Pid,

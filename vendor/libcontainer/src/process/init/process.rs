@@ -339,6 +339,7 @@ pub fn container_init_process(
     // Setup some operations in the network namespace.
     // This is done here before dropping capabilities because we need to be able to add IP addresses to the device
     // and set up the device.
+    #[cfg(feature = "net-devices")]
     if let Some(network_devices) = ctx.linux.net_devices() {
         configure_container_network_devices(network_devices, main_sender, init_receiver).map_err(
             |err| {
@@ -962,6 +963,7 @@ fn sync_seccomp(
     Ok(())
 }
 
+#[cfg_attr(not(feature = "net-devices"), allow(dead_code))]
 fn configure_container_network_devices(
     net_device: &HashMap<String, LinuxNetDevice>,
     main_sender: &mut channel::MainSender,
