@@ -30,7 +30,7 @@ const SYSTEMD_PRIVATE_SOCKET: &str = "/run/systemd/private";
 /// Note: runc uses go-systemd's context.TODO() for dbus calls, which has no
 /// deadline, leaving the same indefinite-block risk open (runc issue #3904).
 /// This SO_RCVTIMEO approach is youki's equivalent fix.
-const RECV_TIMEOUT_SECS: i64 = 10;
+const RECV_TIMEOUT_SECS: nix::libc::time_t = 10;
 
 /// NOTE that this is meant for a single-threaded use, and concurrent
 /// usage can cause errors, primarily because then the message received over
