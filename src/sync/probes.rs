@@ -23,8 +23,9 @@ use crate::prober::{container_probes, hook_action, HookKind, ProbeKind, ProbeRes
 use crate::reason::EventReason;
 use crate::status::EventType;
 
-/// After a preStop hook the container always gets at least this long between the stop signal
-/// and SIGKILL (the kubelet's minimumGracePeriodInSeconds).
+/// A container always gets at least this long between the stop signal and SIGKILL, also with
+/// a grace period of zero and after a preStop hook (the kubelet's minimumGracePeriodInSeconds);
+/// only an eviction without grace kills at once.
 pub const MIN_GRACE: Duration = Duration::from_secs(2);
 /// podvisor's cap on a postStart hook (the kubelet waits without limit).
 pub const POST_START_TIMEOUT: Duration = Duration::from_secs(120);
@@ -192,7 +193,8 @@ impl SyncLoop {
         else {
             return;
         };
-        // An eviction sets the grace (none for a hard threshold; preStop gets no time then).
+        // An eviction sets the grace (none for a hard threshold or a local storage limit). As in
+        // the kubelet's killContainer, preStop runs only with a grace period above zero.
         let grace = evicted_grace.unwrap_or_else(|| kill_grace(&pod, &slot.container, kind));
         let cname = slot.container.name.clone();
         let pre_stop = slot
@@ -200,7 +202,7 @@ impl SyncLoop {
             .lifecycle
             .as_ref()
             .and_then(|l| l.pre_stop.as_ref())
-            .filter(|_| evicted_grace != Some(Duration::ZERO))
+            .filter(|_| !grace.is_zero())
             .map(|h| {
                 hook_action(
                     HookKind::PreStop,
@@ -233,10 +235,25 @@ impl SyncLoop {
             Some(Err(e)) => hook_error = Some(e.to_string()),
             None => {}
         }
+        // The stop signal gets at least MIN_GRACE before SIGKILL (the kubelet's minimal
+        // shutdown window), even with terminationGracePeriodSeconds: 0; with a preStop hook the
+        // hook has the whole grace period and the window starts when it ends. Evictions are the
+        // exception: a hard threshold kills at once, so the victim's memory is back within the
+        // README's 1 s target (the kubelet's 1 s + 2 s leave a pod ignoring SIGTERM 2 s more).
+        let floor = if evicted_grace.is_some() {
+            Duration::ZERO
+        } else {
+            MIN_GRACE
+        };
         inst.health.kill = Some(Kill {
             hook_pending: job.is_some(),
             killed: false,
-            deadline: now + grace,
+            deadline: now
+                + if job.is_some() {
+                    grace
+                } else {
+                    grace.max(floor)
+                },
         });
         if let Some(msg) = hook_error {
             self.event(
@@ -429,6 +446,10 @@ impl SyncLoop {
         let mut jobs = Vec::new();
         let mut ids = BTreeSet::new();
         let mut errors = Vec::new();
+        if grace.is_zero() {
+            // terminationGracePeriodSeconds: 0 leaves no time for preStop (the kubelet skips it).
+            return (jobs, ids);
+        }
         for s in &w.slots {
             let Some(inst) = s.instance.as_ref().filter(|i| !i.id.is_empty()) else {
                 continue;

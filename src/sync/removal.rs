@@ -76,7 +76,8 @@ impl SyncLoop {
         match compute_removal_actions(now, r) {
             None => return,
             Some(RemovalAction::Stop { ids }) => {
-                r.kill_at = Some(now + r.grace);
+                // At least MIN_GRACE between the stop signal and SIGKILL, as the kubelet.
+                r.kill_at = Some(now + r.grace.max(probes::MIN_GRACE));
                 for (id, _) in &ids {
                     r.waiting_turn.remove(id);
                 }

@@ -362,3 +362,66 @@ fn pod_removal_waits_for_prestop_within_the_grace_period() {
     assert!(exec < term);
     assert_eq!(h.event_count("FailedPreStopHook"), 1);
 }
+
+#[test]
+fn zero_grace_skips_prestop_and_still_waits_the_minimal_window_before_sigkill() {
+    // terminationGracePeriodSeconds: 0, as the kubelet: no preStop, the stop signal, and
+    // SIGKILL only after its 2 s minimal shutdown window; the same for a pod removal.
+    let mut h = harness();
+    h.scan_done();
+    h.file(
+        "z.yaml",
+        &with_container_fields(
+            "z",
+            "  terminationGracePeriodSeconds: 0\n",
+            "    livenessProbe: {httpGet: {port: 80}}\n    lifecycle:\n      preStop: {exec: {command: [drain]}}\n",
+        ),
+    );
+    let id = h.rt.running_ids()[0].clone();
+    h.probe(
+        &id,
+        ProbeKind::Liveness,
+        fail("HTTP probe failed with statuscode: 500"),
+        Some(false),
+    );
+    let sigterm = Call::Signal {
+        id: id.clone(),
+        signal: libc::SIGTERM,
+    };
+    let sigkill = Call::Signal {
+        id: id.clone(),
+        signal: libc::SIGKILL,
+    };
+    let calls = h.rt.calls();
+    assert!(calls.contains(&sigterm), "{calls:?}");
+    assert!(
+        !calls.iter().any(|c| matches!(c, Call::Exec { .. })),
+        "no preStop with no grace: {calls:?}"
+    );
+    h.advance(Duration::from_millis(1900));
+    assert!(!h.rt.calls().contains(&sigkill), "{:?}", h.rt.calls());
+    h.advance(Duration::from_millis(200));
+    assert!(h.rt.calls().contains(&sigkill), "{:?}", h.rt.calls());
+    let ev = h.rt.exit(&id, 137);
+    h.send(ev);
+
+    let id = h.rt.running_ids()[0].clone();
+    h.remove_file("z.yaml");
+    let sigterm = Call::Signal {
+        id: id.clone(),
+        signal: libc::SIGTERM,
+    };
+    let sigkill = Call::Signal {
+        id: id.clone(),
+        signal: libc::SIGKILL,
+    };
+    assert!(h.rt.calls().contains(&sigterm), "{:?}", h.rt.calls());
+    assert!(
+        !h.rt.calls().iter().any(|c| matches!(c, Call::Exec { .. })),
+        "no preStop on removal either"
+    );
+    h.advance(Duration::from_millis(1900));
+    assert!(!h.rt.calls().contains(&sigkill), "{:?}", h.rt.calls());
+    h.advance(Duration::from_millis(200));
+    assert!(h.rt.calls().contains(&sigkill), "{:?}", h.rt.calls());
+}
