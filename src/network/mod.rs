@@ -103,6 +103,10 @@ pub enum NetworkError {
     },
     #[error("attachment {id}: no recorded result to CHECK against")]
     NoResult { id: String },
+    /// A chained plugin's CHECK failed (port mappings, firewall rules, shaping): the pod's
+    /// interface and addresses are there, a feature may not be.
+    #[error("{0}")]
+    Degraded(CniError),
 }
 
 /// What a pod got from its network.
@@ -402,7 +406,9 @@ impl PodNetwork {
     }
 
     /// CHECK of attachment `id` against its recorded result (a re-adopted sandbox); Ok when
-    /// the network's version or configuration does not allow CHECK.
+    /// the network's version or configuration does not allow CHECK. A failure of the first
+    /// plugin (the one that made the interface) is an error; of a chained one,
+    /// [`NetworkError::Degraded`].
     pub fn check(&self, id: &str, result_path: &Path) -> Result<(), NetworkError> {
         let Some(r) = self
             .store
@@ -432,9 +438,15 @@ impl PodNetwork {
             capability_args: &r.capability_args,
         };
         let lock = self.lock(&r.id)?;
-        self.cni
-            .check(&list, &att, &prev.result, Some(lock.as_raw_fd()))?;
-        Ok(())
+        match self
+            .cni
+            .check(&list, &att, &prev.result, Some(lock.as_raw_fd()))
+        {
+            Ok(()) => Ok(()),
+            // The first plugin made the interface and its addresses.
+            Err((0, e)) => Err(e.into()),
+            Err((_, e)) => Err(NetworkError::Degraded(e)),
+        }
     }
 
     /// The GC pass at start: DEL of every attachment whose sandbox is not live (`keep` says

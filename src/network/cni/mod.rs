@@ -233,20 +233,21 @@ impl Cni {
     }
 
     /// CHECK through the list in order with the ADD's result; a no-op where it does not
-    /// apply.
+    /// apply. The error comes with the index of the plugin that failed.
     pub fn check(
         &self,
         list: &NetworkList,
         att: &Attachment<'_>,
         prev: &Value,
         lock_fd: Option<i32>,
-    ) -> Result<(), CniError> {
+    ) -> Result<(), (usize, CniError)> {
         if !Self::can_check(list) {
             return Ok(());
         }
-        for p in &list.plugins {
+        for (i, p) in list.plugins.iter().enumerate() {
             let stdin = plugin_config(list, p, Some(prev), att.capability_args, None);
-            self.invoke(list, p, Verb::Check, Some(att), &stdin, lock_fd)?;
+            self.invoke(list, p, Verb::Check, Some(att), &stdin, lock_fd)
+                .map_err(|e| (i, e))?;
         }
         Ok(())
     }
