@@ -348,7 +348,7 @@ fn pod_ip_host_port_pod_to_pod_pod_to_host_and_a_restart_keeping_the_ip() {
     });
     assert_eq!(common::init_pid(&net.env, &running_id(&d, "web")), web_pid);
     assert_eq!(
-        net.ns.curl(&format!("http://127.0.0.1:18080/")).as_deref(),
+        net.ns.curl("http://127.0.0.1:18080/").as_deref(),
         Some(want.as_str())
     );
     assert!(

@@ -567,7 +567,9 @@ pub fn new_sandbox_id(uid: &str, boot_id: &str) -> String {
 /// Whether `path` is a live namespace file (an nsfs mount).
 pub fn is_nsfs(path: &Path) -> bool {
     const NSFS_MAGIC: i64 = 0x6e73_6673;
-    rustix::fs::statfs(path).is_ok_and(|s| s.f_type as i64 == NSFS_MAGIC)
+    // The type is a c_long on 64-bit and a c_int on 32-bit targets (armhf): widened there.
+    #[allow(clippy::useless_conversion)]
+    rustix::fs::statfs(path).is_ok_and(|s| i64::from(s.f_type) == NSFS_MAGIC)
 }
 
 #[cfg(test)]

@@ -118,7 +118,7 @@ exit 0"#,
         })
         .expect("setup");
     assert_eq!(st.network, "testnet");
-    assert_eq!(st.ips, ["10.9.0.7".parse::<IpAddr>().unwrap()]);
+    assert_eq!(st.ips, ["10.9.0.7".parse::<IpAddr>().expect("ip")]);
     assert_eq!(st.id.len(), 64);
     let calls = f.calls();
     let adds: Vec<&(String, Value)> = calls.iter().filter(|(h, _)| h.contains(" ADD ")).collect();

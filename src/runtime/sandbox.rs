@@ -94,7 +94,13 @@ pub enum SandboxError {
     #[error("user namespace: {0}")]
     UserNamespace(#[from] super::userns::UsernsError),
     #[error("pod network: {0}")]
-    Network(#[from] NetworkError),
+    Network(Box<NetworkError>),
+}
+
+impl From<NetworkError> for SandboxError {
+    fn from(e: NetworkError) -> Self {
+        SandboxError::Network(Box::new(e))
+    }
 }
 
 /// Why a complete sandbox cannot be joined: it must be torn down and created again.

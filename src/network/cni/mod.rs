@@ -81,27 +81,27 @@ impl std::fmt::Display for Call {
 #[derive(Debug, thiserror::Error)]
 pub enum CniError {
     #[error("{call}: plugin binary not found in {dirs}")]
-    PluginNotFound { call: Call, dirs: String },
+    PluginNotFound { call: Box<Call>, dirs: String },
     /// The plugin's own error (spec "Error" result): its message, details and code.
     #[error("{call}: {message}")]
     Plugin {
-        call: Call,
+        call: Box<Call>,
         code: u32,
         message: String,
     },
     /// The plugin exited non-zero without an error result (crashed, killed).
     #[error("{call}: {how}")]
-    Failed { call: Call, how: String },
+    Failed { call: Box<Call>, how: String },
     #[error("{call}: {source}")]
     Exec {
-        call: Call,
+        call: Box<Call>,
         #[source]
         source: exec::ExecError,
     },
     #[error("{call}: invalid result: {message}")]
-    BadResult { call: Call, message: String },
+    BadResult { call: Box<Call>, message: String },
     #[error("{call}: {message}")]
-    Unusable { call: Call, message: String },
+    Unusable { call: Box<Call>, message: String },
 }
 
 impl CniError {
@@ -199,12 +199,12 @@ impl Cni {
         }
         // A list has at least one plugin (conf::parse), so there is a result.
         prev.ok_or_else(|| CniError::Unusable {
-            call: Call {
+            call: Box::new(Call {
                 network: list.name.clone(),
                 file: list.path.clone(),
                 plugin: String::new(),
                 verb: Verb::Add,
-            },
+            }),
             message: "the list has no plugins".into(),
         })
     }
@@ -382,13 +382,13 @@ impl Cni {
     }
 }
 
-fn call(list: &NetworkList, p: &PluginConf, verb: Verb) -> Call {
-    Call {
+fn call(list: &NetworkList, p: &PluginConf, verb: Verb) -> Box<Call> {
+    Box::new(Call {
         network: list.name.clone(),
         file: list.path.clone(),
         plugin: p.plugin_type.clone(),
         verb,
-    }
+    })
 }
 
 /// At most 300 characters of a plugin's output, for a message.

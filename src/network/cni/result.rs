@@ -66,6 +66,9 @@ mod tests {
         // 0.3.x without interface indices; 0.4.0's "version" fields are ignored.
         let r = serde_json::json!({"cniVersion": "0.3.1",
             "ips": [{"version": "4", "address": "10.1.2.3/24"}]});
-        assert_eq!(pod_ips(&r, "eth0"), ["10.1.2.3".parse::<IpAddr>().unwrap()]);
+        assert_eq!(
+            pod_ips(&r, "eth0"),
+            ["10.1.2.3".parse::<IpAddr>().expect("ip")]
+        );
     }
 }
