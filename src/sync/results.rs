@@ -309,3 +309,16 @@ impl SyncLoop {
         self.dirty = true;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::sandbox_backoff;
+    use std::time::Duration;
+
+    #[test]
+    fn sandbox_retries_back_off_from_10_s_doubling_to_5_min() {
+        let secs: Vec<u64> = (0..8).map(|n| sandbox_backoff(n).as_secs()).collect();
+        assert_eq!(secs, [10, 20, 40, 80, 160, 300, 300, 300]);
+        assert_eq!(sandbox_backoff(u32::MAX), Duration::from_secs(300));
+    }
+}
