@@ -751,8 +751,12 @@ net_pods() { podvisor --root-dir /var/lib/pv-net --runtime-dir /run/pv-net/state
 net_exec() { podvisor --root-dir /var/lib/pv-net --runtime-dir /run/pv-net/state exec --api-socket /run/pv-net/api.sock "$@" 2>&1; }
 net_ip() { net_pods "$1" -o json | field podIP; }
 net_has_ip() { case "$(net_ip "$1")" in 10.86.*) [ "$(net_pods "$1" -o json | field phase)" = Running ] ;; *) return 1 ;; esac; }
-net_get() { wget -q -T 5 -O - "$1" 2>/dev/null; }
-net_serves() { [ "$(net_get "$1")" = "$2" ]; }
+# HOST PORT: the body's last line of a GET / (busybox nc: the static busybox's wget crashes in
+# this initramfs, outside a container)
+net_get() { printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 5 "$1" "$2" 2>/dev/null | tail -n 1; }
+net_serves() { [ "$(net_get "$1" "$2")" = "$3" ]; }
+# POD HOST PORT: the same from inside a pod
+net_get_in() { net_exec "$1" -- sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 5 $2 $3 | tail -n 1"; }
 net_allocations() { ls /var/lib/pv-net/network/ipam/podvisor 2>/dev/null | grep -v -e '^lock$' -e '^last_reserved_ip'; }
 net_rules() { { iptables-save; ip6tables-save; } 2>/dev/null | grep -e 'CNI-DN-' -e ' id: \\"' -e "$1/"; }
 net_clean() { [ -z "$(ip link | grep veth)" ] && [ -z "$(net_allocations)" ] && [ -z "$(ls /var/lib/pv-net/network/attachments 2>/dev/null)" ]; }
@@ -800,21 +804,20 @@ EOF
     ip=$(net_ip web-vm)
     [ -f /etc/cni/net.d/87-podvisor-bridge.conflist ] || errs="$errs no default conflist written;"
     # (httpd may take a moment to listen under emulation)
-    wait_until 30 net_serves "http://$ip:8080/" "web $ip" || {
-      errs="$errs pod IP $ip not reachable: '$(net_get "http://$ip:8080/")';"
-      { wget -T 5 -O - "http://$ip:8080/"; ping -c 2 -W 2 "$ip"; cat /proc/net/arp; ip route;
-        net_exec web-vm -- ip addr; net_exec web-vm -- ip route; net_exec web-vm -- netstat -ltn
+    wait_until 30 net_serves "$ip" 8080 "web $ip" || {
+      errs="$errs pod IP $ip not reachable: '$(net_get "$ip" 8080)';"
+      { ping -c 2 -W 2 "$ip"; ip route; net_exec web-vm -- ip addr; net_exec web-vm -- netstat -ltn
       } 2>&1 | sed 's/^/PODVISOR-VM: INFO pod-network: /'
     }
     gw=$(ip -4 addr show podvisor0 | sed -n 's/.*inet \([0-9.]*\)\/.*/\1/p' | head -n1)
     for h in 127.0.0.1 "$gw"; do
-      [ "$(net_get "http://$h:18080/")" = "web $ip" ] || errs="$errs hostPort via $h: '$(net_get "http://$h:18080/")';"
+      [ "$(net_get "$h" 18080)" = "web $ip" ] || errs="$errs hostPort via $h: '$(net_get "$h" 18080)';"
     done
-    out=$(net_exec client-vm -- wget -q -T 5 -O - "http://$ip:8080/")
+    out=$(net_get_in client-vm "$ip" 8080)
     [ "$out" = "web $ip" ] || errs="$errs pod to pod: '$out';"
     mkdir -p /tmp/host-www && echo "from the host" > /tmp/host-www/index.html
     httpd -p "$gw:19090" -h /tmp/host-www
-    out=$(net_exec client-vm -- wget -q -T 5 -O - "http://$gw:19090/")
+    out=$(net_get_in client-vm "$gw" 19090)
     [ "$out" = "from the host" ] || errs="$errs pod to host: '$out';"
     out=$(net_exec web-vm -- cat /etc/hosts)
     echo "$out" | grep -q "^$ip	web-vm\$" || errs="$errs /etc/hosts has no '$ip web-vm';"
