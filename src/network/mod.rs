@@ -293,6 +293,8 @@ impl PodNetwork {
                 log::warn!("{}: {e}", req.result_path.display());
             }
         };
+        let t0 = Instant::now();
+        let mut took: Vec<String> = Vec::with_capacity(list.plugins.len());
         let (lo, added) = std::thread::scope(|s| {
             let lo = rec.loopback.then(|| {
                 s.spawn(|| {
@@ -301,15 +303,23 @@ impl PodNetwork {
                         ifname: "lo",
                         ..att
                     };
-                    self.cni.add(&lo_list, &lo_att, Some(fd), |_| {})
+                    let t0 = Instant::now();
+                    self.cni
+                        .add(&lo_list, &lo_att, Some(fd), |_, _, _| {})
+                        .map(|_| t0.elapsed())
                 })
             });
-            let added = self
-                .cni
-                .add(&list, &att, Some(fd), |r| record_progress(r, false));
+            let added = self.cni.add(&list, &att, Some(fd), |p, r, d| {
+                record_progress(r, false);
+                took.push(format!("{} {}", p.plugin_type, ms(d)));
+            });
             let lo = lo.map(|h| h.join());
             (lo, added)
         });
+        let lo_took = match &lo {
+            Some(Ok(Ok(d))) => format!("; loopback {} beside", ms(*d)),
+            _ => String::new(),
+        };
         let outcome = added.map_err(NetworkError::from).and_then(|result| {
             record_progress(&result, true);
             match lo {
@@ -318,6 +328,15 @@ impl PodNetwork {
                 _ => {}
             }
             let ips = cni::result::pod_ips(&result, IFNAME);
+            // Where a pod start's time goes (the plugins' own work dominates: iptables).
+            log::info!(
+                "pod {}/{}: network {:?} ADD in {} ({}{lo_took})",
+                rec.pod_namespace,
+                rec.pod_name,
+                list.name,
+                ms(t0.elapsed()),
+                took.join(", ")
+            );
             if ips.is_empty() {
                 return Err(NetworkError::NoAddress {
                     network: list.name.clone(),
@@ -538,6 +557,11 @@ impl PodNetwork {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
+}
+
+/// A duration in milliseconds, for a log line.
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
 fn loopback_list() -> NetworkList {

@@ -170,20 +170,22 @@ impl Cni {
         })
     }
 
-    /// ADD through the list. `progress` sees each plugin's result as it arrives (the runtime
-    /// records it, so a DEL after a crash has the latest `prevResult`). Returns the last
-    /// plugin's result.
+    /// ADD through the list. `progress` sees each plugin, its result as it arrives (the
+    /// runtime records it, so a DEL after a crash has the latest `prevResult`) and how long
+    /// it took. Returns the last plugin's result.
     pub fn add(
         &self,
         list: &NetworkList,
         att: &Attachment<'_>,
         lock_fd: Option<i32>,
-        mut progress: impl FnMut(&Value),
+        mut progress: impl FnMut(&PluginConf, &Value, Duration),
     ) -> Result<Value, CniError> {
         let mut prev: Option<Value> = None;
         for p in &list.plugins {
             let stdin = plugin_config(list, p, prev.as_ref(), att.capability_args, None);
+            let t0 = std::time::Instant::now();
             let out = self.invoke(list, p, Verb::Add, Some(att), &stdin, lock_fd)?;
+            let took = t0.elapsed();
             let result: Value = serde_json::from_slice(&out).map_err(|e| CniError::BadResult {
                 call: call(list, p, Verb::Add),
                 message: format!("{e}: {}", snippet(&out)),
@@ -194,7 +196,7 @@ impl Cni {
                     message: format!("not a JSON object: {}", snippet(&out)),
                 });
             }
-            progress(&result);
+            progress(p, &result, took);
             prev = Some(result);
         }
         // A list has at least one plugin (conf::parse), so there is a result.
