@@ -338,6 +338,31 @@ fn pod_ip_host_port_pod_to_pod_pod_to_host_and_a_restart_keeping_the_ip() {
         || format!("{:?}", d.pod("web2").map(|v| v.pod.status)),
     );
     net.remove("web2");
+    // hostIP is honoured: a hostPort on 127.0.0.1 answers there and not on the bridge address.
+    net.manifest(
+        "local",
+        &web(18090)
+            .replace("name: web}", "name: local}")
+            .replace("hostPort: 18090", "hostPort: 18090, hostIP: 127.0.0.1"),
+    );
+    let local_ip = wait_ip(&d, "local")[0].clone();
+    let want_local = format!("web {local_ip} {local_ip}\n");
+    let got = std::cell::RefCell::new(None);
+    wait_until_else(
+        "the hostIP-bound hostPort answers on 127.0.0.1",
+        Duration::from_secs(20),
+        || {
+            *got.borrow_mut() = net.ns.curl("http://127.0.0.1:18090/");
+            got.borrow().as_deref() == Some(want_local.as_str())
+        },
+        || format!("{:?}", got.borrow()),
+    );
+    assert_eq!(
+        net.ns.curl(&format!("http://{}:18090/", net.gateway())),
+        None,
+        "not on the bridge address"
+    );
+    net.remove("local");
     // SIGKILL and restart: the same container, the same IP, still reachable; CHECK ran.
     let web_pid = common::init_pid(&net.env, &running_id(&d, "web"));
     d.kill9();
@@ -360,7 +385,7 @@ fn pod_ip_host_port_pod_to_pod_pod_to_host_and_a_restart_keeping_the_ip() {
     net.remove("web");
     net.remove("client");
     d.wait_all_gone(&net.env, T);
-    net.assert_no_leftovers(&[ip, client_ip]);
+    net.assert_no_leftovers(&[ip, client_ip, local_ip]);
     d.stop();
     net.env.assert_clean();
 }
