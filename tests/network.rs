@@ -754,3 +754,29 @@ fn a_reboot_releases_the_ips_of_the_earlier_boot() {
     d.stop();
     net.env.assert_clean();
 }
+
+#[test]
+#[ignore = "needs root: network namespaces, Debian's CNI plugins, real containers (scripts/test runs it)"]
+fn pods_attached_before_networking_was_turned_off_are_still_detached() {
+    let net = Net::new("cni-off", 8);
+    net.manifest("a", &sleeper("a", ""));
+    let d = net.start(&[]);
+    let ips = wait_ip(&d, "a");
+    d.stop();
+    // Restarted with pod networking off: the running pod keeps its sandbox and IP; when it
+    // goes, its attachment is DELed all the same.
+    let d = Daemon::start_in(&net.env, &net.manifests, &["--cni-conf-dir="], &net.ns);
+    wait_until("a re-adopted", T, || {
+        d.pod("a")
+            .is_some_and(|v| running(&v) && pod_ips(&v) == ips)
+    });
+    net.remove("a");
+    d.wait_all_gone(&net.env, T);
+    net.assert_no_leftovers(&ips);
+    assert!(
+        !net.conf.join("87-podvisor-bridge.conflist").exists(),
+        "nothing written with networking off"
+    );
+    d.stop();
+    net.env.assert_clean();
+}

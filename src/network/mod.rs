@@ -476,6 +476,7 @@ impl PodNetwork {
         &self,
         keep: impl Fn(&AttachmentRecord) -> bool,
         result_path: impl Fn(&AttachmentRecord) -> PathBuf,
+        gc_verb: bool,
     ) -> usize {
         let recs = match self.store.list() {
             Ok(r) => r,
@@ -516,10 +517,15 @@ impl PodNetwork {
                 ),
             }
         }
-        if let Ok(list) = self.load() {
-            if Cni::can_gc(&list) {
-                if let Err(e) = self.cni.gc(&list, &valid) {
-                    log::warn!("pod network GC: {e}");
+        // The network pods join now (never written here): its plugins release what no
+        // attachment of this node holds. Not with networking off (the directory may be
+        // another runtime's).
+        if gc_verb {
+            if let Ok(Some(list)) = cni::conf::load_first(&self.cfg.conf_dir) {
+                if Cni::can_gc(&list) {
+                    if let Err(e) = self.cni.gc(&list, &valid) {
+                        log::warn!("pod network GC: {e}");
+                    }
                 }
             }
         }

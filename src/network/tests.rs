@@ -247,7 +247,7 @@ fn a_failed_undo_keeps_the_record_for_the_next_start_to_release() {
     assert_eq!(recs.len(), 1, "kept for a later DEL");
     // The plugin is fixed: the GC pass releases it (its sandbox is gone).
     f.ok_plugin("main", "10.9.0.8");
-    assert_eq!(net.collect(|_| false, |_| rp.clone()), 1);
+    assert_eq!(net.collect(|_| false, |_| rp.clone(), true), 1);
     assert!(net.store().list().expect("list").is_empty());
 }
 
@@ -402,7 +402,7 @@ fn status_and_gc_run_for_1_1_lists_only() {
     );
     fs::remove_file(f.log()).expect("rm");
     // Nothing to release; GC is told which attachment is valid.
-    assert_eq!(net.collect(|r| r.id == st.id, |_| rp.clone()), 0);
+    assert_eq!(net.collect(|r| r.id == st.id, |_| rp.clone(), true), 0);
     let calls = f.calls();
     assert_eq!(calls.len(), 2, "{calls:?}");
     assert!(calls[0].0.starts_with("main GC"));
@@ -413,7 +413,7 @@ fn status_and_gc_run_for_1_1_lists_only() {
     // 1.0: neither.
     f.conf("10-test.conflist", two_plugin_list("1.0.0"));
     fs::remove_file(f.log()).expect("rm");
-    net.collect(|_| true, |_| rp.clone());
+    net.collect(|_| true, |_| rp.clone(), true);
     assert!(!f.log().exists());
 }
 
@@ -441,7 +441,7 @@ fn an_attachment_of_an_earlier_boot_is_deleted_without_its_namespace() {
     cfg.conf_dir = f.path("conf");
     cfg.bin_dirs = vec![f.path("bin")];
     let net = PodNetwork::new(cfg, &f.path("root"), &f.path("run"), "boot-2");
-    assert_eq!(net.collect(|_| false, |_| rp.clone()), 1);
+    assert_eq!(net.collect(|_| false, |_| rp.clone(), true), 1);
     let calls = f.calls();
     assert_eq!(calls.len(), 1);
     assert!(

@@ -220,8 +220,11 @@ pub struct LinuxRuntime {
     /// The user namespaces of `hostUsers: false` pods (allocated at sandbox creation,
     /// released at its removal).
     userns: Mutex<UsernsManager>,
-    /// The pod network (CNI attachments of sandboxes).
-    network: Option<PodNetwork>,
+    /// The pod network (CNI attachments of sandboxes). Present also with networking off:
+    /// attachments recorded while it was on are still DELed when their sandboxes go.
+    network: PodNetwork,
+    /// Whether new sandboxes join the pod network.
+    network_on: bool,
 }
 
 impl LinuxRuntime {
@@ -296,13 +299,21 @@ impl LinuxRuntime {
             &cfg.sandbox_dirs().data,
             cfg.user_ns_range,
         ));
-        let network = cfg.network.clone().map(|n| {
-            let net = PodNetwork::new(n, &cfg.root_dir, &cfg.run_dir, &boot_id);
-            net.prepare();
-            net
-        });
+        let network_on = cfg.network.is_some();
+        let network = PodNetwork::new(
+            cfg.network
+                .clone()
+                .unwrap_or_else(|| crate::network::NetworkConfig::new(&cfg.root_dir)),
+            &cfg.root_dir,
+            &cfg.run_dir,
+            &boot_id,
+        );
+        if network_on {
+            network.prepare();
+        }
         Ok(LinuxRuntime {
             network,
+            network_on,
             userns,
             cfg,
             boot_id,
@@ -328,7 +339,7 @@ impl LinuxRuntime {
 
     /// The pod network, when pods have one.
     pub fn network(&self) -> Option<&PodNetwork> {
-        self.network.as_ref()
+        self.network_on.then_some(&self.network)
     }
 }
 
@@ -378,7 +389,8 @@ impl Runtime for LinuxRuntime {
                 dns: &self.cfg.dns,
                 helper_binary: &self.cfg.shim_binary,
                 user_ns_base,
-                network: self.network.as_ref(),
+                network: Some(&self.network),
+                join_network: self.network_on,
             },
         )
         .map_err(|source| RuntimeError::Sandbox {
@@ -433,7 +445,7 @@ impl Runtime for LinuxRuntime {
         let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
         // All three QoS places are probed: the pod's class is not needed to find it.
         self.remove_pod_cgroup(pod_uid)?;
-        sandbox::remove(&self.cfg.sandbox_dirs(), pod_uid, self.network.as_ref()).map_err(
+        sandbox::remove(&self.cfg.sandbox_dirs(), pod_uid, Some(&self.network)).map_err(
             |source| RuntimeError::Sandbox {
                 pod: pod_uid.to_string(),
                 source: Box::new(source),

@@ -255,8 +255,10 @@ pub struct CreateOptions<'a> {
     pub helper_binary: &'a Path,
     /// `hostUsers: false`: the base of the pod's user namespace mapping.
     pub user_ns_base: Option<u32>,
-    /// The pod network; `None`: pods have loopback only.
+    /// The pod network: attachments of a sandbox being torn down are DELed through it.
     pub network: Option<&'a PodNetwork>,
+    /// Whether the new sandbox joins it (false: loopback only).
+    pub join_network: bool,
 }
 
 /// Creates (or reuses, if complete and live) the sandbox of `pod`. The pod's data (emptyDir
@@ -400,7 +402,7 @@ fn create_new(
     }
     let resolv = dns::pod_resolv_conf(pod, &dns::host_resolv_conf(opts.dns, !host_net), opts.dns);
     // The pod network, once its namespace is pinned; the sandbox is complete only after it.
-    let (id, pod_ips) = match opts.network.filter(|_| !host_net) {
+    let (id, pod_ips) = match opts.network.filter(|_| opts.join_network && !host_net) {
         Some(net) => {
             let st = net.setup(&network::SetupRequest {
                 pod,

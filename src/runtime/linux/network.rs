@@ -11,7 +11,7 @@ impl LinuxRuntime {
     /// logged and the sandbox kept. A sandbox made while pods had no network keeps its loopback-only
     /// namespace until it is made again (an upgrade restarts nothing).
     pub(super) fn check_networks(&self, live: Vec<SandboxInfo>) -> Vec<SandboxInfo> {
-        let Some(net) = self.network.as_ref() else {
+        let Some(net) = self.network() else {
             return live;
         };
         let mut out = Vec::with_capacity(live.len());
@@ -71,9 +71,8 @@ impl LinuxRuntime {
     /// networks that have it, with the attachments of the sandboxes still here as the valid
     /// ones.
     pub(super) fn collect_network_attachments(&self, live: &[SandboxInfo]) {
-        let Some(net) = self.network.as_ref() else {
-            return;
-        };
+        // Also with networking off: what was attached while it was on is released.
+        let net = &self.network;
         let dirs = self.cfg.sandbox_dirs();
         let live_ids: HashSet<&str> = live.iter().map(|s| s.id.as_str()).collect();
         let boot = self.boot_id.clone();
@@ -89,6 +88,7 @@ impl LinuxRuntime {
                     .map(|p| p.network_result())
                     .unwrap_or_default()
             },
+            self.network_on,
         );
         if released > 0 {
             log::info!("pod network: released {released} attachment(s) of pods that are gone");
