@@ -33,17 +33,15 @@ pub(super) fn parse(
         None => None,
     };
     let mut cluster_dns = Vec::new();
-    if let Some(list) = &raw.cluster_dns {
-        for (i, ip) in list.value.iter().enumerate() {
-            if ip.parse::<std::net::IpAddr>().is_err() {
-                return Err(err(
-                    &format!("clusterDNS[{i}]"),
-                    &list.referenced,
-                    format!("{ip:?} is not an IP address"),
-                ));
-            }
-            cluster_dns.push(ip.clone());
+    for (i, ip) in raw.cluster_dns.iter().flatten().enumerate() {
+        if ip.value.parse::<std::net::IpAddr>().is_err() {
+            return Err(err(
+                &format!("clusterDNS[{i}]"),
+                &ip.referenced,
+                format!("{:?} is not an IP address", ip.value),
+            ));
         }
+        cluster_dns.push(ip.value.clone());
     }
     let cluster_domain = match non_empty(&raw.cluster_domain) {
         Some(s) => {

@@ -86,7 +86,7 @@ kubelet_configuration! {
     healthz_bind_address => "healthzBindAddress": String,
     oom_score_adj => "oomScoreAdj": i32,
     cluster_domain => "clusterDomain": Spanned<String>,
-    cluster_dns => "clusterDNS": Spanned<Vec<String>>,
+    cluster_dns => "clusterDNS": Vec<Spanned<String>>,
     streaming_connection_idle_timeout => "streamingConnectionIdleTimeout": String,
     node_status_update_frequency => "nodeStatusUpdateFrequency": String,
     node_status_report_frequency => "nodeStatusReportFrequency": String,

@@ -119,8 +119,10 @@ impl AttachmentStore {
     }
 }
 
-/// The latest result of an attachment, kept beside its sandbox (per boot).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The latest result of an attachment, kept beside its sandbox (per boot). Read and
+/// written as a plain JSON value (`{"id", "result", "complete"}`): no serde code of its own
+/// in the binary.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ResultRecord {
     pub id: String,
     /// The last plugin result: the full ADD result once the ADD is complete.
@@ -129,10 +131,20 @@ pub struct ResultRecord {
     pub complete: bool,
 }
 
+/// Writes a result record (no fsync: it describes what dies with the boot).
+pub fn save_result(path: &Path, r: &ResultRecord) -> io::Result<()> {
+    let v = serde_json::json!({"id": r.id, "result": r.result, "complete": r.complete});
+    fsutil::write_json_atomic_volatile(path, &v)
+}
+
 /// Reads a result record; `None` when missing or unreadable.
 pub fn load_result(path: &Path) -> Option<ResultRecord> {
-    match fsutil::load_json(path) {
-        Ok(Loaded::Ok(r)) => Some(r),
-        _ => None,
-    }
+    let Ok(Loaded::Ok(v)) = fsutil::load_json::<Value>(path) else {
+        return None;
+    };
+    Some(ResultRecord {
+        id: v.get("id")?.as_str()?.to_string(),
+        result: v.get("result")?.clone(),
+        complete: v.get("complete").and_then(Value::as_bool).unwrap_or(false),
+    })
 }

@@ -289,7 +289,7 @@ impl PodNetwork {
                 result: r.clone(),
                 complete,
             };
-            if let Err(e) = crate::fsutil::write_json_atomic_volatile(req.result_path, &rr) {
+            if let Err(e) = attachments::save_result(req.result_path, &rr) {
                 log::warn!("{}: {e}", req.result_path.display());
             }
         };
