@@ -63,16 +63,17 @@ scenarios=(
   refused-outofcpu refused-outofmemory
   device-filter privileged-device apparmor-default apparmor-localhost
   multiarch-image share-pid boot-to-pods
-  monitors-outside-pods pod-cgroup-removed cycles-50 pod-network
+  monitors-outside-pods pod-cgroup-removed cycles-50
 )
 # Scenarios that get a boot of their own (so their minutes do not count against the
-# scenarios boot's time limit): memory-pressure presses the whole VM's memory.
-own_boot=(memory-pressure)
+# scenarios boot's time limit): memory-pressure presses the whole VM's memory; pod-network
+# runs a daemon of its own on the pod network (amd64 guest only).
+own_boot=(memory-pressure pod-network)
 if [ "$vm_arch" != amd64 ]; then
   # No apparmor_parser of the guest's architecture in the initramfs, and no CNI plugins,
   # iptables or nft of it either.
   scenarios=("${scenarios[@]/apparmor-*/}")
-  scenarios=("${scenarios[@]/pod-network/}")
+  own_boot=(memory-pressure)
   read -r -a scenarios <<< "${scenarios[*]}"
   # The armv7 binary under the arm64 kernel's 32-bit compat layer.
   scenarios+=(armhf-binary)
@@ -94,7 +95,7 @@ if [ -n "${PODVISOR_VM_ONLY:-}" ]; then
     case "$name" in
       reboot) run_series=1 expected+=("${series[@]}") ;; # the whole series
       reboot-* | power-cut-*) run_series=1 expected+=("$name") ;;
-      memory-pressure) run_own+=("$name") expected+=("$name") ;;
+      memory-pressure | pod-network) run_own+=("$name") expected+=("$name") ;;
       *) run_scenarios=1 expected+=("$name") scenarios_only="${scenarios_only:+$scenarios_only,}$name" ;;
     esac
   done

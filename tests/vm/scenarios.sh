@@ -893,7 +893,7 @@ for p in $scenario_pods; do scenario_uids="$scenario_uids $(pod_uid "$p")"; done
 want pod-cgroup-removed && scenario_removed
 want boot-to-pods && scenario_boot_to_pods
 want cycles-50 && scenario_cycles
-want pod-network && scenario_pod_network
+named pod-network && scenario_pod_network
 named memory-pressure && scenario_memory_pressure
 say "INFO scenarios took $(($(now) - t0)) s"
 warnings=$(grep -c -e '^\[[^ ]* WARN' -e '^\[[^ ]* ERROR' "$DAEMON_LOG")
