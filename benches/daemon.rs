@@ -260,6 +260,8 @@ impl Daemon {
             .arg(&socket)
             .arg("--hostname-override")
             .arg(NODE)
+            // Loopback-only pods, as before pod networking (benches/network.rs measures it).
+            .arg("--cni-conf-dir=")
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(out.try_clone().context("dup daemon log")?)

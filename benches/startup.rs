@@ -262,6 +262,7 @@ fn play_run(env: &Env, manifest: &Path) -> Result<(Duration, Duration)> {
         .arg("--cgroup-parent")
         .arg(&env.cgroup_parent)
         .arg("play")
+        .arg("--cni-conf-dir=")
         .arg(manifest)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -257,7 +257,10 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
     rcfg.node.name = cfg.node_name.clone();
     rcfg.dns = crate::runtime::dns::DnsSettings {
         resolv_conf: cfg.resolv_conf.clone(),
+        cluster_dns: cfg.cluster_dns.clone(),
+        cluster_domain: cfg.cluster_domain.clone(),
     };
+    rcfg.network = cfg.network.clone();
     let apparmor = AppArmorHost::detect_and_load();
     match &apparmor {
         AppArmorHost::Enabled {
@@ -324,6 +327,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
             security,
             only_pod: None,
             rollback_after: cfg.rollback_after,
+            pod_network: rcfg.network.is_some(),
         },
         rcfg,
         image_service,

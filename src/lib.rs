@@ -46,6 +46,7 @@ pub mod httpclient;
 pub mod images;
 pub mod kernel;
 pub mod logs;
+pub mod network;
 pub mod nodeapi;
 pub mod play;
 pub mod pod;

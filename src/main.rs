@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand};
 
 use podvisor::cli::{self as views, LogsOptions, OutputFormat};
@@ -190,6 +191,17 @@ enum Command {
         /// Docker config.json with registry credentials.
         #[arg(long = "docker-config", value_name = "FILE")]
         docker_config: Option<PathBuf>,
+        /// CNI configurations (as `podvisor run`): the pod joins the lexically first network;
+        /// "" gives it loopback only [default: /etc/cni/net.d].
+        #[arg(
+            long = "cni-conf-dir",
+            value_name = "DIR",
+            value_parser = clap::builder::OsStringValueParser::new().map(PathBuf::from)
+        )]
+        cni_conf_dir: Option<PathBuf>,
+        /// CNI plugin directories, comma-separated [default: /usr/lib/cni,/opt/cni/bin].
+        #[arg(long = "cni-bin-dir", value_name = "DIRS")]
+        cni_bin_dir: Option<String>,
     },
     /// Verify podvisor's persistent state (image store: every blob's digest, records, layers;
     /// desired pods; container records) and repair what can be repaired. Exit status 1 when
@@ -531,10 +543,26 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             keep_logs,
             registry_config,
             docker_config,
+            cni_conf_dir,
+            cni_bin_dir,
         } => {
+            let mut runtime = runtime_config(&g)?;
+            runtime.network = match cni_conf_dir {
+                Some(d) if d.as_os_str().is_empty() => None,
+                d => {
+                    let mut n = podvisor::network::NetworkConfig::new(&g.root_dir);
+                    if let Some(d) = d {
+                        n.conf_dir = d;
+                    }
+                    if let Some(b) = cni_bin_dir {
+                        n.bin_dirs = b.split(',').map(|d| PathBuf::from(d.trim())).collect();
+                    }
+                    Some(n)
+                }
+            };
             let opts = PlayOptions {
                 manifest: file,
-                runtime: runtime_config(&g)?,
+                runtime,
                 keep_logs,
                 registry_config,
                 docker_config,

@@ -224,6 +224,8 @@ reasons! {
         OutOfHugepages16Gi => "OutOfhugepages-16Gi",
         /// Admission failed for a reason that is not the pod's.
         UnexpectedAdmissionError => "UnexpectedAdmissionError",
+        /// Admission: a hostPort of the pod is taken by another pod.
+        NodePorts => "NodePorts",
         /// podvisor: a container exited (the kubelet only shows it in the status).
         Exited => "Exited",
         /// podvisor: a manifest source (file or URL) has an error, or a manifest is invalid.
@@ -285,6 +287,8 @@ reasons! {
         OutOfHugepages16Gi => "OutOfhugepages-16Gi",
         /// Admission failed for a reason that is not the pod's.
         UnexpectedAdmissionError => "UnexpectedAdmissionError",
+        /// Admission: a hostPort of the pod is taken by another pod (phase Failed).
+        NodePorts => "NodePorts",
         /// The pod's sandbox could not be created.
         FailedCreatePodSandBox => "FailedCreatePodSandBox",
         /// The eviction manager evicted the pod.
@@ -349,6 +353,7 @@ impl PodReason {
             PodReason::OutOfHugepages2Gi => Some(EventReason::OutOfHugepages2Gi),
             PodReason::OutOfHugepages16Gi => Some(EventReason::OutOfHugepages16Gi),
             PodReason::UnexpectedAdmissionError => Some(EventReason::UnexpectedAdmissionError),
+            PodReason::NodePorts => Some(EventReason::NodePorts),
             PodReason::FailedCreatePodSandBox => Some(EventReason::FailedCreatePodSandBox),
             PodReason::DeadlineExceeded => Some(EventReason::DeadlineExceeded),
             PodReason::Evicted => Some(EventReason::Evicted),
@@ -429,6 +434,7 @@ mod tests {
                 "OutOfhugepages-2Gi",
                 "OutOfhugepages-16Gi",
                 "UnexpectedAdmissionError",
+                "NodePorts",
                 "Exited",
                 "SourceError",
                 "DuplicatePod",
@@ -468,6 +474,7 @@ mod tests {
                 "OutOfhugepages-2Gi",
                 "OutOfhugepages-16Gi",
                 "UnexpectedAdmissionError",
+                "NodePorts",
                 "FailedCreatePodSandBox",
                 "Evicted",
                 "NodeLost",

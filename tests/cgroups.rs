@@ -250,6 +250,8 @@ fn daemon_admits_reports_stats_and_cleans_up() {
         // As tests/common/daemon.rs: the default disk thresholds would make the test depend on
         // how full the host's disk is (a host at 85 % used reports DiskPressure and evicts).
         .arg("--eviction-hard=memory.available<100Mi")
+        // As tests/common/daemon.rs: no pod network on the host.
+        .arg("--cni-conf-dir=")
         .env("RUST_LOG", "info")
         .stdin(Stdio::null())
         .stdout(log.try_clone().expect("log"))

@@ -431,6 +431,7 @@ fn sigkilled_play_daemon_leaves_containers_running_and_readoptable() {
     let mut child = env
         .podvisor()
         .arg("play")
+        .arg("--cni-conf-dir=")
         .arg(&manifest)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -530,6 +531,7 @@ fn play_runs_a_pod_prints_prefixed_output_and_cleans_up() {
     let out = env
         .podvisor()
         .arg("play")
+        .arg("--cni-conf-dir=")
         .arg(&manifest)
         .output()
         .expect("play");
@@ -567,6 +569,7 @@ fn play_stops_gracefully_on_sigterm() {
     let child = env
         .podvisor()
         .arg("play")
+        .arg("--cni-conf-dir=")
         .arg(&manifest)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -16,8 +16,10 @@
 # libseccomp-dev and pkg-config for seccomp, apparmor (apparmor_parser loads the default
 # AppArmor profile), busybox-static and umoci for the offline busybox image
 # (tests/images/build-busybox.sh), ca-certificates for crates.io.
+# containernetworking-plugins and iptables: the pod network (Debian's CNI plugins: bridge,
+# host-local, portmap, firewall, bandwidth, loopback; iptables-nft for their rules).
 DEPS_RUN=(gcc libc6-dev make pkg-config libseccomp-dev libelf-dev zlib1g-dev apparmor
-  busybox-static umoci ca-certificates)
+  busybox-static umoci ca-certificates containernetworking-plugins iptables)
 # The tests, in addition: skopeo (images converted offline); docker-registry (the CNCF
 # distribution registry) and apache2-utils (htpasswd) for the registry the pull tests run on
 # loopback; qemu-system-x86, cpio and binutils (strip) for the cgroup v2 VM tests
@@ -27,8 +29,10 @@ DEPS_RUN=(gcc libc6-dev make pkg-config libseccomp-dev libelf-dev zlib1g-dev app
 # gcc-aarch64-linux-gnu, gcc-arm-linux-gnueabihf and their libc for scripts/cross (the
 # target's libseccomp/libelf/zlib come from scripts/debian-download), qemu-system-arm (the
 # arm64 guest, which also runs the armhf binary), and the Rust targets (DEPS_RUST_TARGETS).
+# nftables (nft): the pod network tests check the rules of a host that also runs native
+# nftables tables, and the VM's pod-network scenario copies nft into its initramfs.
 DEPS_TEST=(skopeo docker-registry apache2-utils qemu-system-x86 cpio binutils python3
-  e2fsprogs curl openssl prometheus gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf
+  e2fsprogs curl openssl prometheus nftables gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf
   libc6-dev-armhf-cross qemu-system-arm)
 DEPS_RUST_TARGETS=(aarch64-unknown-linux-gnu armv7-unknown-linux-gnueabihf)
 # CI, in addition: lintian, rpmlint and rpm (rpmlint reads packages with it), debootstrap (the

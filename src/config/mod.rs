@@ -13,8 +13,10 @@ mod checks;
 mod decode;
 mod eviction;
 mod flags;
+mod network;
 mod server;
 
+pub use network::NetworkFields;
 pub use server::ServerFields;
 
 pub use decode::parse_kubelet_config;
@@ -86,6 +88,8 @@ pub const IMPLEMENTED_FIELDS: &[&str] = &[
     "authorization",
     "cgroupDriver",
     "cgroupRoot",
+    "clusterDNS",
+    "clusterDomain",
     "containerLogMaxFiles",
     "containerLogMaxSize",
     "enableServer",
@@ -104,6 +108,7 @@ pub const IMPLEMENTED_FIELDS: &[&str] = &[
     "imageMinimumGCAge",
     "kubeReserved",
     "mergeDefaultEvictionSettings",
+    "podCIDR",
     "podLogsDir",
     "podPidsLimit",
     "port",
@@ -249,6 +254,26 @@ pub struct RunFlags {
     /// and subresources (podvisor's stand-in for authorization mode Webhook).
     #[arg(long = "authorization-rules-file", value_name = "FILE")]
     pub authorization_rules_file: Option<PathBuf>,
+    /// CNI configurations: the lexically first is the pod network; when there is none,
+    /// podvisor writes its default network there; "" turns pod networking off (pods without
+    /// hostNetwork get loopback only) [default: /etc/cni/net.d].
+    #[arg(
+        long = "cni-conf-dir",
+        value_name = "DIR",
+        value_parser = clap::builder::OsStringValueParser::new().map(PathBuf::from)
+    )]
+    pub cni_conf_dir: Option<PathBuf>,
+    /// CNI plugin directories, comma-separated, searched in order
+    /// [default: /usr/lib/cni,/opt/cni/bin].
+    #[arg(long = "cni-bin-dir", value_name = "DIRS")]
+    pub cni_bin_dir: Option<String>,
+    /// How long one CNI plugin call may take before it is killed (a Go duration) [default: 30s].
+    #[arg(long = "cni-plugin-timeout", value_name = "DURATION")]
+    pub cni_plugin_timeout: Option<String>,
+    /// The default network's range, when podvisor writes it: one CIDR, or an IPv4 and an IPv6
+    /// one comma-separated for dual-stack; overrides the file's `podCIDR` [default: 10.86.0.0/16].
+    #[arg(long = "pod-cidr", value_name = "CIDR[,CIDR]")]
+    pub pod_cidr: Option<String>,
 }
 
 /// The validated content of a KubeletConfiguration file. `None` means the file leaves the
@@ -300,6 +325,8 @@ pub struct KubeletConfig {
     pub resolv_conf: Option<Option<PathBuf>>,
     /// The node API fields (`healthzPort`, `healthzBindAddress`, ...).
     pub server: ServerFields,
+    /// `podCIDR`, `clusterDNS`, `clusterDomain`.
+    pub network: NetworkFields,
     /// Known fields present in the file that podvisor does not implement, sorted.
     pub unimplemented_fields: Vec<String>,
 }
@@ -353,6 +380,12 @@ pub struct DaemonConfig {
     /// The node resolver configuration pods' DNS settings start from (`resolvConf`, default
     /// `/etc/resolv.conf`); `None` when `resolvConf` is "".
     pub resolv_conf: Option<PathBuf>,
+    /// `clusterDNS`: the nameservers of ClusterFirst pods (empty: the node's).
+    pub cluster_dns: Vec<String>,
+    /// `clusterDomain` ("" when unset).
+    pub cluster_domain: String,
+    /// The pod network (CNI); `None` with `--cni-conf-dir ""`.
+    pub network: Option<crate::network::NetworkConfig>,
     /// Unix socket of the local API.
     pub api_socket: PathBuf,
     /// The plain healthz port (`healthzBindAddress:healthzPort`); `None` when off.
@@ -445,6 +478,7 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
         }
     };
 
+    let network = network::network_config(&file.network, flags, root_dir)?;
     let rollback_after = match &flags.rollback_after {
         Some(v) => {
             parse_go_duration(v).map_err(|e| invalid_flag("rollback-after", v, e.to_string()))?
@@ -488,6 +522,9 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
         resolv_conf: file
             .resolv_conf
             .unwrap_or_else(|| Some(PathBuf::from(DEFAULT_RESOLV_CONF))),
+        cluster_dns: file.network.cluster_dns.clone(),
+        cluster_domain: file.network.cluster_domain.clone().unwrap_or_default(),
+        network,
         image_gc: {
             let d = crate::images::ImageGcPolicy::default();
             crate::images::ImageGcPolicy {
@@ -704,6 +741,7 @@ fn validate(
     let image_minimum_gc_age = frequency("imageMinimumGCAge", &raw.image_minimum_gc_age)?;
     let eviction = eviction::parse(raw, source_name)?;
     let server = server::parse(raw, source_name)?;
+    let network = network::parse(raw, source_name)?;
     let mut reservation = reservation(raw, source_name)?;
     // Node allocatable subtracts the same hard memory.available threshold the eviction
     // manager enforces (with mergeDefaultEvictionSettings, the merged default too).
@@ -757,6 +795,7 @@ fn validate(
         seccomp_default: raw.seccomp_default,
         resolv_conf,
         server,
+        network,
         unimplemented_fields,
     })
 }

@@ -7,6 +7,7 @@
 //! sums a pod's requests and limits; [`qos`] computes QoS classes and OOM scores.
 
 pub mod manifest;
+pub mod netargs;
 pub mod qos;
 pub mod quantity;
 pub mod resources;

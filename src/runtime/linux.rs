@@ -47,9 +47,11 @@ use crate::cgroups::resources::PodCgroupConfig;
 use crate::cgroups::{self, CgroupRoot};
 use crate::fsutil;
 use crate::images::ImageStore;
+use crate::network::PodNetwork;
 use crate::security::apparmor::{self, AppArmorHost};
 use crate::security::{self, NodeSecurity};
 
+mod network;
 mod node;
 mod pod_cgroups;
 mod records;
@@ -96,6 +98,8 @@ pub struct RuntimeConfig {
     pub dns: DnsSettings,
     /// The IDs `hostUsers: false` pods' user namespaces are allocated from (/etc/subuid).
     pub user_ns_range: super::userns::IdRange,
+    /// The pod network (CNI); `None`: pods without hostNetwork have loopback only.
+    pub network: Option<crate::network::NetworkConfig>,
 }
 
 impl RuntimeConfig {
@@ -122,6 +126,7 @@ impl RuntimeConfig {
                 Path::new("/etc/subgid"),
             )
             .map_err(io::Error::other)?,
+            network: None,
         })
     }
     /// Runtime directories of containers (bundles, monitor state), gone with the boot.
@@ -215,6 +220,11 @@ pub struct LinuxRuntime {
     /// The user namespaces of `hostUsers: false` pods (allocated at sandbox creation,
     /// released at its removal).
     userns: Mutex<UsernsManager>,
+    /// The pod network (CNI attachments of sandboxes). Present also with networking off:
+    /// attachments recorded while it was on are still DELed when their sandboxes go.
+    network: PodNetwork,
+    /// Whether new sandboxes join the pod network.
+    network_on: bool,
 }
 
 impl LinuxRuntime {
@@ -289,7 +299,21 @@ impl LinuxRuntime {
             &cfg.sandbox_dirs().data,
             cfg.user_ns_range,
         ));
+        let network_on = cfg.network.is_some();
+        let network = PodNetwork::new(
+            cfg.network
+                .clone()
+                .unwrap_or_else(|| crate::network::NetworkConfig::new(&cfg.root_dir)),
+            &cfg.root_dir,
+            &cfg.run_dir,
+            &boot_id,
+        );
+        if network_on {
+            network.prepare();
+        }
         Ok(LinuxRuntime {
+            network,
+            network_on,
             userns,
             cfg,
             boot_id,
@@ -311,6 +335,11 @@ impl LinuxRuntime {
     /// The boot this runtime runs in.
     pub fn boot_id(&self) -> &str {
         &self.boot_id
+    }
+
+    /// The pod network, when pods have one.
+    pub fn network(&self) -> Option<&PodNetwork> {
+        self.network_on.then_some(&self.network)
     }
 }
 
@@ -355,10 +384,14 @@ impl Runtime for LinuxRuntime {
         let info = sandbox::create(
             &self.cfg.sandbox_dirs(),
             pod,
-            &self.cfg.node,
-            &self.cfg.dns,
-            &self.cfg.shim_binary,
-            user_ns_base,
+            &sandbox::CreateOptions {
+                node: &self.cfg.node,
+                dns: &self.cfg.dns,
+                helper_binary: &self.cfg.shim_binary,
+                user_ns_base,
+                network: Some(&self.network),
+                join_network: self.network_on,
+            },
         )
         .map_err(|source| RuntimeError::Sandbox {
             pod: name.clone(),
@@ -412,12 +445,12 @@ impl Runtime for LinuxRuntime {
         let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
         // All three QoS places are probed: the pod's class is not needed to find it.
         self.remove_pod_cgroup(pod_uid)?;
-        sandbox::remove(&self.cfg.sandbox_dirs(), pod_uid).map_err(|source| {
-            RuntimeError::Sandbox {
+        sandbox::remove(&self.cfg.sandbox_dirs(), pod_uid, Some(&self.network)).map_err(
+            |source| RuntimeError::Sandbox {
                 pod: pod_uid.to_string(),
                 source: Box::new(source),
-            }
-        })?;
+            },
+        )?;
         // The pod's files are gone: its user namespace range may go to another pod.
         self.userns
             .lock()
@@ -462,7 +495,9 @@ impl Runtime for LinuxRuntime {
                 log::warn!("pod {uid}: {e}");
             }
         }
-        Ok(scan.live)
+        let live = self.check_networks(scan.live);
+        self.collect_network_attachments(&live);
+        Ok(live)
     }
 
     fn update_pod_volumes(&self, pod: &Pod) -> Result<(), RuntimeError> {

@@ -209,6 +209,14 @@ pub enum RuntimeEvent {
 /// A pod sandbox that exists on this node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SandboxInfo {
+    /// The sandbox's ID (CNI_CONTAINERID of its network attachment). Empty in records of
+    /// older versions.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    /// The pod's IPs from its network, IPv4 first; empty without a pod network (hostNetwork,
+    /// or networking off: loopback only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pod_ips: Vec<String>,
     pub pod_uid: String,
     pub pod_namespace: String,
     pub pod_name: String,

@@ -24,7 +24,16 @@
 //! - `pod-init.json`: with shareProcessNamespace, the pod init's identity,
 //! - `shm/`: the pod's /dev/shm (tmpfs, shared by its containers),
 //! - `etc/hosts`, `etc/hostname`, `etc/resolv.conf`: bind-mounted into every container,
-//! - `cgroup.json`: what the pod cgroup was created with (written by [`super::linux`]).
+//! - `cgroup.json`: what the pod cgroup was created with (written by [`super::linux`]),
+//! - `network.json`: the pod network's latest CNI result (see [`crate::network`]), and
+//!   `network.failed` when its CHECK failed at re-adoption (the sandbox is then not live).
+//!
+//! The pod's network: after the helper pinned the namespaces, the runtime's
+//! [`PodNetwork`] attaches `ns/net` to the CNI network (ADD) before `sandbox.json` is
+//! written, and detaches it (DEL) before `ns/net` is unmounted, in every teardown (removal,
+//! a partial or dead sandbox, a failed creation). A DEL that fails leaves the namespace
+//! pinned for the next attempt (the bridge plugin removes its masquerade rule only while it
+//! can find the pod's addresses in the namespace).
 //!
 //! Data part (`<root-dir>/pods/<uid>/`, kept across reboots while the pod exists):
 //! - `volumes/<name>/`: emptyDir volumes; `medium: Memory` ones are tmpfs mounts, whose content
@@ -56,6 +65,7 @@ use super::rundir::is_nsfs;
 use super::spec::NodeInfo;
 use super::volumes;
 use super::SandboxInfo;
+use crate::network::{self, NetworkError, PodNetwork};
 
 mod in_userns;
 use crate::fsutil::{self, Loaded};
@@ -83,6 +93,14 @@ pub enum SandboxError {
     Unmount(#[from] super::rootfs::RootfsError),
     #[error("user namespace: {0}")]
     UserNamespace(#[from] super::userns::UsernsError),
+    #[error("pod network: {0}")]
+    Network(Box<NetworkError>),
+}
+
+impl From<NetworkError> for SandboxError {
+    fn from(e: NetworkError) -> Self {
+        SandboxError::Network(Box::new(e))
+    }
 }
 
 /// Why a complete sandbox cannot be joined: it must be torn down and created again.
@@ -97,6 +115,9 @@ pub enum NotLive {
     /// The shared PID namespace's init (its PID 1) is gone: the namespace is dead.
     #[error("the pod init recorded in {path} is not running")]
     PodInit { path: PathBuf },
+    /// The pod network's CHECK failed when the sandbox was re-adopted.
+    #[error("its network failed CHECK: {message}")]
+    Network { message: String },
 }
 
 /// Why a `hostPath` volume does not match its `type`.
@@ -178,6 +199,14 @@ impl SandboxPaths {
     pub fn volumes(&self) -> PathBuf {
         self.data.join("volumes")
     }
+    /// The pod network's latest CNI result.
+    pub fn network_result(&self) -> PathBuf {
+        self.dir.join("network.json")
+    }
+    /// Present when the network's CHECK failed: the sandbox is made again.
+    pub fn network_failed(&self) -> PathBuf {
+        self.dir.join("network.failed")
+    }
     pub fn volume(&self, name: &str) -> PathBuf {
         self.volumes().join(name)
     }
@@ -219,16 +248,27 @@ pub fn host_network(pod: &Pod) -> bool {
         .unwrap_or(false)
 }
 
+/// What a sandbox is created with besides the pod.
+pub struct CreateOptions<'a> {
+    pub node: &'a NodeInfo,
+    pub dns: &'a DnsSettings,
+    pub helper_binary: &'a Path,
+    /// `hostUsers: false`: the base of the pod's user namespace mapping.
+    pub user_ns_base: Option<u32>,
+    /// The pod network: attachments of a sandbox being torn down are DELed through it.
+    pub network: Option<&'a PodNetwork>,
+    /// Whether the new sandbox joins it (false: loopback only).
+    pub join_network: bool,
+}
+
 /// Creates (or reuses, if complete and live) the sandbox of `pod`. The pod's data (emptyDir
 /// volumes) is kept: a sandbox created again after a reboot finds it where it was.
 pub fn create(
     dirs: &SandboxDirs,
     pod: &Pod,
-    node: &NodeInfo,
-    dns: &DnsSettings,
-    helper_binary: &Path,
-    user_ns_base: Option<u32>,
+    opts: &CreateOptions<'_>,
 ) -> Result<SandboxInfo, SandboxError> {
+    let user_ns_base = opts.user_ns_base;
     let uid = pod_uid(pod)?;
     let paths = SandboxPaths::new(dirs, &uid)?;
     if let Some(info) = load(&paths)? {
@@ -242,11 +282,11 @@ pub fn create(
     }
     // A partial or dead sandbox is torn down and made again.
     if paths.dir.exists() {
-        remove_runtime_part(&paths)?;
+        remove_runtime_part(&paths, opts.network)?;
     }
-    let result = create_new(&paths, pod, node, dns, &uid, helper_binary, user_ns_base);
+    let result = create_new(&paths, pod, opts, &uid);
     if result.is_err() {
-        if let Err(e) = remove_runtime_part(&paths) {
+        if let Err(e) = remove_runtime_part(&paths, opts.network) {
             log::warn!("pod {uid}: cleanup of failed sandbox: {e}");
         }
     }
@@ -296,11 +336,15 @@ pub fn check_namespaces(paths: &SandboxPaths, host_network: bool) -> Result<(), 
     Ok(())
 }
 
-/// Whether a complete sandbox is usable: live namespaces and a mounted /dev/shm.
+/// Whether a complete sandbox is usable: live namespaces, a mounted /dev/shm and no failed
+/// network CHECK.
 pub fn check_live(paths: &SandboxPaths, host_network: bool) -> Result<(), NotLive> {
     check_namespaces(paths, host_network)?;
     if !is_mounted(&paths.shm()) {
         return Err(NotLive::Shm { path: paths.shm() });
+    }
+    if let Ok(message) = fs::read_to_string(paths.network_failed()) {
+        return Err(NotLive::Network { message });
     }
     Ok(())
 }
@@ -308,12 +352,10 @@ pub fn check_live(paths: &SandboxPaths, host_network: bool) -> Result<(), NotLiv
 fn create_new(
     paths: &SandboxPaths,
     pod: &Pod,
-    node: &NodeInfo,
-    dns: &DnsSettings,
+    opts: &CreateOptions<'_>,
     uid: &str,
-    helper_binary: &Path,
-    user_ns_base: Option<u32>,
 ) -> Result<SandboxInfo, SandboxError> {
+    let (node, helper_binary, user_ns_base) = (opts.node, opts.helper_binary, opts.user_ns_base);
     let hostname = pod_hostname(pod);
     let host_net = host_network(pod);
     for d in [paths.dir.join("ns"), paths.dir.join("etc"), paths.shm()] {
@@ -326,7 +368,6 @@ fn create_new(
     fs::create_dir_all(&paths.data).map_err(io_err(&paths.data))?;
     fs::set_permissions(&paths.data, fs::Permissions::from_mode(0o700))
         .map_err(io_err(&paths.data))?;
-    write_etc_files(paths, pod, &hostname, host_net, dns)?;
     let volumes = prepare_volumes(paths, pod, node)?;
 
     let mut cmd = Command::new(helper_binary);
@@ -359,7 +400,38 @@ fn create_new(
             ),
         });
     }
+    let resolv = dns::pod_resolv_conf(pod, &dns::host_resolv_conf(opts.dns, !host_net), opts.dns);
+    // The pod network, once its namespace is pinned; the sandbox is complete only after it.
+    let (id, pod_ips) = match opts.network.filter(|_| opts.join_network && !host_net) {
+        Some(net) => {
+            let st = net.setup(&network::SetupRequest {
+                pod,
+                netns: &paths.ns("net"),
+                result_path: &paths.network_result(),
+                dns: crate::pod::netargs::DnsArgs {
+                    servers: resolv.nameservers.clone(),
+                    searches: resolv.searches.clone(),
+                    options: resolv.options.clone(),
+                },
+            })?;
+            let ips = st.ips.iter().map(|i| i.to_string()).collect();
+            (st.id, ips)
+        }
+        None => (network::new_sandbox_id(uid, ""), Vec::new()),
+    };
+    let domain = dns::pod_domain(pod, &opts.dns.cluster_domain);
+    write_etc_files(
+        paths,
+        pod,
+        &hostname,
+        host_net,
+        &resolv,
+        &pod_ips,
+        domain.as_deref(),
+    )?;
     let info = SandboxInfo {
+        id,
+        pod_ips,
         pod_uid: uid.to_string(),
         pod_namespace: pod
             .metadata
@@ -460,9 +532,9 @@ pub fn list_data(dirs: &SandboxDirs) -> Result<Vec<String>, SandboxError> {
 /// Tears a sandbox down for good (the pod is removed): unmounts the pinned namespaces,
 /// /dev/shm and memory volumes, then removes both parts. Never recurses into a directory that
 /// is still a mount point.
-pub fn remove(dirs: &SandboxDirs, uid: &str) -> Result<(), SandboxError> {
+pub fn remove(dirs: &SandboxDirs, uid: &str, net: Option<&PodNetwork>) -> Result<(), SandboxError> {
     let paths = SandboxPaths::new(dirs, uid)?;
-    remove_runtime_part(&paths)?;
+    remove_runtime_part(&paths, net)?;
     if !paths.data.exists() {
         return Ok(());
     }
@@ -476,12 +548,21 @@ pub fn remove(dirs: &SandboxDirs, uid: &str) -> Result<(), SandboxError> {
 
 /// Tears down the runtime part of a sandbox (namespaces, /dev/shm, /etc files), keeping the
 /// pod's data: an interrupted or dead sandbox is made again with the same emptyDir volumes.
-pub fn remove_runtime(dirs: &SandboxDirs, uid: &str) -> Result<(), SandboxError> {
+pub fn remove_runtime(
+    dirs: &SandboxDirs,
+    uid: &str,
+    net: Option<&PodNetwork>,
+) -> Result<(), SandboxError> {
     let paths = SandboxPaths::new(dirs, uid)?;
-    remove_runtime_part(&paths)
+    remove_runtime_part(&paths, net)
 }
 
-fn remove_runtime_part(paths: &SandboxPaths) -> Result<(), SandboxError> {
+/// Detaches the pod's network (DEL of every recorded attachment of the pod; nothing without
+/// a record), then tears the runtime part down. A failed DEL leaves everything in place.
+fn remove_runtime_part(paths: &SandboxPaths, net: Option<&PodNetwork>) -> Result<(), SandboxError> {
+    if let (Some(net), Some(uid)) = (net, paths.dir.file_name().and_then(|n| n.to_str())) {
+        net.teardown_pod(uid, &paths.network_result())?;
+    }
     if !paths.dir.exists() {
         return Ok(());
     }
@@ -510,9 +591,18 @@ fn write_etc_files(
     pod: &Pod,
     hostname: &str,
     host_net: bool,
-    dns: &DnsSettings,
+    resolv: &dns::ResolvConf,
+    pod_ips: &[String],
+    domain: Option<&str>,
 ) -> Result<(), SandboxError> {
-    let hosts = dns::hosts_file(pod, hostname, host_net, Path::new("/etc/hosts"));
+    let hosts = dns::hosts_file(
+        pod,
+        hostname,
+        host_net,
+        Path::new("/etc/hosts"),
+        pod_ips,
+        domain,
+    );
     let hostname_content = if host_net {
         nix::unistd::gethostname()
             .map(|h| h.to_string_lossy().into_owned())
@@ -520,7 +610,7 @@ fn write_etc_files(
     } else {
         hostname.to_string()
     };
-    let resolv = dns::pod_resolv_conf(pod, &dns::host_resolv_conf(dns)).render();
+    let resolv = resolv.render();
     for (name, data) in [
         ("hosts", hosts),
         ("hostname", format!("{hostname_content}\n")),

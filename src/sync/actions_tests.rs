@@ -231,6 +231,8 @@ fn worker(now: Instant, case: &Case) -> PodWorker {
     };
     pod.metadata.uid = Some("uid-1".into());
     PodWorker {
+        sandbox_failures: 0,
+        pod_ips: Vec::new(),
         spec: StaticPod {
             pod: pod.clone(),
             source: "/m/pod.yaml".into(),

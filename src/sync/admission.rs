@@ -3,8 +3,9 @@
 //! Failed with reason `OutOfcpu` / `OutOfmemory` / `OutOfephemeral-storage` (requests
 //! against the root dir's filesystem) / `OutOfhugepages-<size>` and a Warning event, until its
 //! manifest
-//! changes (a new uid, admitted afresh). Before it, the eviction manager's admission refuses
-//! pods under node pressure (`sync::eviction`).
+//! changes (a new uid, admitted afresh). A pod whose hostPort another admitted pod uses is
+//! refused the same way (reason `NodePorts`, the message naming the other pod). Before it,
+//! the eviction manager's admission refuses pods under node pressure (`sync::eviction`).
 
 use super::{podstatus, PodWorker, SyncLoop};
 use std::collections::BTreeMap;
@@ -12,9 +13,12 @@ use std::collections::BTreeMap;
 use crate::cgroups::allocatable::{
     admit, admit_ephemeral_storage, admit_hugepages, read_hugepages_capacity, Rejection,
 };
+use crate::network::hostport;
+use crate::pod::netargs::host_ports;
 use crate::pod::resources::{
     pod_ephemeral_storage_requests, pod_hugepages_requests, pod_requests, Amounts,
 };
+use crate::reason::PodReason;
 use crate::status::EventType;
 
 impl SyncLoop {
@@ -32,7 +36,8 @@ impl SyncLoop {
         let verdict = self
             .fit(name, w)
             .and_then(|()| self.fit_ephemeral_storage(w))
-            .and_then(|()| self.fit_hugepages(name, w));
+            .and_then(|()| self.fit_hugepages(name, w))
+            .and_then(|()| self.fit_host_ports(w));
         if let Err(Rejection { reason, message }) = verdict {
             if let Some(event) = reason.event() {
                 self.event(EventType::Warning, name, None, event, &message);
@@ -86,6 +91,26 @@ impl SyncLoop {
             .filter_map(|o| pod_ephemeral_storage_requests(&o.pod).ok().flatten())
             .fold(0u64, |acc, r| acc.saturating_add(r.bytes));
         admit_ephemeral_storage(request, used, allocatable)
+    }
+
+    /// The kubelet's NodePorts check: no hostPort (protocol, port, host IP) of the pod may be
+    /// one another admitted pod uses; the refusal names that pod.
+    fn fit_host_ports(&self, w: &PodWorker) -> Result<(), Rejection> {
+        let ports = host_ports(&w.pod);
+        if ports.is_empty() {
+            return Ok(());
+        }
+        let others = self
+            .admitted_pods()
+            .filter(|o| o.uid != w.uid)
+            .map(|o| (o.spec.full_name.as_str(), host_ports(&o.pod)));
+        match hostport::find_conflict(&ports, others) {
+            None => Ok(()),
+            Some(c) => Err(Rejection {
+                reason: PodReason::NodePorts,
+                message: c.message(),
+            }),
+        }
     }
 
     /// `hugepages-<size>` against the node's huge pages, read when a pod asks for some.

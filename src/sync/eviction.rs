@@ -270,6 +270,7 @@ impl SyncLoop {
                 e.sandbox = EvictedSandbox::Removed;
                 w.sandbox = SandboxPhase::Pending;
                 w.sandbox_retry_at = None;
+                w.pod_ips.clear();
             }
             Err(msg) => {
                 log::warn!("{name}: removing the evicted pod's sandbox: {msg}");

@@ -123,6 +123,9 @@ pub struct SyncConfig {
     /// back to the pod's last Ready one (`podvisor.io/rollback-after` overrides it per pod;
     /// zero turns rollbacks off).
     pub rollback_after: Duration,
+    /// Pods without hostNetwork get their IPs from a pod network (CNI): until their sandbox
+    /// has one, status shows no pod IP. Without it they have loopback only (`127.0.0.1`).
+    pub pod_network: bool,
 }
 
 /// How often manifests refused for the node's state (a missing profile) are checked again.
@@ -223,6 +226,10 @@ struct PodWorker {
     pod: Arc<Pod>,
     sandbox: SandboxPhase,
     sandbox_retry_at: Option<Instant>,
+    /// Sandbox creations that failed in a row (the retry waits 10 s, doubling to 5 min).
+    sandbox_failures: u32,
+    /// The pod's IPs from its network (its sandbox's), IPv4 first; empty without one.
+    pod_ips: Vec<String>,
     slots: Vec<Slot>,
     /// The uid of a previous generation still being removed: nothing starts before it is gone.
     blocked_by: Option<String>,
@@ -295,8 +302,8 @@ pub struct SyncLoop {
     removals: BTreeMap<String, Removal>,
     /// Containers found on disk at start, by pod uid, not yet claimed by a worker.
     adopted: BTreeMap<String, Vec<ContainerInfo>>,
-    /// Sandboxes found on disk at start: pod uid -> creation time.
-    sandboxes_on_disk: BTreeMap<String, String>,
+    /// Sandboxes found on disk at start: pod uid -> (creation time, pod IPs).
+    sandboxes_on_disk: BTreeMap<String, (String, Vec<String>)>,
     /// Pods with data on disk at start (emptyDir volumes), not yet claimed by a worker: after
     /// a reboot these have no sandbox; unclaimed ones are removed once the sources reported.
     data_on_disk: BTreeSet<String>,
@@ -413,7 +420,7 @@ impl SyncLoop {
             .list_pod_sandboxes()?
             .into_iter()
             .filter(|s| in_scope(&s.pod_uid))
-            .map(|s| (s.pod_uid, s.created_at))
+            .map(|s| (s.pod_uid, (s.created_at, s.pod_ips)))
             .collect();
         let data_on_disk = runtime
             .list_pod_data()?

@@ -235,7 +235,17 @@ pub(super) fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig) -> PodVi
     let mut pod = (*w.pod).clone();
     pod.metadata.creation_timestamp = to_time(&w.created);
     let inits_pending = !super::actions::initialized(w);
-    let pod_ip = super::probes::pod_ip(&pod, &cfg.host_ip);
+    let host_network = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.host_network)
+        .unwrap_or(false);
+    // With a pod network, no IP until the sandbox has one (as the kubelet shows a pod).
+    let pod_ips = if cfg.pod_network && !host_network && w.pod_ips.is_empty() {
+        Vec::new()
+    } else {
+        crate::runtime::spec::pod_ips(&pod, &cfg.host_ip, &w.pod_ips)
+    };
     let mut conditions: Vec<PodCondition> = w
         .conditions
         .iter()
@@ -292,8 +302,9 @@ pub(super) fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig) -> PodVi
         phase: Some(phase(w).into()),
         conditions: Some(conditions),
         host_ip: Some(cfg.host_ip.clone()),
-        pod_ip: Some(pod_ip.clone()),
-        pod_ips: Some(vec![PodIP { ip: pod_ip }]),
+        pod_ip: pod_ips.first().cloned(),
+        pod_ips: (!pod_ips.is_empty())
+            .then(|| pod_ips.into_iter().map(|ip| PodIP { ip }).collect()),
         start_time: w.start_time.as_deref().and_then(to_time),
         qos_class: qos,
         init_container_statuses: (!inits.is_empty()).then_some(inits),

@@ -93,6 +93,20 @@ impl Default for ProbeState {
 /// The address probes and hooks use by default: the pod IP.
 pub(super) use crate::runtime::spec::pod_ip;
 
+/// The namespace probes and hooks connect from: the pod's own for a pod without a network
+/// (its 127.0.0.1), the daemon's otherwise (to the pod IP, as the kubelet does; `None`).
+fn probe_netns(
+    runtime: &dyn crate::runtime::Runtime,
+    uid: &str,
+    pod_ips: &[String],
+) -> Option<std::path::PathBuf> {
+    if pod_ips.is_empty() {
+        runtime.pod_network_namespace(uid)
+    } else {
+        None
+    }
+}
+
 fn kill_grace(pod: &Pod, c: &Container, kind: Option<ProbeKind>) -> Duration {
     let probe = match kind {
         Some(ProbeKind::Liveness) => c.liveness_probe.as_ref(),
@@ -121,6 +135,7 @@ impl SyncLoop {
         let uid = w.uid.clone();
         let w_uid = uid.clone();
         let pod = Arc::clone(&w.pod);
+        let ips = w.pod_ips.clone();
         let Some(slot) = w.slots.iter_mut().find(|s| s.container.name == cname) else {
             return;
         };
@@ -146,7 +161,7 @@ impl SyncLoop {
             HookKind::PostStart,
             handler,
             &slot.container,
-            &pod_ip(&pod, &host_ip),
+            &pod_ip(&pod, &host_ip, &ips),
         ) {
             Ok(action) => {
                 inst.health.post_start_pending = true;
@@ -157,7 +172,7 @@ impl SyncLoop {
                     hook: HookKind::PostStart,
                     action,
                     timeout: POST_START_TIMEOUT,
-                    netns: self.runtime.pod_network_namespace(&w_uid),
+                    netns: probe_netns(&*self.runtime, &w_uid, &ips),
                 };
                 self.executor.submit(job);
             }
@@ -185,6 +200,7 @@ impl SyncLoop {
         };
         let uid = w.uid.clone();
         let pod = Arc::clone(&w.pod);
+        let ips = w.pod_ips.clone();
         let evicted_grace = w.evicted.as_ref().map(|e| e.grace);
         let Some(slot) = w
             .slots
@@ -208,7 +224,7 @@ impl SyncLoop {
                     HookKind::PreStop,
                     h,
                     &slot.container,
-                    &pod_ip(&pod, &host_ip),
+                    &pod_ip(&pod, &host_ip, &ips),
                 )
             });
         let Some(inst) = slot.instance.as_mut() else {
@@ -223,7 +239,7 @@ impl SyncLoop {
         match pre_stop {
             Some(Ok(action)) => {
                 job = Some(Job::Hook {
-                    netns: self.runtime.pod_network_namespace(&uid),
+                    netns: probe_netns(&*self.runtime, &uid, &ips),
                     uid,
                     name: cname.clone(),
                     container_id: id.to_string(),
@@ -441,7 +457,7 @@ impl SyncLoop {
     /// preStop jobs for the running containers of a pod going away; returns the jobs and the
     /// ids whose stop signal waits for them.
     pub(super) fn pre_stop_jobs(&mut self, w: &PodWorker) -> (Vec<Job>, BTreeSet<String>) {
-        let ip = pod_ip(&w.pod, &self.cfg.host_ip);
+        let ip = pod_ip(&w.pod, &self.cfg.host_ip, &w.pod_ips);
         let grace = grace_of(&w.pod);
         let mut jobs = Vec::new();
         let mut ids = BTreeSet::new();
@@ -469,7 +485,7 @@ impl SyncLoop {
                 Ok(action) => {
                     ids.insert(inst.id.clone());
                     jobs.push(Job::Hook {
-                        netns: self.runtime.pod_network_namespace(&w.uid),
+                        netns: probe_netns(&*self.runtime, &w.uid, &w.pod_ips),
                         uid: w.uid.clone(),
                         name: s.container.name.clone(),
                         container_id: inst.id.clone(),
@@ -500,7 +516,7 @@ impl SyncLoop {
         let now = self.clock.now();
         let mut desired = BTreeSet::new();
         for (name, w) in &self.workers {
-            let ip = pod_ip(&w.pod, &self.cfg.host_ip);
+            let ip = pod_ip(&w.pod, &self.cfg.host_ip, &w.pod_ips);
             for s in &w.slots {
                 let Some(inst) = s.instance.as_ref().filter(|i| !i.id.is_empty()) else {
                     continue;
@@ -527,7 +543,7 @@ impl SyncLoop {
                             container: c.name.clone(),
                             container_id: inst.id.clone(),
                             started_at: now,
-                            netns: self.runtime.pod_network_namespace(&w.uid),
+                            netns: probe_netns(&*self.runtime, &w.uid, &w.pod_ips),
                             probes,
                         },
                     )),

@@ -11,6 +11,11 @@ use crate::reason::{EventReason, WaitingReason};
 use crate::runtime::{ContainerInfo, ContainerState};
 use crate::status::EventType;
 
+/// The wait before sandbox creation attempt `failures + 1`: 10 s, doubling to 5 min.
+pub(super) fn sandbox_backoff(failures: u32) -> Duration {
+    Duration::from_secs(10u64.saturating_mul(1u64 << failures.min(5))).min(Duration::from_secs(300))
+}
+
 impl SyncLoop {
     pub(super) fn on_work(&mut self, r: JobResult) {
         match r {
@@ -47,16 +52,22 @@ impl SyncLoop {
                 };
                 let name = name.clone();
                 match result {
-                    Ok(_) => {
+                    Ok(info) => {
                         w.sandbox = SandboxPhase::Ready;
                         w.sandbox_retry_at = None;
+                        w.sandbox_failures = 0;
+                        w.pod_ips = info.pod_ips;
                         w.start_time = Some(rfc3339(self.clock.wall()));
                     }
                     Err(message) => {
                         w.sandbox = SandboxPhase::Failed {
                             message: message.clone(),
                         };
-                        w.sandbox_retry_at = Some(self.clock.now() + Duration::from_secs(10));
+                        // The kubelet's pod worker backoff, doubling: a missing plugin or a
+                        // broken network configuration is not retried in a tight loop.
+                        w.sandbox_retry_at =
+                            Some(self.clock.now() + sandbox_backoff(w.sandbox_failures));
+                        w.sandbox_failures = w.sandbox_failures.saturating_add(1);
                         self.event(
                             EventType::Warning,
                             &name,
@@ -296,5 +307,18 @@ impl SyncLoop {
             }
         }
         self.dirty = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sandbox_backoff;
+    use std::time::Duration;
+
+    #[test]
+    fn sandbox_retries_back_off_from_10_s_doubling_to_5_min() {
+        let secs: Vec<u64> = (0..8).map(|n| sandbox_backoff(n).as_secs()).collect();
+        assert_eq!(secs, [10, 20, 40, 80, 160, 300, 300, 300]);
+        assert_eq!(sandbox_backoff(u32::MAX), Duration::from_secs(300));
     }
 }

@@ -43,6 +43,8 @@ impl SyncLoop {
             uid: uid.clone(),
             sandbox: SandboxPhase::Pending,
             sandbox_retry_at: None,
+            sandbox_failures: 0,
+            pod_ips: Vec::new(),
             slots,
             blocked_by,
             start_time: None,
@@ -59,8 +61,9 @@ impl SyncLoop {
         // Re-adopt what a previous run left: the sandbox and the containers of this uid.
         self.data_on_disk.remove(&uid);
         self.persisted.remove(&uid);
-        if let Some(created) = self.sandboxes_on_disk.remove(&uid) {
+        if let Some((created, pod_ips)) = self.sandboxes_on_disk.remove(&uid) {
             w.sandbox = SandboxPhase::Ready;
+            w.pod_ips = pod_ips;
             w.start_time = Some(created.clone());
             w.created = created;
         }
@@ -208,6 +211,7 @@ impl SyncLoop {
         };
         w.sandbox = SandboxPhase::Pending;
         w.sandbox_retry_at = None;
+        w.pod_ips.clear();
         let never = restart_policy(&w.pod) == "Never";
         let mut live = Vec::new();
         for s in &mut w.slots {

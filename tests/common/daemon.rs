@@ -38,6 +38,27 @@ impl Daemon {
         extra: &[&str],
         vars: &[(&str, &Path)],
     ) -> Daemon {
+        Daemon::spawn(env, manifests, extra, vars, None)
+    }
+
+    /// As [`Daemon::start_with`], the daemon in the network namespace `netns` (its pod
+    /// network, host ports and rules are that namespace's).
+    pub fn start_in(
+        env: &TestEnv,
+        manifests: &Path,
+        extra: &[&str],
+        netns: &super::netns::TestNetns,
+    ) -> Daemon {
+        Daemon::spawn(env, manifests, extra, &[], Some(netns))
+    }
+
+    fn spawn(
+        env: &TestEnv,
+        manifests: &Path,
+        extra: &[&str],
+        vars: &[(&str, &Path)],
+        netns: Option<&super::netns::TestNetns>,
+    ) -> Daemon {
         let socket = env.dir.path().join("api.sock");
         let log_path = env.dir.path().join("daemon.log");
         let log = fs::OpenOptions::new()
@@ -45,8 +66,11 @@ impl Daemon {
             .append(true)
             .open(&log_path)
             .expect("log");
-        let child = env
-            .podvisor()
+        let mut cmd = env.podvisor();
+        if let Some(ns) = netns {
+            ns.enter(&mut cmd);
+        }
+        let child = cmd
             .arg("run")
             .arg("--pod-manifest-path")
             .arg(manifests)
@@ -55,6 +79,13 @@ impl Daemon {
             .arg("--hostname-override")
             .arg("testnode")
             .args(extra)
+            // No pod network unless the test asks for one (tests/network.rs, each in a network
+            // namespace of its own): nothing is written to /etc/cni/net.d, no bridge appears
+            // on the host.
+            .args(
+                (!extra.iter().any(|a| a.starts_with("--cni-conf-dir")))
+                    .then_some("--cni-conf-dir="),
+            )
             // Tests must not depend on how full this host's disk is: only the memory
             // threshold (node allocatable's) unless a test sets its own.
             .args(

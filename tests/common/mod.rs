@@ -17,6 +17,7 @@ use podvisor::runtime::{ExitRecord, RuntimeEvent};
 
 pub mod daemon;
 pub mod image;
+pub mod netns;
 pub mod registry;
 #[allow(dead_code)]
 pub mod smallfs;

@@ -82,6 +82,10 @@ out=$(dpkg -i /vm/podvisor-1.deb 2>&1) || errs="dpkg -i: $out;"
 wait_until 120 two_running || errs="$errs $(running_pods) of 2 pods Running: $(podvisor pods 2>&1 | tr '\n' ' ');"
 [ -f /usr/share/man/man1/podvisor.1.gz ] || errs="$errs no man page;"
 [ -f /usr/share/bash-completion/completions/podvisor ] || errs="$errs no bash completion;"
+# A fresh install's pod network: the default network written, the pod on it.
+[ -f /etc/cni/net.d/87-podvisor-bridge.conflist ] || errs="$errs no default CNI network written;"
+pod_ip=$(podvisor pods web -o json 2>/dev/null | sed -n 's/^ *"podIP": "\([^"]*\)".*/\1/p' | head -n1)
+case "$pod_ip" in 10.86.*) ;; *) errs="$errs pod web has no pod IP ('$pod_ip');" ;; esac
 say "INFO install to 2 pods running: $(($(now) - t)) s"
 report install
 

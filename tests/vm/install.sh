@@ -56,11 +56,14 @@ if [ -z "$kernel_dir" ]; then
   [ -n "$kernel_dir" ] || die "no kernel under $cache"
 fi
 kver=$(cat "$kernel_dir/version")
-rootfs=$cache/debian12-rootfs
+# The package's dependencies beyond minbase: libseccomp2, and the pod network's plugins and
+# iptables (the cache directory is named after the list, so a change makes a new rootfs).
+include=systemd,systemd-sysv,libseccomp2,kmod,procps,init-system-helpers,containernetworking-plugins,iptables
+rootfs=$cache/debian12-rootfs-$(echo "$include" | cksum | cut -d' ' -f1)
 if [ ! -x "$rootfs/lib/systemd/systemd" ]; then
   log "debootstrap of Debian 12 (first run only)"
   rm -rf "$rootfs.partial"
-  debootstrap --variant=minbase --include=systemd,systemd-sysv,libseccomp2,kmod,procps,init-system-helpers \
+  debootstrap --variant=minbase --include="$include" \
     bookworm "$rootfs.partial" http://deb.debian.org/debian >/dev/null || die "debootstrap failed"
   mv "$rootfs.partial" "$rootfs"
 fi

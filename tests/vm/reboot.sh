@@ -62,7 +62,7 @@ mount --bind /disk/manifests "$MANIFESTS"
 
 start_daemon() {
   RUST_LOG=${RUST_LOG:-info} podvisor run --config /vm/kubelet-config.yaml \
-    --pod-manifest-path "$MANIFESTS" >>"$DAEMON_LOG" 2>&1 &
+    --pod-manifest-path "$MANIFESTS" --cni-conf-dir '' >>"$DAEMON_LOG" 2>&1 &
   daemon=$!
 }
 stop_daemon() {

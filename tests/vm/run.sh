@@ -50,6 +50,12 @@ disk_mb=${PODVISOR_VM_DISK_MB:-512}
 # the block device /dev/ram0 of the device-filter scenarios; the disk of the reboot series
 # needs virtio and ext4 (whose metadata checksums need crc32c).
 modules=(overlay brd virtio_pci virtio_blk crc32c_generic ext4)
+# The pod-network scenario (amd64 guest): veth and bridge, nftables with the xtables
+# extensions iptables-nft uses for the rules of Debian's bridge, portmap and firewall plugins
+# (nat, masquerade, DNAT, comments, addrtype, marks, multiport, conntrack).
+net_modules=(veth bridge nf_tables nft_compat nft_chain_nat nf_nat nf_conntrack nft_ct
+  nft_masq xt_MASQUERADE xt_nat xt_comment xt_addrtype xt_mark xt_multiport xt_conntrack
+  xt_tcpudp)
 # Every scenario the guest must report; a missing line is a failure.
 scenarios=(
   qos-guaranteed qos-burstable qos-besteffort
@@ -60,11 +66,14 @@ scenarios=(
   monitors-outside-pods pod-cgroup-removed cycles-50
 )
 # Scenarios that get a boot of their own (so their minutes do not count against the
-# scenarios boot's time limit): memory-pressure presses the whole VM's memory.
-own_boot=(memory-pressure)
+# scenarios boot's time limit): memory-pressure presses the whole VM's memory; pod-network
+# runs a daemon of its own on the pod network (amd64 guest only).
+own_boot=(memory-pressure pod-network)
 if [ "$vm_arch" != amd64 ]; then
-  # No apparmor_parser of the guest's architecture in the initramfs.
+  # No apparmor_parser of the guest's architecture in the initramfs, and no CNI plugins,
+  # iptables or nft of it either.
   scenarios=("${scenarios[@]/apparmor-*/}")
+  own_boot=(memory-pressure)
   read -r -a scenarios <<< "${scenarios[*]}"
   # The armv7 binary under the arm64 kernel's 32-bit compat layer.
   scenarios+=(armhf-binary)
@@ -86,7 +95,7 @@ if [ -n "${PODVISOR_VM_ONLY:-}" ]; then
     case "$name" in
       reboot) run_series=1 expected+=("${series[@]}") ;; # the whole series
       reboot-* | power-cut-*) run_series=1 expected+=("$name") ;;
-      memory-pressure) run_own+=("$name") expected+=("$name") ;;
+      memory-pressure | pod-network) run_own+=("$name") expected+=("$name") ;;
       *) run_scenarios=1 expected+=("$name") scenarios_only="${scenarios_only:+$scenarios_only,}$name" ;;
     esac
   done
@@ -169,6 +178,33 @@ fi
 : > "$stage/vm/modules/order"
 add_module() { vm_add_module "$stage/vm/modules" "$1"; }
 for m in "${modules[@]}"; do add_module "$m"; done
+# pod networking (amd64 guest): Debian's CNI plugins, iptables-nft (with its extensions) and
+# nft, their libraries, and the kernel modules they need
+if [ "$vm_arch" = amd64 ]; then
+  cni_plugins=(bridge host-local portmap firewall bandwidth loopback)
+  net_tools=(/usr/sbin/xtables-nft-multi /usr/sbin/nft)
+  for p in "${cni_plugins[@]}"; do net_tools+=("/usr/lib/cni/$p"); done
+  for f in "${net_tools[@]}"; do
+    [ -x "$f" ] || die "missing $f (apt-get install containernetworking-plugins iptables nftables)"
+  done
+  mkdir -p "$stage/usr/lib/cni"
+  for f in "${net_tools[@]}"; do
+    dest=$stage$f
+    [ "${f#/usr/lib/cni/}" = "$f" ] || dest=$stage/usr/lib/cni/$(basename "$f")
+    rm -f "$dest" # never through a busybox applet link
+    cp "$f" "$dest"
+  done
+  for l in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
+    rm -f "$stage/usr/sbin/$l" "$stage/sbin/$l"
+    ln -s xtables-nft-multi "$stage/usr/sbin/$l"
+  done
+  xt=$(dirname "$(find /usr/lib -name libxt_comment.so -print -quit)")
+  mkdir -p "$stage$xt"
+  cp -a "$xt/." "$stage$xt/"
+  cp /etc/protocols /etc/services "$stage/etc/" 2>/dev/null || true
+  vm_copy_libs "$stage" "${net_tools[@]}" "$xt"/*.so
+  for m in "${net_modules[@]}"; do add_module "$m"; done
+fi
 # the test image, built offline like the other tests' image; for the reboot series a second
 # image with 8 MiB of random data, imported while the power is cut
 BUSYBOX=$busybox_bin BUSYBOX_LIST=$(command -v busybox) IMAGE_ARCH=$vm_arch \

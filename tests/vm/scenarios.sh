@@ -379,7 +379,7 @@ EOF
   bt0=$(ms)
   podvisor --root-dir "$broot" --runtime-dir /run/pv-boot/state --log-dir /var/log/pv-boot \
     --cgroup-parent "$bparent" run \
-    --pod-manifest-path "$bman" --api-socket "$bsock" >/var/log/pv-boot.log 2>&1 &
+    --pod-manifest-path "$bman" --api-socket "$bsock" --cni-conf-dir '' >/var/log/pv-boot.log 2>&1 &
   bd=$!
   _end=$(($(now) + 120))
   bfirst=""
@@ -660,7 +660,7 @@ EOF
   mp_pod mem-besteffort 96 "" "resources: {}"
   RUST_LOG=info podvisor --root-dir "$mroot" --runtime-dir /run/pv-mem/state --log-dir /var/log/pv-mem \
     --cgroup-parent "$mparent" run --config /tmp/pv-mem-config.yaml \
-    --pod-manifest-path "$mman" --api-socket "$msock" >/var/log/pv-mem.log 2>&1 &
+    --pod-manifest-path "$mman" --api-socket "$msock" --cni-conf-dir '' >/var/log/pv-mem.log 2>&1 &
   md=$!
   for p in critical:32 guaranteed:24 burstable:64 besteffort:96; do
     [ -z "$errs" ] || break
@@ -740,6 +740,100 @@ EOF
   report $n
 }
 
+# --- pod network (issue 16): a daemon of its own on a fresh node's default CNI network -------
+# /etc/cni/net.d is empty: podvisor writes its default network (bridge podvisor0, host-local on
+# 10.86.0.0/16, portmap, firewall, bandwidth) and pods join it, on iptables-nft beside an
+# admin's native nftables table. Checked from the VM (the host): the pod IP, the hostPort on
+# 127.0.0.1 and on the bridge address, pod to pod, pod to host, /etc/hosts; after the
+# manifests go, no veth, IP allocation, attachment record or per-pod rule is left and the
+# admin's table is intact.
+net_pods() { podvisor --root-dir /var/lib/pv-net --runtime-dir /run/pv-net/state pods "$@" --api-socket /run/pv-net/api.sock 2>/dev/null; }
+net_exec() { podvisor --root-dir /var/lib/pv-net --runtime-dir /run/pv-net/state exec --api-socket /run/pv-net/api.sock "$@" 2>&1; }
+net_ip() { net_pods "$1" -o json | field podIP; }
+net_has_ip() { case "$(net_ip "$1")" in 10.86.*) [ "$(net_pods "$1" -o json | field phase)" = Running ] ;; *) return 1 ;; esac; }
+# HOST PORT: the body's last line of a GET / (busybox nc: the static busybox's wget crashes in
+# this initramfs, outside a container)
+net_get() { printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 5 "$1" "$2" 2>/dev/null | tail -n 1; }
+net_serves() { [ "$(net_get "$1" "$2")" = "$3" ]; }
+# POD HOST PORT: the same from inside a pod
+net_get_in() { net_exec "$1" -- sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 5 $2 $3 | tail -n 1"; }
+net_allocations() { ls /var/lib/pv-net/network/ipam/podvisor 2>/dev/null | grep -v -e '^lock$' -e '^last_reserved_ip'; }
+net_rules() { { iptables-save; ip6tables-save; } 2>/dev/null | grep -e 'CNI-DN-' -e ' id: \\"' -e "$1/"; }
+net_clean() { [ -z "$(ip link | grep veth)" ] && [ -z "$(net_allocations)" ] && [ -z "$(ls /var/lib/pv-net/network/attachments 2>/dev/null)" ]; }
+scenario_pod_network() {
+  n=pod-network errs="" ip=""
+  nman=/etc/pv-net
+  mkdir -p "$nman" /run/pv-net /etc/cni/net.d
+  printf 'table inet admin_filter {\n  chain forward { type filter hook forward priority 0; policy accept; }\n}\n' > /tmp/admin.nft
+  nft -f /tmp/admin.nft || errs="$errs nft refused the admin table;"
+  cat > "$nman/web.yaml" <<'EOF'
+apiVersion: v1
+kind: Pod
+metadata: {name: web}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: web
+    image: busybox:1.35
+    command: [sh, -c, 'mkdir -p /www && echo "web $POD_IP" > /www/index.html && exec httpd -f -p 8080 -h /www']
+    env: [{name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}]
+    ports: [{containerPort: 8080, hostPort: 18080}]
+EOF
+  cat > "$nman/client.yaml" <<'EOF'
+apiVersion: v1
+kind: Pod
+metadata: {name: client}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: busybox:1.35
+    command: [sh, -c, 'trap "exit 0" TERM; while true; do sleep 1; done']
+EOF
+  podvisor --root-dir /var/lib/pv-net image import /vm/images/busybox.tar \
+    --ref docker.io/library/busybox:1.35 >/dev/null 2>&1 || errs="$errs image import failed;"
+  nt0=$(ms)
+  RUST_LOG=info podvisor --root-dir /var/lib/pv-net --runtime-dir /run/pv-net/state \
+    --log-dir /var/log/pv-net --cgroup-parent pvnet run --pod-manifest-path "$nman" \
+    --api-socket /run/pv-net/api.sock --hostname-override vm >/var/log/pv-net.log 2>&1 &
+  nd=$!
+  if ! wait_until 120 net_has_ip web-vm || ! wait_until 60 net_has_ip client-vm; then
+    errs="$errs pods without a pod IP: web '$(net_ip web-vm)', client '$(net_ip client-vm)': $(grep -e WARN -e ERROR /var/log/pv-net.log | tail -n 3 | tr '\n' ' ');"
+  else
+    say "INFO pod-network: daemon start to two pods running with IPs: $(($(ms) - nt0)) ms"
+    ip=$(net_ip web-vm)
+    [ -f /etc/cni/net.d/87-podvisor-bridge.conflist ] || errs="$errs no default conflist written;"
+    # (httpd may take a moment to listen under emulation)
+    wait_until 30 net_serves "$ip" 8080 "web $ip" || {
+      errs="$errs pod IP $ip not reachable: '$(net_get "$ip" 8080)';"
+      { ping -c 2 -W 2 "$ip"; ip route; net_exec web-vm -- ip addr; net_exec web-vm -- netstat -ltn
+      } 2>&1 | sed 's/^/PODVISOR-VM: INFO pod-network: /'
+    }
+    gw=$(ip -4 addr show podvisor0 | sed -n 's/.*inet \([0-9.]*\)\/.*/\1/p' | head -n1)
+    for h in 127.0.0.1 "$gw"; do
+      [ "$(net_get "$h" 18080)" = "web $ip" ] || errs="$errs hostPort via $h: '$(net_get "$h" 18080)';"
+    done
+    out=$(net_get_in client-vm "$ip" 8080)
+    [ "$out" = "web $ip" ] || errs="$errs pod to pod: '$out';"
+    mkdir -p /tmp/host-www && echo "from the host" > /tmp/host-www/index.html
+    httpd -p "$gw:19090" -h /tmp/host-www
+    out=$(net_get_in client-vm "$gw" 19090)
+    [ "$out" = "from the host" ] || errs="$errs pod to host: '$out';"
+    out=$(net_exec web-vm -- cat /etc/hosts)
+    echo "$out" | grep -q "^$ip	web-vm\$" || errs="$errs /etc/hosts has no '$ip web-vm';"
+    iptables-save 2>/dev/null | grep -q CNI-HOSTPORT-DNAT || errs="$errs no portmap rule in iptables-nft;"
+  fi
+  rm -f "$nman"/*.yaml
+  wait_until 90 net_clean || errs="$errs left after the pods went: veths '$(ip link | grep veth | cut -d: -f2 | tr '\n' ' ')', allocations '$(net_allocations | tr '\n' ' ')';"
+  left=$(net_rules "${ip:-none}")
+  [ -z "$left" ] || errs="$errs per-pod rules left: $(echo "$left" | head -n 3 | tr '\n' ' ');"
+  nft list table inet admin_filter >/dev/null 2>&1 || errs="$errs the admin's nftables table is gone;"
+  kill "$nd" 2>/dev/null
+  wait "$nd" 2>/dev/null
+  [ -n "$errs" ] && tail -n 20 /var/log/pv-net.log | sed 's/^/PODVISOR-VM: INFO pod-network: daemon: /'
+  report $n
+}
+
 # --- main ----------------------------------------------------------------------------------
 t0=$(now)
 # a tagged reference: the manifests use busybox:1.35, whose default pull policy IfNotPresent
@@ -748,8 +842,10 @@ podvisor image import /vm/images/busybox.tar --ref docker.io/library/busybox:1.3
   say "INFO image import failed: $(tail -n 3 /tmp/import.log | tr '\n' ' ')"
 podvisor image import /vm/images/multiarch.tar >/tmp/import.log 2>&1 ||
   say "INFO multiarch image import failed: $(tail -n 3 /tmp/import.log | tr '\n' ' ')"
+# Pods without a pod network (loopback only) here: the pod-network scenario runs a daemon of
+# its own with the default CNI network.
 RUST_LOG=${RUST_LOG:-info} podvisor run --config /vm/kubelet-config.yaml \
-  --pod-manifest-path "$MANIFESTS" >"$DAEMON_LOG" 2>&1 &
+  --pod-manifest-path "$MANIFESTS" --cni-conf-dir '' >"$DAEMON_LOG" 2>&1 &
 daemon=$!
 if ! wait_until 30 podvisor pods; then
   say "INFO the daemon did not answer within 30 s: $(tail -n 5 "$DAEMON_LOG" | tr '\n' ' ')"
@@ -797,6 +893,7 @@ for p in $scenario_pods; do scenario_uids="$scenario_uids $(pod_uid "$p")"; done
 want pod-cgroup-removed && scenario_removed
 want boot-to-pods && scenario_boot_to_pods
 want cycles-50 && scenario_cycles
+named pod-network && scenario_pod_network
 named memory-pressure && scenario_memory_pressure
 say "INFO scenarios took $(($(now) - t0)) s"
 warnings=$(grep -c -e '^\[[^ ]* WARN' -e '^\[[^ ]* ERROR' "$DAEMON_LOG")

@@ -5,6 +5,7 @@ use clap::Parser;
 
 mod eviction;
 mod flags;
+mod network;
 
 /// What `kubeadm init` (v1.30+) writes to /var/lib/kubelet/config.yaml, plus a few settings
 /// operators commonly add (eviction, reservations, feature gates, taints, log rotation).
@@ -120,8 +121,6 @@ fn kubeadm_config_parses_and_lists_unimplemented_fields() {
     let expected: Vec<String> = [
         "authentication.webhook",
         "authorization.webhook",
-        "clusterDNS",
-        "clusterDomain",
         "containerRuntimeEndpoint",
         "cpuManagerReconcilePeriod",
         "crashLoopBackOff",
@@ -196,7 +195,8 @@ fn json_config_parses() {
   "podLogsDir": "/data/logs/pods",
   "cgroupRoot": "/edge.slice",
   "podPidsLimit": -1,
-  "clusterDNS": ["10.0.0.10"]
+  "clusterDNS": ["10.0.0.10"],
+  "maxPods": 20
 }"#;
     let cfg = parse(json).expect("json parses");
     assert_eq!(cfg.static_pod_path, Some(PathBuf::from("/srv/pods")));
@@ -215,7 +215,8 @@ fn json_config_parses() {
     assert_eq!(cfg.pod_logs_dir, Some(PathBuf::from("/data/logs/pods")));
     assert_eq!(cfg.cgroup_root.as_deref(), Some("/edge.slice"));
     assert_eq!(cfg.pod_pids_limit, None, "-1 is unlimited");
-    assert_eq!(cfg.unimplemented_fields, vec!["clusterDNS".to_string()]);
+    assert_eq!(cfg.network.cluster_dns, ["10.0.0.10"]);
+    assert_eq!(cfg.unimplemented_fields, vec!["maxPods".to_string()]);
 }
 
 #[test]
@@ -539,6 +540,11 @@ fn defaults_without_config_file() {
             allowed_unsafe_sysctls: vec![],
             seccomp_default: false,
             resolv_conf: Some(PathBuf::from("/etc/resolv.conf")),
+            cluster_dns: vec![],
+            cluster_domain: String::new(),
+            network: Some(crate::network::NetworkConfig::new(Path::new(
+                "/var/lib/podvisor"
+            ))),
             api_socket: PathBuf::from("/run/podvisor/podvisor.sock"),
             healthz: Some("127.0.0.1:10248".parse().expect("addr")),
             node_server: Some(crate::nodeapi::NodeServerConfig {
@@ -596,7 +602,8 @@ fn file_values_are_used_and_flags_override_them() {
                 podLogsDir: /srv/logs\n\
                 cgroupRoot: edge\n\
                 podPidsLimit: 100\n\
-                clusterDomain: cluster.local\n";
+                clusterDomain: cluster.local\n\
+                maxPods: 10\n";
     let config = write_config(&dir, body);
     let config_arg = config.to_str().expect("utf-8 temp path");
 
@@ -619,7 +626,8 @@ fn file_values_are_used_and_flags_override_them() {
     assert_eq!(from_file.pod_logs_dir, PathBuf::from("/srv/logs"));
     assert_eq!(from_file.cgroup_root, "edge");
     assert_eq!(from_file.pod_pids_limit, Some(100));
-    assert_eq!(from_file.unimplemented_fields, vec!["clusterDomain"]);
+    assert_eq!(from_file.cluster_domain, "cluster.local");
+    assert_eq!(from_file.unimplemented_fields, vec!["maxPods"]);
 
     let overridden = load(
         &flags(&[

@@ -47,6 +47,14 @@ pub fn validate_pod(pod: &Pod, opts: &ValidationOptions<'_>) -> Vec<FieldError> 
     for e in security::validate_pod(pod, node) {
         v.push(e.field, e.message);
     }
+    // What the pod network reads (bandwidth annotations, podvisor.io/ips): the runtime would
+    // refuse the sandbox.
+    if let Err(e) = super::netargs::validate(pod) {
+        v.push(
+            format!("metadata.annotations{}", key_segment(&e.key)),
+            e.message,
+        );
+    }
     v.0
 }
 

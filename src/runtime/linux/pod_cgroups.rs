@@ -101,12 +101,12 @@ impl LinuxRuntime {
         })?;
         let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
         self.remove_pod_cgroup(uid)?;
-        sandbox::remove_runtime(&self.cfg.sandbox_dirs(), uid).map_err(|source| {
-            RuntimeError::Sandbox {
+        sandbox::remove_runtime(&self.cfg.sandbox_dirs(), uid, Some(&self.network)).map_err(
+            |source| RuntimeError::Sandbox {
                 pod: uid.to_string(),
                 source: Box::new(source),
-            }
-        })?;
+            },
+        )?;
         self.update_burstable_tier()
     }
 }

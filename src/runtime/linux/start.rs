@@ -105,6 +105,7 @@ impl LinuxRuntime {
             resolv_conf: sb_paths.etc("resolv.conf"),
             shm: sb_paths.shm(),
             volumes: sb.volumes.clone(),
+            pod_ips: sb.pod_ips.clone(),
         };
         let qos = crate::pod::qos::qos_class(pod).map_err(|source| RuntimeError::Spec {
             pod: pod_name.clone(),

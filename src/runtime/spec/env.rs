@@ -144,6 +144,8 @@ pub fn downward_volume_value(
         container: first,
         path: field.to_string(),
         node,
+        // Volumes carry metadata only (validation): no IP is ever asked for here.
+        pod_ips: &[],
     };
     if let Some(f) = &item.field_ref {
         let format_map = |m: Option<&std::collections::BTreeMap<String, String>>| {
@@ -188,19 +190,29 @@ pub fn downward_volume_value(
     })
 }
 
-/// The pod IP, as the downward API, probes and hooks see it: the host's with hostNetwork,
-/// loopback otherwise (pods have loopback-only networking).
-pub fn pod_ip(pod: &Pod, host_ip: &str) -> String {
+/// The pod's IPs, as status, the downward API, probes and hooks see them: those its network
+/// gave it (IPv4 first), the host's with hostNetwork, loopback without a pod network.
+pub fn pod_ips(pod: &Pod, host_ip: &str, network_ips: &[String]) -> Vec<String> {
     let host_network = pod
         .spec
         .as_ref()
         .and_then(|s| s.host_network)
         .unwrap_or(false);
     if host_network {
-        host_ip.to_string()
+        vec![host_ip.to_string()]
+    } else if !network_ips.is_empty() {
+        network_ips.to_vec()
     } else {
-        "127.0.0.1".to_string()
+        vec!["127.0.0.1".to_string()]
     }
+}
+
+/// The pod's primary IP (`status.podIP`): the first of [`pod_ips`].
+pub fn pod_ip(pod: &Pod, host_ip: &str, network_ips: &[String]) -> String {
+    pod_ips(pod, host_ip, network_ips)
+        .into_iter()
+        .next()
+        .unwrap_or_default()
 }
 
 pub(super) fn field_ref(
@@ -233,7 +245,9 @@ pub(super) fn field_ref(
             .unwrap_or_else(|| ctx.node.name.clone()),
         "spec.serviceAccountName" => ctx.spec.service_account_name.clone().unwrap_or_default(),
         "status.hostIP" | "status.hostIPs" => ctx.node.host_ip.clone(),
-        "status.podIP" | "status.podIPs" => pod_ip(ctx.pod, &ctx.node.host_ip),
+        "status.podIP" => pod_ip(ctx.pod, &ctx.node.host_ip, ctx.pod_ips),
+        // The kubelet's downward API: the IPs comma-separated.
+        "status.podIPs" => pod_ips(ctx.pod, &ctx.node.host_ip, ctx.pod_ips).join(","),
         _ => {
             if let Some(key) = subscript("metadata.labels['") {
                 meta.labels

@@ -11,8 +11,8 @@
 //!   applies the image `Env`, then the container's env; a key set again replaces the value IN
 //!   PLACE (first position kept). The kubelet hands the container env over in map order; here
 //!   it is kept in manifest order (duplicates: later value, first position).
-//! - **Pod IP**: pod networking is not there yet: `status.podIP(s)` is the host IP for
-//!   hostNetwork pods and `127.0.0.1` otherwise.
+//! - **Pod IP**: `status.podIP(s)` are the IPs the pod network gave the sandbox, the host IP
+//!   for hostNetwork pods, `127.0.0.1` without a pod network.
 //! - **Image `User` group**: "uid:gid" / "name:group" in the image config are honoured (as
 //!   Docker, Podman and CRI-O do). The kubelet + containerd pair drops the group part and takes
 //!   the passwd gid instead; securityContext.runAsUser still discards the image user entirely.
@@ -84,7 +84,7 @@ mod security;
 mod testutil;
 
 use env::{container_env, replace_or_append};
-pub use env::{downward_volume_value, expand, pod_ip};
+pub use env::{downward_volume_value, expand, pod_ip, pod_ips};
 use mounts::mounts;
 pub use process::parse_signal;
 use process::{process_args, stop_signal, user_request, working_dir};
@@ -117,6 +117,8 @@ pub struct SandboxMounts {
     pub shm: PathBuf,
     /// Pod volume name -> prepared host path (hostPath, emptyDir...).
     pub volumes: BTreeMap<String, PathBuf>,
+    /// The pod's IPs from its network (`status.podIP(s)`), IPv4 first; empty without one.
+    pub pod_ips: Vec<String>,
 }
 
 /// The node as the spec needs it.
@@ -308,6 +310,8 @@ struct Ctx<'a> {
     /// `spec.containers[i]` or `spec.initContainers[i]`.
     path: String,
     node: &'a NodeInfo,
+    /// The pod's IPs from its network (empty without one).
+    pod_ips: &'a [String],
 }
 
 impl Ctx<'_> {
@@ -354,6 +358,7 @@ pub fn build_spec(req: &SpecRequest<'_>) -> Result<ContainerSpec, SpecError> {
         container: req.container,
         path,
         node: req.node,
+        pod_ips: &req.sandbox.pod_ips,
     };
     check_path_names(&ctx)?;
     check_unsupported(&ctx, req.security)?;

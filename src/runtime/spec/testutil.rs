@@ -53,6 +53,7 @@ pub(super) fn sandbox(host_network: bool) -> SandboxMounts {
             ),
             ("logs".to_string(), PathBuf::from("/var/log/app")),
         ]),
+        pod_ips: Vec::new(),
     }
 }
 

@@ -224,3 +224,64 @@ fn hugepages_beyond_the_node_capacity_are_rejected_with_out_of_hugepages() {
     );
     assert_eq!(h.rt.starts().len(), 1);
 }
+
+#[test]
+fn a_host_port_taken_by_another_pod_is_refused_naming_it() {
+    let mut h = harness();
+    let ports =
+        |port: u32, ip: &str| format!("    ports: [{{containerPort: 80, hostPort: {port}{ip}}}]\n");
+    h.file("a.yaml", &(pod_yaml("a", "busybox", "") + &ports(8080, "")));
+    assert_eq!(status_of(&h, "a").phase.as_deref(), Some("Running"));
+    let calls_before = h.rt.calls().len();
+    // Same port on a specific host IP: collides with a's wildcard.
+    h.file(
+        "b.yaml",
+        &(pod_yaml("b", "busybox", "") + &ports(8080, ", hostIP: 127.0.0.1")),
+    );
+    assert_eq!(h.rt.calls().len(), calls_before, "nothing created for b");
+    let st = status_of(&h, "b");
+    assert_eq!(st.phase.as_deref(), Some("Failed"));
+    assert_eq!(st.reason.as_deref(), Some("NodePorts"));
+    assert_eq!(
+        st.message.as_deref(),
+        Some(
+            "Pod was rejected: Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports: hostPort 8080/TCP on 127.0.0.1 is used by pod default/a-node1 (hostPort 8080/TCP)"
+        )
+    );
+    assert!(h
+        .snap()
+        .events
+        .iter()
+        .any(|e| e.reason == "NodePorts" && e.pod.ends_with("b-node1")));
+    // Another port, or a hostNetwork pod's own container port elsewhere, is fine.
+    h.file("c.yaml", &(pod_yaml("c", "busybox", "") + &ports(8081, "")));
+    assert_eq!(status_of(&h, "c").phase.as_deref(), Some("Running"));
+    // A hostNetwork pod's container port counts as a host port.
+    h.file(
+        "d.yaml",
+        &(pod_yaml("d", "busybox", "  hostNetwork: true\n")
+            + "    ports: [{containerPort: 8081}]\n"),
+    );
+    assert_eq!(status_of(&h, "d").reason.as_deref(), Some("NodePorts"));
+}
+
+#[test]
+fn the_sandbox_ips_are_the_pod_ips() {
+    let rt = FakeRuntime::default();
+    rt.state.lock().expect("lock").pod_ips = vec!["10.86.0.7".into(), "fd86::7".into()];
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut h = harness_with(rt, dir.path().join("static-pods"));
+    h.file("a.yaml", &pod_yaml("a", "busybox", ""));
+    let st = status_of(&h, "a");
+    assert_eq!(st.pod_ip.as_deref(), Some("10.86.0.7"));
+    let ips: Vec<String> = st
+        .pod_ips
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| p.ip)
+        .collect();
+    assert_eq!(ips, ["10.86.0.7", "fd86::7"]);
+    // hostNetwork: the host's IP, whatever the sandbox says.
+    h.file("h.yaml", &pod_yaml("h", "busybox", "  hostNetwork: true\n"));
+    assert_ne!(status_of(&h, "h").pod_ip.as_deref(), Some("10.86.0.7"));
+}

@@ -61,6 +61,8 @@ struct FakeState {
     refused_images: BTreeSet<String>,
     /// Images whose pods' sandboxes cannot be created.
     refused_sandbox_images: BTreeSet<String>,
+    /// The IPs every sandbox gets from its (fake) pod network.
+    pod_ips: Vec<String>,
 }
 
 #[derive(Clone, Default)]
@@ -154,6 +156,8 @@ impl Runtime for FakeRuntime {
         st.dead_sandboxes.remove(&uid);
         st.pod_data.insert(uid.clone());
         Ok(SandboxInfo {
+            id: String::new(),
+            pod_ips: st.pod_ips.clone(),
             pod_uid: uid,
             pod_namespace: String::new(),
             pod_name: String::new(),
@@ -200,6 +204,8 @@ impl Runtime for FakeRuntime {
             .sandboxes
             .iter()
             .map(|u| SandboxInfo {
+                id: String::new(),
+                pod_ips: st.pod_ips.clone(),
                 pod_uid: u.clone(),
                 pod_namespace: String::new(),
                 pod_name: String::new(),
@@ -466,6 +472,7 @@ fn harness_full(
             security: crate::security::NodeSecurity::default(),
             only_pod: None,
             rollback_after: Duration::from_secs(300),
+            pod_network: false,
         },
         Arc::new(rt.clone()),
         Box::new(InlineExecutor {
