@@ -90,6 +90,7 @@ fn spawn_image_gc(
     store: Arc<ImageStore>,
     policy: ImageGcPolicy,
     snapshots: SnapshotCell,
+    metrics: crate::metrics::KubeletMetrics,
 ) -> Result<thread::JoinHandle<()>, DaemonError> {
     thread::Builder::new()
         .name("image-gc".into())
@@ -101,6 +102,7 @@ fn spawn_image_gc(
                 let pinned = PinnedImages::from_pods(snap.pods.iter().map(|v| &v.pod));
                 match store.garbage_collect(&policy, &pinned, &Statvfs, SystemTime::now()) {
                     Ok(report) => {
+                        metrics.record_images_collected(report.removed.len() as u64);
                         // Said once per change, not every period (flash storage).
                         if report.shortfall != last_shortfall {
                             if let Some(s) = &report.shortfall {
@@ -137,6 +139,7 @@ fn spawn_eviction_manager(
     p: EvictionPaths,
     images: Arc<ImageStore>,
     snapshots: SnapshotCell,
+    metrics: crate::metrics::KubeletMetrics,
     tx: mpsc::Sender<SyncEvent>,
 ) -> Result<(), DaemonError> {
     use crate::eviction::{manager, node, notifier, signals, Signal};
@@ -200,6 +203,7 @@ fn spawn_eviction_manager(
             images,
             snapshots,
             image_minimum_age: cfg.image_gc.minimum_age,
+            metrics,
         }),
         wake_rx,
         Box::new(move |e| tx.send(SyncEvent::Eviction(e)).is_ok()),
@@ -302,6 +306,8 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         docker_config: cfg.docker_config.clone(),
     };
     let snapshots = SnapshotCell::default();
+    // The kubelet's counters: the sync loop, the prober and image GC record, the node API reads.
+    let metrics = crate::metrics::KubeletMetrics::new();
     let log_root = rcfg.log_dir.clone();
     let eviction_log_dir = log_root.clone();
     let log_max_files = rcfg.log_max_files;
@@ -324,6 +330,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
             security,
             only_pod: None,
             rollback_after: cfg.rollback_after,
+            metrics: metrics.clone(),
         },
         rcfg,
         image_service,
@@ -392,7 +399,12 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
             src_tx,
         )?);
     }
-    spawn_image_gc(Arc::clone(&images), cfg.image_gc, snapshots.clone())?;
+    spawn_image_gc(
+        Arc::clone(&images),
+        cfg.image_gc,
+        snapshots.clone(),
+        metrics.clone(),
+    )?;
     let storage_usage = crate::status::StorageUsageCell::default();
     spawn_eviction_manager(
         &cfg,
@@ -405,6 +417,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         },
         Arc::clone(&images),
         snapshots.clone(),
+        metrics.clone(),
         tx.clone(),
     )?;
     // The plain healthz port reads the sync loop's turnover, as the watchdog pings do.

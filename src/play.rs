@@ -125,6 +125,7 @@ fn run(
         only_pod: Some(pod.clone()),
         // The one pod never changes: nothing to roll back.
         rollback_after: Duration::ZERO,
+        metrics: Default::default(),
     };
     let images = StoreImageService {
         store: images,

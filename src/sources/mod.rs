@@ -1,7 +1,8 @@
 //! sources: where pod manifests come from — the I/O half of the kubelet's config sources.
 //!
 //! A source watches a directory ([`start_file_source`]) or polls a URL ([`start_url_source`])
-//! on its own thread and sends raw bytes to the daemon's sync loop as [`SourceEvent`]s over a
+//! on its own thread (the push source, [`api`], has none: the node API's connection threads
+//! send its requests) and sends raw bytes to the daemon's sync loop as [`SourceEvent`]s over a
 //! `std::sync::mpsc::Sender`. Sources never parse: the receiver decodes and validates, and
 //! keeps the last-known-good pod when a file or URL turns bad. Each `start_*` function returns
 //! a [`SourceHandle`]; dropping it (or calling [`SourceHandle::stop`]) ends the source, and no
@@ -15,6 +16,7 @@
 //! - Bursts of writes are debounced and content is compared by hash, so an editor save is one
 //!   event and an unchanged file never produces one.
 
+pub mod api;
 mod file;
 mod url;
 

@@ -466,6 +466,7 @@ fn harness_full(
             security: crate::security::NodeSecurity::default(),
             only_pod: None,
             rollback_after: Duration::from_secs(300),
+            metrics: Default::default(),
         },
         Arc::new(rt.clone()),
         Box::new(InlineExecutor {
@@ -572,6 +573,7 @@ fn pod_yaml(name: &str, image: &str, extra: &str) -> String {
 }
 
 mod admission;
+mod apipods;
 mod eviction;
 mod images;
 mod lifecycle;
