@@ -431,35 +431,47 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         )?),
         None => None,
     };
+    let stats = api::stats::StatsSource {
+        root: stats_root,
+        parent: stats_parent,
+        driver: rcfg_driver,
+        node: api::node::NodeSource {
+            capacity: crate::cgroups::allocatable::host_capacity().ok(),
+            allocatable,
+            ephemeral_storage,
+            storage: storage_usage,
+            images_dir: Some(paths.root_dir.join("images")),
+        },
+    };
     let node_server = match &cfg.node_server {
-        Some(ns) => Some(crate::nodeapi::serve_node_server(
-            ns,
-            &paths.root_dir,
-            &cfg.node_name,
-            snapshots.clone(),
-            crate::nodeapi::healthz::HealthChecks {
-                monitor: sync.monitor(),
-                deadline: crate::nodeapi::healthz::sync_loop_deadline(cfg.sync_frequency),
-            },
-        )?),
+        Some(ns) => {
+            // Pushed pods reach the sync loop as typed events; the connection thread waits.
+            let push_tx = tx.clone();
+            let push: crate::sources::api::PushSink =
+                Arc::new(move |r| push_tx.send(SyncEvent::ApiPod(r)).is_ok());
+            Some(crate::nodeapi::serve_node_server(
+                ns,
+                &paths.root_dir,
+                &cfg.node_name,
+                crate::nodeapi::NodeSources {
+                    snapshots: snapshots.clone(),
+                    health: crate::nodeapi::healthz::HealthChecks {
+                        monitor: sync.monitor(),
+                        deadline: crate::nodeapi::healthz::sync_loop_deadline(cfg.sync_frequency),
+                    },
+                    stats: stats.clone(),
+                    metrics: metrics.clone(),
+                    push: Some(push),
+                },
+            )?)
+        }
         None => None,
     };
     let server = api::server::serve_with_stats(
         &cfg.api_socket,
         snapshots,
         api::server::Limits::default(),
-        Some(api::stats::StatsSource {
-            root: stats_root,
-            parent: stats_parent,
-            driver: rcfg_driver,
-            node: api::node::NodeSource {
-                capacity: crate::cgroups::allocatable::host_capacity().ok(),
-                allocatable,
-                ephemeral_storage,
-                storage: storage_usage,
-                images_dir: Some(paths.root_dir.join("images")),
-            },
-        }),
+        Some(stats),
     )?;
     log::info!(
         "podvisor running as node {}; API on {}",

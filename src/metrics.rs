@@ -241,12 +241,12 @@ impl KubeletMetrics {
         );
         registry.register(
             "kubelet_image_garbage_collected",
-            "Total number of images garbage collected by the kubelet, whether through disk usage or image age.",
+            "Total number of images garbage collected by the kubelet, whether through disk usage or image age",
             self.image_garbage_collected.clone(),
         );
         registry.register(
             "kubelet_image_pull_duration_seconds",
-            "Duration in seconds to pull an image.",
+            "Duration in seconds to pull an image",
             self.image_pull_duration.clone(),
         );
     }
@@ -255,7 +255,7 @@ impl KubeletMetrics {
     pub fn register_probes(&self, registry: &mut Registry) {
         registry.register(
             "prober_probe",
-            "Cumulative number of a liveness, readiness or startup probe for a container by result.",
+            "Cumulative number of a liveness, readiness or startup probe for a container by result",
             self.probe_total.clone(),
         );
     }

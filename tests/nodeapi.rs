@@ -269,10 +269,11 @@ fn secure_port_authenticates_authorizes_and_refuses_every_route_without_credenti
     .map(String::from);
     let mallory: Vec<&str> = mallory.iter().map(String::as_str).collect();
     for route in podvisor::nodeapi::routes::ROUTES {
-        let url = format!("{base}{route}");
-        for method in ["GET", "HEAD", "POST", "DELETE"] {
+        let url = format!("{base}{}", route.example);
+        let what = route.pattern;
+        for method in route.methods.iter().chain(["POST"].iter()) {
             let m = ["-X", method, "--cacert", &ca];
-            assert_eq!(curl(&url, &m).0, 401, "{method} {route} anonymous");
+            assert_eq!(curl(&url, &m).0, 401, "{method} {what} anonymous");
             let wrong = [
                 "-X",
                 method,
@@ -281,17 +282,26 @@ fn secure_port_authenticates_authorizes_and_refuses_every_route_without_credenti
                 "-H",
                 "Authorization: Bearer nope",
             ];
-            assert_eq!(curl(&url, &wrong).0, 401, "{method} {route} wrong token");
+            assert_eq!(curl(&url, &wrong).0, 401, "{method} {what} wrong token");
+            // rustls refuses the handshake: curl gets no HTTP status at all.
+            let mut foreign = vec!["-X", method];
+            foreign.extend(mallory.iter().copied());
+            let (code, _) = curl(&url, &foreign);
+            assert!(
+                code == 0 || code == 401,
+                "{method} {what} foreign certificate: {code}"
+            );
+            // The right client certificate gets past authentication and authorization.
+            let mut right = vec!["-X", method];
+            right.extend(alice.iter().copied());
+            let (code, body) = curl(&url, &right);
+            assert!(
+                code != 401 && code != 403 && code != 0,
+                "{method} {what} alice: {code} {body}"
+            );
         }
         let (code, body) = curl(&url, &["--cacert", &ca]);
-        assert_eq!((code, body.as_str()), (401, "Unauthorized\n"), "{route}");
-        // rustls refuses the handshake: curl gets no HTTP status at all.
-        let (code, _) = curl(&url, &mallory);
-        assert!(
-            code == 0 || code == 401,
-            "{route} foreign certificate: {code}"
-        );
-        assert_eq!(curl(&url, &alice).0, 200, "{route} alice");
+        assert_eq!((code, body.as_str()), (401, "Unauthorized\n"), "{what}");
     }
     assert_eq!(curl(&format!("{base}/nope"), &["--cacert", &ca]).0, 401);
     assert_eq!(curl(&format!("{base}/nope"), &alice).0, 404);

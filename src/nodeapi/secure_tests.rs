@@ -8,11 +8,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::auth::{Authenticator, Authorizer, TokenFile};
-use super::healthz::HealthChecks;
+use super::routes::tests::{context, snapshot};
 use super::secure::{serve_secure, SecureServer, SecureSettings};
 use super::tls::{server_config, MinVersion, TlsSettings};
-use crate::health::SyncLoopMonitor;
-use crate::status::SnapshotCell;
 
 fn server(dir: &Path, min_version: MinVersion, max_connections: usize) -> SecureServer {
     let tls = server_config(&TlsSettings {
@@ -35,11 +33,7 @@ fn server(dir: &Path, min_version: MinVersion, max_connections: usize) -> Secure
             authorizer: Authorizer::AlwaysAllow,
             max_connections,
         },
-        SnapshotCell::default(),
-        HealthChecks {
-            monitor: SyncLoopMonitor::new(Instant::now()),
-            deadline: Duration::from_secs(60),
-        },
+        context(snapshot(), dir),
     )
     .expect("serve")
 }
@@ -155,4 +149,83 @@ fn slow_silent_and_oversized_clients_are_cut_and_connections_bounded() {
     let big = format!("X-Big: {}", "a".repeat(20 * 1024));
     let (code, _) = curl(addr, dir.path(), "/pods", &["-H", &big]);
     assert_eq!(code, 431);
+}
+
+#[test]
+fn request_bodies_are_bounded_and_need_a_length() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = server(dir.path(), MinVersion::Tls12, 8);
+    let addr = s.local_addr().expect("bound");
+    let auth = ["-H", "Authorization: Bearer secret"];
+    let put = |args: &[&str]| {
+        let mut all = vec!["-X", "PUT", "-H", "Content-Type: application/yaml"];
+        all.extend_from_slice(&auth);
+        all.extend_from_slice(args);
+        curl(
+            addr,
+            dir.path(),
+            "/api/v1/namespaces/default/pods/web",
+            &all,
+        )
+    };
+    // Over 1 MiB: 413 before anything is read.
+    let big = dir.path().join("big.yaml");
+    std::fs::write(&big, vec![b'#'; 2 * 1024 * 1024]).expect("big");
+    let (code, body) = put(&["--data-binary", &format!("@{}", big.display())]);
+    assert_eq!(code, 413, "{body}");
+    // Chunked: 411.
+    let (code, _) = put(&[
+        "-H",
+        "Transfer-Encoding: chunked",
+        "--data-binary",
+        "kind: Pod",
+    ]);
+    assert_eq!(code, 411);
+    // This test server has no sync loop behind it: a well-formed push is refused with 405.
+    let (code, body) = put(&["--data-binary", "kind: Pod"]);
+    assert_eq!(code, 405, "{body}");
+    // A slowloris body (10 bytes of a declared 100, then nothing) is cut by the response
+    // deadline (30 s): openssl s_client sees the connection end.
+    let mut client = Command::new("openssl")
+        .args(["s_client", "-quiet", "-connect", &addr.to_string()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("openssl");
+    let mut stdin = client.stdin.take().expect("stdin");
+    stdin
+        .write_all(
+            b"PUT /api/v1/namespaces/default/pods/web HTTP/1.1\r\nHost: x\r\n\
+              Authorization: Bearer secret\r\nContent-Type: application/yaml\r\n\
+              Content-Length: 100\r\n\r\n0123456789",
+        )
+        .expect("send");
+    stdin.flush().expect("flush");
+    let t0 = Instant::now();
+    let mut out = String::new();
+    let mut stdout = client.stdout.take().expect("stdout");
+    let reader = std::thread::spawn(move || {
+        let _ = stdout.read_to_string(&mut out);
+        out
+    });
+    let mut ended = false;
+    while t0.elapsed() < Duration::from_secs(60) {
+        if reader.is_finished() {
+            ended = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = client.kill();
+    let _ = client.wait();
+    assert!(ended, "slow body still open after 60 s");
+    assert!(
+        t0.elapsed() >= Duration::from_secs(20),
+        "{:?}",
+        t0.elapsed()
+    );
+    let out = reader.join().expect("reader");
+    assert!(out.starts_with("HTTP/1.1 400 ") || out.is_empty(), "{out}");
+    drop(stdin);
 }

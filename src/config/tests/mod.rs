@@ -551,6 +551,8 @@ fn defaults_without_config_file() {
                 token_auth_file: None,
                 anonymous: false,
                 authorization: crate::nodeapi::AuthorizationMode::AlwaysAllow,
+                debugging_handlers: true,
+                system_log_handler: true,
             }),
             registry_config: None,
             docker_config: None,
