@@ -24,8 +24,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use super::collect::{collect, Collected};
+use super::context::Context;
 use super::http::Response;
-use super::routes::Context;
 use crate::cgroups::stats::CgroupStats;
 use crate::metrics::Labels;
 use crate::status::Snapshot;

@@ -16,8 +16,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
+use super::context::Context;
 use super::http::{write_chunk, write_last_chunk, write_stream_head, Response, Streaming};
-use super::routes::{Answer, Context, Matched};
 use crate::logs::{read_log, FollowStart, LogFollower, LogLine, ReadOptions};
 use crate::status::Snapshot;
 
@@ -149,13 +149,25 @@ fn render(lines: &[LogLine], o: &LogOptions, written: &mut u64) -> (Vec<u8>, boo
     (out, false)
 }
 
-/// `/containerLogs/...`: the whole log, or a plan to follow it.
-pub fn answer(m: &Matched, query: &str, snap: &Snapshot, _ctx: &Context) -> Answer {
+/// What `/containerLogs` answers.
+#[derive(Debug)]
+pub enum Logs {
+    Whole(Response),
+    Follow(FollowPlan),
+}
+
+impl From<Response> for Logs {
+    fn from(r: Response) -> Logs {
+        Logs::Whole(r)
+    }
+}
+
+/// `/containerLogs/{ns}/{pod}/{container}`: the whole log, or a plan to follow it.
+pub fn answer(ns: &str, pod: &str, container: &str, query: &str, snap: &Snapshot) -> Logs {
     let opts = match parse_options(query, SystemTime::now()) {
         Ok(o) => o,
         Err(e) => return Response::text(400, &e).into(),
     };
-    let (ns, pod, container) = (m.param("namespace"), m.param("pod"), m.param("container"));
     let Some(view) = snap.pods.iter().find(|v| {
         v.pod.metadata.namespace.as_deref() == Some(ns)
             && v.pod.metadata.name.as_deref() == Some(pod)
@@ -189,7 +201,7 @@ pub fn answer(m: &Matched, query: &str, snap: &Snapshot, _ctx: &Context) -> Answ
         return Response::text(400, &msg).into();
     };
     if opts.follow && !opts.previous {
-        return Answer::Follow(FollowPlan {
+        return Logs::Follow(FollowPlan {
             pod: format!("{ns}/{pod}"),
             container: container.to_string(),
             path: path.clone(),

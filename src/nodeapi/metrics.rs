@@ -22,9 +22,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use super::context::Context;
 use super::healthz::HealthChecks;
 use super::http::Response;
-use super::routes::Context;
 use crate::metrics::KubeletMetrics;
 use crate::status::Snapshot;
 

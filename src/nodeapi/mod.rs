@@ -13,6 +13,7 @@ pub mod auth;
 pub mod cadvisor;
 pub mod collect;
 pub mod containerlogs;
+pub mod context;
 pub mod healthz;
 pub mod http;
 pub mod listener;
@@ -198,7 +199,7 @@ pub fn serve_node_server(
             authorizer,
             max_connections: secure::DEFAULT_MAX_CONNECTIONS,
         },
-        routes::Context {
+        context::Context {
             snapshots: sources.snapshots,
             health: sources.health,
             stats: sources.stats,

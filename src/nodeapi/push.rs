@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::context::{Context, Request};
 use super::http::Response;
-use super::routes::{pod_list_of, Context, Endpoint, Matched, Request};
 use crate::sources::api::{valid_name, ApiPodOp, ApiPodReply, ApiPodRequest, Applied};
 use crate::status::Snapshot;
 
@@ -71,27 +71,49 @@ fn manifest_type(req: &Request) -> Option<&'static str> {
     }
 }
 
-/// Answers an `/api/v1/...` request.
-pub fn answer(m: &Matched, req: &Request, snap: &Snapshot, ctx: &Context) -> Response {
-    let ns = m.param("namespace");
-    let name = m.param("name");
-    match (m.route.endpoint, req.method) {
-        (Endpoint::ApiPods, _) => pod_list_of(snap.pods.iter().map(|v| &v.pod).collect()),
-        (Endpoint::ApiNamespacePods, _) => pod_list_of(
-            snap.pods
-                .iter()
-                .map(|v| &v.pod)
-                .filter(|p| p.metadata.namespace.as_deref() == Some(ns))
-                .collect(),
-        ),
-        (_, "GET" | "HEAD") => match snap.pods.iter().find(|v| {
+/// A v1 `PodList` of `items`.
+pub fn pod_list_of(items: Vec<&k8s_openapi::api::core::v1::Pod>) -> Response {
+    #[derive(serde::Serialize)]
+    struct PodList<'a, T> {
+        kind: &'static str,
+        #[serde(rename = "apiVersion")]
+        api_version: &'static str,
+        metadata: serde_json::Map<String, serde_json::Value>,
+        items: &'a [T],
+    }
+    Response::json_of(
+        200,
+        &PodList {
+            kind: "PodList",
+            api_version: "v1",
+            metadata: Default::default(),
+            items: &items,
+        },
+    )
+}
+
+/// `GET /api/v1/pods` (`namespace` `None`) and `GET /api/v1/namespaces/{namespace}/pods`.
+pub fn list(snap: &Snapshot, namespace: Option<&str>) -> Response {
+    pod_list_of(
+        snap.pods
+            .iter()
+            .map(|v| &v.pod)
+            .filter(|p| namespace.is_none_or(|ns| p.metadata.namespace.as_deref() == Some(ns)))
+            .collect(),
+    )
+}
+
+/// `/api/v1/namespaces/{namespace}/pods/{name}`.
+pub fn pod(ns: &str, name: &str, req: &Request, snap: &Snapshot, ctx: &Context) -> Response {
+    match req.method {
+        "GET" | "HEAD" => match snap.pods.iter().find(|v| {
             v.pod.metadata.namespace.as_deref() == Some(ns)
                 && v.pod.metadata.name.as_deref() == Some(name)
         }) {
             Some(v) => Response::json_of(200, &v.pod),
             None => not_found(ns, name),
         },
-        (_, method) => {
+        method => {
             if !valid_name(ns, true) || !valid_name(name, false) {
                 return status(
                     400,
@@ -213,6 +235,7 @@ fn push(ns: &str, name: &str, op: ApiPodOp, ctx: &Context) -> Response {
 
 #[cfg(test)]
 mod tests {
+    use super::super::context::Request;
     use super::super::routes::tests::{context, snapshot};
     use super::super::routes::{answer as route, Answer};
     use super::*;

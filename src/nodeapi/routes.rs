@@ -16,19 +16,13 @@
 //! The tests walk [`ROUTES`] (every method of every route) to check that each refuses requests
 //! without valid credentials.
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize};
-use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::json;
 
-use super::healthz::HealthChecks;
+pub use super::context::{Context, Request};
 use super::http::Response;
-use crate::api::stats::StatsSource;
-use crate::metrics::KubeletMetrics;
-use crate::sources::api::PushSink;
-use crate::status::{Snapshot, SnapshotCell};
+use crate::status::Snapshot;
 
 /// What an endpoint serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -231,49 +225,6 @@ pub fn find(method: &str, path: &str) -> Result<Matched, NoRoute> {
     Err(methods.map_or(NoRoute::NotFound, NoRoute::Method))
 }
 
-/// What the secure port serves from (besides the snapshot).
-pub struct Context {
-    pub snapshots: SnapshotCell,
-    pub health: HealthChecks,
-    /// The cgroups and node facts for `/stats/summary` and the cadvisor and resource metrics.
-    pub stats: StatsSource,
-    pub metrics: KubeletMetrics,
-    pub root_dir: PathBuf,
-    /// `/logs`' directory (/var/log); `None` when `enableSystemLogHandler` (or
-    /// `enableDebuggingHandlers`) is false.
-    pub system_logs: Option<PathBuf>,
-    /// `enableDebuggingHandlers`: `/containerLogs` and `/logs`.
-    pub debugging_handlers: bool,
-    /// Where pushed pods go (the sync loop); `None` refuses pushes.
-    pub push: Option<PushSink>,
-    /// The previous CPU samples, for usage rates.
-    pub cpu: super::collect::CpuRates,
-    /// Log followers streaming now, and their bound.
-    pub followers: AtomicUsize,
-    pub max_followers: usize,
-    /// Set when the server stops: followers end.
-    pub stop: Arc<AtomicBool>,
-}
-
-/// An authorized request.
-#[derive(Debug, Clone, Copy)]
-pub struct Request<'a> {
-    pub method: &'a str,
-    pub path: &'a str,
-    pub query: &'a str,
-    pub headers: &'a [(String, String)],
-    pub body: &'a [u8],
-}
-
-impl Request<'_> {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
 /// What to send.
 #[derive(Debug)]
 pub enum Answer {
@@ -323,14 +274,25 @@ pub fn answer(req: &Request, ctx: &Context) -> Answer {
             if !ctx.debugging_handlers {
                 return debugging_off();
             }
-            super::containerlogs::answer(&m, req.query, &snap, ctx)
+            let (ns, pod, c) = (m.param("namespace"), m.param("pod"), m.param("container"));
+            match super::containerlogs::answer(ns, pod, c, req.query, &snap) {
+                super::containerlogs::Logs::Whole(r) => r.into(),
+                super::containerlogs::Logs::Follow(plan) => Answer::Follow(plan),
+            }
         }
         Endpoint::SystemLogs => match &ctx.system_logs {
-            Some(dir) if ctx.debugging_handlers => super::syslogs::answer(dir, req.path, req.query),
+            Some(dir) if ctx.debugging_handlers => {
+                match super::syslogs::answer(dir, req.path, req.query) {
+                    super::syslogs::SysLog::Whole(r) => r.into(),
+                    super::syslogs::SysLog::File(plan) => Answer::File(plan),
+                }
+            }
             _ => debugging_off(),
         },
-        Endpoint::ApiPods | Endpoint::ApiNamespacePods | Endpoint::ApiPod => {
-            super::push::answer(&m, req, &snap, ctx).into()
+        Endpoint::ApiPods => super::push::list(&snap, None).into(),
+        Endpoint::ApiNamespacePods => super::push::list(&snap, Some(m.param("namespace"))).into(),
+        Endpoint::ApiPod => {
+            super::push::pod(m.param("namespace"), m.param("name"), req, &snap, ctx).into()
         }
     }
 }
@@ -342,28 +304,7 @@ fn debugging_off() -> Answer {
 
 /// `/pods`: `{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[...]}`.
 pub fn pod_list(snap: &Snapshot) -> Response {
-    pod_list_of(snap.pods.iter().map(|v| &v.pod).collect())
-}
-
-/// A v1 `PodList` of `items`.
-pub fn pod_list_of(items: Vec<&k8s_openapi::api::core::v1::Pod>) -> Response {
-    #[derive(serde::Serialize)]
-    struct PodList<'a, T> {
-        kind: &'static str,
-        #[serde(rename = "apiVersion")]
-        api_version: &'static str,
-        metadata: serde_json::Map<String, serde_json::Value>,
-        items: &'a [T],
-    }
-    Response::json_of(
-        200,
-        &PodList {
-            kind: "PodList",
-            api_version: "v1",
-            metadata: Default::default(),
-            items: &items,
-        },
-    )
+    super::push::pod_list_of(snap.pods.iter().map(|v| &v.pod).collect())
 }
 
 /// `/runningpods`.
@@ -406,7 +347,12 @@ fn running_pods(snap: &Snapshot) -> Response {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::api::stats::StatsSource;
     use crate::health::SyncLoopMonitor;
+    use crate::metrics::KubeletMetrics;
+    use crate::status::SnapshotCell;
+    use std::sync::atomic::{AtomicBool, AtomicUsize};
+    use std::sync::Arc;
     use std::time::Duration;
 
     pub(crate) fn snapshot() -> Snapshot {
@@ -448,7 +394,7 @@ pub(crate) mod tests {
     pub(crate) fn context(snap: Snapshot, dir: &std::path::Path) -> Context {
         Context {
             snapshots: SnapshotCell::new(snap),
-            health: HealthChecks {
+            health: super::super::healthz::HealthChecks {
                 monitor: SyncLoopMonitor::new(Instant::now()),
                 deadline: Duration::from_secs(10),
             },

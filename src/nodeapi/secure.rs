@@ -22,9 +22,10 @@ use nix::poll::{PollFd, PollFlags, PollTimeout};
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
 
 use super::auth::{attributes, forbidden_message, Authenticator, Authorizer, Credentials};
+use super::context::{Context, Request};
 use super::http::{read_body, read_head, write_response, DeadlineStream, Response, Streaming};
 use super::listener::{self, Listener};
-use super::routes::{Answer, Context, Request};
+use super::routes::Answer;
 use super::tls::subject_cn_and_orgs;
 use super::NodeApiError;
 use crate::sources::api::MAX_PUSH_BYTES;

@@ -15,8 +15,8 @@
 use serde::Serialize;
 
 use super::collect::{collect, Collected, FsNumbers};
+use super::context::Context;
 use super::http::Response;
-use super::routes::Context;
 use crate::cgroups::stats::CgroupStats;
 use crate::status::Snapshot;
 

@@ -24,10 +24,24 @@ use std::time::Duration;
 use rustix::fs::{FileType, OFlags, ResolveFlags};
 
 use super::http::{reason_phrase, Response, Streaming};
-use super::routes::Answer;
 
 /// How long one write of a file's bytes may take.
 const WRITE_DEADLINE: Duration = Duration::from_secs(30);
+
+/// What `/logs` answers.
+#[derive(Debug)]
+pub enum SysLog {
+    Whole(Response),
+    File(FilePlan),
+}
+
+type Answer = SysLog;
+
+impl From<Response> for SysLog {
+    fn from(r: Response) -> SysLog {
+        SysLog::Whole(r)
+    }
+}
 
 /// A file to send.
 #[derive(Debug)]
@@ -127,7 +141,7 @@ pub fn answer(dir: &Path, request_path: &str, query: &str) -> Answer {
             }
             listing(fd).unwrap_or_else(error)
         }
-        FileType::RegularFile => Answer::File(FilePlan {
+        FileType::RegularFile => SysLog::File(FilePlan {
             file: File::from(fd),
             len: st.st_size as u64,
             content_type: if rel.ends_with(".gz") {
@@ -216,9 +230,9 @@ pub fn send<S: Streaming>(out: &mut S, plan: &mut FilePlan, head_only: bool) -> 
 mod tests {
     use super::*;
 
-    fn whole(a: Answer) -> Response {
+    fn whole(a: SysLog) -> Response {
         match a {
-            Answer::Whole(r) => r,
+            SysLog::Whole(r) => r,
             other => panic!("{other:?}"),
         }
     }
@@ -248,11 +262,11 @@ mod tests {
             "{body}"
         );
         match answer(&d, "/logs/syslog", "") {
-            Answer::File(p) => assert_eq!(p.len, 6),
+            SysLog::File(p) => assert_eq!(p.len, 6),
             other => panic!("{other:?}"),
         }
         match answer(&d, "/logs/inside", "") {
-            Answer::File(p) => assert_eq!(p.len, 6),
+            SysLog::File(p) => assert_eq!(p.len, 6),
             other => panic!("{other:?}"),
         }
         assert_eq!(whole(answer(&d, "/logs/escape", "")).status, 403);
