@@ -395,6 +395,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
                 headers: cfg.static_pod_url_header.clone(),
                 check_frequency: cfg.http_check_frequency,
                 timeout: Duration::from_secs(10),
+                tls: cfg.static_pod_url_tls.clone(),
             },
             src_tx,
         )?);

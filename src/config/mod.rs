@@ -13,8 +13,10 @@ mod checks;
 mod decode;
 mod eviction;
 mod flags;
+mod manifest_url;
 mod server;
 
+pub use manifest_url::ManifestUrlTlsFlags;
 pub use server::ServerFields;
 
 pub use decode::parse_kubelet_config;
@@ -251,6 +253,9 @@ pub struct RunFlags {
     /// and subresources (podvisor's stand-in for authorization mode Webhook).
     #[arg(long = "authorization-rules-file", value_name = "FILE")]
     pub authorization_rules_file: Option<PathBuf>,
+    /// The manifest URL's CA file and client certificate (podvisor's; see config::manifest_url).
+    #[command(flatten)]
+    pub manifest_url_tls: ManifestUrlTlsFlags,
 }
 
 /// The validated content of a KubeletConfiguration file. `None` means the file leaves the
@@ -318,6 +323,8 @@ pub struct DaemonConfig {
     pub static_pod_url: Option<String>,
     /// Headers sent to `static_pod_url`; values of one name in order.
     pub static_pod_url_header: BTreeMap<String, Vec<String>>,
+    /// `static_pod_url`'s extra CA file and client certificate.
+    pub static_pod_url_tls: crate::httpclient::tls::ClientTls,
     /// Full re-read period of `static_pod_path` (besides the inotify watch).
     pub file_check_frequency: Duration,
     /// Poll period of `static_pod_url`.
@@ -454,6 +461,7 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
         None => DEFAULT_ROLLBACK_AFTER,
     };
 
+    let static_pod_url_tls = flags.manifest_url_tls.resolve(static_pod_url.is_some())?;
     Ok(DaemonConfig {
         container_gc,
         rollback_after,
@@ -461,6 +469,7 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
         static_pod_path,
         static_pod_url,
         static_pod_url_header,
+        static_pod_url_tls,
         file_check_frequency: file
             .file_check_frequency
             .unwrap_or(DEFAULT_FILE_CHECK_FREQUENCY),

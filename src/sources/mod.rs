@@ -34,6 +34,7 @@ pub use file::{
 };
 pub use url::{
     start_url_source, UrlSourceConfig, DEFAULT_URL_CHECK_FREQUENCY, DEFAULT_URL_TIMEOUT,
+    TLS_FLAG_NAMES,
 };
 
 /// Largest manifest accepted from a file or a URL: 10 MiB, the kubelet's `maxConfigLength`.
@@ -84,6 +85,8 @@ pub enum SourceError {
     InvalidUrl { url: String, reason: String },
     #[error("invalid header {name:?} for manifest url: {reason}")]
     InvalidHeader { name: String, reason: String },
+    #[error("manifest url: {0}")]
+    Tls(crate::httpclient::tls::TlsFileError),
     #[error("cannot resolve relative manifest directory {dir}: {source}")]
     CurrentDir {
         dir: PathBuf,

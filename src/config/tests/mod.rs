@@ -518,6 +518,10 @@ fn defaults_without_config_file() {
             static_pod_path: Some(PathBuf::from("/etc/kubernetes/manifests")),
             static_pod_url: None,
             static_pod_url_header: BTreeMap::new(),
+            static_pod_url_tls: crate::httpclient::tls::ClientTls {
+                names: crate::sources::TLS_FLAG_NAMES,
+                ..Default::default()
+            },
             file_check_frequency: Duration::from_secs(20),
             http_check_frequency: Duration::from_secs(20),
             sync_frequency: Duration::from_secs(60),
