@@ -96,7 +96,7 @@ mod tests {
         assert_eq!(tls.names[0], "--manifest-url-ca-file");
         assert!(ok
             .resolve(false)
-            .unwrap_err()
+            .expect_err("no url")
             .to_string()
             .contains("no manifest URL"));
         for (bad, want) in [
