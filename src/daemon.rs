@@ -3,7 +3,8 @@
 //!
 //! Threads: the main thread runs the sync loop (the only owner of pod state); the file source
 //! and URL source threads; the runtime's exit watcher; a pool of workers for slow runtime work;
-//! the API server; the prober thread (one timer heap for every probe) with its pool of four
+//! the API server; the node API's ports (healthz, the authenticated HTTPS server:
+//! [`crate::nodeapi`]); the prober thread (one timer heap for every probe) with its pool of four
 //! probe workers; the image GC thread; the container GC thread ([`crate::gc`], asked for a
 //! pass at every resync, `syncFrequency`); a signal thread; and two small forwarders that
 //! wrap source and runtime events into sync-loop events. The runtime, workers, prober and loop are started by

@@ -1,14 +1,14 @@
 //! nodeapi::cadvisor: `/metrics/cadvisor` and `/metrics/resource`, from one collection of
-//! cgroup usage ([`super::collect`]) at scrape time, in OpenMetrics text written by
-//! prometheus-client.
+//! cgroup usage ([`super::collect`]) at scrape time, written by prometheus-client (classic
+//! text or OpenMetrics, [`super::metrics::expose`]).
 //!
 //! `/metrics/cadvisor` has cadvisor's names and its kubelet labels `container`, `id` (the
 //! cgroup path), `image`, `name` (the container id, as cadvisor names containerd's
 //! containers), `namespace`, `pod`: a series for the root cgroup (`id="/"`, every other label
 //! empty), one for podvisor's cgroup parent, one per pod (`container=""`) and one per running
 //! container. CPU counters carry cadvisor's `cpu="total"`. Filesystem usage is the container's
-//! writable layer and log, as the eviction manager last measured them, on the root dir's
-//! device. No network series (no per-pod network accounting yet).
+//! writable layer, as the eviction manager last measured it, on the root dir's device. No
+//! network series (no per-pod network accounting yet).
 //!
 //! `/metrics/resource` has the kubelet's resource metrics (what metrics-server reads): node,
 //! pod and container CPU and working set, container start times, `scrape_error` and
@@ -304,10 +304,13 @@ pub fn render_cadvisor(
                 .and_then(|s| s.state.as_ref()?.running.as_ref()?.started_at.as_ref())
                 .map(|t| t.0.as_millisecond() as f64 / 1000.0);
             set(&start, &l, started);
-            if let Some(used) = usage.and_then(|u| u.containers.get(&cs.name)) {
+            if let Some(u) = usage {
+                // The writable layer, as cadvisor reports a containerd container's rootfs.
+                let total = u.containers.get(&cs.name).copied().unwrap_or(0);
+                let log = u.container_logs.get(&cs.name).copied().unwrap_or(0);
                 let mut fl = l.clone();
                 fl.push(("device", device.clone()));
-                set(&fs_usage, &fl, Some(*used as f64));
+                set(&fs_usage, &fl, Some(total.saturating_sub(log) as f64));
                 set(&fs_limit, &fl, c.nodefs.map(|n| n.capacity as f64));
             }
         }
