@@ -13,6 +13,15 @@ use super::secure::{serve_secure, SecureServer, SecureSettings};
 use super::tls::{server_config, MinVersion, TlsSettings};
 
 fn server(dir: &Path, min_version: MinVersion, max_connections: usize) -> SecureServer {
+    server_with(dir, min_version, max_connections, snapshot())
+}
+
+fn server_with(
+    dir: &Path,
+    min_version: MinVersion,
+    max_connections: usize,
+    snap: crate::status::Snapshot,
+) -> SecureServer {
     let tls = server_config(&TlsSettings {
         generated_dir: dir.join("pki"),
         node_name: "testnode".into(),
@@ -33,7 +42,7 @@ fn server(dir: &Path, min_version: MinVersion, max_connections: usize) -> Secure
             authorizer: Authorizer::AlwaysAllow,
             max_connections,
         },
-        context(snapshot(), dir),
+        context(snap, dir),
     )
     .expect("serve")
 }
@@ -228,4 +237,62 @@ fn request_bodies_are_bounded_and_need_a_length() {
     let out = reader.join().expect("reader");
     assert!(out.starts_with("HTTP/1.1 400 ") || out.is_empty(), "{out}");
     drop(stdin);
+}
+
+#[test]
+fn log_followers_are_bounded_and_freed_when_the_client_leaves() {
+    use crate::logs::{CriLogWriter, LogOptions, Stream};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("0.log");
+    let mut w = CriLogWriter::open(&log, LogOptions::default()).expect("writer");
+    w.write(Stream::Stdout, b"hello\n", std::time::SystemTime::now())
+        .expect("write");
+    let mut snap = snapshot();
+    snap.pods[1].log_paths.insert("main".into(), log);
+    // The test context allows two followers.
+    let s = server_with(dir.path(), MinVersion::Tls12, 8, snap);
+    let addr = s.local_addr().expect("bound");
+    let path = "/containerLogs/default/web-node/main?follow=true";
+    let follow = |secs: &str| {
+        Command::new("curl")
+            .args([
+                "-sS",
+                "-N",
+                "--max-time",
+                secs,
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+            ])
+            .arg("--cacert")
+            .arg(dir.path().join("pki/kubelet.crt"))
+            .args(["-H", "Authorization: Bearer secret"])
+            .arg(format!("https://127.0.0.1:{}{path}", addr.port()))
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("curl")
+    };
+    // Followers whose clients leave (curl's --max-time) free their slots: more in a row than
+    // the bound all get their stream.
+    for _ in 0..3 {
+        let out = follow("2").wait_with_output().expect("curl");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
+    }
+    // Two at once hold both slots: a third is refused with 503.
+    let a = follow("8");
+    let b = follow("8");
+    std::thread::sleep(Duration::from_secs(2));
+    let (code, body) = curl(
+        addr,
+        dir.path(),
+        path,
+        &["-H", "Authorization: Bearer secret"],
+    );
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("too many log followers"), "{body}");
+    for c in [a, b] {
+        let out = c.wait_with_output().expect("curl");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
+    }
 }
