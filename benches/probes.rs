@@ -155,7 +155,7 @@ fn main() {
     let http_requests = Arc::new(AtomicU64::new(0));
     let http_port = serve_http(Arc::clone(&http_requests));
     let (tx, rx) = mpsc::channel();
-    let prober = Prober::start(Arc::new(NoContainers), 4, move |u| {
+    let prober = Prober::start(Arc::new(NoContainers), 4, Default::default(), move |u| {
         let _ = tx.send(u);
     })
     .expect("prober");
@@ -173,6 +173,8 @@ fn main() {
     for i in 0..targets {
         prober.add(ProbeTarget {
             pod_uid: format!("pod-{i}"),
+            pod_name: format!("pod-{i}"),
+            namespace: "default".into(),
             container: "main".into(),
             container_id: format!("c{i}"),
             // Spread the first runs over one period, as the kubelet's jitter does.

@@ -3,7 +3,8 @@
 //!
 //! Threads: the main thread runs the sync loop (the only owner of pod state); the file source
 //! and URL source threads; the runtime's exit watcher; a pool of workers for slow runtime work;
-//! the API server; the prober thread (one timer heap for every probe) with its pool of four
+//! the API server; the node API's ports (healthz, the authenticated HTTPS server:
+//! [`crate::nodeapi`]); the prober thread (one timer heap for every probe) with its pool of four
 //! probe workers; the image GC thread; the container GC thread ([`crate::gc`], asked for a
 //! pass at every resync, `syncFrequency`); a signal thread; and two small forwarders that
 //! wrap source and runtime events into sync-loop events. The runtime, workers, prober and loop are started by
@@ -90,6 +91,7 @@ fn spawn_image_gc(
     store: Arc<ImageStore>,
     policy: ImageGcPolicy,
     snapshots: SnapshotCell,
+    metrics: crate::metrics::KubeletMetrics,
 ) -> Result<thread::JoinHandle<()>, DaemonError> {
     thread::Builder::new()
         .name("image-gc".into())
@@ -101,6 +103,7 @@ fn spawn_image_gc(
                 let pinned = PinnedImages::from_pods(snap.pods.iter().map(|v| &v.pod));
                 match store.garbage_collect(&policy, &pinned, &Statvfs, SystemTime::now()) {
                     Ok(report) => {
+                        metrics.record_images_collected(report.removed.len() as u64);
                         // Said once per change, not every period (flash storage).
                         if report.shortfall != last_shortfall {
                             if let Some(s) = &report.shortfall {
@@ -137,6 +140,7 @@ fn spawn_eviction_manager(
     p: EvictionPaths,
     images: Arc<ImageStore>,
     snapshots: SnapshotCell,
+    metrics: crate::metrics::KubeletMetrics,
     tx: mpsc::Sender<SyncEvent>,
 ) -> Result<(), DaemonError> {
     use crate::eviction::{manager, node, notifier, signals, Signal};
@@ -200,6 +204,7 @@ fn spawn_eviction_manager(
             images,
             snapshots,
             image_minimum_age: cfg.image_gc.minimum_age,
+            metrics,
         }),
         wake_rx,
         Box::new(move |e| tx.send(SyncEvent::Eviction(e)).is_ok()),
@@ -305,6 +310,8 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         docker_config: cfg.docker_config.clone(),
     };
     let snapshots = SnapshotCell::default();
+    // The kubelet's counters: the sync loop, the prober and image GC record, the node API reads.
+    let metrics = crate::metrics::KubeletMetrics::new();
     let log_root = rcfg.log_dir.clone();
     let eviction_log_dir = log_root.clone();
     let log_max_files = rcfg.log_max_files;
@@ -328,6 +335,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
             only_pod: None,
             rollback_after: cfg.rollback_after,
             pod_network: rcfg.network.is_some(),
+            metrics: metrics.clone(),
         },
         rcfg,
         image_service,
@@ -392,11 +400,17 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
                 headers: cfg.static_pod_url_header.clone(),
                 check_frequency: cfg.http_check_frequency,
                 timeout: Duration::from_secs(10),
+                tls: cfg.static_pod_url_tls.clone(),
             },
             src_tx,
         )?);
     }
-    spawn_image_gc(Arc::clone(&images), cfg.image_gc, snapshots.clone())?;
+    spawn_image_gc(
+        Arc::clone(&images),
+        cfg.image_gc,
+        snapshots.clone(),
+        metrics.clone(),
+    )?;
     let storage_usage = crate::status::StorageUsageCell::default();
     spawn_eviction_manager(
         &cfg,
@@ -409,6 +423,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         },
         Arc::clone(&images),
         snapshots.clone(),
+        metrics.clone(),
         tx.clone(),
     )?;
     // The plain healthz port reads the sync loop's turnover, as the watchdog pings do.
@@ -422,35 +437,47 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         )?),
         None => None,
     };
+    let stats = api::stats::StatsSource {
+        root: stats_root,
+        parent: stats_parent,
+        driver: rcfg_driver,
+        node: api::node::NodeSource {
+            capacity: crate::cgroups::allocatable::host_capacity().ok(),
+            allocatable,
+            ephemeral_storage,
+            storage: storage_usage,
+            images_dir: Some(paths.root_dir.join("images")),
+        },
+    };
     let node_server = match &cfg.node_server {
-        Some(ns) => Some(crate::nodeapi::serve_node_server(
-            ns,
-            &paths.root_dir,
-            &cfg.node_name,
-            snapshots.clone(),
-            crate::nodeapi::healthz::HealthChecks {
-                monitor: sync.monitor(),
-                deadline: crate::nodeapi::healthz::sync_loop_deadline(cfg.sync_frequency),
-            },
-        )?),
+        Some(ns) => {
+            // Pushed pods reach the sync loop as typed events; the connection thread waits.
+            let push_tx = tx.clone();
+            let push: crate::sources::api::PushSink =
+                Arc::new(move |r| push_tx.send(SyncEvent::ApiPod(r)).is_ok());
+            Some(crate::nodeapi::serve_node_server(
+                ns,
+                &paths.root_dir,
+                &cfg.node_name,
+                crate::nodeapi::NodeSources {
+                    snapshots: snapshots.clone(),
+                    health: crate::nodeapi::healthz::HealthChecks {
+                        monitor: sync.monitor(),
+                        deadline: crate::nodeapi::healthz::sync_loop_deadline(cfg.sync_frequency),
+                    },
+                    stats: stats.clone(),
+                    metrics: metrics.clone(),
+                    push: Some(push),
+                },
+            )?)
+        }
         None => None,
     };
     let server = api::server::serve_with_stats(
         &cfg.api_socket,
         snapshots,
         api::server::Limits::default(),
-        Some(api::stats::StatsSource {
-            root: stats_root,
-            parent: stats_parent,
-            driver: rcfg_driver,
-            node: api::node::NodeSource {
-                capacity: crate::cgroups::allocatable::host_capacity().ok(),
-                allocatable,
-                ephemeral_storage,
-                storage: storage_usage,
-                images_dir: Some(paths.root_dir.join("images")),
-            },
-        }),
+        Some(stats),
     )?;
     log::info!(
         "podvisor running as node {}; API on {}",

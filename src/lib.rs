@@ -30,6 +30,7 @@
 //! - [`systemd`]: `Type=notify` readiness, status and watchdog pings.
 //! - [`kernel`]: what podvisor needs from the kernel (minimum 5.6), probed and checked at start.
 //! - [`httpclient`]: the limits and deadlines every network read goes through.
+//! - [`metrics`]: the kubelet's counters and histograms, recorded by their owning threads.
 
 pub mod api;
 pub mod cgroups;
@@ -46,6 +47,7 @@ pub mod httpclient;
 pub mod images;
 pub mod kernel;
 pub mod logs;
+pub mod metrics;
 pub mod network;
 pub mod nodeapi;
 pub mod play;

@@ -1,7 +1,8 @@
 //! The `podvisor` binary: command-line parsing and the error edge (anyhow lives only here).
 //!
 //! User commands: `run` (the daemon), `pods`, `describe`, `logs`, `exec`, `events`, `check`,
-//! `validate`, `play`, `image import|pull|ls|rm|prune`. Hidden commands re-executed by
+//! `validate`, `play`, `image import|pull|ls|rm|prune`, `apply` and `delete` (a node's push
+//! source). Hidden commands re-executed by
 //! podvisor itself: `shim run` (the per-container monitor), `shim cleanup`, `shim sandbox`,
 //! `shim exec`.
 
@@ -60,6 +61,50 @@ struct ClientArgs {
     /// The daemon's API socket.
     #[arg(long, default_value = DEFAULT_API_SOCKET)]
     api_socket: PathBuf,
+}
+
+/// How `apply` and `delete` reach a node's secure port (kubectl's flag names).
+#[derive(Args, Clone)]
+struct NodeServerArgs {
+    /// The node's secure port, `https://HOST:10250`.
+    #[arg(long)]
+    server: String,
+    /// Bearer token (one of the node's --token-auth-file).
+    #[arg(long)]
+    token: Option<String>,
+    /// File holding the bearer token (not visible in the process list, unlike --token).
+    #[arg(long = "token-file", value_name = "FILE", conflicts_with = "token")]
+    token_file: Option<PathBuf>,
+    /// PEM client certificate (signed by the node's authentication.x509.clientCAFile).
+    #[arg(long = "client-certificate", value_name = "FILE")]
+    client_certificate: Option<PathBuf>,
+    /// PEM private key of --client-certificate.
+    #[arg(long = "client-key", value_name = "FILE")]
+    client_key: Option<PathBuf>,
+    /// PEM CA certificates trusted besides the system bundle (a node's self-signed
+    /// <root-dir>/pki/kubelet.crt works).
+    #[arg(long = "certificate-authority", value_name = "FILE")]
+    certificate_authority: Option<PathBuf>,
+    /// Do not verify the node's certificate (insecure).
+    #[arg(long = "insecure-skip-tls-verify")]
+    insecure_skip_tls_verify: bool,
+    /// Namespace of the pod when the manifest names none [default: default].
+    #[arg(short = 'n', long)]
+    namespace: Option<String>,
+}
+
+impl NodeServerArgs {
+    fn connection(&self) -> views::apply::Connection {
+        views::apply::Connection {
+            server: self.server.clone(),
+            token: self.token.clone(),
+            token_file: self.token_file.clone(),
+            client_certificate: self.client_certificate.clone(),
+            client_key: self.client_key.clone(),
+            certificate_authority: self.certificate_authority.clone(),
+            insecure_skip_tls_verify: self.insecure_skip_tls_verify,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -202,6 +247,30 @@ enum Command {
         /// CNI plugin directories, comma-separated [default: /usr/lib/cni,/opt/cni/bin].
         #[arg(long = "cni-bin-dir", value_name = "DIRS")]
         cni_bin_dir: Option<String>,
+    },
+    /// Push a Pod manifest to a node's secure port (its push source), like `kubectl apply -f`:
+    /// validated by the node as its manifest files are, kept across its restarts.
+    Apply {
+        /// The Pod manifest (YAML or JSON, one Pod).
+        #[arg(short = 'f', long = "filename", value_name = "FILE")]
+        file: PathBuf,
+        #[command(flatten)]
+        node: NodeServerArgs,
+    },
+    /// Delete pods pushed to a node (`podvisor delete pod NAME`, or `-f FILE`).
+    Delete {
+        /// `pod NAME...`, `pod/NAME`, or names.
+        names: Vec<String>,
+        /// The manifest that was applied.
+        #[arg(
+            short = 'f',
+            long = "filename",
+            value_name = "FILE",
+            conflicts_with = "names"
+        )]
+        file: Option<PathBuf>,
+        #[command(flatten)]
+        node: NodeServerArgs,
     },
     /// Verify podvisor's persistent state (image store: every blob's digest, records, layers;
     /// desired pods; container records) and repair what can be repaired. Exit status 1 when
@@ -438,6 +507,26 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 &mut out(),
                 &mut err(),
             )?;
+            Ok(0)
+        }
+        Command::Apply { file, node } => {
+            views::apply::apply(
+                &node.connection(),
+                &file,
+                node.namespace.as_deref(),
+                &mut out(),
+            )?;
+            Ok(0)
+        }
+        Command::Delete { names, file, node } => {
+            let targets = match &file {
+                Some(f) => vec![views::apply::read_target(f, node.namespace.as_deref())?.1],
+                None => views::apply::delete_targets(&names, node.namespace.as_deref())?,
+            };
+            let conn = node.connection();
+            for t in &targets {
+                views::apply::delete(&conn, t, &mut out())?;
+            }
             Ok(0)
         }
         Command::Describe { pod, client } => {

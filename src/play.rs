@@ -126,6 +126,7 @@ fn run(
         // The one pod never changes: nothing to roll back.
         rollback_after: Duration::ZERO,
         pod_network: runtime_cfg.network.is_some(),
+        metrics: Default::default(),
     };
     let images = StoreImageService {
         store: images,

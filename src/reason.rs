@@ -236,6 +236,8 @@ reasons! {
         Replaced => "Replaced",
         /// podvisor: only the pod's labels or annotations changed.
         MetadataUpdated => "MetadataUpdated",
+        /// podvisor: a pod was pushed to (or deleted from) the node API's push source.
+        Pushed => "Pushed",
         /// podvisor: an edited manifest's new generation failed; its last Ready generation
         /// runs again (safe updates).
         RolledBack => "RolledBack",
@@ -440,6 +442,7 @@ mod tests {
                 "DuplicatePod",
                 "Replaced",
                 "MetadataUpdated",
+                "Pushed",
                 "RolledBack",
                 "DeadlineExceeded",
                 "FailedMount",

@@ -206,6 +206,9 @@ pub struct EphemeralStorageUsage {
     /// Per running container: writable layer plus logs.
     #[serde(default)]
     pub containers: std::collections::BTreeMap<String, u64>,
+    /// Per running container: the part of `containers` that is its running instance's log.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub container_logs: std::collections::BTreeMap<String, u64>,
     /// Per emptyDir volume on disk.
     #[serde(default)]
     pub volumes: std::collections::BTreeMap<String, u64>,

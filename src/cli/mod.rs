@@ -10,6 +10,7 @@ use std::str::FromStr;
 use crate::api::{client, percent_encode, ApiError};
 use crate::status::{EventRecord, PodView, SourceErrorView};
 
+pub mod apply;
 pub mod attach;
 pub mod describe;
 #[cfg(any(feature = "docs", test))]

@@ -13,9 +13,11 @@ mod checks;
 mod decode;
 mod eviction;
 mod flags;
+mod manifest_url;
 mod network;
 mod server;
 
+pub use manifest_url::ManifestUrlTlsFlags;
 pub use network::NetworkFields;
 pub use server::ServerFields;
 
@@ -92,7 +94,9 @@ pub const IMPLEMENTED_FIELDS: &[&str] = &[
     "clusterDomain",
     "containerLogMaxFiles",
     "containerLogMaxSize",
+    "enableDebuggingHandlers",
     "enableServer",
+    "enableSystemLogHandler",
     "evictionHard",
     "evictionMaxPodGracePeriod",
     "evictionMinimumReclaim",
@@ -274,6 +278,9 @@ pub struct RunFlags {
     /// one comma-separated for dual-stack; overrides the file's `podCIDR` [default: 10.86.0.0/16].
     #[arg(long = "pod-cidr", value_name = "CIDR[,CIDR]")]
     pub pod_cidr: Option<String>,
+    /// The manifest URL's CA file and client certificate (podvisor's; see config::manifest_url).
+    #[command(flatten)]
+    pub manifest_url_tls: ManifestUrlTlsFlags,
 }
 
 /// The validated content of a KubeletConfiguration file. `None` means the file leaves the
@@ -343,6 +350,8 @@ pub struct DaemonConfig {
     pub static_pod_url: Option<String>,
     /// Headers sent to `static_pod_url`; values of one name in order.
     pub static_pod_url_header: BTreeMap<String, Vec<String>>,
+    /// `static_pod_url`'s extra CA file and client certificate.
+    pub static_pod_url_tls: crate::httpclient::tls::ClientTls,
     /// Full re-read period of `static_pod_path` (besides the inotify watch).
     pub file_check_frequency: Duration,
     /// Poll period of `static_pod_url`.
@@ -486,6 +495,7 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
         None => DEFAULT_ROLLBACK_AFTER,
     };
 
+    let static_pod_url_tls = flags.manifest_url_tls.resolve(static_pod_url.is_some())?;
     Ok(DaemonConfig {
         container_gc,
         rollback_after,
@@ -493,6 +503,7 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
         static_pod_path,
         static_pod_url,
         static_pod_url_header,
+        static_pod_url_tls,
         file_check_frequency: file
             .file_check_frequency
             .unwrap_or(DEFAULT_FILE_CHECK_FREQUENCY),

@@ -1,7 +1,8 @@
 //! config::server: the node API fields of the KubeletConfiguration — `healthzPort`,
 //! `healthzBindAddress`, `readOnlyPort` (refused unless 0: the unauthenticated port stays
 //! off), `enableServer`, `address`, `port`, `tlsCertFile`, `tlsPrivateKeyFile`,
-//! `tlsMinVersion`, `tlsCipherSuites`, `authentication` and `authorization` — checked into
+//! `tlsMinVersion`, `tlsCipherSuites`, `authentication`, `authorization`,
+//! `enableDebuggingHandlers` and `enableSystemLogHandler` — checked into
 //! [`ServerFields`] and resolved with the kubelet's defaults and the `--token-auth-file` and
 //! `--authorization-rules-file` flags by [`ServerFields::healthz_addr`] and
 //! [`ServerFields::node_server`].
@@ -43,6 +44,10 @@ pub struct ServerFields {
     pub anonymous: bool,
     /// `authorization.mode`: `None` unset, `Some(true)` Webhook, `Some(false)` AlwaysAllow.
     pub webhook_authorization: Option<bool>,
+    /// `enableDebuggingHandlers` (default true): `/containerLogs`, `/logs`.
+    pub enable_debugging_handlers: Option<bool>,
+    /// `enableSystemLogHandler` (default true): `/logs`.
+    pub enable_system_log_handler: Option<bool>,
 }
 
 impl ServerFields {
@@ -90,6 +95,10 @@ impl ServerFields {
             token_auth_file: flags.token_auth_file.clone(),
             anonymous: self.anonymous,
             authorization,
+            debugging_handlers: self.enable_debugging_handlers.unwrap_or(true),
+            // The kubelet serves /logs only with both.
+            system_log_handler: self.enable_debugging_handlers.unwrap_or(true)
+                && self.enable_system_log_handler.unwrap_or(true),
         }))
     }
 }
@@ -219,6 +228,8 @@ pub(super) fn parse(
         client_ca_file,
         anonymous,
         webhook_authorization,
+        enable_debugging_handlers: raw.enable_debugging_handlers,
+        enable_system_log_handler: raw.enable_system_log_handler,
     })
 }
 

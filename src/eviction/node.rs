@@ -231,6 +231,8 @@ pub struct NodeReclaim {
     pub snapshots: SnapshotCell,
     /// `imageMinimumGCAge`: younger images are kept, as the kubelet's image GC keeps them.
     pub image_minimum_age: Duration,
+    /// `kubelet_image_garbage_collected_total` counts the images removed here.
+    pub metrics: crate::metrics::KubeletMetrics,
 }
 
 impl NodeReclaimer for NodeReclaim {
@@ -262,6 +264,7 @@ impl NodeReclaimer for NodeReclaim {
         );
         match removed {
             Ok(removed) => {
+                self.metrics.record_images_collected(removed.len() as u64);
                 let mut freed = 0;
                 for r in &removed {
                     log::info!(

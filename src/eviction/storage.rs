@@ -163,11 +163,17 @@ impl LocalStorage {
             }
         };
         let used = |i: &usize| usage.get(*i).copied().flatten().unwrap_or(0);
+        // Per pod uid: each container's log part (its second tree, when it has a log).
+        let mut logs: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
         let out: Vec<PodStorage> = pods
             .into_iter()
             .map(|mut p| {
+                let pod_logs = logs.entry(p.storage.uid.clone()).or_default();
                 for (c, idx) in p.storage.containers.iter_mut().zip(&p.containers) {
                     c.used = idx.iter().map(used).fold(0, u64::saturating_add);
+                    if let Some(log) = idx.get(1) {
+                        pod_logs.insert(c.name.clone(), used(log));
+                    }
                 }
                 for (v, i) in p.storage.volumes.iter_mut().zip(&p.volumes) {
                     v.used = used(i);
@@ -187,6 +193,7 @@ impl LocalStorage {
                             .map(|c| (c.name.clone(), c.used))
                             .collect(),
                         volumes: p.volumes.iter().map(|v| (v.name.clone(), v.used)).collect(),
+                        container_logs: logs.remove(&p.uid).unwrap_or_default(),
                     };
                     (p.uid.clone(), usage)
                 })

@@ -28,6 +28,7 @@ use ureq::{Agent, Body, RequestBuilder};
 
 #[cfg(test)]
 pub(crate) mod hostile;
+pub mod tls;
 
 /// What one kind of request may cost. All durations are deadlines (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -28,7 +28,7 @@ use serde::Deserialize;
 pub const DOCKER_HUB: &str = "docker.io";
 pub const DOCKER_HUB_API: &str = "registry-1.docker.io";
 /// The system CA bundle (Debian's ca-certificates).
-pub const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+pub use crate::httpclient::tls::SYSTEM_CA_BUNDLE;
 
 /// Errors loading registry configuration.
 #[derive(Debug, thiserror::Error)]

@@ -12,9 +12,10 @@
 //! `#` comments and blank lines skipped). Tokens are kept as SHA-256 digests.
 //!
 //! Authorization: attributes as the kubelet derives them (verb from the method, resource
-//! `nodes`, subresource `stats`, `metrics`, `log` or `proxy` from the path), then
-//! `AlwaysAllow` or a rule file ([`Rules`]); a refusal is 403 `Forbidden (user=..., verb=...,
-//! resource=nodes, subresource=...)`.
+//! `nodes`, subresource `stats`, `metrics`, `log` or `proxy` from the path; podvisor's push
+//! API under `/api/` is resource `pods`, named `pods` in rule files), then `AlwaysAllow` or a
+//! rule file ([`Rules`]); a refusal is 403 `Forbidden (user=..., verb=..., resource=nodes,
+//! subresource=...)`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -164,6 +165,7 @@ impl Authenticator {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attributes {
     pub verb: &'static str,
+    /// `stats`, `metrics`, `log`, `proxy`, or `pods` (the push API: resource `pods`).
     pub subresource: &'static str,
 }
 
@@ -183,6 +185,8 @@ pub fn attributes(method: &str, path: &str) -> Attributes {
         "metrics"
     } else if under("/logs") {
         "log"
+    } else if under("/api") {
+        "pods"
     } else {
         "proxy"
     };
@@ -240,9 +244,9 @@ impl Rules {
                 }
             }
             for s in &r.subresources {
-                if !["*", "stats", "metrics", "log", "proxy"].contains(&s.as_str()) {
+                if !["*", "stats", "metrics", "log", "proxy", "pods"].contains(&s.as_str()) {
                     return Err(bad(format!(
-                        "unknown subresource {s:?} (stats, metrics, log, proxy or *)"
+                        "unknown subresource {s:?} (stats, metrics, log, proxy, pods or *)"
                     )));
                 }
             }
@@ -280,8 +284,14 @@ impl Authorizer {
     }
 }
 
-/// The kubelet's 403 message.
+/// The kubelet's 403 message (`resource=pods` for the push API).
 pub fn forbidden_message(user: &UserInfo, a: &Attributes) -> String {
+    if a.subresource == "pods" {
+        return format!(
+            "Forbidden (user={}, verb={}, resource=pods)",
+            user.name, a.verb
+        );
+    }
     format!(
         "Forbidden (user={}, verb={}, resource=nodes, subresource={})",
         user.name, a.verb, a.subresource
@@ -389,6 +399,15 @@ mod tests {
             ("PUT", "/a", "update", "proxy"),
             ("PATCH", "/a", "patch", "proxy"),
             ("DELETE", "/a", "delete", "proxy"),
+            (
+                "PUT",
+                "/api/v1/namespaces/default/pods/web",
+                "update",
+                "pods",
+            ),
+            ("GET", "/api/v1/pods", "get", "pods"),
+            ("GET", "/apis", "get", "proxy"),
+            ("GET", "/containerLogs/default/web/main", "get", "proxy"),
         ] {
             assert_eq!(
                 attributes(method, path),
@@ -438,7 +457,7 @@ mod tests {
                 "unknown verb \"list\"",
             ),
             (
-                "rules:\n- users: [a]\n  verbs: [get]\n  subresources: [pods]\n",
+                "rules:\n- users: [a]\n  verbs: [get]\n  subresources: [exec]\n",
                 "unknown subresource",
             ),
             ("rules:\n- users: [a]\n  verb: [get]\n", "rules.yaml"),

@@ -1,7 +1,8 @@
 //! nodeapi::http: the HTTP/1.1 of the node ports — a request head read under a deadline
-//! (request line and headers, at most [`MAX_HEAD`] bytes, no body), and one response per
-//! connection (`Connection: close`). Works over any byte stream: the plain healthz socket and
-//! a rustls stream alike.
+//! (request line and headers, at most [`MAX_HEAD`] bytes), a body only where a route takes one
+//! (`Content-Length`, bounded by the caller), and one response per connection
+//! (`Connection: close`), whole or streamed in chunks. Works over any byte stream: the plain
+//! healthz socket and a rustls stream alike.
 //!
 //! Hand-written for the same reason as `api::server` (no async runtime, a few hundred lines,
 //! every limit visible): a slow client is cut by the whole-request deadline of
@@ -103,6 +104,8 @@ pub struct RequestHead {
     /// Path and query as sent (percent-encoded).
     pub target: String,
     pub headers: Vec<(String, String)>,
+    /// Bytes read past the head: the start of a body.
+    pub rest: Vec<u8>,
 }
 
 impl RequestHead {
@@ -126,7 +129,7 @@ impl RequestHead {
 }
 
 /// Reads one request head from `stream`; `Ok(None)` when the client closed without sending
-/// anything. A request body is never read (no route of the node ports takes one).
+/// anything. Bytes after the head stay in [`RequestHead::rest`] for [`read_body`].
 pub fn read_head<R: Read>(stream: &mut R) -> Result<Option<RequestHead>, HeadError> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 2048];
@@ -158,13 +161,83 @@ pub fn read_head<R: Read>(stream: &mut R) -> Result<Option<RequestHead>, HeadErr
     if end > MAX_HEAD {
         return Err(HeadError::TooLarge { max: MAX_HEAD });
     }
-    parse_head(&buf[..end]).map(Some)
+    let mut head = parse_head(&buf[..end])?;
+    let sep = if buf[end..].starts_with(b"\r\n\r\n") {
+        4
+    } else {
+        2
+    };
+    head.rest = buf[end + sep..].to_vec();
+    Ok(Some(head))
 }
 
 fn head_end(buf: &[u8]) -> Option<usize> {
-    buf.windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .or_else(|| buf.windows(2).position(|w| w == b"\n\n"))
+    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n");
+    let lf = buf.windows(2).position(|w| w == b"\n\n");
+    match (crlf, lf) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Why a request body was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BodyError {
+    #[error("a request body needs Content-Length (chunked request bodies are not accepted)")]
+    LengthRequired,
+    #[error("request body larger than {max} bytes")]
+    TooLarge { max: usize },
+    #[error("malformed Content-Length")]
+    BadLength,
+    #[error("connection closed before the end of the body")]
+    Truncated,
+    #[error("cannot read the request body: {reason}")]
+    Read { reason: String },
+}
+
+impl BodyError {
+    pub fn status(&self) -> u16 {
+        match self {
+            BodyError::LengthRequired => 411,
+            BodyError::TooLarge { .. } => 413,
+            _ => 400,
+        }
+    }
+}
+
+/// Reads the body of `head` (`Content-Length` bytes, at most `max`) from `stream`.
+pub fn read_body<R: Read>(
+    stream: &mut R,
+    head: &RequestHead,
+    max: usize,
+) -> Result<Vec<u8>, BodyError> {
+    if head.header("transfer-encoding").is_some() {
+        return Err(BodyError::LengthRequired);
+    }
+    let len: usize = match head.header("content-length") {
+        None => return Err(BodyError::LengthRequired),
+        Some(v) => v.trim().parse().map_err(|_| BodyError::BadLength)?,
+    };
+    if len > max {
+        return Err(BodyError::TooLarge { max });
+    }
+    let mut body = head.rest.clone();
+    body.truncate(len);
+    let mut chunk = [0u8; 8192];
+    while body.len() < len {
+        let want = (len - body.len()).min(chunk.len());
+        match stream.read(&mut chunk[..want]) {
+            Ok(0) => return Err(BodyError::Truncated),
+            Ok(n) => body.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                return Err(BodyError::Read {
+                    reason: e.to_string(),
+                })
+            }
+        }
+    }
+    Ok(body)
 }
 
 /// Parses a request head (without the blank line that ends it).
@@ -209,6 +282,7 @@ pub fn parse_head(head: &[u8]) -> Result<RequestHead, HeadError> {
         method: method.to_string(),
         target: target.to_string(),
         headers,
+        rest: Vec::new(),
     })
 }
 
@@ -242,6 +316,17 @@ impl Response {
         }
     }
 
+    /// A JSON response of `value`; 500 when it cannot be encoded.
+    pub fn json_of(status: u16, value: &impl serde::Serialize) -> Response {
+        match serde_json::to_vec(value) {
+            Ok(body) => Response::json(status, body),
+            Err(e) => {
+                log::error!("node api: cannot encode a response: {e}");
+                Response::text(500, "Internal Server Error")
+            }
+        }
+    }
+
     pub fn json(status: u16, body: Vec<u8>) -> Response {
         Response {
             status,
@@ -260,16 +345,79 @@ impl Response {
 pub fn reason_phrase(status: u16) -> &'static str {
     match status {
         200 => "OK",
+        201 => "Created",
+        301 => "Moved Permanently",
         400 => "Bad Request",
         401 => "Unauthorized",
         403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
+        409 => "Conflict",
+        411 => "Length Required",
+        413 => "Content Too Large",
+        415 => "Unsupported Media Type",
+        422 => "Unprocessable Entity",
         431 => "Request Header Fields Too Large",
         503 => "Service Unavailable",
+        504 => "Gateway Timeout",
         _ => "Internal Server Error",
     }
+}
+
+/// A response stream that outlives one whole-exchange deadline (a followed log, a large
+/// file): each write gets its own deadline, and a follower can wait for the client to hang up.
+pub trait Streaming: Write {
+    /// The next writes must complete within `limit` from now.
+    fn extend_deadline(&mut self, limit: Duration);
+    /// Waits up to `timeout` for the client to hang up; true if it did.
+    fn client_gone(&mut self, timeout: Duration) -> bool;
+}
+
+/// Starts a streamed response: status line and headers, `Transfer-Encoding: chunked`.
+pub fn write_stream_head<W: Write>(out: &mut W, status: u16, content_type: &str) -> io::Result<()> {
+    let head = format!(
+        "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nX-Content-Type-Options: nosniff\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
+        reason_phrase(status)
+    );
+    out.write_all(head.as_bytes())?;
+    out.flush()
+}
+
+/// One chunk of a streamed response (nothing for empty `data`: an empty chunk ends it).
+pub fn write_chunk<W: Write>(out: &mut W, data: &[u8]) -> io::Result<()> {
+    if data.is_empty() {
+        return Ok(());
+    }
+    let mut buf = format!("{:x}\r\n", data.len()).into_bytes();
+    buf.extend_from_slice(data);
+    buf.extend_from_slice(b"\r\n");
+    out.write_all(&buf)?;
+    out.flush()
+}
+
+/// Ends a streamed response.
+pub fn write_last_chunk<W: Write>(out: &mut W) -> io::Result<()> {
+    out.write_all(b"0\r\n\r\n")?;
+    out.flush()
+}
+
+/// `%XX` decoded (`+` stays); `None` for a bad escape or a result that is not UTF-8.
+pub fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// Writes `resp` (no body for `HEAD`) and flushes.
@@ -355,6 +503,61 @@ mod tests {
         assert_eq!(read_head(&mut &b""[..]).expect("empty"), None);
         let ok = read_head(&mut &b"GET /pods HTTP/1.0\n\n"[..]).expect("ok");
         assert_eq!(ok.expect("head").target, "/pods");
+    }
+
+    #[test]
+    fn bodies_follow_content_length_and_their_bounds() {
+        let req =
+            b"PUT /api/v1/namespaces/default/pods/web HTTP/1.1\r\nContent-Length: 10\r\n\r\nhello";
+        let mut stream = &req[..];
+        let head = read_head(&mut stream).expect("head").expect("some");
+        assert_eq!(head.rest, b"hello");
+        let mut more = &b"world and more"[..];
+        assert_eq!(
+            read_body(&mut more, &head, 100).expect("body"),
+            b"helloworld"
+        );
+        assert_eq!(
+            read_body(&mut &b""[..], &head, 5).expect_err("big"),
+            BodyError::TooLarge { max: 5 }
+        );
+        assert_eq!(
+            read_body(&mut &b"wo"[..], &head, 100).expect_err("cut"),
+            BodyError::Truncated
+        );
+        let chunked = parse_head(b"PUT / HTTP/1.1\r\nTransfer-Encoding: chunked").expect("h");
+        assert_eq!(
+            read_body(&mut &b""[..], &chunked, 100)
+                .expect_err("chunked")
+                .status(),
+            411
+        );
+        let none = parse_head(b"PUT / HTTP/1.1").expect("h");
+        assert_eq!(
+            read_body(&mut &b""[..], &none, 1)
+                .expect_err("none")
+                .status(),
+            411
+        );
+        let bad = parse_head(b"PUT / HTTP/1.1\r\nContent-Length: -1").expect("h");
+        assert_eq!(
+            read_body(&mut &b""[..], &bad, 1).expect_err("bad").status(),
+            400
+        );
+        assert_eq!(percent_decode("a%20b%2Fc").as_deref(), Some("a b/c"));
+        assert_eq!(percent_decode("%zz"), None);
+        let mut out = Vec::new();
+        write_stream_head(&mut out, 200, "text/plain").expect("head");
+        write_chunk(&mut out, b"abc").expect("chunk");
+        write_chunk(&mut out, b"").expect("empty");
+        write_last_chunk(&mut out).expect("last");
+        let s = String::from_utf8(out).expect("utf8");
+        assert!(
+            s.ends_with(
+                "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+            ),
+            "{s}"
+        );
     }
 
     #[test]

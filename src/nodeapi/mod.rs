@@ -2,20 +2,29 @@
 //! 127.0.0.1:10248) and the authenticated HTTPS server (`address:port`, 10250).
 //!
 //! Like the unix-socket API (`api`), it owns no pod state: it reads the published
-//! [`Snapshot`](crate::status::Snapshot) and the sync loop's
-//! [`SyncLoopMonitor`](crate::health::SyncLoopMonitor). Each port is one accept thread and at
+//! [`Snapshot`](crate::status::Snapshot), the sync loop's
+//! [`SyncLoopMonitor`](crate::health::SyncLoopMonitor), the counters the owning threads record
+//! ([`crate::metrics`]) and, read-only, the cgroup and log files. Pushed pods
+//! ([`push`]) go to the sync loop as typed requests. Each port is one accept thread and at
 //! most a bounded number of connection threads ([`listener`]), each connection one request
 //! under a whole-exchange deadline ([`http`]).
 
 pub mod auth;
+pub mod cadvisor;
+pub mod collect;
+pub mod containerlogs;
+pub mod context;
 pub mod healthz;
 pub mod http;
 pub mod listener;
 pub mod metrics;
+pub mod push;
 pub mod routes;
 pub mod secure;
 #[cfg(test)]
 mod secure_tests;
+pub mod summary;
+pub mod syslogs;
 pub mod tls;
 
 use std::net::{SocketAddr, TcpStream};
@@ -30,6 +39,9 @@ use std::path::PathBuf;
 
 use crate::status::SnapshotCell;
 use tls::MinVersion;
+
+/// The kubelet's `/logs` directory.
+pub const SYSTEM_LOG_DIR: &str = "/var/log";
 
 /// The kubelet's default `healthzPort`.
 pub const DEFAULT_HEALTHZ_PORT: u16 = 10248;
@@ -63,6 +75,19 @@ pub struct NodeServerConfig {
     pub token_auth_file: Option<PathBuf>,
     pub anonymous: bool,
     pub authorization: AuthorizationMode,
+    /// `enableDebuggingHandlers` (default true): `/containerLogs` and `/logs`.
+    pub debugging_handlers: bool,
+    /// `enableSystemLogHandler` (default true): `/logs`.
+    pub system_log_handler: bool,
+}
+
+/// What the secure port reads and where pushed pods go.
+pub struct NodeSources {
+    pub snapshots: SnapshotCell,
+    pub health: HealthChecks,
+    pub stats: crate::api::stats::StatsSource,
+    pub metrics: crate::metrics::KubeletMetrics,
+    pub push: Option<crate::sources::api::PushSink>,
 }
 
 /// Errors of the node API's setup.
@@ -130,8 +155,7 @@ pub fn serve_node_server(
     cfg: &NodeServerConfig,
     root_dir: &std::path::Path,
     node_name: &str,
-    snapshots: SnapshotCell,
-    health: HealthChecks,
+    sources: NodeSources,
 ) -> Result<secure::SecureServer, NodeApiError> {
     let tls = tls::server_config(&tls::TlsSettings {
         cert_file: cfg.tls_cert_file.clone(),
@@ -175,8 +199,22 @@ pub fn serve_node_server(
             authorizer,
             max_connections: secure::DEFAULT_MAX_CONNECTIONS,
         },
-        snapshots,
-        health,
+        context::Context {
+            snapshots: sources.snapshots,
+            health: sources.health,
+            stats: sources.stats,
+            metrics: sources.metrics,
+            root_dir: root_dir.to_path_buf(),
+            system_logs: cfg
+                .system_log_handler
+                .then(|| PathBuf::from(SYSTEM_LOG_DIR)),
+            debugging_handlers: cfg.debugging_handlers,
+            push: sources.push,
+            cpu: Default::default(),
+            followers: Default::default(),
+            max_followers: secure::DEFAULT_MAX_FOLLOWERS,
+            stop: Default::default(),
+        },
     )
 }
 

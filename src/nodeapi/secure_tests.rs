@@ -8,13 +8,20 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::auth::{Authenticator, Authorizer, TokenFile};
-use super::healthz::HealthChecks;
+use super::routes::tests::{context, snapshot};
 use super::secure::{serve_secure, SecureServer, SecureSettings};
 use super::tls::{server_config, MinVersion, TlsSettings};
-use crate::health::SyncLoopMonitor;
-use crate::status::SnapshotCell;
 
 fn server(dir: &Path, min_version: MinVersion, max_connections: usize) -> SecureServer {
+    server_with(dir, min_version, max_connections, snapshot())
+}
+
+fn server_with(
+    dir: &Path,
+    min_version: MinVersion,
+    max_connections: usize,
+    snap: crate::status::Snapshot,
+) -> SecureServer {
     let tls = server_config(&TlsSettings {
         generated_dir: dir.join("pki"),
         node_name: "testnode".into(),
@@ -35,11 +42,7 @@ fn server(dir: &Path, min_version: MinVersion, max_connections: usize) -> Secure
             authorizer: Authorizer::AlwaysAllow,
             max_connections,
         },
-        SnapshotCell::default(),
-        HealthChecks {
-            monitor: SyncLoopMonitor::new(Instant::now()),
-            deadline: Duration::from_secs(60),
-        },
+        context(snap, dir),
     )
     .expect("serve")
 }
@@ -155,4 +158,141 @@ fn slow_silent_and_oversized_clients_are_cut_and_connections_bounded() {
     let big = format!("X-Big: {}", "a".repeat(20 * 1024));
     let (code, _) = curl(addr, dir.path(), "/pods", &["-H", &big]);
     assert_eq!(code, 431);
+}
+
+#[test]
+fn request_bodies_are_bounded_and_need_a_length() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = server(dir.path(), MinVersion::Tls12, 8);
+    let addr = s.local_addr().expect("bound");
+    let auth = ["-H", "Authorization: Bearer secret"];
+    let put = |args: &[&str]| {
+        let mut all = vec!["-X", "PUT", "-H", "Content-Type: application/yaml"];
+        all.extend_from_slice(&auth);
+        all.extend_from_slice(args);
+        curl(
+            addr,
+            dir.path(),
+            "/api/v1/namespaces/default/pods/web",
+            &all,
+        )
+    };
+    // Over 1 MiB: 413 before anything is read.
+    let big = dir.path().join("big.yaml");
+    std::fs::write(&big, vec![b'#'; 2 * 1024 * 1024]).expect("big");
+    let (code, body) = put(&["--data-binary", &format!("@{}", big.display())]);
+    assert_eq!(code, 413, "{body}");
+    // Chunked: 411.
+    let (code, _) = put(&[
+        "-H",
+        "Transfer-Encoding: chunked",
+        "--data-binary",
+        "kind: Pod",
+    ]);
+    assert_eq!(code, 411);
+    // This test server has no sync loop behind it: a well-formed push is refused with 405.
+    let (code, body) = put(&["--data-binary", "kind: Pod"]);
+    assert_eq!(code, 405, "{body}");
+    // A slowloris body (10 bytes of a declared 100, then nothing) is cut by the response
+    // deadline (30 s): openssl s_client sees the connection end.
+    let mut client = Command::new("openssl")
+        .args(["s_client", "-quiet", "-connect", &addr.to_string()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("openssl");
+    let mut stdin = client.stdin.take().expect("stdin");
+    stdin
+        .write_all(
+            b"PUT /api/v1/namespaces/default/pods/web HTTP/1.1\r\nHost: x\r\n\
+              Authorization: Bearer secret\r\nContent-Type: application/yaml\r\n\
+              Content-Length: 100\r\n\r\n0123456789",
+        )
+        .expect("send");
+    stdin.flush().expect("flush");
+    let t0 = Instant::now();
+    let mut out = String::new();
+    let mut stdout = client.stdout.take().expect("stdout");
+    let reader = std::thread::spawn(move || {
+        let _ = stdout.read_to_string(&mut out);
+        out
+    });
+    let mut ended = false;
+    while t0.elapsed() < Duration::from_secs(60) {
+        if reader.is_finished() {
+            ended = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = client.kill();
+    let _ = client.wait();
+    assert!(ended, "slow body still open after 60 s");
+    assert!(
+        t0.elapsed() >= Duration::from_secs(20),
+        "{:?}",
+        t0.elapsed()
+    );
+    let out = reader.join().expect("reader");
+    assert!(out.starts_with("HTTP/1.1 400 ") || out.is_empty(), "{out}");
+    drop(stdin);
+}
+
+#[test]
+fn log_followers_are_bounded_and_freed_when_the_client_leaves() {
+    use crate::logs::{CriLogWriter, LogOptions, Stream};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("0.log");
+    let mut w = CriLogWriter::open(&log, LogOptions::default()).expect("writer");
+    w.write(Stream::Stdout, b"hello\n", std::time::SystemTime::now())
+        .expect("write");
+    let mut snap = snapshot();
+    snap.pods[1].log_paths.insert("main".into(), log);
+    // The test context allows two followers.
+    let s = server_with(dir.path(), MinVersion::Tls12, 8, snap);
+    let addr = s.local_addr().expect("bound");
+    let path = "/containerLogs/default/web-node/main?follow=true";
+    let follow = |secs: &str| {
+        Command::new("curl")
+            .args([
+                "-sS",
+                "-N",
+                "--max-time",
+                secs,
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+            ])
+            .arg("--cacert")
+            .arg(dir.path().join("pki/kubelet.crt"))
+            .args(["-H", "Authorization: Bearer secret"])
+            .arg(format!("https://127.0.0.1:{}{path}", addr.port()))
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("curl")
+    };
+    // Followers whose clients leave (curl's --max-time) free their slots: more in a row than
+    // the bound all get their stream.
+    for _ in 0..3 {
+        let out = follow("2").wait_with_output().expect("curl");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
+    }
+    // Two at once hold both slots: a third is refused with 503.
+    let a = follow("8");
+    let b = follow("8");
+    std::thread::sleep(Duration::from_secs(2));
+    let (code, body) = curl(
+        addr,
+        dir.path(),
+        path,
+        &["-H", "Authorization: Bearer secret"],
+    );
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("too many log followers"), "{body}");
+    for c in [a, b] {
+        let out = c.wait_with_output().expect("curl");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
+    }
 }

@@ -23,7 +23,7 @@ use super::manifest::{self, FieldError, ManifestError, RawNode};
 use super::validation::{self, ValidationOptions};
 use crate::security::NodeSecurity;
 
-/// Annotation naming the source kind (`file` or `http`).
+/// Annotation naming the source kind (`file`, `http` or `api`).
 pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
 /// Annotation holding when podvisor first read the pod (RFC 3339).
 pub const CONFIG_SEEN_ANNOTATION: &str = "kubernetes.io/config.seen";
@@ -36,6 +36,9 @@ pub enum SourceKind {
     File,
     /// A URL body: a Pod, a PodList/List, or several YAML documents.
     Http,
+    /// A pod pushed to the node API (`PUT /api/v1/namespaces/{ns}/pods/{name}`): one Pod,
+    /// named as written (no node suffix, as the kubelet's API pods).
+    Api,
 }
 
 impl SourceKind {
@@ -44,6 +47,7 @@ impl SourceKind {
         match self {
             SourceKind::File => "file",
             SourceKind::Http => "http",
+            SourceKind::Api => "api",
         }
     }
 }
@@ -118,6 +122,41 @@ pub fn load_manifest_on(
     )
 }
 
+/// A pod pushed to the node API as `namespace/name` (the request path): one Pod, validated
+/// as a file's, named as written (no node suffix), `namespace`/`name` filled in when the
+/// manifest leaves them out and refused (naming the field) when it says otherwise;
+/// `kubernetes.io/config.source: api`. `source` is its key ([`crate::sources::api::source_key`]).
+#[allow(clippy::too_many_arguments)]
+pub fn load_api_pod(
+    data: &[u8],
+    source: &str,
+    namespace: &str,
+    name: &str,
+    node_name: &str,
+    now_rfc3339: &str,
+    security: &NodeSecurity,
+) -> Result<StaticPod, ManifestError> {
+    let mut pods = load(
+        data,
+        source,
+        SourceKind::Api,
+        &Defaults::Api {
+            node_name,
+            now_rfc3339,
+            namespace,
+            name,
+        },
+        security,
+    )?;
+    match pods.pop() {
+        Some(p) if pods.is_empty() => Ok(p),
+        _ => Err(ManifestError::invalid_field(
+            source,
+            FieldError::new("(document)", "a pushed manifest holds exactly one Pod"),
+        )),
+    }
+}
+
 /// `podvisor validate FILE`: reads one manifest file (10 MB limit; the manifest directory's
 /// name filter is not applied) and loads it as a file source for `node_name` on a node
 /// offering `security`.
@@ -170,6 +209,13 @@ enum Defaults<'a> {
         node_name: &'a str,
         now_rfc3339: &'a str,
     },
+    /// A pushed pod: the request path's namespace and name.
+    Api {
+        node_name: &'a str,
+        now_rfc3339: &'a str,
+        namespace: &'a str,
+        name: &'a str,
+    },
     Play,
 }
 
@@ -187,13 +233,17 @@ fn load(
             source_name: source.into(),
         });
     }
-    if kind == SourceKind::File && docs.len() > 1 {
+    if kind != SourceKind::Http && docs.len() > 1 {
+        let what = match kind {
+            SourceKind::Api => "a pushed manifest",
+            _ => "a manifest file",
+        };
         return Err(ManifestError::invalid_field(
             source,
             FieldError::new(
                 "(document)",
                 format!(
-                    "a manifest file holds exactly one Pod, found {} YAML documents",
+                    "{what} holds exactly one Pod, found {} YAML documents",
                     docs.len()
                 ),
             ),
@@ -302,7 +352,12 @@ fn pods_of_document(
         }
         Some(RawNode::String(k)) if k == "PodList" || k == "List" => errors.push(FieldError::new(
             "kind",
-            format!("{k:?} is not supported in a manifest file: a file holds exactly one Pod"),
+            match kind {
+                SourceKind::Api => format!("{k:?} is not supported: push one Pod per request"),
+                _ => format!(
+                    "{k:?} is not supported in a manifest file: a file holds exactly one Pod"
+                ),
+            },
         )),
         Some(other) => errors.push(FieldError::new(
             "kind",
@@ -310,7 +365,7 @@ fn pods_of_document(
                 "{} is not supported: expected {}",
                 describe(other),
                 match kind {
-                    SourceKind::File => "Pod",
+                    SourceKind::File | SourceKind::Api => "Pod",
                     SourceKind::Http => "Pod, PodList or List",
                 }
             ),
@@ -408,12 +463,26 @@ fn build(
     })?;
     let warnings = default_volume_sources(&mut pod, node, doc, prefix, source);
     let (spec_hash, meta_hash) = hashes(node);
+    if let Defaults::Api {
+        namespace, name, ..
+    } = defaults
+    {
+        api_identity(&mut pod, doc, prefix, source, namespace, name)?;
+    }
     let written_name = pod.metadata.name.clone().unwrap_or_default();
-    let node_name = match defaults {
-        Defaults::Static { node_name, .. } => *node_name,
-        Defaults::Play => "",
+    let (node_name, now) = match defaults {
+        Defaults::Static {
+            node_name,
+            now_rfc3339,
+        }
+        | Defaults::Api {
+            node_name,
+            now_rfc3339,
+            ..
+        } => (*node_name, Some(*now_rfc3339)),
+        Defaults::Play => ("", None),
     };
-    if !written_name.is_empty() && !node_name.is_empty() {
+    if !written_name.is_empty() && !node_name.is_empty() && kind != SourceKind::Api {
         pod.metadata.name = Some(format!("{written_name}-{}", node_name.to_lowercase()));
     }
     if pod.metadata.namespace.as_deref().unwrap_or("").is_empty() {
@@ -427,7 +496,7 @@ fn build(
     );
     let uid = pod_uid(source, node_name, &full_name, &spec_hash);
     pod.metadata.uid = Some(uid.clone());
-    if let Defaults::Static { now_rfc3339, .. } = defaults {
+    if let Some(now_rfc3339) = now {
         if let Some(spec) = pod.spec.as_mut() {
             if !node_name.is_empty() {
                 spec.node_name = Some(node_name.to_string());
@@ -441,7 +510,7 @@ fn build(
             .annotations
             .get_or_insert_with(Default::default);
         ann.insert(CONFIG_SOURCE_ANNOTATION.into(), kind.as_str().into());
-        ann.insert(CONFIG_SEEN_ANNOTATION.into(), (*now_rfc3339).into());
+        ann.insert(CONFIG_SEEN_ANNOTATION.into(), now_rfc3339.into());
         ann.insert(CONFIG_HASH_ANNOTATION.into(), uid);
     }
     let opts = ValidationOptions {
@@ -474,6 +543,48 @@ fn build(
         meta_hash,
         warnings,
     })
+}
+
+/// A pushed pod's namespace and name from the request path: filled in when the manifest
+/// leaves them out; a manifest naming another one is refused, naming the field and where it is
+/// (kube-apiserver refuses such a body too).
+fn api_identity(
+    pod: &mut Pod,
+    doc: &RawNode,
+    prefix: &str,
+    source: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<(), ManifestError> {
+    let mut errors = Vec::new();
+    for (field, written, want) in [
+        ("metadata.namespace", &mut pod.metadata.namespace, namespace),
+        ("metadata.name", &mut pod.metadata.name, name),
+    ] {
+        match written.as_deref() {
+            None | Some("") => *written = Some(want.to_string()),
+            Some(w) if w == want => {}
+            Some(w) => {
+                let path = format!("{prefix}{field}");
+                let pos = doc.locate(&path);
+                errors.push(
+                    FieldError::new(
+                        path,
+                        format!("{w:?} does not match {want:?} in the request path"),
+                    )
+                    .at(pos),
+                );
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ManifestError::Invalid {
+            source_name: source.into(),
+            errors,
+        })
+    }
 }
 
 /// The API server's `SetDefaults_Volume`: a volume with no source it knows becomes an

@@ -29,6 +29,9 @@ use crate::runtime::Runtime;
 #[derive(Debug, Clone)]
 pub struct ProbeTarget {
     pub pod_uid: String,
+    /// The pod's name and namespace (`prober_probe_total`'s labels).
+    pub pod_name: String,
+    pub namespace: String,
     pub container: String,
     pub container_id: String,
     /// When the container started (initialDelaySeconds counts from here).
@@ -75,6 +78,8 @@ struct Entry {
 #[derive(Debug, Clone)]
 pub struct Due {
     pub container_id: String,
+    /// Whose probe it is.
+    pub target: Arc<ProbeTarget>,
     pub netns: Option<std::path::PathBuf>,
     pub kind: ProbeKind,
     pub generation: u64,
@@ -210,6 +215,7 @@ impl Schedules {
                 e.in_flight = true;
                 out.push(Due {
                     container_id: key.0.clone(),
+                    target: Arc::clone(&e.target),
                     netns: e.target.netns.clone(),
                     kind,
                     generation: e.generation,
@@ -279,6 +285,33 @@ impl Schedules {
     }
 }
 
+/// `prober_probe_total`'s `result`: a warning is a success, as the kubelet counts it.
+fn probe_result_label(r: &ProbeResult) -> &'static str {
+    match r {
+        ProbeResult::Success | ProbeResult::Warning { .. } => "successful",
+        ProbeResult::Failure { .. } => "failed",
+    }
+}
+
+/// The metrics' name of a probe kind.
+pub fn metrics_probe_type(kind: ProbeKind) -> crate::metrics::ProbeType {
+    match kind {
+        ProbeKind::Liveness => crate::metrics::ProbeType::Liveness,
+        ProbeKind::Readiness => crate::metrics::ProbeType::Readiness,
+        ProbeKind::Startup => crate::metrics::ProbeType::Startup,
+    }
+}
+
+/// `prober_probe_total`'s labels of a target's container.
+pub fn probe_subject(t: &ProbeTarget) -> crate::metrics::ProbeSubject {
+    crate::metrics::ProbeSubject {
+        container: t.container.clone(),
+        pod: t.pod_name.clone(),
+        namespace: t.namespace.clone(),
+        pod_uid: t.pod_uid.clone(),
+    }
+}
+
 /// How the sync loop drives the prober.
 pub trait ProbeControl: Send {
     fn add(&self, target: ProbeTarget);
@@ -326,10 +359,12 @@ pub struct Prober {
 
 impl Prober {
     /// Starts the prober thread and `workers` probe threads; updates go to `sink` (called on
-    /// a probe thread).
+    /// a probe thread), and every probe run is counted in `metrics` (`prober_probe_total`,
+    /// by the probe thread that ran it).
     pub fn start(
         runtime: Arc<dyn Runtime>,
         workers: usize,
+        metrics: crate::metrics::KubeletMetrics,
         sink: impl Fn(ProbeUpdate) + Send + Sync + 'static,
     ) -> std::io::Result<Prober> {
         let (tx, rx) = mpsc::channel::<Msg>();
@@ -346,6 +381,7 @@ impl Prober {
             let runtime = Arc::clone(&runtime);
             let shared = Arc::clone(&shared);
             let sink = Arc::clone(&sink);
+            let metrics = metrics.clone();
             pool.push(
                 thread::Builder::new()
                     .name(format!("probe-{i}"))
@@ -362,14 +398,23 @@ impl Prober {
                             netns: job.netns.as_deref(),
                         };
                         let result = run_action(&job.action, &target, job.timeout);
+                        let label = probe_result_label(&result);
                         // Recorded here, under the schedules' lock: the scheduler thread is
                         // not woken for every result.
-                        let update = shared.lock().complete(
-                            &job.container_id,
-                            job.kind,
-                            job.generation,
-                            result,
-                        );
+                        let (live, update) = {
+                            let mut s = shared.lock();
+                            let live = s.live(&job.container_id, job.kind, job.generation);
+                            let u = s.complete(&job.container_id, job.kind, job.generation, result);
+                            (live, u)
+                        };
+                        // A probe whose container is no longer probed is not counted.
+                        if live {
+                            metrics.record_probe(
+                                metrics_probe_type(job.kind),
+                                label,
+                                &probe_subject(&job.target),
+                            );
+                        }
                         if let Some(u) = update {
                             sink(u);
                         }
@@ -483,6 +528,8 @@ mod tests {
     fn target(id: &str, at: Instant, probes: Vec<ProbeSpec>) -> ProbeTarget {
         ProbeTarget {
             pod_uid: "u".into(),
+            pod_name: "p".into(),
+            namespace: "default".into(),
             container: "c".into(),
             container_id: id.into(),
             started_at: at,
@@ -668,6 +715,7 @@ mod tests {
         let prober = Prober::start(
             Arc::new(super::super::ExecOnlyRuntime(hanging_exec)),
             4,
+            Default::default(),
             move |u| {
                 let _ = tx.send(u);
             },

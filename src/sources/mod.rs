@@ -1,7 +1,8 @@
 //! sources: where pod manifests come from — the I/O half of the kubelet's config sources.
 //!
 //! A source watches a directory ([`start_file_source`]) or polls a URL ([`start_url_source`])
-//! on its own thread and sends raw bytes to the daemon's sync loop as [`SourceEvent`]s over a
+//! on its own thread (the push source, [`api`], has none: the node API's connection threads
+//! send its requests) and sends raw bytes to the daemon's sync loop as [`SourceEvent`]s over a
 //! `std::sync::mpsc::Sender`. Sources never parse: the receiver decodes and validates, and
 //! keeps the last-known-good pod when a file or URL turns bad. Each `start_*` function returns
 //! a [`SourceHandle`]; dropping it (or calling [`SourceHandle::stop`]) ends the source, and no
@@ -15,6 +16,7 @@
 //! - Bursts of writes are debounced and content is compared by hash, so an editor save is one
 //!   event and an unchanged file never produces one.
 
+pub mod api;
 mod file;
 mod url;
 
@@ -32,6 +34,7 @@ pub use file::{
 };
 pub use url::{
     start_url_source, UrlSourceConfig, DEFAULT_URL_CHECK_FREQUENCY, DEFAULT_URL_TIMEOUT,
+    TLS_FLAG_NAMES,
 };
 
 /// Largest manifest accepted from a file or a URL: 10 MiB, the kubelet's `maxConfigLength`.
@@ -82,6 +85,8 @@ pub enum SourceError {
     InvalidUrl { url: String, reason: String },
     #[error("invalid header {name:?} for manifest url: {reason}")]
     InvalidHeader { name: String, reason: String },
+    #[error("manifest url: {0}")]
+    Tls(crate::httpclient::tls::TlsFileError),
     #[error("cannot resolve relative manifest directory {dir}: {source}")]
     CurrentDir {
         dir: PathBuf,

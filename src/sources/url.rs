@@ -10,7 +10,9 @@
 //! [`crate::httpclient`]: the timeout is a deadline for the whole request, redirects and body
 //! included; bodies are capped at 10 MiB after decompression, response heads at 64 KiB, and
 //! redirects are followed up to 10. Proxies come from the usual environment variables
-//! (`HTTP_PROXY`, `NO_PROXY`...), like the kubelet's Go client.
+//! (`HTTP_PROXY`, `NO_PROXY`...), like the kubelet's Go client. An `https://` URL is verified
+//! against the system CA bundle plus an optional CA file, and the source can present a client
+//! certificate ([`crate::httpclient::tls::ClientTls`]: a private fleet server).
 
 use std::collections::BTreeMap;
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
@@ -23,6 +25,7 @@ use ureq::http::{HeaderName, HeaderValue, StatusCode, Uri};
 use ureq::Agent;
 
 use super::{Gate, SourceError, SourceEvent, SourceHandle, MAX_MANIFEST_BYTES};
+use crate::httpclient::tls::ClientTls;
 use crate::httpclient::{read_body, HttpError, Limits};
 
 /// The kubelet's `httpCheckFrequency`.
@@ -60,7 +63,17 @@ pub struct UrlSourceConfig {
     pub check_frequency: Duration,
     /// Whole-request timeout, body included ([`DEFAULT_URL_TIMEOUT`]).
     pub timeout: Duration,
+    /// Extra CA file and client certificate (`--manifest-url-ca-file`,
+    /// `--manifest-url-client-cert`, `--manifest-url-client-key`).
+    pub tls: ClientTls,
 }
+
+/// The flags naming the URL source's TLS files in errors.
+pub const TLS_FLAG_NAMES: [&str; 3] = [
+    "--manifest-url-ca-file",
+    "--manifest-url-client-cert",
+    "--manifest-url-client-key",
+];
 
 impl UrlSourceConfig {
     /// A configuration with no headers and the default frequency and timeout.
@@ -70,6 +83,10 @@ impl UrlSourceConfig {
             headers: BTreeMap::new(),
             check_frequency: DEFAULT_URL_CHECK_FREQUENCY,
             timeout: DEFAULT_URL_TIMEOUT,
+            tls: ClientTls {
+                names: TLS_FLAG_NAMES,
+                ..Default::default()
+            },
         }
     }
 }
@@ -198,8 +215,9 @@ impl Poller {
         validate_url(&cfg.url)?;
         let headers = validate_headers(&cfg.headers)?;
         let limits = url_limits(cfg.timeout);
+        let tls = cfg.tls.config().map_err(SourceError::Tls)?;
         Ok(Poller {
-            agent: limits.agent_config().build().new_agent(),
+            agent: limits.agent_config().tls_config(tls).build().new_agent(),
             url: cfg.url.clone(),
             headers,
             limits,
@@ -678,5 +696,135 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    /// A CA (`ca.crt`) and a client certificate it signed for CN `node1` (`node.crt`,
+    /// `node.key`) in `dir`.
+    fn client_pki(dir: &std::path::Path) {
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("ca params");
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(rcgen::DnType::CommonName, "fleet-ca");
+        let ca_key = rcgen::KeyPair::generate().expect("ca key");
+        let ca_cert = ca.self_signed(&ca_key).expect("ca");
+        let mut node = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        node.distinguished_name
+            .push(rcgen::DnType::CommonName, "node1");
+        node.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let node_key = rcgen::KeyPair::generate().expect("key");
+        let issuer = rcgen::Issuer::from_params(&ca, &ca_key);
+        let node_cert = node.signed_by(&node_key, &issuer).expect("signed");
+        std::fs::write(dir.join("ca.crt"), ca_cert.pem()).expect("w");
+        std::fs::write(dir.join("node.crt"), node_cert.pem()).expect("w");
+        std::fs::write(dir.join("node.key"), node_key.serialize_pem()).expect("w");
+    }
+
+    /// An HTTPS server (a self-signed certificate for 127.0.0.1 in `dir/pki`, clients
+    /// verified against `dir/ca.crt`) answering 200 with a Pod to clients that present a
+    /// certificate and 403 to others.
+    fn fleet_server(dir: &std::path::Path) -> (u16, JoinHandle<()>, Arc<AtomicBool>) {
+        let tls = crate::nodeapi::tls::server_config(&crate::nodeapi::tls::TlsSettings {
+            generated_dir: dir.join("pki"),
+            client_ca_file: Some(dir.join("ca.crt")),
+            ..Default::default()
+        })
+        .expect("tls");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let port = listener.local_addr().expect("addr").port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = Arc::clone(&stop);
+        let t = std::thread::spawn(move || {
+            while !s.load(Ordering::SeqCst) {
+                let Ok((tcp, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                };
+                let _ = tcp.set_nonblocking(false);
+                let _ = tcp.set_read_timeout(Some(Duration::from_secs(5)));
+                let conn = rustls::ServerConnection::new(Arc::clone(&tls)).expect("conn");
+                let mut stream = rustls::StreamOwned::new(conn, tcp);
+                let Ok(Some(_head)) = crate::nodeapi::http::read_head(&mut stream) else {
+                    continue;
+                };
+                let who = stream
+                    .conn
+                    .peer_certificates()
+                    .and_then(|c| c.first())
+                    .and_then(|c| crate::nodeapi::tls::subject_cn_and_orgs(c))
+                    .map(|(cn, _)| cn);
+                let resp = match who {
+                    Some(cn) => crate::nodeapi::http::Response::plain(
+                        200,
+                        format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: {cn}}}\n"),
+                    ),
+                    None => {
+                        crate::nodeapi::http::Response::text(403, "client certificate required")
+                    }
+                };
+                let _ = crate::nodeapi::http::write_response(&mut stream, &resp, false);
+                stream.conn.send_close_notify();
+                let _ = std::io::Write::flush(&mut stream);
+            }
+        });
+        (port, t, stop)
+    }
+
+    #[test]
+    fn https_with_a_private_ca_and_a_client_certificate() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        client_pki(dir.path());
+        let (port, server, stop) = fleet_server(dir.path());
+        let url = format!("https://127.0.0.1:{port}/pods");
+        let tls = |ca: bool, cert: bool| ClientTls {
+            ca_file: ca.then(|| dir.path().join("pki/kubelet.crt")),
+            client_cert: cert.then(|| dir.path().join("node.crt")),
+            client_key: cert.then(|| dir.path().join("node.key")),
+            names: TLS_FLAG_NAMES,
+        };
+        let poll = |tls: ClientTls| {
+            let mut p = Poller::new(&UrlSourceConfig {
+                tls,
+                ..UrlSourceConfig::new(&url)
+            })
+            .expect("poller");
+            p.poll()
+        };
+        // Trusted through the CA file, identified by the client certificate.
+        assert_eq!(
+            poll(tls(true, true)),
+            Some(changed(
+                &url,
+                b"apiVersion: v1\nkind: Pod\nmetadata: {name: node1}\n"
+            ))
+        );
+        // No client certificate: the server refuses.
+        match poll(tls(true, false)) {
+            Some(SourceEvent::UrlError { message, .. }) => {
+                assert!(message.contains("403"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // The system bundle alone does not trust a private server.
+        match poll(tls(false, true)) {
+            Some(SourceEvent::UrlError { message, .. }) => {
+                assert!(message.to_lowercase().contains("certificate"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // A CA file that is not one is an error at start, naming the flag.
+        let bad = ClientTls {
+            ca_file: Some(dir.path().join("node.key")),
+            ..tls(true, true)
+        };
+        let err = Poller::new(&UrlSourceConfig {
+            tls: bad,
+            ..UrlSourceConfig::new(&url)
+        })
+        .err()
+        .expect("refused");
+        assert!(err.to_string().contains("--manifest-url-ca-file"), "{err}");
+        stop.store(true, Ordering::SeqCst);
+        server.join().expect("server");
     }
 }

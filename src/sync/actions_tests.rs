@@ -257,6 +257,8 @@ fn worker(now: Instant, case: &Case) -> PodWorker {
         deadline_exceeded: false,
         since: now,
         was_ready: false,
+        seen: now,
+        start_recorded: false,
         evicted: case
             .evicted
             .map(|(sandbox, restart)| crate::sync::eviction::Evicted {
@@ -635,6 +637,7 @@ fn removal(running: &[&str], hooks: &[&str], kill_at: Option<i64>, now: Instant)
         hooks_pending: hooks.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>(),
         sidecars: Vec::new(),
         waiting_turn: BTreeSet::new(),
+        probe_series: Vec::new(),
     }
 }
 

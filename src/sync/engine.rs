@@ -135,7 +135,8 @@ pub fn start(
         source,
     })?;
     let probe_tx = tx.clone();
-    let prober = Prober::start(Arc::clone(&runtime), PROBE_WORKERS, move |u| {
+    let metrics = cfg.metrics.clone();
+    let prober = Prober::start(Arc::clone(&runtime), PROBE_WORKERS, metrics, move |u| {
         // A failed send means the sync loop is shutting down.
         let _ = probe_tx.send(SyncEvent::Probe(Box::new(u)));
     })

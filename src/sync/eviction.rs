@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 
 use super::actions::EvictedSandbox;
 use super::{podstatus, restart_policy, PodWorker, SandboxPhase, SyncLoop};
+use crate::eviction::ephemeral::LimitKind;
 use crate::eviction::ranking::is_critical;
 use crate::eviction::{EvictionEvent, Pressure};
 use crate::pod::qos::{qos_class, QosClass};
@@ -172,10 +173,21 @@ impl SyncLoop {
                 None => drop(reply),
             },
             EvictionEvent::Evict(p) => {
-                self.evict(&p.uid, p.message, Some(p.signal.condition()), p.grace)
+                if self.evict(&p.uid, p.message, Some(p.signal.condition()), p.grace) {
+                    self.cfg.metrics.record_eviction(p.signal.as_str());
+                }
             }
             // The kubelet evicts for a local storage limit with no grace period.
-            EvictionEvent::EvictForLimit(l) => self.evict(&l.uid, l.message, None, Duration::ZERO),
+            EvictionEvent::EvictForLimit(l) => {
+                if self.evict(&l.uid, l.message, None, Duration::ZERO) {
+                    // The kubelet's signal names of the local storage limits.
+                    self.cfg.metrics.record_eviction(match l.kind {
+                        LimitKind::EmptyDir => "emptydirfs.limit",
+                        LimitKind::Pod => "ephemeralpodfs.limit",
+                        LimitKind::Container => "ephemeralcontainerfs.limit",
+                    });
+                }
+            }
         }
     }
 
@@ -202,17 +214,25 @@ impl SyncLoop {
         self.dirty = true;
     }
 
-    fn evict(&mut self, uid: &str, message: String, pressure: Option<Pressure>, grace: Duration) {
+    /// Evicts the pod `uid`; false when it is not evicted (gone, already evicted, rejected,
+    /// critical or terminal).
+    fn evict(
+        &mut self,
+        uid: &str,
+        message: String,
+        pressure: Option<Pressure>,
+        grace: Duration,
+    ) -> bool {
         let now = self.clock.now();
         let at = self.now_str();
         let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == uid) else {
-            return;
+            return false;
         };
         if w.evicted.is_some() || w.rejected.is_some() || is_critical(&w.pod) {
-            return;
+            return false;
         }
         if podstatus::is_terminal(w) {
-            return;
+            return false;
         }
         let name = name.clone();
         w.evictions = w.evictions.saturating_add(1);
@@ -243,6 +263,7 @@ impl SyncLoop {
             self.begin_container_kill(&name, &id, None);
         }
         self.dirty = true;
+        true
     }
 
     /// Applies `RemoveEvictedSandbox` / `RestartEvicted` (see `actions`).

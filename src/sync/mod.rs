@@ -25,6 +25,7 @@
 
 mod actions;
 mod admission;
+pub mod apipods;
 pub mod backoff;
 pub mod engine;
 pub(super) mod eviction;
@@ -71,6 +72,9 @@ pub enum SyncEvent {
     Probe(Box<crate::prober::scheduler::ProbeUpdate>),
     /// The eviction manager: node conditions, node-level reclaim, a pod to evict.
     Eviction(crate::eviction::EvictionEvent),
+    /// A pod pushed to or deleted from the node API (its connection thread waits for the
+    /// answer).
+    ApiPod(crate::sources::api::ApiPodRequest),
     /// Stop the loop (the daemon is exiting; containers keep running).
     Shutdown,
 }
@@ -126,6 +130,9 @@ pub struct SyncConfig {
     /// Pods without hostNetwork get their IPs from a pod network (CNI): until their sandbox
     /// has one, status shows no pod IP. Without it they have loopback only (`127.0.0.1`).
     pub pod_network: bool,
+    /// The kubelet's counters this loop records (pod starts, container starts, evictions,
+    /// restarted pods, image pulls); the node API reads them.
+    pub metrics: crate::metrics::KubeletMetrics,
 }
 
 /// How often manifests refused for the node's state (a missing profile) are checked again.
@@ -253,6 +260,11 @@ struct PodWorker {
     since: Instant,
     /// This generation proved Ready (see `rollback::proven_ready`): the pod's last Ready one.
     was_ready: bool,
+    /// When the loop first saw this generation (`kubelet_pod_start_duration_seconds` runs
+    /// from here).
+    seen: Instant,
+    /// Its start duration is recorded (or it was re-adopted running: nothing to record).
+    start_recorded: bool,
 }
 
 /// A pod generation being stopped and removed.
@@ -283,6 +295,9 @@ struct Removal {
     sidecars: Vec<String>,
     /// Sidecars whose stop signal waits for their turn.
     waiting_turn: BTreeSet<String>,
+    /// The generation's `prober_probe_total` series, forgotten once it is removed (no probe
+    /// of it can run any more then).
+    probe_series: Vec<(crate::metrics::ProbeType, crate::metrics::ProbeSubject)>,
 }
 
 /// The sync loop.
@@ -296,6 +311,8 @@ pub struct SyncLoop {
     store: Option<DesiredStore>,
     /// Where each pod's last Ready generation is persisted (`None` for `podvisor play`).
     generations: Option<GenerationStore>,
+    /// Where pushed pods' manifests are stored (`<root>/api-pods`; `None` for `podvisor play`).
+    api_store: Option<crate::sources::api::ApiPodStore>,
     /// Each pod's last Ready generation and the generation rolled back from, by full name.
     last_ready: BTreeMap<String, LastReady>,
     workers: BTreeMap<String, PodWorker>,
@@ -335,7 +352,13 @@ pub struct SyncLoop {
     gc: Option<crate::gc::GcHandle>,
     /// The node's pressure conditions, as the eviction manager last reported them.
     pressure: eviction::NodePressure,
+    /// Uids of pods removed in this run, most recent last (at most
+    /// [`RECENTLY_REMOVED`]): one desired again is a restarted pod (`kubelet_restarted_pods_total`).
+    recently_removed: std::collections::VecDeque<String>,
 }
+
+/// How many removed pod uids the loop remembers for `kubelet_restarted_pods_total`.
+const RECENTLY_REMOVED: usize = 256;
 
 fn rfc3339(t: SystemTime) -> String {
     crate::logs::timestamp::format_timestamp(t)
@@ -406,10 +429,21 @@ impl SyncLoop {
         config.seed(persisted, |p| {
             if p.source.starts_with("http://") || p.source.starts_with("https://") {
                 SourceKind::Http
+            } else if p.source.starts_with(crate::sources::api::API_SOURCE_PREFIX) {
+                SourceKind::Api
             } else {
                 SourceKind::File
             }
         });
+        // `<root>/api-pods`, next to `<root>/static-pods`: the push source's whole state, read
+        // now (before any source answers, pushed pods are known).
+        let api_store = store.as_ref().map(|_| {
+            crate::sources::api::ApiPodStore::new(cfg.store_dir.with_file_name("api-pods"))
+        });
+        let api_notices = match &api_store {
+            Some(s) => config.load_api_stored(s.load(), &rfc3339(clock.wall())),
+            None => Vec::new(),
+        };
         let mut adopted: BTreeMap<String, Vec<ContainerInfo>> = BTreeMap::new();
         for c in runtime.list_containers()? {
             if in_scope(&c.meta.pod_uid) {
@@ -438,6 +472,7 @@ impl SyncLoop {
             clock,
             store,
             generations,
+            api_store,
             last_ready,
             workers: BTreeMap::new(),
             removals: BTreeMap::new(),
@@ -459,7 +494,9 @@ impl SyncLoop {
             resync: None,
             gc: None,
             pressure: eviction::NodePressure::default(),
+            recently_removed: Default::default(),
         };
+        s.on_notices(api_notices);
         s.reconcile();
         s.publish();
         Ok(s)
@@ -547,6 +584,7 @@ impl SyncLoop {
             SyncEvent::Work(r) => self.on_work(*r),
             SyncEvent::Probe(u) => self.on_probe(*u),
             SyncEvent::Eviction(e) => self.on_eviction(e),
+            SyncEvent::ApiPod(r) => self.on_api_pod(r),
             SyncEvent::Shutdown => {}
         }
         self.reconcile();
@@ -672,6 +710,7 @@ impl SyncLoop {
             podstatus::update_conditions(w, &now);
         }
         let mut pods: Vec<PodView> = self.workers.values().map(|w| self.view_of(w)).collect();
+        self.record_pod_starts(&pods);
         for r in self.removals.values() {
             if let Some(v) = &r.view {
                 pods.push(v.clone());
@@ -687,6 +726,30 @@ impl SyncLoop {
         };
         self.status_line = crate::systemd::status_line(&snapshot);
         self.snapshots.publish(snapshot);
+    }
+
+    /// `kubelet_pod_start_duration_seconds`: each generation the first time it shows phase
+    /// Running, measured from when the loop first saw it (the kubelet's firstSeenTime).
+    fn record_pod_starts(&mut self, views: &[PodView]) {
+        let now = self.clock.now();
+        for v in views {
+            let running = v.pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+            let uid = v.pod.metadata.uid.as_deref().unwrap_or("");
+            if !running {
+                continue;
+            }
+            if let Some(w) = self
+                .workers
+                .values_mut()
+                .find(|w| w.uid == uid && !w.start_recorded)
+            {
+                w.start_recorded = true;
+                self.cfg
+                    .metrics
+                    .pod_start_duration
+                    .observe(now.saturating_duration_since(w.seen).as_secs_f64());
+            }
+        }
     }
 
     /// The loop's liveness signal, for readers on other threads (a health endpoint).

@@ -18,8 +18,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::pod::static_pod::{load_manifest_on, SourceKind, StaticPod};
+use crate::pod::manifest::ManifestError;
+use crate::pod::static_pod::{load_api_pod, load_manifest_on, SourceKind, StaticPod};
 use crate::security::NodeSecurity;
+use crate::sources::api::{source_key, Applied, StoredPod, API_SOURCE_PREFIX};
 use crate::sources::SourceEvent;
 use crate::status::SourceErrorView;
 
@@ -57,6 +59,15 @@ struct Entry {
     refused: Option<Vec<u8>>,
     /// `pods` came from the source itself in this run (not only seeded from disk).
     loaded: bool,
+}
+
+/// Why a pushed manifest is refused (nothing changes).
+#[derive(Debug, thiserror::Error)]
+pub enum PushRefusal {
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    #[error("{0}")]
+    Conflict(String),
 }
 
 /// Largest refused manifest kept for [`PodConfig::recheck`].
@@ -163,6 +174,27 @@ impl PodConfig {
         }
     }
 
+    /// Decodes and validates `data` of source `key` as its kind requires.
+    fn parse(
+        &self,
+        key: &str,
+        kind: SourceKind,
+        data: &[u8],
+        now: &str,
+    ) -> Result<Vec<StaticPod>, ManifestError> {
+        match kind {
+            SourceKind::Api => {
+                let (ns, name) = key
+                    .strip_prefix(API_SOURCE_PREFIX)
+                    .and_then(|k| k.split_once('/'))
+                    .unwrap_or(("", ""));
+                load_api_pod(data, key, ns, name, &self.node_name, now, &self.security)
+                    .map(|p| vec![p])
+            }
+            _ => load_manifest_on(data, key, kind, &self.node_name, now, &self.security),
+        }
+    }
+
     /// Loads a source's new content, keeping it when it is refused (see the module docs).
     fn load(
         &mut self,
@@ -171,7 +203,8 @@ impl PodConfig {
         data: Vec<u8>,
         now: &str,
     ) -> Vec<ConfigNotice> {
-        let parsed = load_manifest_on(&data, &key, kind, &self.node_name, now, &self.security)
+        let parsed = self
+            .parse(&key, kind, &data, now)
             .map_err(|e| e.to_string());
         let refused = (parsed.is_err() && data.len() <= RECHECK_MAX_BYTES).then_some(data);
         let notices = self.set(key.clone(), kind, parsed, now);
@@ -179,6 +212,98 @@ impl PodConfig {
             e.refused = refused;
         }
         notices
+    }
+
+    /// The pushed pods an earlier run stored (at start, after [`PodConfig::seed`]): loaded as
+    /// a file's content (a refused one keeps its seeded last-known-good pod and is checked
+    /// again); seeded pushed pods with no stored manifest any more are dropped, since the
+    /// store is this source's whole truth.
+    pub fn load_api_stored(&mut self, stored: Vec<StoredPod>, now: &str) -> Vec<ConfigNotice> {
+        let mut notices = Vec::new();
+        for p in stored {
+            notices.extend(self.load(
+                source_key(&p.namespace, &p.name),
+                SourceKind::Api,
+                p.data,
+                now,
+            ));
+        }
+        self.entries
+            .retain(|_, e| e.confirmed || e.kind != SourceKind::Api);
+        notices
+    }
+
+    /// Checks a pushed manifest for `namespace/name` without changing anything: the pod it
+    /// defines, or why it is refused (a manifest error, or another source defining that pod).
+    pub fn api_check(
+        &self,
+        namespace: &str,
+        name: &str,
+        data: &[u8],
+        now: &str,
+    ) -> Result<StaticPod, PushRefusal> {
+        let key = source_key(namespace, name);
+        let mut pods = self.parse(&key, SourceKind::Api, data, now)?;
+        let pod = pods
+            .pop()
+            .ok_or_else(|| PushRefusal::Conflict("the manifest defines no pod".to_string()))?;
+        if let Some((other, _)) = self
+            .entries
+            .iter()
+            .find(|(k, e)| **k != key && e.pods.iter().any(|p| p.full_name == pod.full_name))
+        {
+            return Err(PushRefusal::Conflict(format!(
+                "pod {} is defined by {other}: it cannot also be pushed",
+                pod.full_name
+            )));
+        }
+        Ok(pod)
+    }
+
+    /// Applies a pushed pod [`PodConfig::api_check`] accepted (and the store saved).
+    pub fn api_apply(&mut self, pod: StaticPod) -> Applied {
+        let key = pod.source.clone();
+        let outcome = match self.entries.get(&key).and_then(|e| e.pods.first()) {
+            None => Applied::Created,
+            Some(old)
+                if old.spec_hash == pod.spec_hash
+                    && old.meta_hash == pod.meta_hash
+                    && self.entries.get(&key).is_some_and(|e| e.loaded) =>
+            {
+                Applied::Unchanged
+            }
+            Some(_) => Applied::Configured,
+        };
+        if outcome == Applied::Unchanged {
+            return outcome;
+        }
+        self.set(key, SourceKind::Api, Ok(vec![pod]), "");
+        outcome
+    }
+
+    /// Removes the pushed pod `namespace/name`; its pod as it was, `None` when there is none.
+    pub fn api_delete(
+        &mut self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<k8s_openapi::api::core::v1::Pod> {
+        let e = self.entries.remove(&source_key(namespace, name))?;
+        Some(e.pods.into_iter().next().map(|p| p.pod).unwrap_or_default())
+    }
+
+    /// Whether `namespace/name` is a pushed pod.
+    pub fn api_has(&self, namespace: &str, name: &str) -> bool {
+        self.entries.contains_key(&source_key(namespace, name))
+    }
+
+    /// The pod a source other than the push source defines as `full_name`, if any.
+    pub fn defined_elsewhere(&self, full_name: &str) -> Option<String> {
+        self.entries
+            .iter()
+            .find(|(_, e)| {
+                e.kind != SourceKind::Api && e.pods.iter().any(|p| p.full_name == full_name)
+            })
+            .map(|(k, _)| k.clone())
     }
 
     /// True if some refused content waits to be checked again.

@@ -540,6 +540,8 @@ impl SyncLoop {
                         inst.id.clone(),
                         ProbeTarget {
                             pod_uid: w.uid.clone(),
+                            pod_name: w.pod.metadata.name.clone().unwrap_or_default(),
+                            namespace: w.pod.metadata.namespace.clone().unwrap_or_default(),
                             container: c.name.clone(),
                             container_id: inst.id.clone(),
                             started_at: now,

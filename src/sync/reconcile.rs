@@ -207,6 +207,7 @@ impl SyncLoop {
                         // Containers without their pod: no order is known.
                         sidecars: Vec::new(),
                         waiting_turn: BTreeSet::new(),
+                        probe_series: Vec::new(),
                     },
                 );
             }

@@ -15,6 +15,10 @@ impl SyncLoop {
         let Some(w) = self.workers.remove(name) else {
             return;
         };
+        if self.recently_removed.len() == super::RECENTLY_REMOVED {
+            self.recently_removed.pop_front();
+        }
+        self.recently_removed.push_back(w.uid.clone());
         let mut running = BTreeMap::new();
         let mut pending_starts = 0;
         let mut sidecars = Vec::new();
@@ -61,6 +65,7 @@ impl SyncLoop {
                 hooks_pending,
                 sidecars,
                 waiting_turn,
+                probe_series: probe_series(&w),
             },
         );
         self.dirty = true;
@@ -114,4 +119,32 @@ impl SyncLoop {
             }
         }
     }
+}
+
+/// The `prober_probe_total` series a pod generation's probes may have: one per container and
+/// probe kind it declares.
+fn probe_series(
+    w: &super::PodWorker,
+) -> Vec<(crate::metrics::ProbeType, crate::metrics::ProbeSubject)> {
+    use crate::metrics::{ProbeSubject, ProbeType};
+    let mut out = Vec::new();
+    for s in &w.slots {
+        let c = &s.container;
+        let subject = ProbeSubject {
+            container: c.name.clone(),
+            pod: w.pod.metadata.name.clone().unwrap_or_default(),
+            namespace: w.pod.metadata.namespace.clone().unwrap_or_default(),
+            pod_uid: w.uid.clone(),
+        };
+        for (has, kind) in [
+            (c.liveness_probe.is_some(), ProbeType::Liveness),
+            (c.readiness_probe.is_some(), ProbeType::Readiness),
+            (c.startup_probe.is_some(), ProbeType::Startup),
+        ] {
+            if has {
+                out.push((kind, subject.clone()));
+            }
+        }
+    }
+    out
 }

@@ -51,6 +51,10 @@ impl SyncLoop {
                     return;
                 };
                 let name = name.clone();
+                self.cfg.metrics.started_pods.inc();
+                if result.is_err() {
+                    self.cfg.metrics.started_pods_errors.inc();
+                }
                 match result {
                     Ok(info) => {
                         w.sandbox = SandboxPhase::Ready;
@@ -108,6 +112,9 @@ impl SyncLoop {
             JobResult::PodRemoved { uid, result } => match result {
                 Ok(()) => {
                     if let Some(r) = self.removals.remove(&uid) {
+                        for (kind, subject) in &r.probe_series {
+                            self.cfg.metrics.forget_probe(*kind, subject);
+                        }
                         if r.forget_store {
                             if let Err(e) = self.forget_desired(&uid) {
                                 log::warn!("pod {uid}: {e}");
@@ -161,6 +168,9 @@ impl SyncLoop {
                 image: pulled,
                 took,
             } => {
+                self.cfg
+                    .metrics
+                    .record_image_pull(took.as_secs_f64(), pulled.size);
                 if let Some(slot) = w.slots.iter_mut().find(|s| s.container.name == cname) {
                     slot.image_backoff.reset();
                     slot.pull_backoff_at = None;
@@ -213,6 +223,7 @@ impl SyncLoop {
         let Some(slot) = w.slots.iter_mut().find(|s| s.container.name == cname) else {
             return;
         };
+        record_container_start(&self.cfg.metrics, slot.kind, &result);
         match result {
             Ok(info) => {
                 // The first start is not a restart: only restarts feed the backoff.
@@ -307,6 +318,45 @@ impl SyncLoop {
             }
         }
         self.dirty = true;
+    }
+}
+
+/// `kubelet_started_containers_total` and `..._errors_total` for one start job's result, as
+/// the kubelet counts them around CreateContainer/StartContainer: image pulls that failed and
+/// starts that found no sandbox never reached the runtime and are not counted. The `code` is
+/// the waiting reason (the kubelet's is a gRPC status code; podvisor has no CRI).
+fn record_container_start(
+    m: &crate::metrics::KubeletMetrics,
+    kind: crate::runtime::ContainerKind,
+    result: &Result<Box<ContainerInfo>, StartFailure>,
+) {
+    let container_type = match kind {
+        crate::runtime::ContainerKind::Init => "init_container",
+        crate::runtime::ContainerKind::App => "container",
+    };
+    let code = match result {
+        Ok(_) => None,
+        Err(StartFailure {
+            reason:
+                StartFailureReason::SandboxNotReady
+                | StartFailureReason::Waiting(WaitingReason::ErrImagePull),
+            ..
+        }) => return,
+        Err(StartFailure {
+            reason: StartFailureReason::Waiting(reason),
+            ..
+        }) => Some(reason.as_str()),
+    };
+    m.started_containers
+        .get_or_create(&vec![("container_type", container_type.to_string())])
+        .inc();
+    if let Some(code) = code {
+        m.started_containers_errors
+            .get_or_create(&vec![
+                ("container_type", container_type.to_string()),
+                ("code", code.to_string()),
+            ])
+            .inc();
     }
 }
 

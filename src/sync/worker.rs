@@ -57,11 +57,31 @@ impl SyncLoop {
             evictions: 0,
             since: self.clock.now(),
             was_ready: false,
+            seen: self.clock.now(),
+            start_recorded: false,
         };
+        if self.removals.contains_key(&uid) || self.recently_removed.contains(&uid) {
+            let is_static = w
+                .spec
+                .pod
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::pod::static_pod::CONFIG_SOURCE_ANNOTATION))
+                .map(String::as_str)
+                != Some(crate::pod::static_pod::SourceKind::Api.as_str());
+            self.cfg
+                .metrics
+                .restarted_pods
+                .get_or_create(&vec![("static", is_static.to_string())])
+                .inc();
+        }
         // Re-adopt what a previous run left: the sandbox and the containers of this uid.
         self.data_on_disk.remove(&uid);
         self.persisted.remove(&uid);
         if let Some((created, pod_ips)) = self.sandboxes_on_disk.remove(&uid) {
+            // Running before this run: its start was (or could not be) measured then.
+            w.start_recorded = true;
             w.sandbox = SandboxPhase::Ready;
             w.pod_ips = pod_ips;
             w.start_time = Some(created.clone());

@@ -519,6 +519,10 @@ fn defaults_without_config_file() {
             static_pod_path: Some(PathBuf::from("/etc/kubernetes/manifests")),
             static_pod_url: None,
             static_pod_url_header: BTreeMap::new(),
+            static_pod_url_tls: crate::httpclient::tls::ClientTls {
+                names: crate::sources::TLS_FLAG_NAMES,
+                ..Default::default()
+            },
             file_check_frequency: Duration::from_secs(20),
             http_check_frequency: Duration::from_secs(20),
             sync_frequency: Duration::from_secs(60),
@@ -557,6 +561,8 @@ fn defaults_without_config_file() {
                 token_auth_file: None,
                 anonymous: false,
                 authorization: crate::nodeapi::AuthorizationMode::AlwaysAllow,
+                debugging_handlers: true,
+                system_log_handler: true,
             }),
             registry_config: None,
             docker_config: None,

@@ -15,20 +15,19 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::fs::{self};
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Deserialize;
 use ureq::http::{Response, StatusCode};
-use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig};
+use ureq::tls::TlsConfig;
 use ureq::{Agent, Body};
 
 use super::digest::Digest;
-use super::registry::{Endpoint, RegistryConfig, SYSTEM_CA_BUNDLE};
+use super::registry::{Endpoint, RegistryConfig};
 use crate::httpclient::{read_body, HttpError, Limits};
 
 pub use self::auth::{parse_challenge, Challenge, TokenError};
@@ -219,43 +218,7 @@ pub struct Client<'a> {
 }
 
 /// A registry's `ca_file` that cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum CaFileError {
-    #[error("reading ca_file {path}: {source}")]
-    Read { path: PathBuf, source: io::Error },
-    #[error("ca_file {path} holds no PEM certificate")]
-    NoCertificate { path: PathBuf },
-}
-
-fn load_roots(ca_file: Option<&Path>) -> Result<RootCerts, CaFileError> {
-    let mut certs: Vec<Certificate<'static>> = Vec::new();
-    let system = fs::read(SYSTEM_CA_BUNDLE).ok();
-    let extra = match ca_file {
-        Some(p) => Some(fs::read(p).map_err(|source| CaFileError::Read {
-            path: p.to_path_buf(),
-            source,
-        })?),
-        None => None,
-    };
-    if system.is_none() && extra.is_none() {
-        return Ok(RootCerts::WebPki);
-    }
-    for pem in system.iter().chain(extra.iter()) {
-        for item in ureq::tls::parse_pem(pem) {
-            if let Ok(PemItem::Certificate(c)) = item {
-                certs.push(c);
-            }
-        }
-    }
-    if let (Some(p), Some(data)) = (ca_file, &extra) {
-        if !ureq::tls::parse_pem(data).any(|i| matches!(i, Ok(PemItem::Certificate(_)))) {
-            return Err(CaFileError::NoCertificate {
-                path: p.to_path_buf(),
-            });
-        }
-    }
-    Ok(RootCerts::new_with_certs(&certs))
-}
+pub use crate::httpclient::tls::TlsFileError as CaFileError;
 
 impl<'a> Client<'a> {
     pub fn new(
@@ -288,11 +251,13 @@ impl<'a> Client<'a> {
             return Ok(a.clone());
         }
         let tls = self.cfg.tls(host);
-        let roots = load_roots(tls.ca_file.as_deref()).map_err(|source| RegistryError::Tls {
-            reference: self.reference.clone(),
-            host: host.to_string(),
-            source,
-        })?;
+        let roots = crate::httpclient::tls::root_certs(tls.ca_file.as_deref(), "ca_file").map_err(
+            |source| RegistryError::Tls {
+                reference: self.reference.clone(),
+                host: host.to_string(),
+                source,
+            },
+        )?;
         let agent: Agent = self
             .limits
             .agent_config()

@@ -473,6 +473,7 @@ fn harness_full(
             only_pod: None,
             rollback_after: Duration::from_secs(300),
             pod_network: false,
+            metrics: Default::default(),
         },
         Arc::new(rt.clone()),
         Box::new(InlineExecutor {
@@ -579,6 +580,7 @@ fn pod_yaml(name: &str, image: &str, extra: &str) -> String {
 }
 
 mod admission;
+mod apipods;
 mod eviction;
 mod images;
 mod lifecycle;
