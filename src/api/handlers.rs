@@ -262,6 +262,7 @@ pub(crate) mod tests {
             rolled_back: None,
             log_paths: BTreeMap::new(),
             previous_log_paths: BTreeMap::new(),
+            mirror: None,
         }
     }
 

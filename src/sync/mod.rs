@@ -71,6 +71,13 @@ pub enum SyncEvent {
     Probe(Box<crate::prober::scheduler::ProbeUpdate>),
     /// The eviction manager: node conditions, node-level reclaim, a pod to evict.
     Eviction(crate::eviction::EvictionEvent),
+    /// The API server client (`apiserver`): something about a pod's mirror pod to record as
+    /// a Warning event of the pod (`namespace/name`); no pod state changes.
+    MirrorPod {
+        pod: String,
+        reason: EventReason,
+        message: String,
+    },
     /// Stop the loop (the daemon is exiting; containers keep running).
     Shutdown,
 }
@@ -311,6 +318,8 @@ pub struct SyncLoop {
     started: Instant,
     reported_dups: BTreeSet<(String, String)>,
     dirty: bool,
+    /// `sources_ready` of the latest published snapshot (its change is published too).
+    published_sources_ready: bool,
     probe_state: probes::ProbeState,
     /// When refused manifests are checked again next (see `PodConfig::recheck`).
     next_recheck: Instant,
@@ -444,6 +453,7 @@ impl SyncLoop {
             started,
             reported_dups: BTreeSet::new(),
             dirty: true,
+            published_sources_ready: false,
             next_recheck: started + RECHECK_PERIOD,
             monitor: crate::health::SyncLoopMonitor::new(started),
             service: None,
@@ -540,6 +550,11 @@ impl SyncLoop {
             SyncEvent::Work(r) => self.on_work(*r),
             SyncEvent::Probe(u) => self.on_probe(*u),
             SyncEvent::Eviction(e) => self.on_eviction(e),
+            SyncEvent::MirrorPod {
+                pod,
+                reason,
+                message,
+            } => self.event(EventType::Warning, &pod, None, reason, &message),
             SyncEvent::Shutdown => {}
         }
         self.reconcile();
@@ -656,10 +671,12 @@ impl SyncLoop {
     }
 
     fn publish(&mut self) {
-        if !self.dirty {
+        let sources_ready = self.sources_ready();
+        if !self.dirty && sources_ready == self.published_sources_ready {
             return;
         }
         self.dirty = false;
+        self.published_sources_ready = sources_ready;
         let now = self.now_str();
         for w in self.workers.values_mut() {
             podstatus::update_conditions(w, &now);
@@ -677,6 +694,7 @@ impl SyncLoop {
             source_errors: self.config.orphan_errors(),
             events: self.events.to_vec(),
             node_conditions: self.pressure.views(),
+            sources_ready,
         };
         self.status_line = crate::systemd::status_line(&snapshot);
         self.snapshots.publish(snapshot);
