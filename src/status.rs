@@ -268,6 +268,34 @@ pub struct MirrorView {
     /// When its status was last written (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_time: Option<String>,
+    /// The connection's state and last error ([`ApiServerView`]), added when served.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub server_state: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_error: Option<String>,
+}
+
+impl ApiServerView {
+    /// `pod`'s mirror as `describe` shows it: its state plus the connection's.
+    pub fn mirror_for(&self, pod: &str) -> MirrorView {
+        let mut m = self
+            .mirrors
+            .get(pod)
+            .cloned()
+            .unwrap_or_else(|| MirrorView {
+                state: "Pending".into(),
+                ..Default::default()
+            });
+        m.server_state = format!("{} {}", self.server, self.state);
+        m.server_error = self
+            .last_error
+            .as_ref()
+            .map(|e| match &self.last_error_time {
+                Some(t) => format!("{e} (at {t})"),
+                None => e.clone(),
+            });
+        m
+    }
 }
 
 /// Where the API server client publishes its [`ApiServerView`] (`None`: no `--kubeconfig`).

@@ -141,6 +141,23 @@ pub fn render_describe(view: &PodView, events: &[EventRecord], now: Timestamp) -
             since_str(&e.since, now)
         );
     }
+    if let Some(m) = &view.mirror {
+        let mut line = m.state.clone();
+        if let Some(uid) = &m.uid {
+            line.push_str(&format!(" (uid {uid})"));
+        }
+        if let Some(t) = &m.status_time {
+            line.push_str(&format!(", status written {} ago", since_str(t, now)));
+        }
+        let _ = writeln!(w, "Mirror Pod:\t{line}");
+        if let Some(msg) = &m.message {
+            let _ = writeln!(w, "\t{msg}");
+        }
+        let _ = writeln!(w, "API Server:\t{}", m.server_state);
+        if let Some(e) = &m.server_error {
+            let _ = writeln!(w, "\tlast error: {e}");
+        }
+    }
     if let Some(why) = &view.rolled_back {
         let _ = writeln!(w, "Update:\trolled back: {why}");
         let _ = writeln!(

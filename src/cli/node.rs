@@ -11,6 +11,43 @@ use super::table::kubectl_table;
 pub fn render_node(node: &Value) -> String {
     let s = |v: &Value| v.as_str().unwrap_or("").to_string();
     let mut out = format!("Name:  {}\n", s(&node["metadata"]["name"]));
+    if let Some(api) = node.get("apiServer").filter(|a| a.is_object()) {
+        out.push_str(&format!(
+            "API Server:  {} {}\n",
+            s(&api["server"]),
+            s(&api["state"])
+        ));
+        for (label, key) in [
+            ("Node UID", "nodeUid"),
+            ("Last Success", "lastSuccessTime"),
+            ("Node Status Written", "nodeStatusTime"),
+            ("Lease Renewed", "leaseRenewTime"),
+        ] {
+            if let Some(v) = api[key].as_str() {
+                out.push_str(&format!("  {label}:\t{v}\n"));
+            }
+        }
+        if let Some(e) = api["lastError"].as_str() {
+            out.push_str(&format!(
+                "  Last Error:\t{e} (at {})\n",
+                s(&api["lastErrorTime"])
+            ));
+        }
+        let mirrors = api["mirrors"].as_object().cloned().unwrap_or_default();
+        let refused: Vec<String> = mirrors
+            .iter()
+            .filter(|(_, m)| m["state"] == "Refused")
+            .map(|(k, m)| format!("{k}: {}", s(&m["message"])))
+            .collect();
+        out.push_str(&format!(
+            "  Mirror Pods:\t{} ({} refused)\n",
+            mirrors.len(),
+            refused.len()
+        ));
+        for r in refused {
+            out.push_str(&format!("    {r}\n"));
+        }
+    }
     out.push_str("Conditions:\n");
     let mut rows = String::from("Type\tStatus\tLastTransitionTime\tReason\tMessage\n");
     for c in node["status"]["conditions"]
