@@ -311,7 +311,14 @@ impl KubeClient {
         limits: &Limits,
     ) -> Result<ureq::http::Response<ureq::Body>, ClientError> {
         self.wait_for_token();
-        let url = format!("{}{path}", self.server);
+        // Writes ask for strict field validation: a field the server does not know is an
+        // error, never silently dropped.
+        let strict = match (method, path.contains('?')) {
+            ("POST" | "PUT" | "PATCH", false) => "?fieldValidation=Strict",
+            ("POST" | "PUT" | "PATCH", true) => "&fieldValidation=Strict",
+            _ => "",
+        };
+        let url = format!("{}{path}{strict}", self.server);
         let auth = self.bearer()?.map(|t| format!("Bearer {t}"));
         let transport = |e: ureq::Error| ClientError::Transport {
             method,

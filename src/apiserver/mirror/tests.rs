@@ -120,7 +120,8 @@ fn plan_creates_deletes_and_replaces() {
         sources_ready: ready,
         ..Default::default()
     };
-    let none = BTreeMap::new();
+    let none: BTreeMap<String, MirrorPod> = BTreeMap::new();
+    let no_refusals: BTreeMap<String, String> = BTreeMap::new();
     let names = |acts: &[MirrorAction]| -> Vec<String> {
         acts.iter()
             .map(|a| match a {
@@ -135,7 +136,7 @@ fn plan_creates_deletes_and_replaces() {
         &none,
         "edge1",
         "n1",
-        &none,
+        &no_refusals,
     );
     assert_eq!(
         names(&acts),
@@ -145,7 +146,14 @@ fn plan_creates_deletes_and_replaces() {
     let mut mirrors = BTreeMap::new();
     mirrors.insert("kube-system/a-edge1".to_string(), mirror_of(&a, "n1"));
     // In line: nothing to do.
-    assert!(plan(&snap(vec![a.clone()], true), &mirrors, "edge1", "n1", &none).is_empty());
+    assert!(plan(
+        &snap(vec![a.clone()], true),
+        &mirrors,
+        "edge1",
+        "n1",
+        &no_refusals
+    )
+    .is_empty());
     // The static pod changed (new hash), was relabelled, the Node was registered again, or
     // somebody asked for the mirror's deletion: delete (uid precondition) and create.
     let edited = view("a-edge1", "h9", &[]);
@@ -159,7 +167,13 @@ fn plan_creates_deletes_and_replaces() {
         ),
         (&a, "n2", "its owner is not this Node"),
     ] {
-        let acts = plan(&snap(vec![v.clone()], true), &mirrors, "edge1", node, &none);
+        let acts = plan(
+            &snap(vec![v.clone()], true),
+            &mirrors,
+            "edge1",
+            node,
+            &no_refusals,
+        );
         assert_eq!(
             names(&acts),
             [
@@ -177,20 +191,27 @@ fn plan_creates_deletes_and_replaces() {
         &deleting,
         "edge1",
         "n1",
-        &none,
+        &no_refusals,
     );
     assert_eq!(acts.len(), 2);
     // The static pod is gone: delete, but only once the sources reported.
-    let acts = plan(&snap(vec![], true), &mirrors, "edge1", "n1", &none);
+    let acts = plan(&snap(vec![], true), &mirrors, "edge1", "n1", &no_refusals);
     assert_eq!(
         names(&acts),
         ["delete kube-system/a-edge1 server-uid (its static pod is gone)"]
     );
-    assert!(plan(&snap(vec![], false), &mirrors, "edge1", "n1", &none).is_empty());
+    assert!(plan(&snap(vec![], false), &mirrors, "edge1", "n1", &no_refusals).is_empty());
     // A static pod being removed gets no new mirror; its mirror stays until it is gone.
     let mut terminating = b.clone();
     terminating.pod.metadata.deletion_timestamp = a.pod.metadata.creation_timestamp.clone();
-    assert!(plan(&snap(vec![terminating], true), &none, "edge1", "n1", &none).is_empty());
+    assert!(plan(
+        &snap(vec![terminating], true),
+        &none,
+        "edge1",
+        "n1",
+        &no_refusals
+    )
+    .is_empty());
     // A refused mirror is not asked for again until its static pod changes.
     let refused: BTreeMap<String, String> =
         [("kube-system/b-edge1".to_string(), "h2".to_string())].into();
