@@ -72,36 +72,58 @@ pub fn pod_create(node: &str, pod: &Value, node_uid: Option<&str>) -> Result<(),
         ));
     }
     if s(pod, &["spec", "nodeName"]) != node {
-        return Err(format!("node {node:?} can only create pods with spec.nodeName set to itself"));
+        return Err(format!(
+            "node {node:?} can only create pods with spec.nodeName set to itself"
+        ));
     }
-    let owners = pod["metadata"]["ownerReferences"].as_array().cloned().unwrap_or_default();
+    let owners = pod["metadata"]["ownerReferences"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     if owners.len() > 1 {
-        return Err(format!("node {node:?} can only create pods with a single owner reference set to itself"));
+        return Err(format!(
+            "node {node:?} can only create pods with a single owner reference set to itself"
+        ));
     }
     let Some(o) = owners.first() else {
-        return Err(format!("node {node:?} can only create pods with an owner reference set to itself"));
+        return Err(format!(
+            "node {node:?} can only create pods with an owner reference set to itself"
+        ));
     };
     if s(o, &["apiVersion"]) != "v1" || s(o, &["kind"]) != "Node" || s(o, &["name"]) != node {
-        return Err(format!("node {node:?} can only create pods with an owner reference set to itself"));
+        return Err(format!(
+            "node {node:?} can only create pods with an owner reference set to itself"
+        ));
     }
     if o["controller"] != true {
-        return Err(format!("node {node:?} can only create pods with a controller owner reference set to itself"));
+        return Err(format!(
+            "node {node:?} can only create pods with a controller owner reference set to itself"
+        ));
     }
     if o["blockOwnerDeletion"] == true {
-        return Err(format!("node {node:?} must not set blockOwnerDeletion on an owner reference"));
+        return Err(format!(
+            "node {node:?} must not set blockOwnerDeletion on an owner reference"
+        ));
     }
     match node_uid {
         None => return Err(format!("nodes {node:?} not found")),
         Some(uid) if uid != s(o, &["uid"]) => {
-            return Err(format!("node {node} UID mismatch: expected {} got {uid}", s(o, &["uid"])))
+            return Err(format!(
+                "node {node} UID mismatch: expected {} got {uid}",
+                s(o, &["uid"])
+            ))
         }
         _ => {}
     }
     let spec = &pod["spec"];
     if !s(spec, &["serviceAccountName"]).is_empty() {
-        return Err(format!("node {node:?} can not create pods that reference a service account"));
+        return Err(format!(
+            "node {node:?} can not create pods that reference a service account"
+        ));
     }
-    let mut secrets = spec["imagePullSecrets"].as_array().is_some_and(|a| !a.is_empty());
+    let mut secrets = spec["imagePullSecrets"]
+        .as_array()
+        .is_some_and(|a| !a.is_empty());
     let mut cms = false;
     let mut pvcs = false;
     let mut ctb = false;
@@ -134,7 +156,9 @@ pub fn pod_create(node: &str, pod: &Value, node_uid: Option<&str>) -> Result<(),
         (pvcs, "persistentvolumeclaims"),
     ] {
         if bad {
-            return Err(format!("node {node:?} can not create pods that reference {what}"));
+            return Err(format!(
+                "node {node:?} can not create pods that reference {what}"
+            ));
         }
     }
     Ok(())
@@ -143,10 +167,14 @@ pub fn pod_create(node: &str, pod: &Value, node_uid: Option<&str>) -> Result<(),
 /// A pod status update by node `node`.
 pub fn pod_status(node: &str, old: &Value, new: &Value) -> Result<(), String> {
     if s(old, &["spec", "nodeName"]) != node {
-        return Err(format!("node {node:?} can only update pod status for pods with spec.nodeName set to itself"));
+        return Err(format!(
+            "node {node:?} can only update pod status for pods with spec.nodeName set to itself"
+        ));
     }
     if !modified_labels(&old["metadata"]["labels"], &new["metadata"]["labels"]).is_empty() {
-        return Err(format!("node {node:?} cannot update labels through pod status"));
+        return Err(format!(
+            "node {node:?} cannot update labels through pod status"
+        ));
     }
     Ok(())
 }
@@ -154,7 +182,9 @@ pub fn pod_status(node: &str, old: &Value, new: &Value) -> Result<(), String> {
 /// A pod delete by node `node`.
 pub fn pod_delete(node: &str, pod: &Value) -> Result<(), String> {
     if s(pod, &["spec", "nodeName"]) != node {
-        return Err(format!("node {node:?} can only delete pods with spec.nodeName set to itself"));
+        return Err(format!(
+            "node {node:?} can only delete pods with spec.nodeName set to itself"
+        ));
     }
     Ok(())
 }
@@ -162,7 +192,9 @@ pub fn pod_delete(node: &str, pod: &Value) -> Result<(), String> {
 /// A Node create or update (`old` for updates) by node `node`.
 pub fn node_write(node: &str, name: &str, new: &Value, old: Option<&Value>) -> Result<(), String> {
     if name != node {
-        return Err(format!("node {node:?} is not allowed to modify node {name:?}"));
+        return Err(format!(
+            "node {node:?} is not allowed to modify node {name:?}"
+        ));
     }
     let old_labels = old.map_or(Value::Null, |o| o["metadata"]["labels"].clone());
     let forbidden: Vec<String> = modified_labels(&new["metadata"]["labels"], &old_labels)
@@ -183,7 +215,10 @@ pub fn node_write(node: &str, name: &str, new: &Value, old: Option<&Value>) -> R
                 return Err(format!("node {node:?} is not allowed to modify taints"));
             }
             if !forbidden.is_empty() {
-                return Err(format!("is not allowed to modify labels: {}", forbidden.join(", ")));
+                return Err(format!(
+                    "is not allowed to modify labels: {}",
+                    forbidden.join(", ")
+                ));
             }
         }
     }

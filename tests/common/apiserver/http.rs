@@ -42,7 +42,10 @@ pub struct Request {
 
 impl Request {
     pub fn param(&self, k: &str) -> Option<&str> {
-        self.query.iter().find(|(q, _)| q == k).map(|(_, v)| v.as_str())
+        self.query
+            .iter()
+            .find(|(q, _)| q == k)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -102,7 +105,9 @@ fn write_reply(s: &mut Stream, code: u16, body: &Value, extra: &[(String, String
 /// Serves one connection until it closes.
 pub fn serve_connection(conn: TcpStream, tls: Arc<ServerConfig>, shared: &Shared) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(120)));
-    let Ok(sc) = ServerConnection::new(tls) else { return };
+    let Ok(sc) = ServerConnection::new(tls) else {
+        return;
+    };
     let mut stream = StreamOwned::new(sc, conn);
     // Complete the handshake first: a client that does not trust the certificate leaves here.
     while stream.conn.is_handshaking() {
@@ -165,11 +170,11 @@ pub fn serve_connection(conn: TcpStream, tls: Arc<ServerConfig>, shared: &Shared
                 (unescape(k), unescape(v))
             })
             .collect();
-        shared
-            .requests
-            .lock()
-            .expect("requests")
-            .push((method.clone(), path.to_string(), Instant::now()));
+        shared.requests.lock().expect("requests").push((
+            method.clone(),
+            path.to_string(),
+            Instant::now(),
+        ));
         let user = cert_user.clone().or_else(|| {
             let t = token.as_ref()?;
             shared
@@ -185,7 +190,12 @@ pub fn serve_connection(conn: TcpStream, tls: Arc<ServerConfig>, shared: &Shared
         });
         let stream = reader.get_mut();
         let Some(user) = user else {
-            if !write_reply(stream, 401, &status_error(401, "Unauthorized", "Unauthorized"), &[]) {
+            if !write_reply(
+                stream,
+                401,
+                &status_error(401, "Unauthorized", "Unauthorized"),
+                &[],
+            ) {
                 return;
             }
             continue;
@@ -203,14 +213,26 @@ pub fn serve_connection(conn: TcpStream, tls: Arc<ServerConfig>, shared: &Shared
             std::thread::sleep(faults.delay);
         }
         let discovery = req.method == "GET"
-            && (req.path == "/api" || req.path == "/apis" || req.path == "/version" || req.path.starts_with("/openapi"));
+            && (req.path == "/api"
+                || req.path == "/apis"
+                || req.path == "/version"
+                || req.path.starts_with("/openapi"));
         if let (Some(code), false) = (faults.status, discovery) {
             let mut extra = vec![];
             if let Some(s) = faults.retry_after {
                 extra.push(("Retry-After".to_string(), s.to_string()));
             }
-            let r = if code == 429 { "TooManyRequests" } else { "InternalError" };
-            if !write_reply(stream, code, &status_error(code, r, "injected fault"), &extra) {
+            let r = if code == 429 {
+                "TooManyRequests"
+            } else {
+                "InternalError"
+            };
+            if !write_reply(
+                stream,
+                code,
+                &status_error(code, r, "injected fault"),
+                &extra,
+            ) {
                 return;
             }
             continue;
@@ -252,13 +274,19 @@ pub fn serve_connection(conn: TcpStream, tls: Arc<ServerConfig>, shared: &Shared
 /// A chunked watch of pods: history after the resourceVersion, then new events, until
 /// `timeoutSeconds` or the connection or the server goes.
 fn watch(stream: &mut Stream, req: &Request, shared: &Shared) {
-    let since: u64 = req.param("resourceVersion").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let since: u64 = req
+        .param("resourceVersion")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     let timeout = Duration::from_secs(
-        req.param("timeoutSeconds").and_then(|v| v.parse().ok()).unwrap_or(300),
+        req.param("timeoutSeconds")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(300),
     );
     let bookmarks = req.param("allowWatchBookmarks") == Some("true");
     let selector = req.param("fieldSelector").unwrap_or("").to_string();
-    let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let head =
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
     if stream.write_all(head.as_bytes()).is_err() {
         return;
     }

@@ -151,8 +151,10 @@ fn server_config(pki: &Pki, serving: &Credentials) -> Arc<ServerConfig> {
         .allow_unauthenticated()
         .build()
         .expect("verifier");
-    let certs: Vec<CertificateDer<'static>> =
-        CertificateDer::pem_file_iter(&serving.cert).expect("cert").map(|c| c.expect("cert")).collect();
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&serving.cert)
+        .expect("cert")
+        .map(|c| c.expect("cert"))
+        .collect();
     let key = PrivateKeyDer::from_pem_file(&serving.key).expect("key");
     Arc::new(
         ServerConfig::builder_with_provider(provider)
@@ -282,7 +284,13 @@ impl ApiServer {
 
     /// An object (`pods/ns/name`, `nodes//name`, `leases/ns/name`).
     pub fn get(&self, key: &str) -> Option<serde_json::Value> {
-        self.shared.store.lock().expect("store").objects.get(key).cloned()
+        self.shared
+            .store
+            .lock()
+            .expect("store")
+            .objects
+            .get(key)
+            .cloned()
     }
 
     /// Every object of `kind` (`pods`, `nodes`, `leases`).

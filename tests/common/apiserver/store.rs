@@ -66,11 +66,13 @@ fn parse_target(path: &str) -> Option<Target> {
         ["api", "v1", kind] => t(kind, "", "", ""),
         ["api", "v1", kind, name] => t(kind, "", name, ""),
         ["api", "v1", kind, name, sub] => t(kind, "", name, sub),
-        ["apis", "coordination.k8s.io", "v1", "namespaces", ns, "leases", rest @ ..] => match rest {
-            [] => t("leases", ns, "", ""),
-            [name] => t("leases", ns, name, ""),
-            _ => None,
-        },
+        ["apis", "coordination.k8s.io", "v1", "namespaces", ns, "leases", rest @ ..] => {
+            match rest {
+                [] => t("leases", ns, "", ""),
+                [name] => t("leases", ns, name, ""),
+                _ => None,
+            }
+        }
         ["apis", "coordination.k8s.io", "v1", "leases"] => t("leases", "", "", ""),
         _ => None,
     }
@@ -101,14 +103,21 @@ pub fn matches(pod: &Value, selector: &str) -> bool {
 }
 
 fn qos(pod: &Value) -> &'static str {
-    let cs = pod["spec"]["containers"].as_array().cloned().unwrap_or_default();
+    let cs = pod["spec"]["containers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let mut any = false;
     let mut guaranteed = !cs.is_empty();
     for c in &cs {
         let r = &c["resources"];
         for res in ["cpu", "memory"] {
             let l = &r["limits"][res];
-            let q = if r["requests"][res].is_null() { l } else { &r["requests"][res] };
+            let q = if r["requests"][res].is_null() {
+                l
+            } else {
+                &r["requests"][res]
+            };
             any |= !l.is_null() || !q.is_null();
             guaranteed &= !l.is_null() && l == q;
         }
@@ -148,7 +157,8 @@ impl Store {
     fn stamp_new(&mut self, mut obj: Value, key: &str) -> Value {
         self.rv += 1;
         self.uids += 1;
-        obj["metadata"]["uid"] = json!(format!("{:08x}-0000-4000-8000-{:012x}", self.uids, self.rv));
+        obj["metadata"]["uid"] =
+            json!(format!("{:08x}-0000-4000-8000-{:012x}", self.uids, self.rv));
         obj["metadata"]["creationTimestamp"] = json!(now());
         obj["metadata"]["resourceVersion"] = json!(self.rv.to_string());
         self.objects.insert(key.to_string(), obj.clone());
@@ -164,13 +174,16 @@ impl Store {
 
     fn record(&mut self, kind: &str, t: &str, obj: &Value) {
         if kind == "pods" {
-            self.history.push((self.rv, json!({"type": t, "object": obj})));
+            self.history
+                .push((self.rv, json!({"type": t, "object": obj})));
         }
     }
 
     /// The oldest resourceVersion a watch may start from.
     pub fn oldest_history(&self) -> u64 {
-        self.history.first().map_or(0, |(rv, _)| rv.saturating_sub(1))
+        self.history
+            .first()
+            .map_or(0, |(rv, _)| rv.saturating_sub(1))
     }
 
     /// Pod events after `rv` matching `selector`.
@@ -186,7 +199,8 @@ impl Store {
     pub fn compact(&mut self) {
         self.history.clear();
         self.rv += 1;
-        self.history.push((self.rv, json!({"type": "BOOKMARK", "object": {}})));
+        self.history
+            .push((self.rv, json!({"type": "BOOKMARK", "object": {}})));
     }
 
     fn key(t: &Target, name: &str) -> String {
@@ -206,13 +220,31 @@ impl Store {
             }
         }
         let Some(t) = parse_target(&req.path) else {
-            return err(404, "NotFound", format!("the server could not find the requested resource ({})", req.path));
+            return err(
+                404,
+                "NotFound",
+                format!(
+                    "the server could not find the requested resource ({})",
+                    req.path
+                ),
+            );
         };
-        if !matches!(t.kind.as_str(), "pods" | "nodes" | "leases" | "namespaces" | "events") {
-            return err(404, "NotFound", "the server could not find the requested resource");
+        if !matches!(
+            t.kind.as_str(),
+            "pods" | "nodes" | "leases" | "namespaces" | "events"
+        ) {
+            return err(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            );
         }
         if !t.ns.is_empty() && !self.objects.contains_key(&format!("namespaces//{}", t.ns)) {
-            return err(404, "NotFound", format!("namespaces \"{}\" not found", t.ns));
+            return err(
+                404,
+                "NotFound",
+                format!("namespaces \"{}\" not found", t.ns),
+            );
         }
         let body: Option<Value> = if req.body.is_empty() {
             None
@@ -227,7 +259,11 @@ impl Store {
             ("GET", true) => self.list(&t, req),
             ("GET", false) => match self.objects.get(&Self::key(&t, &t.name)) {
                 Some(o) => Reply::Json(200, o.clone()),
-                None => err(404, "NotFound", format!("{} \"{}\" not found", t.kind, t.name)),
+                None => err(
+                    404,
+                    "NotFound",
+                    format!("{} \"{}\" not found", t.kind, t.name),
+                ),
             },
             ("POST", true) => self.create(&t, body.unwrap_or(Value::Null), node.as_deref()),
             ("PUT", false) => self.update(&t, body.unwrap_or(Value::Null), node.as_deref()),
@@ -238,7 +274,11 @@ impl Store {
                 self.patch(&t, body.unwrap_or(Value::Null), node.as_deref())
             }
             ("DELETE", false) => self.delete(&t, body, node.as_deref()),
-            _ => err(405, "MethodNotAllowed", "the server does not allow this method on the requested resource"),
+            _ => err(
+                405,
+                "MethodNotAllowed",
+                "the server does not allow this method on the requested resource",
+            ),
         }
     }
 
@@ -263,11 +303,14 @@ impl Store {
             "events" => ("v1", "EventList"),
             _ => ("v1", "NamespaceList"),
         };
-        Reply::Json(200, json!({
-            "apiVersion": api_version, "kind": kind,
-            "metadata": {"resourceVersion": self.rv.to_string()},
-            "items": items,
-        }))
+        Reply::Json(
+            200,
+            json!({
+                "apiVersion": api_version, "kind": kind,
+                "metadata": {"resourceVersion": self.rv.to_string()},
+                "items": items,
+            }),
+        )
     }
 
     fn create(&mut self, t: &Target, mut obj: Value, node: Option<&str>) -> Reply {
@@ -282,10 +325,17 @@ impl Store {
             return err(422, "Invalid", format!("{} \"\" is invalid: metadata.name: Required value: name or generateName is required", singular(&t.kind)));
         }
         if !obj["metadata"]["resourceVersion"].is_null() {
-            return err(400, "BadRequest", "resourceVersion should not be set on objects to be created");
+            return err(
+                400,
+                "BadRequest",
+                "resourceVersion should not be set on objects to be created",
+            );
         }
         if !t.ns.is_empty() {
-            let ns = obj["metadata"]["namespace"].as_str().unwrap_or(&t.ns).to_string();
+            let ns = obj["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or(&t.ns)
+                .to_string();
             if ns != t.ns {
                 return err(400, "BadRequest", "the namespace of the provided object does not match the namespace sent on the request");
             }
@@ -299,12 +349,20 @@ impl Store {
                 _ => Err("forbidden".to_string()),
             };
             if let Err(m) = r {
-                return err(403, "Forbidden", format!("{} \"{name}\" is forbidden: {m}", t.kind));
+                return err(
+                    403,
+                    "Forbidden",
+                    format!("{} \"{name}\" is forbidden: {m}", t.kind),
+                );
             }
         }
         let key = Self::key(t, &name);
         if self.objects.contains_key(&key) {
-            return err(409, "AlreadyExists", format!("{} \"{name}\" already exists", t.kind));
+            return err(
+                409,
+                "AlreadyExists",
+                format!("{} \"{name}\" already exists", t.kind),
+            );
         }
         if t.kind == "pods" {
             // The pod strategy: status is the server's at creation.
@@ -330,7 +388,13 @@ impl Store {
     }
 
     /// Writes `new` over `cur` (update or patch result) with the subresource's rules.
-    fn store_update(&mut self, t: &Target, cur: Value, mut new: Value, node: Option<&str>) -> Reply {
+    fn store_update(
+        &mut self,
+        t: &Target,
+        cur: Value,
+        mut new: Value,
+        node: Option<&str>,
+    ) -> Reply {
         let uid = &new["metadata"]["uid"];
         if !uid.is_null() && uid != &cur["metadata"]["uid"] {
             return err(409, "Conflict", format!(
@@ -352,7 +416,11 @@ impl Store {
                 new["metadata"]["ownerReferences"] = cur["metadata"]["ownerReferences"].clone();
                 if let Some(node) = node {
                     if let Err(m) = admission::pod_status(node, &cur, &new) {
-                        return err(403, "Forbidden", format!("pods \"{}\" is forbidden: {m}", t.name));
+                        return err(
+                            403,
+                            "Forbidden",
+                            format!("pods \"{}\" is forbidden: {m}", t.name),
+                        );
                     }
                 }
                 let from = cur["status"]["phase"].as_str().unwrap_or("");
@@ -378,7 +446,11 @@ impl Store {
                 _ => Ok(()),
             };
             if let Err(m) = r {
-                return err(403, "Forbidden", format!("{} \"{}\" is forbidden: {m}", t.kind, t.name));
+                return err(
+                    403,
+                    "Forbidden",
+                    format!("{} \"{}\" is forbidden: {m}", t.kind, t.name),
+                );
             }
         }
         if new == cur {
@@ -392,10 +464,18 @@ impl Store {
 
     fn update(&mut self, t: &Target, obj: Value, node: Option<&str>) -> Reply {
         let Some(cur) = self.objects.get(&Self::key(t, &t.name)).cloned() else {
-            return err(404, "NotFound", format!("{} \"{}\" not found", t.kind, t.name));
+            return err(
+                404,
+                "NotFound",
+                format!("{} \"{}\" not found", t.kind, t.name),
+            );
         };
         if obj["metadata"]["name"] != t.name.as_str() {
-            return err(400, "BadRequest", "the name of the object does not match the name on the URL");
+            return err(
+                400,
+                "BadRequest",
+                "the name of the object does not match the name on the URL",
+            );
         }
         if let Some(r) = self.check_rv(t, &cur, &obj) {
             return r;
@@ -405,7 +485,11 @@ impl Store {
 
     fn patch(&mut self, t: &Target, patch: Value, node: Option<&str>) -> Reply {
         let Some(cur) = self.objects.get(&Self::key(t, &t.name)).cloned() else {
-            return err(404, "NotFound", format!("{} \"{}\" not found", t.kind, t.name));
+            return err(
+                404,
+                "NotFound",
+                format!("{} \"{}\" not found", t.kind, t.name),
+            );
         };
         if let Some(r) = (!patch["metadata"]["resourceVersion"].is_null())
             .then(|| self.check_rv(t, &cur, &patch))
@@ -427,7 +511,11 @@ impl Store {
         }
         let key = Self::key(t, &t.name);
         let Some(cur) = self.objects.get(&key).cloned() else {
-            return err(404, "NotFound", format!("{} \"{}\" not found", t.kind, t.name));
+            return err(
+                404,
+                "NotFound",
+                format!("{} \"{}\" not found", t.kind, t.name),
+            );
         };
         if let Some(uid) = opts["preconditions"]["uid"].as_str() {
             if cur["metadata"]["uid"] != uid {
@@ -450,7 +538,11 @@ impl Store {
                 _ => Err(format!("node {node:?} may not delete this")),
             };
             if let Err(m) = r {
-                return err(403, "Forbidden", format!("{} \"{}\" is forbidden: {m}", t.kind, t.name));
+                return err(
+                    403,
+                    "Forbidden",
+                    format!("{} \"{}\" is forbidden: {m}", t.kind, t.name),
+                );
             }
         }
         let grace = opts["gracePeriodSeconds"].as_i64();
@@ -458,9 +550,13 @@ impl Store {
     }
 
     fn remove(&mut self, key: &str, kind: &str, cur: &Value, grace: Option<i64>) -> Value {
-        let bound = cur["spec"]["nodeName"].as_str().is_some_and(|n| !n.is_empty());
+        let bound = cur["spec"]["nodeName"]
+            .as_str()
+            .is_some_and(|n| !n.is_empty());
         let grace = grace.unwrap_or_else(|| {
-            cur["spec"]["terminationGracePeriodSeconds"].as_i64().unwrap_or(30)
+            cur["spec"]["terminationGracePeriodSeconds"]
+                .as_i64()
+                .unwrap_or(30)
         });
         if kind == "pods" && bound && grace > 0 {
             // A graceful delete of a bound pod: marked; its node finishes it.
@@ -505,8 +601,12 @@ impl Store {
 fn discovery(path: &str) -> Option<Value> {
     let verbs = json!(["create", "delete", "get", "list", "patch", "update", "watch"]);
     Some(match path {
-        "/version" => json!({"major": "1", "minor": "35", "gitVersion": "v1.35.0-podvisor-test", "platform": "linux/amd64"}),
-        "/api" => json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}),
+        "/version" => {
+            json!({"major": "1", "minor": "35", "gitVersion": "v1.35.0-podvisor-test", "platform": "linux/amd64"})
+        }
+        "/api" => {
+            json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]})
+        }
         "/apis" => json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [{
             "name": "coordination.k8s.io",
             "versions": [{"groupVersion": "coordination.k8s.io/v1", "version": "v1"}],
@@ -520,12 +620,16 @@ fn discovery(path: &str) -> Option<Value> {
             {"name": "namespaces", "singularName": "namespace", "namespaced": false, "kind": "Namespace", "verbs": ["get", "list"], "shortNames": ["ns"]},
             {"name": "events", "singularName": "event", "namespaced": true, "kind": "Event", "verbs": ["get", "list"], "shortNames": ["ev"]},
         ]}),
-        "/apis/coordination.k8s.io" => json!({"kind": "APIGroup", "apiVersion": "v1", "name": "coordination.k8s.io",
+        "/apis/coordination.k8s.io" => {
+            json!({"kind": "APIGroup", "apiVersion": "v1", "name": "coordination.k8s.io",
             "versions": [{"groupVersion": "coordination.k8s.io/v1", "version": "v1"}],
-            "preferredVersion": {"groupVersion": "coordination.k8s.io/v1", "version": "v1"}}),
-        "/apis/coordination.k8s.io/v1" => json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "coordination.k8s.io/v1", "resources": [
-            {"name": "leases", "singularName": "lease", "namespaced": true, "kind": "Lease", "verbs": verbs},
-        ]}),
+            "preferredVersion": {"groupVersion": "coordination.k8s.io/v1", "version": "v1"}})
+        }
+        "/apis/coordination.k8s.io/v1" => {
+            json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "coordination.k8s.io/v1", "resources": [
+                {"name": "leases", "singularName": "lease", "namespaced": true, "kind": "Lease", "verbs": verbs},
+            ]})
+        }
         _ => return None,
     })
 }

@@ -14,7 +14,11 @@ fn unknown(input: &Value, output: &Value, path: &str, out: &mut Vec<String>) {
                 if v.is_null() {
                     continue;
                 }
-                let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
                 match o.get(k) {
                     Some(ov) => unknown(v, ov, &p, out),
                     None => out.push(p),
@@ -32,8 +36,8 @@ fn unknown(input: &Value, output: &Value, path: &str, out: &mut Vec<String>) {
 
 /// `Err(message)` in the API server's words when `v` is not a valid `T`.
 pub fn strict<T: DeserializeOwned + Serialize>(v: &Value) -> Result<(), String> {
-    let typed: T = serde_json::from_value(v.clone())
-        .map_err(|e| format!("strict decoding error: {e}"))?;
+    let typed: T =
+        serde_json::from_value(v.clone()).map_err(|e| format!("strict decoding error: {e}"))?;
     let back = serde_json::to_value(&typed).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     unknown(v, &back, "", &mut out);
