@@ -50,7 +50,7 @@ pub enum ApiServerError {
     #[error("kubeconfig {path}: {source}")]
     Client {
         path: std::path::PathBuf,
-        source: ClientError,
+        source: Box<ClientError>,
     },
     #[error("kubeconfig {path}: the client certificate is for {found:?}, but this node is {node:?} (NodeRestriction lets a node write only its own objects, as system:node:<nodeName>)")]
     Identity {
@@ -340,10 +340,10 @@ pub fn start(
     cell: ApiServerCell,
 ) -> Result<ApiServerLink, ApiServerError> {
     let client =
-        KubeClient::new(&kc, ctx.cfg.kube_api_qps, ctx.cfg.kube_api_burst).map_err(|source| {
+        KubeClient::new(kc, ctx.cfg.kube_api_qps, ctx.cfg.kube_api_burst).map_err(|source| {
             ApiServerError::Client {
                 path: kc.path.clone(),
-                source,
+                source: Box::new(source),
             }
         })?;
     let (wake_tx, wake_rx) = mpsc::sync_channel(1);
