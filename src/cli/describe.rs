@@ -717,6 +717,45 @@ mod tests {
     }
 
     #[test]
+    fn describe_shows_the_mirror_pod_and_the_connection() {
+        let mut v = sample();
+        let api = crate::status::ApiServerView {
+            server: "https://cp:6443".into(),
+            state: "Failing".into(),
+            last_error: Some("GET /api/v1/pods: connection refused".into()),
+            last_error_time: Some("2024-01-02T03:04:00Z".into()),
+            mirrors: [(
+                crate::status::full_name(&v.pod),
+                crate::status::MirrorView {
+                    state: "Refused".into(),
+                    message: Some("namespaces \"x\" not found".into()),
+                    ..Default::default()
+                },
+            )]
+            .into(),
+            ..Default::default()
+        };
+        v.mirror = Some(api.mirror_for(&crate::status::full_name(&v.pod)));
+        let now: Timestamp = "2024-01-02T03:05:00Z".parse().expect("now");
+        let out = render_describe(&v, &[], now);
+        assert!(
+            out.contains("Mirror Pod:") && out.contains("Refused"),
+            "{out}"
+        );
+        assert!(out.contains("namespaces \"x\" not found"), "{out}");
+        assert!(out.contains("https://cp:6443 Failing"), "{out}");
+        assert!(
+            out.contains(
+                "last error: GET /api/v1/pods: connection refused (at 2024-01-02T03:04:00Z)"
+            ),
+            "{out}"
+        );
+        // Without --kubeconfig: nothing about it.
+        v.mirror = None;
+        assert!(!render_describe(&v, &[], now).contains("Mirror Pod:"));
+    }
+
+    #[test]
     fn describe_shows_why_a_pod_was_evicted() {
         let mut v = sample();
         let msg =

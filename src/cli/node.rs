@@ -153,5 +153,41 @@ mod tests {
         );
         assert!(text.contains("web-edge1"), "{text}");
         assert!(text.contains("Evicted"), "{text}");
+        assert!(!text.contains("API Server:"), "{text}");
+    }
+
+    #[test]
+    fn describe_node_shows_the_api_server_connection() {
+        let node = serde_json::json!({
+            "metadata": {"name": "edge1"},
+            "status": {},
+            "apiServer": {
+                "server": "https://cp:6443", "state": "Connected",
+                "lastError": "PUT lease: HTTP 409 Conflict", "lastErrorTime": "2026-11-24T23:00:00Z",
+                "leaseRenewTime": "2026-11-24T23:01:00Z",
+                "mirrors": {
+                    "default/a-edge1": {"state": "Synced"},
+                    "x/b-edge1": {"state": "Refused", "message": "namespaces \"x\" not found"},
+                },
+            },
+        });
+        let text = render_node(&node);
+        assert!(
+            text.contains("API Server:  https://cp:6443 Connected\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Lease Renewed:\t2026-11-24T23:01:00Z"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Last Error:\tPUT lease: HTTP 409 Conflict (at 2026-11-24T23:00:00Z)"),
+            "{text}"
+        );
+        assert!(text.contains("Mirror Pods:\t2 (1 refused)"), "{text}");
+        assert!(
+            text.contains("x/b-edge1: namespaces \"x\" not found"),
+            "{text}"
+        );
     }
 }
