@@ -26,7 +26,6 @@
 //!
 //! MB is 10^6 bytes. Only meaningful on an otherwise idle machine (load average printed).
 
-#[allow(dead_code)]
 #[path = "../tests/common/mod.rs"]
 mod common;
 #[allow(dead_code)]
