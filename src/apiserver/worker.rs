@@ -358,9 +358,14 @@ impl Worker {
     }
 
     /// Patches each mirror pod's status that differs from its static pod's.
+    /// Each pod's status is taken from the latest snapshot when its turn comes, so changes
+    /// published while earlier pods are patched collapse into the same patch.
     fn sync_statuses(&mut self, snap: &Snapshot) -> Result<(), ClientError> {
-        for v in &snap.pods {
-            let name = full_name(&v.pod);
+        for name in snap.pods.iter().map(|v| full_name(&v.pod)) {
+            let latest = self.ctx.snapshots.get();
+            let Some(v) = latest.pods.iter().find(|v| full_name(&v.pod) == name) else {
+                continue;
+            };
             let hash = mirror::config_hash(&v.pod);
             for _ in 0..POD_STATUS_RETRIES {
                 let m = match lock(&self.shared.mirrors).pods.get(&name) {
