@@ -3,12 +3,15 @@
 //! `insecure-skip-tls-verify`) and user (`client-certificate[-data]`, `client-key[-data]`,
 //! `token`, `tokenFile`). Relative paths are relative to the kubeconfig's directory, as in
 //! client-go. Authentication podvisor cannot do (exec plugins, auth providers, basic auth) is
-//! refused naming the field, rather than connecting anonymously.
+//! refused naming the field, rather than connecting anonymously. Read through the manifests'
+//! YAML tree (`pod::manifest::parse_documents`, its parsing budget included): no second
+//! deserializer in the binary for a file read once at start.
 
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
-use serde::Deserialize;
+
+use crate::pod::manifest::RawNode;
 
 /// Largest kubeconfig read.
 const MAX_KUBECONFIG: u64 = 1 << 20;
@@ -31,66 +34,25 @@ pub enum KubeconfigError {
     },
 }
 
-#[derive(Debug, Default, Deserialize)]
-struct RawKubeconfig {
-    #[serde(default)]
-    clusters: Vec<Named<RawCluster>>,
-    #[serde(default)]
-    users: Vec<Named<RawUser>>,
-    #[serde(default)]
-    contexts: Vec<Named<RawContext>>,
-    #[serde(rename = "current-context", default)]
-    current_context: String,
+/// A named entry of `clusters`, `users` or `contexts`: its name and its `cluster`/`user`/
+/// `context` mapping.
+fn named<'a>(root: &'a RawNode, list: &str, item: &str) -> Vec<(String, &'a RawNode)> {
+    match root.get(list).map(|v| &v.value) {
+        Some(RawNode::Seq(items)) => items
+            .iter()
+            .map(|i| {
+                (
+                    i.value.get_str("name").unwrap_or("").to_string(),
+                    i.value.get(item).map_or(&RawNode::Null, |v| &v.value),
+                )
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
-#[derive(Debug, Deserialize)]
-struct Named<T> {
-    name: String,
-    #[serde(alias = "cluster", alias = "user", alias = "context")]
-    item: Option<T>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct RawCluster {
-    #[serde(default)]
-    server: String,
-    #[serde(rename = "certificate-authority")]
-    certificate_authority: Option<String>,
-    #[serde(rename = "certificate-authority-data")]
-    certificate_authority_data: Option<String>,
-    #[serde(rename = "insecure-skip-tls-verify", default)]
-    insecure_skip_tls_verify: bool,
-    #[serde(rename = "tls-server-name")]
-    tls_server_name: Option<String>,
-    #[serde(rename = "proxy-url")]
-    proxy_url: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct RawUser {
-    #[serde(rename = "client-certificate")]
-    client_certificate: Option<String>,
-    #[serde(rename = "client-certificate-data")]
-    client_certificate_data: Option<String>,
-    #[serde(rename = "client-key")]
-    client_key: Option<String>,
-    #[serde(rename = "client-key-data")]
-    client_key_data: Option<String>,
-    token: Option<String>,
-    #[serde(rename = "tokenFile")]
-    token_file: Option<String>,
-    username: Option<String>,
-    exec: Option<serde::de::IgnoredAny>,
-    #[serde(rename = "auth-provider")]
-    auth_provider: Option<serde::de::IgnoredAny>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct RawContext {
-    #[serde(default)]
-    cluster: String,
-    #[serde(default)]
-    user: String,
+fn str_of(node: &RawNode, key: &str) -> Option<String> {
+    node.get_str(key).map(String::from)
 }
 
 /// What podvisor connects with.
@@ -144,12 +106,15 @@ impl Kubeconfig {
 
     /// Resolves the kubeconfig `text` read from `path`.
     pub fn parse(text: &str, path: &Path) -> Result<Kubeconfig, KubeconfigError> {
-        let raw: RawKubeconfig =
-            serde_saphyr::from_str_with_options(text, crate::pod::manifest::yaml_options())
-                .map_err(|e| KubeconfigError::Syntax {
-                    path: path.to_path_buf(),
-                    message: e.to_string(),
-                })?;
+        // The manifests' YAML reader (its tree and budget): no second deserializer for this.
+        let root = crate::pod::manifest::parse_documents(text, &path.display().to_string())
+            .map_err(|e| KubeconfigError::Syntax {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            })?
+            .into_iter()
+            .next()
+            .unwrap_or(RawNode::Null);
         let invalid = |field: &str, message: String| KubeconfigError::Invalid {
             path: path.to_path_buf(),
             field: field.to_string(),
@@ -164,10 +129,14 @@ impl Kubeconfig {
                 dir.join(p)
             }
         };
-        let (ctx_name, ctx) = if raw.current_context.is_empty() {
-            match raw.contexts.as_slice() {
-                [only] => (only.name.clone(), only.item.as_ref()),
-                [] => ("".into(), None),
+        let clusters = named(&root, "clusters", "cluster");
+        let users = named(&root, "users", "user");
+        let contexts = named(&root, "contexts", "context");
+        let current = str_of(&root, "current-context").unwrap_or_default();
+        let (ctx_name, ctx) = if current.is_empty() {
+            match contexts.as_slice() {
+                [only] => (only.0.clone(), only.1),
+                [] => (String::new(), &RawNode::Null),
                 _ => {
                     return Err(invalid(
                         "current-context",
@@ -176,20 +145,13 @@ impl Kubeconfig {
                 }
             }
         } else {
-            let c = raw
-                .contexts
-                .iter()
-                .find(|c| c.name == raw.current_context)
-                .ok_or_else(|| {
-                    invalid(
-                        "current-context",
-                        format!("no context named {:?}", raw.current_context),
-                    )
-                })?;
-            (c.name.clone(), c.item.as_ref())
+            let c = contexts.iter().find(|c| c.0 == current).ok_or_else(|| {
+                invalid("current-context", format!("no context named {current:?}"))
+            })?;
+            (c.0.clone(), c.1)
         };
-        let default = RawContext::default();
-        let ctx = ctx.unwrap_or(&default);
+        let ctx_cluster = str_of(ctx, "cluster").unwrap_or_default();
+        let ctx_user = str_of(ctx, "user").unwrap_or_default();
         // Without contexts, a file with one cluster and at most one user is still usable.
         let pick = |list: &[String], wanted: &str, what: &str| -> Result<Option<usize>, _> {
             if wanted.is_empty() {
@@ -212,31 +174,30 @@ impl Kubeconfig {
                     )
                 })
         };
-        let cluster_names: Vec<String> = raw.clusters.iter().map(|c| c.name.clone()).collect();
-        let user_names: Vec<String> = raw.users.iter().map(|u| u.name.clone()).collect();
-        let ci = pick(&cluster_names, &ctx.cluster, "cluster")?
+        let cluster_names: Vec<String> = clusters.iter().map(|c| c.0.clone()).collect();
+        let user_names: Vec<String> = users.iter().map(|u| u.0.clone()).collect();
+        let ci = pick(&cluster_names, &ctx_cluster, "cluster")?
             .ok_or_else(|| invalid("clusters", "no cluster to connect to".into()))?;
-        let cdefault = RawCluster::default();
-        let cluster = raw.clusters[ci].item.as_ref().unwrap_or(&cdefault);
+        let cluster = clusters[ci].1;
         let cf = format!("clusters[{}].cluster", cluster_names[ci]);
-        let server = cluster.server.trim_end_matches('/').to_string();
+        let written = str_of(cluster, "server").unwrap_or_default();
+        let server = written.trim_end_matches('/').to_string();
         if !server.starts_with("https://") {
             return Err(invalid(
                 &format!("{cf}.server"),
                 format!(
-                    "{:?} must be an https:// URL (the API server's credentials and the \
-                     node's are never sent in clear)",
-                    cluster.server
+                    "{written:?} must be an https:// URL (the API server's credentials and the \
+                     node's are never sent in clear)"
                 ),
             ));
         }
-        if cluster.tls_server_name.is_some() {
+        if cluster.get("tls-server-name").is_some() {
             return Err(invalid(
                 &format!("{cf}.tls-server-name"),
                 "is not supported: name the server in `server` as its certificate does".into(),
             ));
         }
-        if cluster.proxy_url.is_some() {
+        if cluster.get("proxy-url").is_some() {
             return Err(invalid(
                 &format!("{cf}.proxy-url"),
                 "is not supported".into(),
@@ -252,43 +213,37 @@ impl Kubeconfig {
             std::fs::read(&p).map_err(|e| invalid(&field, format!("{}: {e}", p.display())))
         };
         let ca_pem = match (
-            &cluster.certificate_authority_data,
-            &cluster.certificate_authority,
+            str_of(cluster, "certificate-authority-data"),
+            str_of(cluster, "certificate-authority"),
         ) {
-            (Some(d), _) => Some(data(format!("{cf}.certificate-authority-data"), d)?),
-            (None, Some(p)) => Some(file(format!("{cf}.certificate-authority"), p)?),
+            (Some(d), _) => Some(data(format!("{cf}.certificate-authority-data"), &d)?),
+            (None, Some(p)) => Some(file(format!("{cf}.certificate-authority"), &p)?),
             (None, None) => None,
         };
         let mut kc = Kubeconfig {
             path: path.to_path_buf(),
             server,
             ca_pem,
-            insecure_skip_tls_verify: cluster.insecure_skip_tls_verify,
+            insecure_skip_tls_verify: matches!(
+                cluster.get("insecure-skip-tls-verify").map(|v| &v.value),
+                Some(RawNode::Bool(true))
+            ),
             client_cert_pem: None,
             client_key_pem: None,
             token: None,
             token_file: None,
         };
-        let Some(ui) = pick(&user_names, &ctx.user, "user")? else {
+        let Some(ui) = pick(&user_names, &ctx_user, "user")? else {
             return Ok(kc);
         };
-        let udefault = RawUser::default();
-        let user = raw.users[ui].item.as_ref().unwrap_or(&udefault);
+        let user = users[ui].1;
         let uf = format!("users[{}].user", user_names[ui]);
-        for (present, field, what) in [
-            (user.exec.is_some(), "exec", "exec credential plugins"),
-            (
-                user.auth_provider.is_some(),
-                "auth-provider",
-                "auth providers",
-            ),
-            (
-                user.username.is_some(),
-                "username",
-                "basic authentication (removed from Kubernetes)",
-            ),
+        for (field, what) in [
+            ("exec", "exec credential plugins"),
+            ("auth-provider", "auth providers"),
+            ("username", "basic authentication (removed from Kubernetes)"),
         ] {
-            if present {
+            if user.get(field).is_some() {
                 return Err(invalid(
                     &format!("{uf}.{field}"),
                     format!(
@@ -297,14 +252,17 @@ impl Kubeconfig {
                 ));
             }
         }
-        kc.client_cert_pem = match (&user.client_certificate_data, &user.client_certificate) {
-            (Some(d), _) => Some(data(format!("{uf}.client-certificate-data"), d)?),
-            (None, Some(p)) => Some(file(format!("{uf}.client-certificate"), p)?),
+        kc.client_cert_pem = match (
+            str_of(user, "client-certificate-data"),
+            str_of(user, "client-certificate"),
+        ) {
+            (Some(d), _) => Some(data(format!("{uf}.client-certificate-data"), &d)?),
+            (None, Some(p)) => Some(file(format!("{uf}.client-certificate"), &p)?),
             (None, None) => None,
         };
-        kc.client_key_pem = match (&user.client_key_data, &user.client_key) {
-            (Some(d), _) => Some(data(format!("{uf}.client-key-data"), d)?),
-            (None, Some(p)) => Some(file(format!("{uf}.client-key"), p)?),
+        kc.client_key_pem = match (str_of(user, "client-key-data"), str_of(user, "client-key")) {
+            (Some(d), _) => Some(data(format!("{uf}.client-key-data"), &d)?),
+            (None, Some(p)) => Some(file(format!("{uf}.client-key"), &p)?),
             (None, None) => None,
         };
         if kc.client_cert_pem.is_some() != kc.client_key_pem.is_some() {
@@ -313,8 +271,8 @@ impl Kubeconfig {
                 "a client certificate needs its key and a key its certificate".into(),
             ));
         }
-        kc.token = user.token.clone().filter(|t| !t.is_empty());
-        kc.token_file = user.token_file.as_deref().map(resolve);
+        kc.token = str_of(user, "token").filter(|t| !t.is_empty());
+        kc.token_file = str_of(user, "tokenFile").as_deref().map(resolve);
         if let Some(p) = &kc.token_file {
             std::fs::read_to_string(p).map_err(|e| {
                 invalid(&format!("{uf}.tokenFile"), format!("{}: {e}", p.display()))
