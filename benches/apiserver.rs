@@ -190,21 +190,9 @@ fn main() {
         )
         .expect("manifest");
     }
-    let local = |d: &Daemon, name: &str| -> i64 {
-        d.pod(name)
-            .and_then(|v| {
-                v.pod
-                    .status?
-                    .container_statuses?
-                    .first()
-                    .map(|c| i64::from(c.restart_count))
-            })
-            .unwrap_or(-1)
-    };
-    let remote = |name: &str| -> i64 {
-        s.get(&format!("pods/default/{name}-testnode"))
-            .and_then(|p| p["status"]["containerStatuses"][0]["restartCount"].as_i64())
-            .unwrap_or(-1)
+    let restarts_of = |p: Option<&k8s_openapi::api::core::v1::Pod>| -> i64 {
+        p.and_then(|p| p.status.as_ref()?.container_statuses.as_ref()?.first())
+            .map_or(-1, |c| i64::from(c.restart_count))
     };
     let mut seen: BTreeMap<usize, (Option<Instant>, Option<Instant>)> = BTreeMap::new();
     let t0 = Instant::now();
@@ -213,15 +201,23 @@ fn main() {
             t0.elapsed() < Duration::from_secs(120),
             "restarts not seen: {seen:?}"
         );
+        let local = d.pods().unwrap_or_default();
         let now = Instant::now();
         for i in 1..=5 {
-            let name = format!("crash{i}");
+            let name = format!("crash{i}-testnode");
             let e = seen.entry(i).or_default();
-            if e.0.is_none() && local(&d, &format!("{name}-testnode")) >= 1 {
+            let l = local
+                .iter()
+                .find(|v| v.pod.metadata.name.as_deref() == Some(name.as_str()));
+            if e.0.is_none() && restarts_of(l.map(|v| &v.pod)) >= 1 {
                 e.0 = Some(now);
             }
-            if e.1.is_none() && remote(&name) >= 1 {
-                e.1 = Some(now);
+            let m = s
+                .get(&format!("pods/default/{name}"))
+                .and_then(|p| p["status"]["containerStatuses"][0]["restartCount"].as_i64())
+                .unwrap_or(-1);
+            if e.1.is_none() && m >= 1 {
+                e.1 = Some(Instant::now());
             }
         }
         std::thread::sleep(Duration::from_millis(2));
