@@ -516,6 +516,25 @@ fn link_registers_mirrors_and_converges_after_every_fault() {
             && mirror(&s, "default", "web-edge1").is_none()
     });
 
+    // The Node deleted on the server: registered again, the mirror and the lease follow its
+    // new uid.
+    s.admin_delete("nodes//edge1", true);
+    wait_for(
+        "the node registered again, mirror and lease owned by it",
+        long,
+        || {
+            let Some(n) = s.get("nodes//edge1") else {
+                return false;
+            };
+            let uid = &n["metadata"]["uid"];
+            uid != node_uid.as_str()
+                && mirror(&s, "kube-system", "etcd-edge1")
+                    .is_some_and(|p| &p["metadata"]["ownerReferences"][0]["uid"] == uid)
+                && s.get("leases/kube-node-lease/edge1")
+                    .is_some_and(|l| &l["metadata"]["ownerReferences"][0]["uid"] == uid)
+        },
+    );
+
     // Faults: each changes nothing but the link's state, and it converges after.
     let mut gen = 10u32;
     let mut check = |what: &str, fault: &dyn Fn(), heal: &dyn Fn(), failing: bool| {

@@ -68,13 +68,13 @@ impl LeaseController {
         l["spec"]["holderIdentity"] = json!(self.node);
         l["spec"]["leaseDurationSeconds"] = json!(self.duration.as_secs());
         l["spec"]["renewTime"] = micro_now();
-        let owned = l["metadata"]["ownerReferences"]
-            .as_array()
-            .is_some_and(|o| !o.is_empty());
-        if let (false, Some(uid)) = (owned, self.shared.node_uid()) {
-            l["metadata"]["ownerReferences"] = json!([{
-                "apiVersion": "v1", "kind": "Node", "name": self.node, "uid": uid,
-            }]);
+        // Owned by the Node as it is now (registered again after a deletion: its new uid).
+        if let Some(uid) = self.shared.node_uid() {
+            if l["metadata"]["ownerReferences"][0]["uid"] != uid.as_str() {
+                l["metadata"]["ownerReferences"] = json!([{
+                    "apiVersion": "v1", "kind": "Node", "name": self.node, "uid": uid,
+                }]);
+            }
         }
         l
     }
