@@ -26,6 +26,45 @@ fn micro_now() -> Value {
     serde_json::to_value(MicroTime(ts)).unwrap_or(Value::Null)
 }
 
+/// The lease `base` (as the API server returned it, whatever its shape) renewed at
+/// `renew_time` for `node`: holder, duration, and owned by the Node's current uid when known.
+/// Only the metadata and spec of `base` are kept, and only when they are objects, so a
+/// malformed answer never panics the heartbeat thread.
+pub fn renewed_lease(
+    base: &Value,
+    node: &str,
+    duration_secs: u64,
+    node_uid: Option<&str>,
+    renew_time: Value,
+) -> Value {
+    let object = |v: &Value| match v {
+        Value::Object(m) => m.clone(),
+        _ => serde_json::Map::new(),
+    };
+    let mut metadata = object(&base["metadata"]);
+    let mut spec = object(&base["spec"]);
+    metadata.insert("name".into(), json!(node));
+    metadata.insert("namespace".into(), json!(NODE_LEASE_NAMESPACE));
+    spec.insert("holderIdentity".into(), json!(node));
+    spec.insert("leaseDurationSeconds".into(), json!(duration_secs));
+    spec.insert("renewTime".into(), renew_time);
+    // Owned by the Node as it is now (registered again after a deletion: its new uid).
+    if let Some(uid) = node_uid {
+        if metadata.get("ownerReferences").map(|o| &o[0]["uid"]) != Some(&json!(uid)) {
+            metadata.insert(
+                "ownerReferences".into(),
+                json!([{"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid}]),
+            );
+        }
+    }
+    json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": metadata,
+        "spec": spec,
+    })
+}
+
 /// The node's lease controller.
 pub struct LeaseController {
     client: KubeClient,
@@ -60,23 +99,13 @@ impl LeaseController {
 
     /// `base` with this node's spec, renewed now, owned by the Node when its uid is known.
     fn renewed(&self, base: &Value) -> Value {
-        let mut l = base.clone();
-        l["apiVersion"] = json!("coordination.k8s.io/v1");
-        l["kind"] = json!("Lease");
-        l["metadata"]["name"] = json!(self.node);
-        l["metadata"]["namespace"] = json!(NODE_LEASE_NAMESPACE);
-        l["spec"]["holderIdentity"] = json!(self.node);
-        l["spec"]["leaseDurationSeconds"] = json!(self.duration.as_secs());
-        l["spec"]["renewTime"] = micro_now();
-        // Owned by the Node as it is now (registered again after a deletion: its new uid).
-        if let Some(uid) = self.shared.node_uid() {
-            if l["metadata"]["ownerReferences"][0]["uid"] != uid.as_str() {
-                l["metadata"]["ownerReferences"] = json!([{
-                    "apiVersion": "v1", "kind": "Node", "name": self.node, "uid": uid,
-                }]);
-            }
-        }
-        l
+        renewed_lease(
+            base,
+            &self.node,
+            self.duration.as_secs(),
+            self.shared.node_uid().as_deref(),
+            micro_now(),
+        )
     }
 
     fn record<T>(&self, r: Result<T, ClientError>) -> Result<T, ClientError> {
@@ -171,6 +200,39 @@ impl LeaseController {
             n = n.wrapping_add(1);
             let jitter = interval.mul_f64((n.wrapping_mul(2_654_435_761) % 1000) as f64 / 25_000.0);
             std::thread::sleep(interval + jitter);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renewal_keeps_the_resource_version_and_survives_odd_answers() {
+        let base = json!({"metadata": {"name": "n", "resourceVersion": "7", "ownerReferences": [{"uid": "old"}]},
+                          "spec": {"holderIdentity": "n", "leaseTransitions": 1}});
+        let l = renewed_lease(
+            &base,
+            "n",
+            40,
+            Some("new"),
+            json!("2026-01-01T00:00:00.000000Z"),
+        );
+        assert_eq!(l["metadata"]["resourceVersion"], "7");
+        assert_eq!(l["metadata"]["ownerReferences"][0]["uid"], "new");
+        assert_eq!(l["spec"]["leaseTransitions"], 1);
+        assert_eq!(l["spec"]["leaseDurationSeconds"], 40);
+        assert_eq!(l["spec"]["renewTime"], "2026-01-01T00:00:00.000000Z");
+        for odd in [
+            json!("x"),
+            json!([1]),
+            json!({"metadata": 3, "spec": "s"}),
+            json!({"metadata": {"ownerReferences": "x"}}),
+        ] {
+            let l = renewed_lease(&odd, "n", 40, Some("u"), json!("t"));
+            assert_eq!(l["metadata"]["name"], "n");
+            assert_eq!(l["metadata"]["ownerReferences"][0]["uid"], "u");
         }
     }
 }
