@@ -382,6 +382,28 @@ def cri_log_seeds():
     write("cri_log", "all-current", b"\x00" + log)
 
 
+def apiserver_response_seeds():
+    pod = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": "etcd-edge1", "namespace": "kube-system", "uid": "0b1c", "resourceVersion": "42",
+            "annotations": {"kubernetes.io/config.mirror": "h", "kubernetes.io/config.hash": "h"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "edge1", "uid": "n1", "controller": True}],
+        },
+        "spec": {"nodeName": "edge1", "containers": [{"name": "c", "image": "i"}]},
+        "status": {"phase": "Pending", "qosClass": "BestEffort", "reason": "Old",
+                   "conditions": [{"type": "DisruptionTarget", "status": "True"}, {"type": "Ready", "status": "False"}]},
+    }
+    write("apiserver_response", "mirror-pod", json.dumps(pod))
+    write("apiserver_response", "watch-event", json.dumps({"type": "MODIFIED", "object": pod}))
+    write("apiserver_response", "pod-list", json.dumps({"kind": "PodList", "metadata": {"resourceVersion": "9"}, "items": [pod, {"metadata": 3}]}))
+    write("apiserver_response", "node", json.dumps({"kind": "Node", "metadata": {"name": "edge1", "uid": "n1"},
+        "status": {"conditions": [{"type": "KernelDeadlock", "status": "False"}, {"type": "Ready", "status": "Unknown"}]}}))
+    write("apiserver_response", "lease", json.dumps({"kind": "Lease", "metadata": {"name": "edge1", "resourceVersion": "3", "ownerReferences": "odd"},
+        "spec": {"holderIdentity": "edge1", "renewTime": "2026-01-01T00:00:00.000000Z"}}))
+    write("apiserver_response", "status-410", json.dumps({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}))
+
+
 def main():
     if os.path.isdir(SEEDS):
         shutil.rmtree(SEEDS)
@@ -393,6 +415,7 @@ def main():
     registry_manifest_seeds()
     www_authenticate_seeds()
     cri_log_seeds()
+    apiserver_response_seeds()
 
 
 if __name__ == "__main__":

@@ -55,6 +55,8 @@ pub enum DaemonError {
     Signals(nix::Error),
     #[error("{0}")]
     Kernel(#[from] crate::kernel::KernelError),
+    #[error("api server: {0}")]
+    ApiServer(#[from] crate::apiserver::ApiServerError),
 }
 
 /// Settings that come from the global command line rather than the KubeletConfiguration.
@@ -229,6 +231,11 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
             cfg.unimplemented_fields.join(", ")
         );
     }
+    // A kubeconfig that cannot be used stops the start here, before any pod is touched.
+    let kubeconfig = match &cfg.api_server {
+        Some(a) => Some(crate::apiserver::load_kubeconfig(a, &cfg.node_name)?),
+        None => None,
+    };
     // Block the stop signals before any thread exists: every thread inherits the mask and one
     // thread waits for them. Monitors reset the mask before starting containers.
     let mut mask = SigSet::empty();
@@ -294,6 +301,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
             })?;
     }
     let host_ip = rcfg.node.host_ip.clone();
+    let internal_ip = host_ip.clone();
     let allocatable = node_allocatable(&cfg);
     let ephemeral_storage = node_ephemeral_storage(&cfg, &paths.root_dir);
     let (stats_root, stats_parent) = (rcfg.cgroup_root.clone(), rcfg.cgroup_parent.clone());
@@ -437,17 +445,19 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         )?),
         None => None,
     };
+    let node_source = api::node::NodeSource {
+        capacity: crate::cgroups::allocatable::host_capacity().ok(),
+        allocatable,
+        ephemeral_storage,
+        storage: storage_usage,
+        images_dir: Some(paths.root_dir.join("images")),
+        api_server: crate::status::ApiServerCell::default(),
+    };
     let stats = api::stats::StatsSource {
         root: stats_root,
         parent: stats_parent,
         driver: rcfg_driver,
-        node: api::node::NodeSource {
-            capacity: crate::cgroups::allocatable::host_capacity().ok(),
-            allocatable,
-            ephemeral_storage,
-            storage: storage_usage,
-            images_dir: Some(paths.root_dir.join("images")),
-        },
+        node: node_source.clone(),
     };
     let node_server = match &cfg.node_server {
         Some(ns) => {
@@ -472,6 +482,28 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
             )?)
         }
         None => None,
+    };
+    // The API server link (`--kubeconfig`): reads snapshots, owns no pod state.
+    let api_link = match (&cfg.api_server, &kubeconfig) {
+        (Some(a), Some(kc)) => Some(crate::apiserver::start(
+            crate::apiserver::Context {
+                cfg: a.clone(),
+                node_name: cfg.node_name.clone(),
+                facts: crate::apiserver::node::NodeFacts::gather(
+                    &cfg.node_name,
+                    &internal_ip,
+                    cfg.node_server.as_ref().map_or(0, |n| n.addr.port()),
+                ),
+                node_source: node_source.clone(),
+                snapshots: snapshots.clone(),
+                monitor: sync.monitor(),
+                monitor_deadline: crate::nodeapi::healthz::sync_loop_deadline(cfg.sync_frequency),
+                events: tx.clone(),
+            },
+            kc,
+            node_source.api_server.clone(),
+        )?),
+        _ => None,
     };
     let server = api::server::serve_with_stats(
         &cfg.api_socket,
@@ -500,6 +532,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         })?;
     drop(tx);
     sync.run(rx);
+    drop(api_link);
     drop(node_server);
     drop(healthz);
     drop(server);

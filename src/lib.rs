@@ -14,6 +14,8 @@
 //! - [`sync`]: the sync loop, the one owner of pod state; pod config merge, backoff, status.
 //! - [`api`], [`cli`]: the local API on a unix socket and the CLI views over it.
 //! - [`nodeapi`]: the kubelet's TCP ports: healthz (10248) and the authenticated HTTPS server.
+//! - [`apiserver`]: the optional link to a Kubernetes API server (`--kubeconfig`): node
+//!   registration and status, the node lease, mirror pods with their status.
 //! - [`daemon`]: `podvisor run`, wiring the managers together.
 //! - [`reason`]: the kubelet's reason vocabulary (waiting, terminated, event and pod reasons).
 //! - [`status`]: the published view of pods and events (snapshots) for the API and CLI.
@@ -33,6 +35,7 @@
 //! - [`metrics`]: the kubelet's counters and histograms, recorded by their owning threads.
 
 pub mod api;
+pub mod apiserver;
 pub mod cgroups;
 pub mod check;
 pub mod cli;

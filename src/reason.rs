@@ -263,6 +263,9 @@ reasons! {
         NodeHasSufficientPID => "NodeHasSufficientPID",
         /// podvisor: an evicted pod starts again, its node pressure cleared.
         EvictionRecovered => "EvictionRecovered",
+        /// podvisor: the API server (NodeRestriction, its validation or admission) refuses
+        /// the pod's mirror pod; the pod runs locally only.
+        MirrorPodRefused => "MirrorPodRefused",
     }
 }
 
@@ -456,6 +459,7 @@ mod tests {
                 "NodeHasInsufficientPID",
                 "NodeHasSufficientPID",
                 "EvictionRecovered",
+                "MirrorPodRefused",
             ]
         );
         let pods: Vec<&str> = PodReason::ALL.iter().map(|r| r.as_str()).collect();

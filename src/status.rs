@@ -7,8 +7,9 @@
 //! prints what kubectl users expect; podvisor-specific detail (source errors, the reason of a
 //! replacement) travels beside them in [`PodView`].
 
-use std::collections::VecDeque;
-use std::sync::{Arc, RwLock};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, RwLock};
 
 use k8s_openapi::api::core::v1::Pod;
 use serde::{Deserialize, Serialize};
@@ -59,6 +60,10 @@ pub struct PodView {
     /// Log file of each container's previous instance, for `logs --previous`.
     #[serde(default)]
     pub previous_log_paths: std::collections::BTreeMap<String, std::path::PathBuf>,
+    /// The pod's mirror pod on the API server (`--kubeconfig`): filled in by the local API
+    /// from the [`ApiServerCell`] when it serves the pod, never by the sync loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirror: Option<MirrorView>,
 }
 
 /// A manifest problem, shown by the CLI.
@@ -126,6 +131,10 @@ pub struct Snapshot {
     /// Node's `status.conditions`.
     #[serde(default)]
     pub node_conditions: Vec<NodeConditionView>,
+    /// Whether every source has reported (or the sources-ready timeout passed): until then
+    /// a pod missing from `pods` may only not have been read yet, so its mirror pod is kept.
+    #[serde(default)]
+    pub sources_ready: bool,
 }
 
 /// One node condition, shaped like a v1 `NodeCondition`.
@@ -170,13 +179,25 @@ impl Snapshot {
 #[derive(Debug, Clone, Default)]
 pub struct SnapshotCell {
     inner: Arc<RwLock<Arc<Snapshot>>>,
+    /// Readers woken at each publish (a one-slot channel each: a wake-up never blocks the
+    /// publisher and several publishes collapse into one).
+    subscribers: Arc<Mutex<Vec<SyncSender<()>>>>,
 }
 
 impl SnapshotCell {
     pub fn new(snapshot: Snapshot) -> SnapshotCell {
         SnapshotCell {
             inner: Arc::new(RwLock::new(Arc::new(snapshot))),
+            subscribers: Default::default(),
         }
+    }
+
+    /// Wakes `tx` (with `try_send`, so never blocking the sync loop) after every publish.
+    pub fn subscribe(&self, tx: SyncSender<()>) {
+        self.subscribers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(tx);
     }
 
     /// The current snapshot (cheap: an `Arc` clone).
@@ -189,8 +210,108 @@ impl SnapshotCell {
 
     /// Replaces the snapshot.
     pub fn publish(&self, snapshot: Snapshot) {
-        let mut guard = self.inner.write().unwrap_or_else(|p| p.into_inner());
-        *guard = Arc::new(snapshot);
+        {
+            let mut guard = self.inner.write().unwrap_or_else(|p| p.into_inner());
+            *guard = Arc::new(snapshot);
+        }
+        self.subscribers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|tx| !matches!(tx.try_send(()), Err(TrySendError::Disconnected(_))));
+    }
+}
+
+/// The connection to the API server (`--kubeconfig`), as its client threads last saw it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiServerView {
+    /// The server's URL.
+    pub server: String,
+    /// `Connecting` (nothing answered yet), `Connected`, or `Failing` (the last request
+    /// failed: unreachable, refused, 5xx, 429).
+    pub state: String,
+    /// The last failure and when (RFC 3339), kept after recovery.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error_time: Option<String>,
+    /// The last successful request (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_success_time: Option<String>,
+    /// The Node's uid once registered (or found).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_uid: Option<String>,
+    /// The last node status patch and lease renewal (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_status_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_renew_time: Option<String>,
+    /// Per static pod (`namespace/name`): its mirror pod.
+    #[serde(default)]
+    pub mirrors: BTreeMap<String, MirrorView>,
+}
+
+/// One static pod's mirror pod on the API server.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct MirrorView {
+    /// `Pending` (not created yet), `Synced` (exists, status as of `status_time`),
+    /// `Refused` (NodeRestriction or the API server refuses it: the pod runs locally only),
+    /// `Failing` (the last request for it failed and is retried).
+    pub state: String,
+    /// The mirror pod's uid on the API server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// Why it is refused or failing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When its status was last written (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_time: Option<String>,
+    /// The connection's state and last error ([`ApiServerView`]), added when served.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub server_state: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_error: Option<String>,
+}
+
+impl ApiServerView {
+    /// `pod`'s mirror as `describe` shows it: its state plus the connection's.
+    pub fn mirror_for(&self, pod: &str) -> MirrorView {
+        let mut m = self
+            .mirrors
+            .get(pod)
+            .cloned()
+            .unwrap_or_else(|| MirrorView {
+                state: "Pending".into(),
+                ..Default::default()
+            });
+        m.server_state = format!("{} {}", self.server, self.state);
+        m.server_error = self
+            .last_error
+            .as_ref()
+            .map(|e| match &self.last_error_time {
+                Some(t) => format!("{e} (at {t})"),
+                None => e.clone(),
+            });
+        m
+    }
+}
+
+/// Where the API server client publishes its [`ApiServerView`] (`None`: no `--kubeconfig`).
+#[derive(Debug, Clone, Default)]
+pub struct ApiServerCell {
+    inner: Arc<RwLock<Option<Arc<ApiServerView>>>>,
+}
+
+impl ApiServerCell {
+    pub fn get(&self) -> Option<Arc<ApiServerView>> {
+        // Writers only swap an Arc: a poisoned lock still holds a complete view.
+        self.inner.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn set(&self, view: ApiServerView) {
+        *self.inner.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(view));
     }
 }
 
@@ -362,6 +483,7 @@ mod tests {
                 rolled_back: None,
                 log_paths: Default::default(),
                 previous_log_paths: Default::default(),
+                mirror: None,
             }],
             ..Default::default()
         };

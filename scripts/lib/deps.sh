@@ -31,6 +31,10 @@ DEPS_RUN=(gcc libc6-dev make pkg-config libseccomp-dev libelf-dev zlib1g-dev app
 # arm64 guest, which also runs the armhf binary), and the Rust targets (DEPS_RUST_TARGETS).
 # nftables (nft): the pod network tests check the rules of a host that also runs native
 # nftables tables, and the VM's pod-network scenario copies nft into its initramfs.
+# kubernetes-client (kubectl 1.20) reads what the API server tests wrote into the test API
+# server (tests/apiserver.rs); installed only when no kubectl is on PATH, since another
+# vendor's kubectl package owns /usr/bin/kubectl where one is installed (DEPS_TEST_KUBECTL).
+DEPS_TEST_KUBECTL=(kubernetes-client)
 DEPS_TEST=(skopeo docker-registry apache2-utils qemu-system-x86 cpio binutils python3
   e2fsprogs curl openssl prometheus nftables gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf
   libc6-dev-armhf-cross qemu-system-arm)
@@ -129,10 +133,12 @@ deps_cargo_tools() {
 deps_install() {
   [ "$(id -u)" = 0 ] || deps_die "run as root (installs packages; podvisor runs containers as root)"
   command -v apt-get >/dev/null 2>&1 || deps_die "apt-get not found: Debian 12 or Raspberry Pi OS expected"
+  local kubectl=()
+  command -v kubectl >/dev/null 2>&1 || kubectl=("${DEPS_TEST_KUBECTL[@]}")
   case ${1:-} in
     run) deps_apt "${DEPS_RUN[@]}" ;;
-    test) deps_apt "${DEPS_RUN[@]}" "${DEPS_TEST[@]}" ;;
-    ci) deps_apt "${DEPS_RUN[@]}" "${DEPS_TEST[@]}" "${DEPS_CI[@]}" ;;
+    test) deps_apt "${DEPS_RUN[@]}" "${DEPS_TEST[@]}" "${kubectl[@]}" ;;
+    ci) deps_apt "${DEPS_RUN[@]}" "${DEPS_TEST[@]}" "${kubectl[@]}" "${DEPS_CI[@]}" ;;
     *) deps_die "deps_install run|test|ci" ;;
   esac
   deps_rust

@@ -262,6 +262,7 @@ pub(crate) mod tests {
             rolled_back: None,
             log_paths: BTreeMap::new(),
             previous_log_paths: BTreeMap::new(),
+            mirror: None,
         }
     }
 
@@ -285,6 +286,7 @@ pub(crate) mod tests {
                 view("default", "web-n1", &["app", "sidecar"]),
                 view("kube-system", "etcd-n1", &["etcd"]),
             ],
+            sources_ready: true,
             node_conditions: vec![],
             source_errors: vec![SourceErrorView {
                 source: "/etc/podvisor/manifests/bad.yaml".into(),

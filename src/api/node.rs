@@ -23,6 +23,17 @@ pub struct NodeSource {
     pub storage: crate::status::StorageUsageCell,
     /// The image store (`<root>/images`), listed read-only per request.
     pub images_dir: Option<PathBuf>,
+    /// The API server connection (`--kubeconfig`), shown as `apiServer`.
+    pub api_server: crate::status::ApiServerCell,
+}
+
+/// The images in the store (none when it cannot be opened).
+pub fn image_records(src: &NodeSource) -> Vec<crate::images::ImageRecord> {
+    src.images_dir
+        .as_ref()
+        .and_then(|dir| ImageStore::open_as_is(dir).ok())
+        .and_then(|store| store.list().ok())
+        .unwrap_or_default()
 }
 
 fn resources(a: Option<Amounts>, ephemeral_storage: Option<u64>) -> Value {
@@ -52,20 +63,15 @@ fn short_bytes(b: u64) -> String {
 /// The node as JSON.
 pub fn node_json(snap: &Snapshot, src: &NodeSource) -> Value {
     let mut images = Vec::new();
-    if let Some(dir) = &src.images_dir {
-        if let Ok(store) = ImageStore::open_as_is(dir) {
-            let mut by_digest: std::collections::BTreeMap<String, (Vec<String>, u64)> =
-                Default::default();
-            for r in store.list().unwrap_or_default() {
-                let e = by_digest.entry(r.digest.clone()).or_default();
-                e.0.push(r.reference.clone());
-                e.1 = r.size;
-            }
-            for (digest, (mut names, size)) in by_digest {
-                names.push(digest);
-                images.push(json!({"names": names, "sizeBytes": size}));
-            }
-        }
+    let mut by_digest: std::collections::BTreeMap<String, (Vec<String>, u64)> = Default::default();
+    for r in image_records(src) {
+        let e = by_digest.entry(r.digest.clone()).or_default();
+        e.0.push(r.reference.clone());
+        e.1 = r.size;
+    }
+    for (digest, (mut names, size)) in by_digest {
+        names.push(digest);
+        images.push(json!({"names": names, "sizeBytes": size}));
     }
     let usage = src.storage.get();
     let pods: Vec<Value> = snap
@@ -97,7 +103,7 @@ pub fn node_json(snap: &Snapshot, src: &NodeSource) -> Value {
             })
         })
         .collect();
-    json!({
+    let mut node = json!({
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": snap.node_name},
@@ -108,5 +114,9 @@ pub fn node_json(snap: &Snapshot, src: &NodeSource) -> Value {
             "images": images,
         },
         "pods": pods,
-    })
+    });
+    if let Some(view) = src.api_server.get() {
+        node["apiServer"] = serde_json::to_value(&*view).unwrap_or_default();
+    }
+    node
 }

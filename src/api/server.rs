@@ -511,6 +511,19 @@ fn serve_request(stream: &mut UnixStream, shared: &Shared) {
                     serde_json::to_vec(&stats).map_err(|source| ApiError::Encode { source })?;
                 Ok(Reply::Json { status: 200, body })
             }
+            (ApiRequest::GetPod(pod), Some(src)) => match src.node.api_server.get() {
+                Some(api) => {
+                    let mut view = snap
+                        .find_pod(&pod.query())
+                        .cloned()
+                        .ok_or_else(|| ApiError::PodNotFound { query: pod.query() })?;
+                    view.mirror = Some(api.mirror_for(&crate::status::full_name(&view.pod)));
+                    let body =
+                        serde_json::to_vec(&view).map_err(|source| ApiError::Encode { source })?;
+                    Ok(Reply::Json { status: 200, body })
+                }
+                None => handle(&req, &snap),
+            },
             (ApiRequest::Node, Some(src)) => {
                 let body = serde_json::to_vec(&super::node::node_json(&snap, &src.node))
                     .map_err(|source| ApiError::Encode { source })?;

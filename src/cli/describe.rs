@@ -141,6 +141,23 @@ pub fn render_describe(view: &PodView, events: &[EventRecord], now: Timestamp) -
             since_str(&e.since, now)
         );
     }
+    if let Some(m) = &view.mirror {
+        let mut line = m.state.clone();
+        if let Some(uid) = &m.uid {
+            line.push_str(&format!(" (uid {uid})"));
+        }
+        if let Some(t) = &m.status_time {
+            line.push_str(&format!(", status written {} ago", since_str(t, now)));
+        }
+        let _ = writeln!(w, "Mirror Pod:\t{line}");
+        if let Some(msg) = &m.message {
+            let _ = writeln!(w, "\t{msg}");
+        }
+        let _ = writeln!(w, "API Server:\t{}", m.server_state);
+        if let Some(e) = &m.server_error {
+            let _ = writeln!(w, "\tlast error: {e}");
+        }
+    }
     if let Some(why) = &view.rolled_back {
         let _ = writeln!(w, "Update:\trolled back: {why}");
         let _ = writeln!(
@@ -571,6 +588,7 @@ mod tests {
             rolled_back: None,
             log_paths: Default::default(),
             previous_log_paths: Default::default(),
+            mirror: None,
         }
     }
 
@@ -696,6 +714,45 @@ mod tests {
             out.contains("the last Ready generation runs until the manifest's spec changes again"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn describe_shows_the_mirror_pod_and_the_connection() {
+        let mut v = sample();
+        let api = crate::status::ApiServerView {
+            server: "https://cp:6443".into(),
+            state: "Failing".into(),
+            last_error: Some("GET /api/v1/pods: connection refused".into()),
+            last_error_time: Some("2024-01-02T03:04:00Z".into()),
+            mirrors: [(
+                crate::status::full_name(&v.pod),
+                crate::status::MirrorView {
+                    state: "Refused".into(),
+                    message: Some("namespaces \"x\" not found".into()),
+                    ..Default::default()
+                },
+            )]
+            .into(),
+            ..Default::default()
+        };
+        v.mirror = Some(api.mirror_for(&crate::status::full_name(&v.pod)));
+        let now: Timestamp = "2024-01-02T03:05:00Z".parse().expect("now");
+        let out = render_describe(&v, &[], now);
+        assert!(
+            out.contains("Mirror Pod:") && out.contains("Refused"),
+            "{out}"
+        );
+        assert!(out.contains("namespaces \"x\" not found"), "{out}");
+        assert!(out.contains("https://cp:6443 Failing"), "{out}");
+        assert!(
+            out.contains(
+                "last error: GET /api/v1/pods: connection refused (at 2024-01-02T03:04:00Z)"
+            ),
+            "{out}"
+        );
+        // Without --kubeconfig: nothing about it.
+        v.mirror = None;
+        assert!(!render_describe(&v, &[], now).contains("Mirror Pod:"));
     }
 
     #[test]

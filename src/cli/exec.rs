@@ -211,6 +211,7 @@ mod tests {
             rolled_back: None,
             log_paths: Default::default(),
             previous_log_paths: Default::default(),
+            mirror: None,
         }
     }
 

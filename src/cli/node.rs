@@ -11,6 +11,43 @@ use super::table::kubectl_table;
 pub fn render_node(node: &Value) -> String {
     let s = |v: &Value| v.as_str().unwrap_or("").to_string();
     let mut out = format!("Name:  {}\n", s(&node["metadata"]["name"]));
+    if let Some(api) = node.get("apiServer").filter(|a| a.is_object()) {
+        out.push_str(&format!(
+            "API Server:  {} {}\n",
+            s(&api["server"]),
+            s(&api["state"])
+        ));
+        for (label, key) in [
+            ("Node UID", "nodeUid"),
+            ("Last Success", "lastSuccessTime"),
+            ("Node Status Written", "nodeStatusTime"),
+            ("Lease Renewed", "leaseRenewTime"),
+        ] {
+            if let Some(v) = api[key].as_str() {
+                out.push_str(&format!("  {label}:\t{v}\n"));
+            }
+        }
+        if let Some(e) = api["lastError"].as_str() {
+            out.push_str(&format!(
+                "  Last Error:\t{e} (at {})\n",
+                s(&api["lastErrorTime"])
+            ));
+        }
+        let mirrors = api["mirrors"].as_object().cloned().unwrap_or_default();
+        let refused: Vec<String> = mirrors
+            .iter()
+            .filter(|(_, m)| m["state"] == "Refused")
+            .map(|(k, m)| format!("{k}: {}", s(&m["message"])))
+            .collect();
+        out.push_str(&format!(
+            "  Mirror Pods:\t{} ({} refused)\n",
+            mirrors.len(),
+            refused.len()
+        ));
+        for r in refused {
+            out.push_str(&format!("    {r}\n"));
+        }
+    }
     out.push_str("Conditions:\n");
     let mut rows = String::from("Type\tStatus\tLastTransitionTime\tReason\tMessage\n");
     for c in node["status"]["conditions"]
@@ -116,5 +153,41 @@ mod tests {
         );
         assert!(text.contains("web-edge1"), "{text}");
         assert!(text.contains("Evicted"), "{text}");
+        assert!(!text.contains("API Server:"), "{text}");
+    }
+
+    #[test]
+    fn describe_node_shows_the_api_server_connection() {
+        let node = serde_json::json!({
+            "metadata": {"name": "edge1"},
+            "status": {},
+            "apiServer": {
+                "server": "https://cp:6443", "state": "Connected",
+                "lastError": "PUT lease: HTTP 409 Conflict", "lastErrorTime": "2026-11-24T23:00:00Z",
+                "leaseRenewTime": "2026-11-24T23:01:00Z",
+                "mirrors": {
+                    "default/a-edge1": {"state": "Synced"},
+                    "x/b-edge1": {"state": "Refused", "message": "namespaces \"x\" not found"},
+                },
+            },
+        });
+        let text = render_node(&node);
+        assert!(
+            text.contains("API Server:  https://cp:6443 Connected\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Lease Renewed:\t2026-11-24T23:01:00Z"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Last Error:\tPUT lease: HTTP 409 Conflict (at 2026-11-24T23:00:00Z)"),
+            "{text}"
+        );
+        assert!(text.contains("Mirror Pods:\t2 (1 refused)"), "{text}");
+        assert!(
+            text.contains("x/b-edge1: namespaces \"x\" not found"),
+            "{text}"
+        );
     }
 }

@@ -9,6 +9,7 @@
 //! takes the default; `--manifest-url-header` replaces the file's `staticPodURLHeader` and
 //! accumulates over repeated flags.
 
+mod apiserver;
 mod checks;
 mod decode;
 mod eviction;
@@ -17,6 +18,10 @@ mod manifest_url;
 mod network;
 mod server;
 
+pub use apiserver::{
+    check_taint, node_may_set_label, parse_node_labels, parse_taints, ApiServerConfig,
+    ApiServerFields, NodeTaint,
+};
 pub use manifest_url::ManifestUrlTlsFlags;
 pub use network::NetworkFields;
 pub use server::ServerFields;
@@ -110,13 +115,21 @@ pub const IMPLEMENTED_FIELDS: &[&str] = &[
     "imageGCHighThresholdPercent",
     "imageGCLowThresholdPercent",
     "imageMinimumGCAge",
+    "kubeAPIBurst",
+    "kubeAPIQPS",
     "kubeReserved",
     "mergeDefaultEvictionSettings",
+    "nodeLeaseDurationSeconds",
+    "nodeStatusMaxImages",
+    "nodeStatusReportFrequency",
+    "nodeStatusUpdateFrequency",
     "podCIDR",
     "podLogsDir",
     "podPidsLimit",
     "port",
     "readOnlyPort",
+    "registerNode",
+    "registerWithTaints",
     "seccompDefault",
     "staticPodPath",
     "staticPodURL",
@@ -281,6 +294,21 @@ pub struct RunFlags {
     /// The manifest URL's CA file and client certificate (podvisor's; see config::manifest_url).
     #[command(flatten)]
     pub manifest_url_tls: ManifestUrlTlsFlags,
+    /// kubeconfig of a Kubernetes API server to mirror the node and its static pods to (the
+    /// kubelet's flag); without it podvisor talks to no API server.
+    #[arg(long = "kubeconfig", value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Labels set on the Node at registration, `key=value[,key=value...]`; keys in the
+    /// kubernetes.io and k8s.io namespaces only from the set a node may set on itself.
+    #[arg(long = "node-labels", value_name = "KEY=VALUE,...")]
+    pub node_labels: Option<String>,
+    /// Taints set on the Node at registration only, `key[=value]:Effect[,...]`; replaces the
+    /// file's registerWithTaints.
+    #[arg(long = "register-with-taints", value_name = "TAINTS")]
+    pub register_with_taints: Option<String>,
+    /// Create the Node on the API server when it is missing [default: true].
+    #[arg(long = "register-node", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub register_node: Option<bool>,
 }
 
 /// The validated content of a KubeletConfiguration file. `None` means the file leaves the
@@ -334,6 +362,8 @@ pub struct KubeletConfig {
     pub server: ServerFields,
     /// `podCIDR`, `clusterDNS`, `clusterDomain`.
     pub network: NetworkFields,
+    /// The API server fields (`nodeStatusUpdateFrequency`, `registerWithTaints`, ...).
+    pub api_server: ApiServerFields,
     /// Known fields present in the file that podvisor does not implement, sorted.
     pub unimplemented_fields: Vec<String>,
 }
@@ -405,6 +435,8 @@ pub struct DaemonConfig {
     pub registry_config: Option<PathBuf>,
     /// `--docker-config`, as given.
     pub docker_config: Option<PathBuf>,
+    /// The API server to mirror to (`--kubeconfig`); `None`: none.
+    pub api_server: Option<ApiServerConfig>,
     /// Known KubeletConfiguration fields present in the file that podvisor does not implement,
     /// sorted and deduplicated, for one warning at start.
     pub unimplemented_fields: Vec<String>,
@@ -557,6 +589,7 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
         node_server: file.server.node_server(flags)?,
         registry_config: flags.registry_config.clone(),
         docker_config: flags.docker_config.clone(),
+        api_server: apiserver::resolve(&file.api_server, flags)?,
         unimplemented_fields: file.unimplemented_fields,
     })
 }
@@ -753,6 +786,7 @@ fn validate(
     let eviction = eviction::parse(raw, source_name)?;
     let server = server::parse(raw, source_name)?;
     let network = network::parse(raw, source_name)?;
+    let api_server = apiserver::parse(raw, source_name)?;
     let mut reservation = reservation(raw, source_name)?;
     // Node allocatable subtracts the same hard memory.available threshold the eviction
     // manager enforces (with mergeDefaultEvictionSettings, the merged default too).
@@ -807,6 +841,7 @@ fn validate(
         resolv_conf,
         server,
         network,
+        api_server,
         unimplemented_fields,
     })
 }

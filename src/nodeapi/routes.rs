@@ -382,6 +382,7 @@ pub(crate) mod tests {
             rolled_back: None,
             log_paths: Default::default(),
             previous_log_paths: Default::default(),
+            mirror: None,
         };
         Snapshot {
             node_name: "node".into(),

@@ -75,6 +75,13 @@ pub enum SyncEvent {
     /// A pod pushed to or deleted from the node API (its connection thread waits for the
     /// answer).
     ApiPod(crate::sources::api::ApiPodRequest),
+    /// The API server client (`apiserver`): something about a pod's mirror pod to record as
+    /// a Warning event of the pod (`namespace/name`); no pod state changes.
+    MirrorPod {
+        pod: String,
+        reason: EventReason,
+        message: String,
+    },
     /// Stop the loop (the daemon is exiting; containers keep running).
     Shutdown,
 }
@@ -335,6 +342,8 @@ pub struct SyncLoop {
     started: Instant,
     reported_dups: BTreeSet<(String, String)>,
     dirty: bool,
+    /// `sources_ready` of the latest published snapshot (its change is published too).
+    published_sources_ready: bool,
     probe_state: probes::ProbeState,
     /// When refused manifests are checked again next (see `PodConfig::recheck`).
     next_recheck: Instant,
@@ -486,6 +495,7 @@ impl SyncLoop {
             started,
             reported_dups: BTreeSet::new(),
             dirty: true,
+            published_sources_ready: false,
             next_recheck: started + RECHECK_PERIOD,
             monitor: crate::health::SyncLoopMonitor::new(started),
             service: None,
@@ -585,6 +595,11 @@ impl SyncLoop {
             SyncEvent::Probe(u) => self.on_probe(*u),
             SyncEvent::Eviction(e) => self.on_eviction(e),
             SyncEvent::ApiPod(r) => self.on_api_pod(r),
+            SyncEvent::MirrorPod {
+                pod,
+                reason,
+                message,
+            } => self.event(EventType::Warning, &pod, None, reason, &message),
             SyncEvent::Shutdown => {}
         }
         self.reconcile();
@@ -701,10 +716,12 @@ impl SyncLoop {
     }
 
     fn publish(&mut self) {
-        if !self.dirty {
+        let sources_ready = self.sources_ready();
+        if !self.dirty && sources_ready == self.published_sources_ready {
             return;
         }
         self.dirty = false;
+        self.published_sources_ready = sources_ready;
         let now = self.now_str();
         for w in self.workers.values_mut() {
             podstatus::update_conditions(w, &now);
@@ -723,6 +740,7 @@ impl SyncLoop {
             source_errors: self.config.orphan_errors(),
             events: self.events.to_vec(),
             node_conditions: self.pressure.views(),
+            sources_ready,
         };
         self.status_line = crate::systemd::status_line(&snapshot);
         self.snapshots.publish(snapshot);

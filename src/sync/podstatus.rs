@@ -339,6 +339,7 @@ pub(super) fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig) -> PodVi
         pod,
         log_paths,
         previous_log_paths,
+        mirror: None,
     }
 }
 

@@ -129,9 +129,6 @@ fn kubeadm_config_parses_and_lists_unimplemented_fields() {
         "logging",
         "maxPods",
         "memorySwap",
-        "nodeStatusReportFrequency",
-        "nodeStatusUpdateFrequency",
-        "registerWithTaints",
         "rotateCertificates",
         "runtimeRequestTimeout",
         "shutdownGracePeriod",
@@ -566,6 +563,7 @@ fn defaults_without_config_file() {
             }),
             registry_config: None,
             docker_config: None,
+            api_server: None,
             unimplemented_fields: vec![],
         }
     );

@@ -195,7 +195,7 @@ fn key_segment(k: &str) -> String {
 
 /// Why a label or annotation key is not a qualified name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-enum QualifiedNameError {
+pub enum QualifiedNameError {
     #[error("prefix {prefix:?} is not a valid DNS-1123 subdomain")]
     Prefix { prefix: String },
     #[error("name part must not be empty")]
@@ -206,7 +206,7 @@ enum QualifiedNameError {
 
 /// A Kubernetes qualified name: `[prefix/]name`, prefix a DNS subdomain, name at most 63
 /// characters of alphanumerics, '-', '_' and '.', alphanumeric at both ends.
-fn check_qualified_name(k: &str) -> Result<(), QualifiedNameError> {
+pub fn check_qualified_name(k: &str) -> Result<(), QualifiedNameError> {
     let (prefix, name) = match k.split_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, k),
@@ -227,7 +227,9 @@ fn check_qualified_name(k: &str) -> Result<(), QualifiedNameError> {
     Ok(())
 }
 
-fn is_label_value(s: &str) -> bool {
+/// A label value: empty, or at most 63 alphanumerics, '-', '_' and '.', alphanumeric at both
+/// ends.
+pub fn is_label_value(s: &str) -> bool {
     s.is_empty()
         || (s.len() <= 63
             && s.bytes()
