@@ -170,7 +170,12 @@ exec_systemd=$(exec_ms web)
 case " $lat_systemd" in *timeout*) errs="$errs a pod not Running within 90 s under the systemd driver: $lat_systemd;" ;; esac
 say "INFO start latency, manifest to Running (ms, 3 pods): cgroupfs $lat_cgroupfs/ systemd $lat_systemd(private-socket connections: $conns)"
 say "INFO exec latency (ms): cgroupfs $exec_cgroupfs, systemd $exec_systemd"
-just_two() { [ "$(running_pods)" -eq 2 ] && [ "$(container_pids | wc -l)" -eq 2 ]; }
+# Gone means the latency pods' slices too: with the pod network their sandboxes are torn down
+# (CNI DEL) after their containers, so the slices outlive the containers for a moment.
+just_two() {
+  [ "$(running_pods)" -eq 2 ] && [ "$(container_pids | wc -l)" -eq 2 ] &&
+    [ "$(units 'podvisor-pod*.slice' | wc -l)" -eq 1 ]
+}
 wait_until 60 just_two || errs="$errs latency pods not removed: $(podvisor pods 2>&1 | tr '\n' ' ');"
 tree=$(systemctl status podvisor.slice --no-pager 2>&1)
 echo "$tree" | sed -n '1p;/CGroup:/,$p' | while IFS= read -r l; do say "INFO status| $l"; done
