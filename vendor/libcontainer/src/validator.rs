@@ -275,6 +275,12 @@ impl Validator {
     fn validate_spec_for_intel_rdt(spec: &Spec) -> Result<(), ErrInvalidSpec> {
         if let Some(linux) = spec.linux() {
             if let Some(intel_rdt) = linux.intel_rdt() {
+                #[cfg(not(feature = "intel-rdt"))]
+                {
+                    let _ = intel_rdt;
+                    return Err(ErrInvalidSpec::IntelRdtUnsupported);
+                }
+                #[cfg(feature = "intel-rdt")]
                 if let Some(clos_id) = intel_rdt.clos_id() {
                     if clos_id == "."
                         || clos_id == ".."
