@@ -756,6 +756,26 @@ mod tests {
     }
 
     #[test]
+    #[cfg(not(feature = "intel-rdt"))]
+    fn test_intel_rdt_refused_without_the_feature() {
+        let spec = SpecBuilder::default()
+            .linux(
+                LinuxBuilder::default()
+                    .intel_rdt(LinuxIntelRdtBuilder::default().build().unwrap())
+                    .build()
+                    .unwrap(),
+            )
+            .build()
+            .unwrap();
+        assert!(matches!(
+            Validator::validate_spec_for_intel_rdt(&spec).unwrap_err(),
+            ErrInvalidSpec::IntelRdtUnsupported
+        ));
+        assert!(Validator::validate_spec_for_intel_rdt(&Spec::default()).is_ok());
+    }
+
+    #[test]
+    #[cfg(feature = "intel-rdt")]
     fn test_validate_spec_for_intel_rdt() {
         let intel_rdt_traversal_dotdot = LinuxIntelRdtBuilder::default()
             .clos_id("../escape")
