@@ -1,5 +1,5 @@
 use std::fs;
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::{Hooks, Spec};
@@ -87,13 +87,11 @@ impl YoukiConfig {
 
     pub fn load<P: AsRef<Path>>(path: P) -> Result<Self> {
         let path = path.as_ref();
-        let file =
-            fs::File::open(path.join(YOUKI_CONFIG_NAME)).map_err(|err| ConfigError::LoadIO {
-                source: err,
-                path: path.to_owned(),
-            })?;
-        let reader = BufReader::new(file);
-        let config = serde_json::from_reader(reader).map_err(|err| ConfigError::LoadParse {
+        let bytes = fs::read(path.join(YOUKI_CONFIG_NAME)).map_err(|err| ConfigError::LoadIO {
+            source: err,
+            path: path.to_owned(),
+        })?;
+        let config = serde_json::from_slice(&bytes).map_err(|err| ConfigError::LoadParse {
             source: err,
             path: path.to_owned(),
         })?;

@@ -140,6 +140,8 @@ pub enum ErrInvalidSpec {
     SysctlNotInSeparateNamespace(String),
     #[error("invalid intelRdt.closID (must not contain '.', '..', or '/')")]
     InvalidIntelRdtClosId,
+    #[error("linux.intelRdt: libcontainer built without the intel-rdt feature")]
+    IntelRdtUnsupported,
     #[error("time namespace offsets specified, but time namespace isn't enabled in the config")]
     TimeNamespace,
     #[error(

@@ -275,6 +275,12 @@ impl Validator {
     fn validate_spec_for_intel_rdt(spec: &Spec) -> Result<(), ErrInvalidSpec> {
         if let Some(linux) = spec.linux() {
             if let Some(intel_rdt) = linux.intel_rdt() {
+                #[cfg(not(feature = "intel-rdt"))]
+                {
+                    let _ = intel_rdt;
+                    return Err(ErrInvalidSpec::IntelRdtUnsupported);
+                }
+                #[cfg(feature = "intel-rdt")]
                 if let Some(clos_id) = intel_rdt.clos_id() {
                     if clos_id == "."
                         || clos_id == ".."
@@ -750,6 +756,26 @@ mod tests {
     }
 
     #[test]
+    #[cfg(not(feature = "intel-rdt"))]
+    fn test_intel_rdt_refused_without_the_feature() {
+        let spec = SpecBuilder::default()
+            .linux(
+                LinuxBuilder::default()
+                    .intel_rdt(LinuxIntelRdtBuilder::default().build().unwrap())
+                    .build()
+                    .unwrap(),
+            )
+            .build()
+            .unwrap();
+        assert!(matches!(
+            Validator::validate_spec_for_intel_rdt(&spec).unwrap_err(),
+            ErrInvalidSpec::IntelRdtUnsupported
+        ));
+        assert!(Validator::validate_spec_for_intel_rdt(&Spec::default()).is_ok());
+    }
+
+    #[test]
+    #[cfg(feature = "intel-rdt")]
     fn test_validate_spec_for_intel_rdt() {
         let intel_rdt_traversal_dotdot = LinuxIntelRdtBuilder::default()
             .clos_id("../escape")

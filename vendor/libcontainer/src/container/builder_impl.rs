@@ -12,7 +12,9 @@ use super::{Container, ContainerStatus};
 use crate::error::{CreateContainerError, LibcontainerError, MissingSpecError};
 use crate::notify_socket::NotifyListener;
 use crate::process::args::{ContainerArgs, ContainerType};
-use crate::process::intel_rdt::{cleanup_intel_rdt, setup_intel_rdt};
+use crate::process::intel_rdt::cleanup_intel_rdt;
+#[cfg(feature = "intel-rdt")]
+use crate::process::intel_rdt::setup_intel_rdt;
 use crate::process::{self};
 use crate::syscall::syscall::SyscallType;
 use crate::user_ns::UserNamespaceConfig;
@@ -198,8 +200,12 @@ impl ContainerBuilderImpl {
                 LibcontainerError::MainProcess(err)
             })?;
 
+        #[cfg_attr(not(feature = "intel-rdt"), allow(unused_mut))]
         let mut intel_rdt_dir = None;
+        #[cfg_attr(not(feature = "intel-rdt"), allow(unused_mut))]
         let mut intel_rdt_monitoring_dir = None;
+        // Without the intel-rdt feature the validator refuses a spec with linux.intelRdt.
+        #[cfg(feature = "intel-rdt")]
         if let Some(linux) = self.spec.linux() {
             if let Some(intel_rdt) = linux.intel_rdt() {
                 let container_id = self.container.as_ref().map(|c| c.id());

@@ -2,7 +2,6 @@ use std::collections::{HashMap, HashSet};
 use std::convert::TryFrom;
 use std::ffi::{OsStr, OsString};
 use std::fs;
-use std::io::BufReader;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -484,10 +483,12 @@ impl TenantContainerBuilder {
             ));
         }
 
-        let process = utils::open(process).map_err(LibcontainerError::OtherIO)?;
-        let reader = BufReader::new(process);
+        let process = fs::read(process).map_err(|err| {
+            tracing::error!(path = ?process, ?err, "failed to read file");
+            LibcontainerError::OtherIO(err)
+        })?;
         let process_spec =
-            serde_json::from_reader(reader).map_err(LibcontainerError::OtherSerialization)?;
+            serde_json::from_slice(&process).map_err(LibcontainerError::OtherSerialization)?;
         Ok(process_spec)
     }
 

@@ -543,6 +543,7 @@ fn write_resctrl_schemata(
 /// These indicate whether the runtime created the main group directory and/or the
 /// monitoring directory, respectively. The runtime MUST remove these created
 /// directories when the container is deleted.
+#[cfg_attr(not(feature = "intel-rdt"), allow(dead_code))]
 pub fn setup_intel_rdt(
     maybe_container_id: Option<&str>,
     init_pid: &Pid,

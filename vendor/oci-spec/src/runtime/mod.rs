@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::{
     collections::HashMap,
     fs,
-    io::{BufReader, BufWriter, Write},
+    io::{BufWriter, Write},
     path::{Path, PathBuf},
 };
 
@@ -225,9 +225,7 @@ impl Spec {
     /// ```
     pub fn load<P: AsRef<Path>>(path: P) -> Result<Self> {
         let path = path.as_ref();
-        let file = fs::File::open(path)?;
-        let reader = BufReader::new(file);
-        let s = serde_json::from_reader(reader)?;
+        let s = serde_json::from_slice(&fs::read(path)?)?;
         Ok(s)
     }
 

@@ -4,10 +4,8 @@ use crate::{
 };
 use derive_builder::Builder;
 use getset::{CopyGetters, Getters, MutGetters, Setters};
-use regex::Regex;
 use serde::{de, Deserialize, Deserializer, Serialize};
 use std::path::PathBuf;
-use std::sync::OnceLock;
 use strum_macros::{Display as StrumDisplay, EnumString};
 
 #[derive(
@@ -609,16 +607,14 @@ where
     Ok(value)
 }
 
-fn exec_cpu_affinity_regex() -> &'static Regex {
-    static EXEC_CPU_AFFINITY_REGEX: OnceLock<Regex> = OnceLock::new();
-    EXEC_CPU_AFFINITY_REGEX.get_or_init(|| {
-        Regex::new(r"^(\d+(-\d+)?)(,\d+(-\d+)?)*$")
-            .expect("Failed to create regex for execCPUAffinity")
-    })
-}
-
+/// `^(\d+(-\d+)?)(,\d+(-\d+)?)*$` with ASCII digits: CPU numbers and ranges, comma-separated.
 fn validate_cpu_affinity(s: &str) -> Result<(), String> {
-    if !exec_cpu_affinity_regex().is_match(s) {
+    let number = |n: &str| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
+    let valid = s.split(',').all(|item| match item.split_once('-') {
+        Some((first, last)) => number(first) && number(last),
+        None => number(item),
+    });
+    if !valid {
         return Err(format!("Invalid execCPUAffinity format: {s}"));
     }
 
@@ -761,6 +757,20 @@ mod tests {
             .build();
         let err = affinity.unwrap_err();
         assert_eq!(err.to_string(), "Invalid execCPUAffinity format: ,1,2");
+    }
+
+    #[test]
+    fn exec_cpu_affinity_grammar() {
+        for valid in ["0", "12", "0-3", "0-3,7", "1,2-5,8-8", "007"] {
+            assert!(validate_cpu_affinity(valid).is_ok(), "{valid:?}");
+        }
+        // The last one is an Arabic-Indic digit, which the regex's Unicode `\d` took and no
+        // CPU number parser does.
+        for invalid in [
+            "", ",", "1,", ",1", "-1", "1-", "1-2-3", "1--2", " 1", "1 ", "a", "1,,2", "\u{663}",
+        ] {
+            assert!(validate_cpu_affinity(invalid).is_err(), "{invalid:?}");
+        }
     }
 
     #[test]
