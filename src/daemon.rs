@@ -246,6 +246,13 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
             source,
         })?;
     rcfg.boot_id_file = paths.boot_id_file.clone();
+    if std::env::var_os(crate::runtime::linux::EXEC_HELPERS_ENV).is_some_and(|v| v == "1") {
+        log::warn!(
+            "{}=1: test hook: a monitor and a sandbox helper are fork+exec'd each",
+            crate::runtime::linux::EXEC_HELPERS_ENV
+        );
+        rcfg.helpers = crate::runtime::linux::HelperMode::Exec;
+    }
     rcfg.cgroup_parent = paths
         .cgroup_parent
         .clone()

@@ -18,7 +18,7 @@
 use std::collections::HashSet;
 use std::fs;
 use std::io::{self, Read};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -37,6 +37,7 @@ use super::procfs::{self, ProcessId};
 use super::rundir;
 use super::sandbox::{self, SandboxDirs, SandboxPaths};
 use super::shim::{self, ContainerPaths, ShimConfig, ShimState, StartReport};
+use super::spawner::Spawner;
 use super::spec::{self, NodeInfo, SandboxMounts, SpecRequest};
 use super::userns::UsernsManager;
 use super::{
@@ -96,7 +97,25 @@ pub struct RuntimeConfig {
     pub dns: DnsSettings,
     /// The IDs `hostUsers: false` pods' user namespaces are allocated from (/etc/subuid).
     pub user_ns_range: super::userns::IdRange,
+    /// How monitors and sandbox helpers are made: forked by the spawner (default), or each
+    /// its own fork+exec of `shim_binary` (the earlier way; a test hook for benchmarks that
+    /// compare both, [`EXEC_HELPERS_ENV`]).
+    pub helpers: HelperMode,
 }
+
+/// How the runtime makes its monitors and sandbox helpers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HelperMode {
+    /// Forked without exec by the runtime's spawner ([`super::spawner`]).
+    Spawner,
+    /// A fork+exec of podvisor's binary for each.
+    Exec,
+}
+
+/// Test hook: `PODVISOR_TEST_EXEC_HELPERS=1` makes a daemon fork+exec a monitor per container
+/// and a helper per sandbox instead of forking them from its spawner (benchmarks compare both
+/// in one run).
+pub const EXEC_HELPERS_ENV: &str = "PODVISOR_TEST_EXEC_HELPERS";
 
 impl RuntimeConfig {
     /// Defaults for a node: the current executable as monitor, kubelet log defaults.
@@ -122,6 +141,7 @@ impl RuntimeConfig {
                 Path::new("/etc/subgid"),
             )
             .map_err(io::Error::other)?,
+            helpers: HelperMode::Spawner,
         })
     }
     /// Runtime directories of containers (bundles, monitor state), gone with the boot.
@@ -215,6 +235,8 @@ pub struct LinuxRuntime {
     /// The user namespaces of `hostUsers: false` pods (allocated at sandbox creation,
     /// released at its removal).
     userns: Mutex<UsernsManager>,
+    /// Forks monitors and sandbox helpers (started on first use).
+    spawner: Spawner,
 }
 
 impl LinuxRuntime {
@@ -289,7 +311,18 @@ impl LinuxRuntime {
             &cfg.sandbox_dirs().data,
             cfg.user_ns_range,
         ));
+        // The longest command line a child gets: `shim run <containers dir>/<id>` (ids are
+        // at most ~100 bytes: an 8-character uid prefix, a 63-character name, the restart
+        // count and a hash) or `shim sandbox <pods dir>/<uid>` (uids <= 64).
+        let longest = cfg
+            .containers_dir()
+            .as_os_str()
+            .len()
+            .max(cfg.pods_dir().as_os_str().len())
+            + 128;
+        let spawner = Spawner::new(cfg.shim_binary.clone(), longest);
         Ok(LinuxRuntime {
+            spawner,
             userns,
             cfg,
             boot_id,
@@ -311,6 +344,11 @@ impl LinuxRuntime {
     /// The boot this runtime runs in.
     pub fn boot_id(&self) -> &str {
         &self.boot_id
+    }
+
+    /// The pid of this runtime's spawner, while one runs (started on first use).
+    pub fn spawner_pid(&self) -> Option<i32> {
+        self.spawner.pid()
     }
 }
 
@@ -352,12 +390,17 @@ impl Runtime for LinuxRuntime {
         } else {
             None
         };
+        let exec_helper = sandbox::ExecHelper(&self.cfg.shim_binary);
+        let helper: &dyn sandbox::NamespaceHelper = match self.cfg.helpers {
+            HelperMode::Spawner => &self.spawner,
+            HelperMode::Exec => &exec_helper,
+        };
         let info = sandbox::create(
             &self.cfg.sandbox_dirs(),
             pod,
             &self.cfg.node,
             &self.cfg.dns,
-            &self.cfg.shim_binary,
+            helper,
             user_ns_base,
         )
         .map_err(|source| RuntimeError::Sandbox {

@@ -12,6 +12,7 @@
 //! - [`rundir`]: the runtime dir (per-boot state, default /run/podvisor) and the boot ID.
 //! - [`sandbox`]: the pod sandbox (runtime part and pod data) and its pinned namespaces.
 //! - [`shim`]: the per-container monitor process (hidden `podvisor shim ...` subcommands).
+//! - [`spawner`]: the single-threaded process that forks monitors and sandbox helpers.
 //! - [`rootfs`]: the overlayfs root filesystem of a container.
 //! - [`procfs`]: process identity (pid + start time) and pidfds.
 //! - [`exec`]: commands run inside a running container (`podvisor shim exec`).
@@ -28,6 +29,7 @@ pub mod rootfs;
 pub mod rundir;
 pub mod sandbox;
 pub mod shim;
+pub mod spawner;
 pub mod spec;
 pub mod user;
 pub mod userns;

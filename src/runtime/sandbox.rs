@@ -226,7 +226,7 @@ pub fn create(
     pod: &Pod,
     node: &NodeInfo,
     dns: &DnsSettings,
-    helper_binary: &Path,
+    helper: &dyn NamespaceHelper,
     user_ns_base: Option<u32>,
 ) -> Result<SandboxInfo, SandboxError> {
     let uid = pod_uid(pod)?;
@@ -244,7 +244,7 @@ pub fn create(
     if paths.dir.exists() {
         remove_runtime_part(&paths)?;
     }
-    let result = create_new(&paths, pod, node, dns, &uid, helper_binary, user_ns_base);
+    let result = create_new(&paths, pod, node, dns, &uid, helper, user_ns_base);
     if result.is_err() {
         if let Err(e) = remove_runtime_part(&paths) {
             log::warn!("pod {uid}: cleanup of failed sandbox: {e}");
@@ -311,7 +311,7 @@ fn create_new(
     node: &NodeInfo,
     dns: &DnsSettings,
     uid: &str,
-    helper_binary: &Path,
+    helper: &dyn NamespaceHelper,
     user_ns_base: Option<u32>,
 ) -> Result<SandboxInfo, SandboxError> {
     let hostname = pod_hostname(pod);
@@ -329,36 +329,13 @@ fn create_new(
     write_etc_files(paths, pod, &hostname, host_net, dns)?;
     let volumes = prepare_volumes(paths, pod, node)?;
 
-    let mut cmd = Command::new(helper_binary);
-    cmd.arg("shim")
-        .arg("sandbox")
-        .arg(&paths.dir)
-        .arg("--hostname")
-        .arg(&hostname);
-    if host_net {
-        cmd.arg("--host-network");
-    }
-    if share_process_namespace(pod) {
-        cmd.arg("--share-pid");
-    }
-    if let Some(base) = user_ns_base {
-        cmd.arg("--user-ns-base").arg(base.to_string());
-    }
-    let out = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(io_err(helper_binary))?;
-    if !out.status.success() {
-        return Err(SandboxError::Helper {
-            message: format!(
-                "{} ({})",
-                String::from_utf8_lossy(&out.stderr).trim(),
-                out.status
-            ),
-        });
-    }
+    helper.pin_namespaces(&HelperRequest {
+        dir: &paths.dir,
+        hostname: &hostname,
+        host_network: host_net,
+        share_pid: share_process_namespace(pod),
+        user_ns_base,
+    })?;
     let info = SandboxInfo {
         pod_uid: uid.to_string(),
         pod_namespace: pod
@@ -375,6 +352,65 @@ fn create_new(
     // The runtime dir is a tmpfs: no fsync (a power cut takes the namespaces with it).
     fsutil::write_json_atomic_volatile(&paths.info(), &info).map_err(io_err(&paths.info()))?;
     Ok(info)
+}
+
+/// What the namespace helper is asked to do for one pod ([`pin_namespaces`] in a
+/// single-threaded process of its own).
+#[derive(Debug, Clone, Copy)]
+pub struct HelperRequest<'a> {
+    /// The sandbox's runtime directory.
+    pub dir: &'a Path,
+    pub hostname: &'a str,
+    pub host_network: bool,
+    pub share_pid: bool,
+    /// hostUsers: false: the first host ID of the pod's user namespace.
+    pub user_ns_base: Option<u32>,
+}
+
+/// Runs [`pin_namespaces`] in a single-threaded process of its own (unshare changes the
+/// calling process, and the daemon must keep its own namespaces): the runtime's spawner
+/// (`runtime::spawner`, a fork), or [`ExecHelper`].
+pub trait NamespaceHelper: Send + Sync {
+    fn pin_namespaces(&self, req: &HelperRequest<'_>) -> Result<(), SandboxError>;
+}
+
+/// The helper as its own exec of podvisor's binary: `podvisor shim sandbox <dir> ...`.
+pub struct ExecHelper<'a>(pub &'a Path);
+
+impl NamespaceHelper for ExecHelper<'_> {
+    fn pin_namespaces(&self, req: &HelperRequest<'_>) -> Result<(), SandboxError> {
+        let mut cmd = Command::new(self.0);
+        cmd.arg("shim")
+            .arg("sandbox")
+            .arg(req.dir)
+            .arg("--hostname")
+            .arg(req.hostname);
+        if req.host_network {
+            cmd.arg("--host-network");
+        }
+        if req.share_pid {
+            cmd.arg("--share-pid");
+        }
+        if let Some(base) = req.user_ns_base {
+            cmd.arg("--user-ns-base").arg(base.to_string());
+        }
+        let out = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .map_err(io_err(self.0))?;
+        if !out.status.success() {
+            return Err(SandboxError::Helper {
+                message: format!(
+                    "{} ({})",
+                    String::from_utf8_lossy(&out.stderr).trim(),
+                    out.status
+                ),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Reads a complete sandbox's record, `None` if there is none (or it is torn: an interrupted
