@@ -762,8 +762,11 @@ fn half_removed_container_directory_is_removed_by_the_next_listing() {
     let (info, exit) = run_to_exit(&rt, &rx, &p, T);
     assert_eq!(exit.exit_code, 3);
     let dir = env.root.join("containers").join(&info.meta.id);
-    // The runtime directory went with the container's end; the records stay.
-    assert!(!env.run.join("containers").join(&info.meta.id).exists());
+    // The exit is reported once recorded; the monitor then takes the container apart: its
+    // runtime directory goes, the records stay.
+    wait_until("the monitor removed the runtime directory", T, || {
+        !env.run.join("containers").join(&info.meta.id).exists()
+    });
     let _ = fs::remove_file(dir.join("exit.json"));
     assert!(dir.join("meta.json").exists() && dir.join("cleaned").exists());
     drop(rt);

@@ -164,6 +164,9 @@ impl RuntimeConfig {
     }
 }
 
+/// How long removing an exited container waits for its monitor to finish taking it apart.
+const MONITOR_FINISH_WAIT: Duration = Duration::from_secs(30);
+
 /// Names (container ids or pod uids) this process is working on right now, so that a listing
 /// on another worker thread leaves them alone.
 #[derive(Default)]
@@ -626,10 +629,21 @@ impl Runtime for LinuxRuntime {
         if !paths.record.exists() && !paths.dir.exists() {
             return Ok(());
         }
-        if shim::monitor_alive(&paths) {
+        // A monitor that recorded the exit is still taking the container apart: wait for it.
+        let finishing = paths.exit().exists();
+        if shim::monitor_alive(&paths)
+            && !(finishing && self.wait_monitor_done(&paths, MONITOR_FINISH_WAIT))
+        {
             return Err(RuntimeError::Start {
                 id: id.to_string(),
-                message: "still running; stop it before removing it".into(),
+                message: if finishing {
+                    format!(
+                        "exited, but its monitor is still removing it after {}s",
+                        MONITOR_FINISH_WAIT.as_secs()
+                    )
+                } else {
+                    "still running; stop it before removing it".into()
+                },
             });
         }
         if !paths.cleaned().exists() && paths.shim_config().exists() {

@@ -450,7 +450,7 @@ fn run_inner(dir: &Path, ready: fs::File) -> Result<(), ShimError> {
     } else {
         None
     };
-    let status = supervise(
+    let (status, mut log) = supervise(
         &cfg,
         started.init,
         started.stdout,
@@ -469,7 +469,14 @@ fn run_inner(dir: &Path, ready: fs::File) -> Result<(), ShimError> {
             }),
     };
     let exit = exit_record(status, oom, started.started_at);
+    // The exit record's rename is what the runtime waits for (an inotify watch on the record
+    // directory): from here on the container may be restarted, while this monitor syncs the
+    // log and takes the old container apart.
     write_exit_record(paths, &exit).map_err(io_err(&paths.exit()))?;
+    if let Err(e) = log.sync() {
+        log::warn!("container {}: {}", cfg.id, error_chain(&e));
+    }
+    drop(log);
     cleanup_container(paths, &cfg);
     finish(paths)
 }

@@ -5,7 +5,9 @@
 use super::*;
 
 /// Copies output into the log (and to an attached client) until the init exits and the
-/// output is drained; serves attach sessions meanwhile.
+/// output is drained; serves attach sessions meanwhile. Returns the exit status and the log,
+/// not yet synced: the exit record comes first (the runtime restarts the container as soon as
+/// it is durable).
 pub(super) fn supervise(
     cfg: &ShimConfig,
     init: Pid,
@@ -13,7 +15,7 @@ pub(super) fn supervise(
     stderr: Option<OwnedFd>,
     mut attached: attach::ContainerIo,
     mut oom_watch: Option<&mut OomWatch>,
-) -> Result<WaitStatus, ShimError> {
+) -> Result<(WaitStatus, CriLogWriter), ShimError> {
     let mut mask = SigSet::empty();
     mask.add(Signal::SIGCHLD);
     signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None).map_err(|source| {
@@ -157,15 +159,13 @@ pub(super) fn supervise(
             drain_deadline = Some(Instant::now() + Duration::from_secs(2));
         }
     }
-    if let Err(e) = writer.sync() {
-        log::warn!("container {}: {}", cfg.id, error_chain(&e));
-    }
     // Unreachable without a status: the loop only breaks once the init was reaped or after
     // the drain deadline, which is only armed once a status exists.
-    status.ok_or(ShimError::Sys {
+    let status = status.ok_or(ShimError::Sys {
         what: "container exit status missing",
         source: nix::Error::ECHILD,
-    })
+    })?;
+    Ok((status, writer))
 }
 
 fn pump(
