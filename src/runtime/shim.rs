@@ -428,6 +428,7 @@ fn run_inner(dir: &Path, ready: fs::File) -> Result<(), ShimError> {
     if let Err(e) = sync_identity(paths) {
         log::warn!("container {}: sync {}: {e}", cfg.id, paths.meta().display());
     }
+    release_memory(&cfg.id);
     // From here on the monitor must not be stopped by signals meant for the daemon or a
     // terminal (Ctrl-C, hangup); only SIGKILL ends it early.
     // SAFETY: ignoring signals in a single-threaded process; the container is already exec'd.
@@ -479,6 +480,23 @@ fn run_inner(dir: &Path, ready: fs::File) -> Result<(), ShimError> {
     drop(log);
     cleanup_container(paths, &cfg);
     finish(paths)
+}
+
+/// Gives the pages of the container's creation back: the heap it freed (the spec,
+/// libcontainer's state, the rootfs set-up) and the code it ran (most of libcontainer and
+/// serde, mapped from the binary). The monitor then lives on in the few pages its copy loop
+/// touches; what it runs again later (the exit record, the container's deletion) is mapped
+/// back from the page cache by minor faults.
+fn release_memory(id: &str) {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only returns free memory of this process's heap to the kernel; the
+    // monitor is single-threaded.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    if let Err(e) = crate::sys::pages::release_code_pages() {
+        log::warn!("container {id}: release code pages: {e}");
+    }
 }
 
 /// Marks the container cleaned (nothing but its records remain) and removes its runtime
