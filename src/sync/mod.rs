@@ -287,6 +287,8 @@ pub struct SyncLoop {
     clock: Box<dyn Clock>,
     /// Where desired pods are persisted (`None` for `podvisor play`).
     store: Option<DesiredStore>,
+    /// Writes and deletes the records, off the loop's thread.
+    store_writer: Option<store::Writer>,
     /// Where each pod's last Ready generation is persisted (`None` for `podvisor play`).
     generations: Option<GenerationStore>,
     /// Each pod's last Ready generation and the generation rolled back from, by full name.
@@ -420,6 +422,16 @@ impl SyncLoop {
             .into_iter()
             .filter(|u| in_scope(u))
             .collect();
+        let store_writer = match &store {
+            Some(st) => Some(store::Writer::start(st.clone()).map_err(|source| {
+                crate::runtime::RuntimeError::Io {
+                    what: "start the desired-pod record writer for",
+                    path: cfg.store_dir.clone(),
+                    source,
+                }
+            })?),
+            None => None,
+        };
         let started = clock.now();
         let mut s = SyncLoop {
             file_ready: !cfg.expect_file_source,
@@ -430,6 +442,7 @@ impl SyncLoop {
             executor,
             clock,
             store,
+            store_writer,
             generations,
             last_ready,
             workers: BTreeMap::new(),
@@ -458,14 +471,27 @@ impl SyncLoop {
         Ok(s)
     }
 
-    /// Persists a desired pod (nothing under `podvisor play`).
-    fn save_desired(&self, sp: &StaticPod) -> Result<(), store::StoreError> {
-        self.store.as_ref().map_or(Ok(()), |s| s.save(sp))
+    /// Persists a desired pod (nothing under `podvisor play`), through the writer thread:
+    /// the pod's first job does not wait for the disk.
+    fn save_desired(&self, sp: &StaticPod) {
+        if let Some(w) = &self.store_writer {
+            w.save(sp);
+        }
     }
 
-    /// Deletes a desired pod's record (nothing under `podvisor play`).
-    fn forget_desired(&self, uid: &str) -> Result<(), store::StoreError> {
-        self.store.as_ref().map_or(Ok(()), |s| s.remove(uid))
+    /// Deletes a desired pod's record (nothing under `podvisor play`), after every write
+    /// asked before.
+    fn forget_desired(&self, uid: &str) {
+        if let Some(w) = &self.store_writer {
+            w.remove(uid);
+        }
+    }
+
+    /// Waits until the desired-pod records asked for are on disk (tests).
+    pub fn flush_desired(&self) {
+        if let Some(w) = &self.store_writer {
+            w.flush();
+        }
     }
 
     /// Stops waiting for grace periods: every pod being removed gets SIGKILL now (`podvisor
@@ -560,10 +586,10 @@ impl SyncLoop {
         let Some(store) = &self.store else { return };
         for w in self.workers.values() {
             if !store.contains(&w.uid) {
-                match store.save(&w.spec) {
-                    Ok(()) => log::info!("pod {}: desired-pod record written again", w.uid),
-                    Err(e) => log::debug!("pod {}: {e}", w.uid),
-                }
+                // Written by the writer thread, which logs a failure; a record still queued
+                // is simply written twice.
+                log::debug!("pod {}: desired-pod record missing: written again", w.uid);
+                self.save_desired(&w.spec);
             }
         }
     }
