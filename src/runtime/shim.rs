@@ -428,7 +428,6 @@ fn run_inner(dir: &Path, ready: fs::File) -> Result<(), ShimError> {
     if let Err(e) = sync_identity(paths) {
         log::warn!("container {}: sync {}: {e}", cfg.id, paths.meta().display());
     }
-    release_memory(&cfg.id);
     // From here on the monitor must not be stopped by signals meant for the daemon or a
     // terminal (Ctrl-C, hangup); only SIGKILL ends it early.
     // SAFETY: ignoring signals in a single-threaded process; the container is already exec'd.
@@ -482,21 +481,22 @@ fn run_inner(dir: &Path, ready: fs::File) -> Result<(), ShimError> {
     finish(paths)
 }
 
-/// Gives the pages of the container's creation back: the heap it freed (the spec,
-/// libcontainer's state, the rootfs set-up) and the code it ran (most of libcontainer and
-/// serde, mapped from the binary). The monitor then lives on in the few pages its copy loop
-/// touches; what it runs again later (the exit record, the container's deletion) is mapped
-/// back from the page cache by minor faults.
-fn release_memory(id: &str) {
+/// Plans giving the pages of the container's creation back once the monitor settles into its
+/// copy loop (applied by the loop right before it first waits): the heap it freed (the spec, libcontainer's state, the rootfs set-up), the code and
+/// read-only data it ran (most of libcontainer and serde, mapped from the binary) and the
+/// stack its deep calls used. The monitor then lives on in the few pages the loop touches;
+/// what it runs again later (the exit record, the container's deletion) is mapped back from
+/// the page cache by minor faults.
+fn release_idle_memory(id: &str) -> Option<crate::sys::pages::Release> {
     #[cfg(target_env = "gnu")]
     // SAFETY: malloc_trim only returns free memory of this process's heap to the kernel; the
     // monitor is single-threaded.
     unsafe {
         libc::malloc_trim(0);
     }
-    if let Err(e) = crate::sys::pages::release_code_pages() {
-        log::warn!("container {id}: release code pages: {e}");
-    }
+    crate::sys::pages::Release::plan(true)
+        .map_err(|e| log::warn!("container {id}: release idle pages: {e}"))
+        .ok()
 }
 
 /// Marks the container cleaned (nothing but its records remain) and removes its runtime

@@ -328,6 +328,8 @@ pub struct SyncLoop {
     /// container GC asked for a pass at each one (the daemon's; none under `play`).
     resync: Option<(Duration, Instant)>,
     gc: Option<crate::gc::GcHandle>,
+    /// Run on the loop's thread at every periodic resync (the daemon's memory housekeeping).
+    housekeeping: Option<Box<dyn FnMut()>>,
     /// The node's pressure conditions, as the eviction manager last reported them.
     pressure: eviction::NodePressure,
 }
@@ -464,6 +466,7 @@ impl SyncLoop {
             wedge_file: None,
             resync: None,
             gc: None,
+            housekeeping: None,
             pressure: eviction::NodePressure::default(),
         };
         s.reconcile();
@@ -580,6 +583,11 @@ impl SyncLoop {
         self.gc = gc;
     }
 
+    /// Runs `f` on the loop's thread after every periodic resync.
+    pub fn set_housekeeping(&mut self, f: Box<dyn FnMut()>) {
+        self.housekeeping = Some(f);
+    }
+
     /// Saves desired-pod records that a failed write (a full disk) left missing, so a pod
     /// comes back after a reboot once space is there again.
     fn save_missing_desired(&self) {
@@ -621,6 +629,9 @@ impl SyncLoop {
                     gc.request(self.gc_request());
                 }
                 self.save_missing_desired();
+                if let Some(f) = self.housekeeping.as_mut() {
+                    f();
+                }
             }
         }
         if now >= self.next_recheck {

@@ -50,7 +50,10 @@ pub(super) fn supervise(
     let mut err = stderr.map(fs::File::from);
     let mut status: Option<WaitStatus> = None;
     let mut drain_deadline: Option<Instant> = None;
-    let mut buf = vec![0u8; 64 * 1024];
+    // 16 KiB: a pipe holds 64 KiB, read in a few rounds; a bigger buffer is memory every
+    // monitor keeps for its life (calloc'd pages), for the few containers that write fast.
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut released = false;
     // The init may have exited before the signalfd existed: check once up front.
     status = status.or(try_reap(init)?);
     let ready = |pfd: &PollFd| pfd.revents().unwrap_or(PollFlags::empty());
@@ -70,6 +73,15 @@ pub(super) fn supervise(
             Some(d) => PollTimeout::try_from(d.saturating_duration_since(Instant::now()))
                 .unwrap_or(PollTimeout::MAX),
             None => PollTimeout::NONE,
+        };
+        // Set up, about to wait for the first time: the container's creation is over. The
+        // release is planned here and applied right before the poll, so that little code
+        // runs (and is mapped back) in between.
+        let release = if !released && status.is_none() {
+            released = true;
+            release_idle_memory(&cfg.id)
+        } else {
+            None
         };
         // Indices into `fds` of what is polled this round.
         let (mut out_i, mut err_i) = (None, None);
@@ -95,6 +107,11 @@ pub(super) fn supervise(
             if let Some(w) = &oom_watch {
                 oom_i = Some(fds.len());
                 fds.push(PollFd::new(w.fd(), PollFlags::POLLIN));
+            }
+            if let Some(r) = &release {
+                if let Err(e) = r.apply() {
+                    log::warn!("container {}: release idle pages: {e}", cfg.id);
+                }
             }
             match poll(&mut fds, timeout) {
                 Ok(_) => {}

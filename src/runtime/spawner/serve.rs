@@ -19,6 +19,9 @@ use crate::runtime::sandbox;
 use crate::runtime::shim;
 use crate::sys::fdpass;
 
+/// How long the spawner waits without a request before it gives its pages back.
+const IDLE_RELEASE_MS: u16 = 1000;
+
 /// What a sandbox helper writes on its result pipe when the namespaces are pinned.
 pub(super) const HELPER_OK: &[u8] = b"ok\n";
 
@@ -76,19 +79,34 @@ fn run() -> io::Result<()> {
     let sigfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
         .map_err(io::Error::from)?;
     let mut buf = vec![0u8; MAX_MESSAGE];
-    // Start-up is over: the loop and the fork touch few pages of code (the children fault in
-    // what they run themselves).
-    let _ = crate::sys::pages::release_code_pages();
+    // Whether pages were mapped since the last release (start-up, requests).
+    let mut busy = true;
     loop {
         let mut fds = [
             PollFd::new(sock.as_fd(), PollFlags::POLLIN),
             PollFd::new(sigfd.as_fd(), PollFlags::POLLIN),
         ];
-        match poll(&mut fds, PollTimeout::NONE) {
+        let timeout = if busy {
+            PollTimeout::from(IDLE_RELEASE_MS)
+        } else {
+            PollTimeout::NONE
+        };
+        match poll(&mut fds, timeout) {
+            Ok(0) => {
+                // Idle: the pages of start-up and of the last requests go (children map what
+                // they run themselves; fork copies no page of code). Not between the
+                // requests of a burst, which would fault them in again.
+                busy = false;
+                if let Ok(r) = crate::sys::pages::Release::plan(true) {
+                    let _ = r.apply();
+                }
+                continue;
+            }
             Ok(_) => {}
             Err(nix::Error::EINTR) => continue,
             Err(e) => return Err(e.into()),
         }
+        busy = true;
         let ready = |i: usize| !fds[i].revents().unwrap_or(PollFlags::empty()).is_empty();
         let (sock_ready, sig_ready) = (ready(0), ready(1));
         if sig_ready {
