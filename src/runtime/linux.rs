@@ -324,6 +324,9 @@ impl LinuxRuntime {
             .max(cfg.pods_dir().as_os_str().len())
             + 128;
         let spawner = Spawner::new(cfg.shim_binary.clone(), longest);
+        if cfg.helpers == HelperMode::Spawner {
+            spawner.prestart();
+        }
         Ok(LinuxRuntime {
             spawner,
             userns,

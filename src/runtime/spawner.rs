@@ -227,6 +227,18 @@ impl Spawner {
         }
     }
 
+    /// Starts the spawner now rather than at the first request (so the first pod does not
+    /// wait for its start-up); a failure is only logged, the first request tries again.
+    pub fn prestart(&self) {
+        let mut guard = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.is_none() {
+            match self.start() {
+                Ok(r) => *guard = Some(r),
+                Err(e) => log::warn!("{e} (tried again at the first container start)"),
+            }
+        }
+    }
+
     /// The pid of the running spawner, if one runs (tests and benches).
     pub fn pid(&self) -> Option<i32> {
         let guard = self.running.lock().unwrap_or_else(|p| p.into_inner());
