@@ -3,10 +3,10 @@
 //!
 //! Owns the container directories (runtime part `<runtime-dir>/containers/<id>/`, records
 //! `<root-dir>/containers/<id>/`) and one thread, the exit watcher, which waits on the pidfds of
-//! every monitor with epoll and turns each monitor exit into a
-//! [`RuntimeEvent::ContainerExited`] (reading the `exit.json` the monitor wrote). The daemon's
-//! threads never call libcontainer: they spawn monitors (fork+exec) and send signals through
-//! pidfds. At start it makes the runtime dir this boot's ([`super::rundir`]); containers of an
+//! every monitor with epoll, and with inotify for the exit records their monitors write, and
+//! turns each exit into a [`RuntimeEvent::ContainerExited`] (reading the `exit.json` the
+//! monitor wrote). The daemon's threads never call libcontainer: they have the spawner
+//! ([`super::spawner`]) fork monitors and send signals through pidfds. At start it makes the runtime dir this boot's ([`super::rundir`]); containers of an
 //! earlier boot are reported exited with containerd's unknown status (255, `Unknown`), their
 //! records and logs kept, everything else of them removed.
 //!
@@ -76,7 +76,8 @@ pub struct RuntimeConfig {
     pub boot_id_file: PathBuf,
     /// Root of the CRI log tree (default /var/log/pods).
     pub log_dir: PathBuf,
-    /// The podvisor binary re-executed as monitor and helpers.
+    /// The podvisor binary: the spawner (and, with [`HelperMode::Exec`], every monitor and
+    /// helper) is exec'd from it.
     pub shim_binary: PathBuf,
     pub cgroup_root: CgroupRoot,
     /// Name of podvisor's top-level cgroup (default "podvisor"; a slice such as

@@ -4,8 +4,9 @@
 //! (pinned network/IPC/UTS namespaces, /etc files, /dev/shm, volumes) and containers (start,
 //! signal, remove, list). Container exits arrive as [`RuntimeEvent`]s on a channel, event
 //! driven. The real implementation, [`linux::LinuxRuntime`], never calls libcontainer itself:
-//! each container gets a monitor process ([`shim`]) that is podvisor's own binary re-executed,
-//! so libcontainer's clone-without-exec only ever happens in a single-threaded process.
+//! each container gets a monitor process ([`shim`]), forked by the runtime's single-threaded
+//! spawner ([`spawner`]), so libcontainer's clone-without-exec only ever happens in a
+//! single-threaded process.
 //!
 //! Submodules:
 //! - [`spec`]: OCI runtime spec from a Pod container and its image config.

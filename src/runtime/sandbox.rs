@@ -4,7 +4,8 @@
 //! while containerd keeps sandbox state under /run.
 //!
 //! There is no pause container. The pod's network, IPC and UTS namespaces are created by a
-//! short-lived single-threaded helper (`podvisor shim sandbox`, see [`pin_namespaces`]) and
+//! short-lived single-threaded helper (`podvisor shim sandbox`, see [`pin_namespaces`]: forked
+//! by the runtime's spawner, or exec'd, [`NamespaceHelper`]) and
 //! pinned by bind-mounting their nsfs files on `ns/{net,ipc,uts}`; containers join them by
 //! path, and only after [`check_namespaces`] found them live. With `hostNetwork: true` the
 //! host's network and UTS namespaces are used.

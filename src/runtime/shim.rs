@@ -1,5 +1,6 @@
-//! shim: the per-container monitor process, podvisor's own binary re-executed as the hidden
-//! subcommand `podvisor shim run <container-dir>` (like containerd-shim or conmon).
+//! shim: the per-container monitor process, forked by the runtime's spawner (or podvisor's
+//! own binary re-executed as the hidden subcommand `podvisor shim run <container-dir>`; it
+//! shows that command line either way), like containerd-shim or conmon.
 //!
 //! Why a process per container (see docs/design.md): libcontainer creates containers by
 //! cloning the calling process without exec, which is unsafe from the multi-threaded daemon;
