@@ -241,6 +241,8 @@ pub struct LinuxRuntime {
     userns: Mutex<UsernsManager>,
     /// Forks monitors and sandbox helpers (started on first use).
     spawner: Spawner,
+    /// Starts the cgroup attach lock's grace period ahead of container placements.
+    warmer: Arc<cgroups::warm::AttachWarmer>,
 }
 
 impl LinuxRuntime {
@@ -293,14 +295,16 @@ impl LinuxRuntime {
                 })?;
         }
         remove_orphan_runtime_dirs(&cfg);
-        let watcher =
-            Arc::new(
-                ExitWatcher::new(cfg.clone(), events).map_err(|source| RuntimeError::Io {
+        let warmer = Arc::new(cgroups::warm::AttachWarmer::new(&cfg.cgroup_root));
+        let watcher = Arc::new(
+            ExitWatcher::new(cfg.clone(), events, Arc::clone(&warmer)).map_err(|source| {
+                RuntimeError::Io {
                     what: "create exit watcher for",
                     path: cfg.containers_dir(),
                     source,
-                })?,
-            );
+                }
+            })?,
+        );
         let w = Arc::clone(&watcher);
         let thread = thread::Builder::new()
             .name("exit-watcher".into())
@@ -330,6 +334,7 @@ impl LinuxRuntime {
         }
         Ok(LinuxRuntime {
             spawner,
+            warmer,
             userns,
             cfg,
             boot_id,
@@ -377,6 +382,8 @@ impl Runtime for LinuxRuntime {
             source: Box::new(source),
         })?;
         let _busy = self.busy_sandboxes.enter(&uid);
+        // The pod's first container is placed in its cgroup in a few ms.
+        self.warmer.warm();
         let cg = PodCgroupConfig::for_pod(pod, self.cfg.pod_pids_limit).map_err(|source| {
             RuntimeError::PodResources {
                 pod: name.clone(),
@@ -557,6 +564,7 @@ impl Runtime for LinuxRuntime {
             pod: req.pod.metadata.name.clone().unwrap_or_default(),
             source: Box::new(source),
         })?;
+        self.warmer.warm();
         let id = new_container_id(&uid, &req.container.name, req.restart_count);
         let paths = self.container_paths(&id)?;
         // Until its start is reported the container is incomplete: listings leave it alone.

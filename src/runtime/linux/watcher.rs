@@ -45,6 +45,8 @@ pub(super) struct ExitWatcher {
     next: AtomicU64,
     watched: Mutex<HashMap<u64, Watched>>,
     events: Mutex<Sender<RuntimeEvent>>,
+    /// A recorded exit is usually followed by a restart: its cgroup placement comes soon.
+    warmer: std::sync::Arc<crate::cgroups::warm::AttachWarmer>,
 }
 
 const STOP_TOKEN: u64 = 0;
@@ -53,7 +55,11 @@ const INOTIFY_TOKEN: u64 = u64::MAX;
 const EXIT_RECORD: &str = "exit.json";
 
 impl ExitWatcher {
-    pub(super) fn new(cfg: RuntimeConfig, events: Sender<RuntimeEvent>) -> io::Result<ExitWatcher> {
+    pub(super) fn new(
+        cfg: RuntimeConfig,
+        events: Sender<RuntimeEvent>,
+        warmer: std::sync::Arc<crate::cgroups::warm::AttachWarmer>,
+    ) -> io::Result<ExitWatcher> {
         let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
         let stop = EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)?;
         epoll.add(&stop, EpollEvent::new(EpollFlags::EPOLLIN, STOP_TOKEN))?;
@@ -70,6 +76,7 @@ impl ExitWatcher {
             next: AtomicU64::new(1),
             watched: Mutex::new(HashMap::new()),
             events: Mutex::new(events),
+            warmer,
         })
     }
 
@@ -259,6 +266,7 @@ impl ExitWatcher {
     }
 
     fn send(&self, id: String, pod_uid: String, exit: ExitRecord) {
+        self.warmer.warm();
         let tx = self.events.lock().unwrap_or_else(|p| p.into_inner());
         // The receiver may be gone while shutting down: nothing left to tell.
         let _ = tx.send(RuntimeEvent::ContainerExited { id, pod_uid, exit });
