@@ -27,10 +27,14 @@
 //!    waits for an RCU grace period (measured here: 6-16 ms), which is what a manifest
 //!    arriving on a quiet machine pays. The template's sandbox is removed afterwards so the
 //!    daemon starts on an empty state root.
-//! 2. **One manifest -> process started.** One `podvisor run` daemon, manifest directory empty
-//!    at start. Each run writes a dot-file (ignored by the file source) and renames it to
-//!    `<name>.yaml`, as editors do; the clock starts just before the rename. The pod has one
-//!    container, `sleep 3600`. Detection: every 1 ms the bench lists `<runtime-dir>/containers/` and
+//! 2. **One manifest -> process started, restart, teardown.** One `podvisor run` daemon
+//!    (no TCP ports, only the memory eviction threshold), manifest directory empty at start.
+//!    Each run writes a dot-file (ignored by the file source), waits 100 ms (as the raw "after
+//!    idle" baseline) and renames it to `<name>.yaml`, as editors do; the clock starts just
+//!    before the rename. The pod has one container, a shell that exits on SIGTERM around a
+//!    `sleep 3600`. Then its init is SIGKILLed and the restart timed the same way (to the new
+//!    container's `started_at`), and the manifest is removed and the workload's end timed
+//!    (a pidfd). Detection: every 1 ms the bench lists `<runtime-dir>/containers/` and
 //!    reads the new container's `state.json`; the monitor writes `started_at` there right
 //!    after libcontainer's `start()` returned, which is exactly where the raw baseline stops
 //!    its clock. The reported latency is `started_at` (the monitor's wall-clock stamp, ns
@@ -41,12 +45,12 @@
 //!    of the monitor waiting to exec, so it marks "created", not "started".
 //!    For a breakdown the poll also records when the pod's sandbox directory
 //!    (`<runtime-dir>/pods/<uid>`) and the container's directory appeared. After each run the bench
-//!    checks that the init runs `sleep 3600`, deletes the manifest and waits until the API
+//!    checks that the init runs the workload, and after the teardown waits until the API
 //!    lists no pod and no sandbox or container directory is left (timed, for information).
 //! 3. **Ten manifests at once.** Each round writes ten dot-files, renames them into place
 //!    back to back and times until all ten `started_at` stamps exist (the latest stamp minus
 //!    the first rename); then removes all and waits until everything is gone.
-//! 4. **Memory** with ten pods running: the daemon's VmRSS (/proc/<pid>/status) and its
+//! 4. **Memory** with ten pods running: the daemon's and its spawner's VmRSS (/proc/<pid>/status) and their
 //!    Pss and USS (Private_Clean + Private_Dirty) from /proc/<pid>/smaps_rollup, and the same
 //!    for every monitor (`podvisor shim run`, found through `state.json` `shim.pid`), plus
 //!    the anonymous part (heap, stacks). RSS counts the binary's shared pages in every
