@@ -87,7 +87,7 @@ spec:
   containers:
   - name: app
     image: busybox:1.35
-    command: [sh, -c, 'trap \"exit 0\" TERM; sleep 1000 & wait']
+    command: [sh, -c, 'trap \"exit 0\" TERM; echo trapped; sleep 1000 & wait']
 ";
 
 fn main() {
@@ -291,6 +291,10 @@ fn play_run(env: &Env, manifest: &Path) -> Result<(Duration, Duration)> {
     if !found {
         bail!("play never reported the container started; its stderr:\n{seen}");
     }
+    // The shell must have its trap before the SIGTERM (a container's PID 1 ignores a signal
+    // it has no handler for: it would be SIGKILLed after the grace period and play exit 1).
+    // Not timed.
+    wait_for_log_line(&env.logs, "trapped")?;
     kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).context("SIGTERM play")?;
     // Drain stderr to EOF (play exits after its teardown), then reap it.
     read_until(&mut stderr, &mut seen, |_| false)?;
@@ -301,6 +305,32 @@ fn play_run(env: &Env, manifest: &Path) -> Result<(Duration, Duration)> {
         "play exited with {status} after SIGTERM; its stderr:\n{seen}"
     );
     Ok((sandbox, took))
+}
+
+/// Waits until a CRI log under `dir` holds a line ending in `text`.
+fn wait_for_log_line(dir: &Path, text: &str) -> Result<()> {
+    fn found(dir: &Path, text: &str) -> bool {
+        fs::read_dir(dir).is_ok_and(|entries| {
+            entries.flatten().any(|e| {
+                let p = e.path();
+                if p.is_dir() {
+                    found(&p, text)
+                } else {
+                    fs::read_to_string(&p).is_ok_and(|s| s.lines().any(|l| l.ends_with(text)))
+                }
+            })
+        })
+    }
+    let deadline = Instant::now() + TIMEOUT;
+    while !found(dir, text) {
+        ensure!(
+            Instant::now() < deadline,
+            "no log line {text:?} under {} within {TIMEOUT:?}",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(())
 }
 
 /// Appends what `pipe` yields to `seen` until `done(seen)` (returns true), EOF (false) or

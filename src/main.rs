@@ -2,9 +2,9 @@
 //!
 //! User commands: `run` (the daemon), `pods`, `describe`, `logs`, `exec`, `events`, `check`,
 //! `validate`, `play`, `image import|pull|ls|rm|prune`, `apply` and `delete` (a node's push
-//! source). Hidden commands re-executed by
-//! podvisor itself: `shim run` (the per-container monitor), `shim cleanup`, `shim sandbox`,
-//! `shim exec`.
+//! source). Hidden commands re-executed by podvisor itself: `shim spawner` (forks the
+//! per-container monitors, `shim run`, and the sandbox helpers, `shim sandbox`), `shim cleanup`,
+//! `shim exec`, `shim pod-init`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -375,6 +375,12 @@ enum ShimCommand {
     },
     /// PID 1 of a pod's shared PID namespace (started by `shim sandbox --share-pid`).
     PodInit { dir: PathBuf },
+    /// Fork monitors and sandbox helpers on request (fd 3: the runtime's socket).
+    Spawner {
+        /// Room for the command lines of the processes it forks.
+        #[arg(allow_hyphen_values = true)]
+        room: Option<String>,
+    },
 }
 
 fn init_logging(default: &str) {
@@ -389,8 +395,14 @@ fn main() -> ExitCode {
     // The pod init lives as long as its pod: it skips clap and the logger (never touching
     // their pages keeps its memory small). Its arguments are fixed by the sandbox helper.
     let mut args = std::env::args_os().skip(1);
-    if args.next().is_some_and(|a| a == "shim") && args.next().is_some_and(|a| a == "pod-init") {
-        podvisor::runtime::sandbox::pod_init();
+    if args.next().is_some_and(|a| a == "shim") {
+        match args.next() {
+            Some(a) if a == "pod-init" => podvisor::runtime::sandbox::pod_init(),
+            // The spawner, likewise: the monitors it forks share its pages, so it touches as
+            // few as it can (its last argument is room for their command lines).
+            Some(a) if a == "spawner" => podvisor::runtime::spawner::serve(),
+            _ => {}
+        }
     }
     let cli = Cli::parse();
     if let Command::Shim { command } = &cli.command {
@@ -411,8 +423,9 @@ fn main() -> ExitCode {
                 share_pid,
                 user_ns_base,
             } => shim::sandbox(dir, hostname, *host_network, *share_pid, *user_ns_base),
-            // Handled before parsing (never returns); listed for `shim --help`.
+            // Handled before parsing (never return); listed for `shim --help`.
             ShimCommand::PodInit { .. } => podvisor::runtime::sandbox::pod_init(),
+            ShimCommand::Spawner { .. } => podvisor::runtime::spawner::serve(),
             ShimCommand::Exec {
                 dir,
                 timeout_ms,

@@ -765,8 +765,11 @@ fn half_removed_container_directory_is_removed_by_the_next_listing() {
     let (info, exit) = run_to_exit(&rt, &rx, &p, T);
     assert_eq!(exit.exit_code, 3);
     let dir = env.root.join("containers").join(&info.meta.id);
-    // The runtime directory went with the container's end; the records stay.
-    assert!(!env.run.join("containers").join(&info.meta.id).exists());
+    // The exit is reported once recorded; the monitor then takes the container apart: its
+    // runtime directory goes, the records stay.
+    wait_until("the monitor removed the runtime directory", T, || {
+        !env.run.join("containers").join(&info.meta.id).exists()
+    });
     let _ = fs::remove_file(dir.join("exit.json"));
     assert!(dir.join("meta.json").exists() && dir.join("cleaned").exists());
     drop(rt);
@@ -859,4 +862,139 @@ fn share_process_namespace_has_podvisors_init_as_pid1_and_leaves_nothing() {
     wait_exit(&rx, &b.meta.id, T);
     finish(&rt, &env, &p);
     assert!(!init.is_alive(), "the pod init is gone with the pod");
+}
+
+/// The parent pid (field 4 of /proc/<pid>/stat).
+fn parent_of(pid: i32) -> i32 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let rest = &stat[stat.rfind(')').expect(")") + 2..];
+    rest.split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .expect("ppid")
+}
+
+fn monitor_pid(env: &TestEnv, id: &str) -> i32 {
+    let state: serde_json::Value = serde_json::from_slice(
+        &fs::read(env.run.join("containers").join(id).join("state.json")).expect("state"),
+    )
+    .expect("json");
+    state["shim"]["pid"].as_i64().expect("shim pid") as i32
+}
+
+#[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
+fn monitors_are_forked_by_the_spawner_and_look_exec_d() {
+    let env = TestEnv::new("spawnlook");
+    let (rt, rx) = env.runtime();
+    let p = pod(&simple_pod("spawnlook", "sleep 1000"));
+    rt.run_pod_sandbox(&p).expect("sandbox");
+    let spawner = rt
+        .spawner_pid()
+        .expect("the sandbox helper came from the spawner");
+    assert_eq!(
+        fs::read_to_string(format!("/proc/{spawner}/comm"))
+            .expect("comm")
+            .trim(),
+        "podvisor-shim"
+    );
+    assert_eq!(
+        fs::read_dir(format!("/proc/{spawner}/task"))
+            .expect("tasks")
+            .count(),
+        1,
+        "the spawner is single-threaded"
+    );
+    let info = start(&rt, &p, 0);
+    let shim = monitor_pid(&env, &info.meta.id);
+    assert_eq!(parent_of(shim), spawner, "forked by the spawner");
+    // What `ps` shows and the VM scripts and tests match: `<binary> shim run <dir>`.
+    let cmdline = fs::read(format!("/proc/{shim}/cmdline")).expect("cmdline");
+    let args: Vec<String> = cmdline
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    let dir = env.run.join("containers").join(&info.meta.id);
+    assert_eq!(
+        args[1..],
+        ["shim", "run", &dir.to_string_lossy()],
+        "{args:?}"
+    );
+    assert_eq!(
+        fs::read_to_string(format!("/proc/{shim}/comm"))
+            .expect("comm")
+            .trim(),
+        "podvisor-shim"
+    );
+    // Its own session, and none of the spawner's descriptors (its socket, signalfd).
+    let sid = |pid: i32| -> i32 {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+        let rest = &stat[stat.rfind(')').expect(")") + 2..];
+        rest.split_whitespace()
+            .nth(3)
+            .and_then(|s| s.parse().ok())
+            .expect("sid")
+    };
+    assert_eq!(sid(shim), shim, "session leader");
+    let links: Vec<String> = fs::read_dir(format!("/proc/{shim}/fd"))
+        .expect("fds")
+        .flatten()
+        .filter_map(|e| fs::read_link(e.path()).ok())
+        .map(|l| l.to_string_lossy().into_owned())
+        .collect();
+    let spawner_socket = fs::read_link(format!("/proc/{spawner}/fd/3")).expect("socket");
+    assert!(
+        !links.contains(&spawner_socket.to_string_lossy().into_owned()),
+        "the monitor holds the spawner's socket: {links:?}"
+    );
+    assert!(
+        links.iter().any(|l| l.ends_with("shim.lock")),
+        "the monitor holds its lock: {links:?}"
+    );
+    rt.signal_container(&info.meta.id, libc::SIGKILL)
+        .expect("kill");
+    wait_exit(&rx, &info.meta.id, T);
+    finish(&rt, &env, &p);
+}
+
+#[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
+fn a_killed_spawner_takes_no_container_with_it_and_is_replaced() {
+    let env = TestEnv::new("spawnkill");
+    let (rt, rx) = env.runtime();
+    let p = pod(&simple_pod("spawnkill", "sleep 1000"));
+    rt.run_pod_sandbox(&p).expect("sandbox");
+    let a = start(&rt, &p, 0);
+    let ContainerState::Running { pid: a_init, .. } = a.state else {
+        panic!("not running")
+    };
+    let old = rt.spawner_pid().expect("spawner");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(old),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill spawner");
+    // The container and its monitor run on.
+    std::thread::sleep(Duration::from_millis(200));
+    let a_shim = monitor_pid(&env, &a.meta.id);
+    for pid in [a_shim, a_init] {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).expect("alive");
+        assert!(
+            !stat.contains(") Z "),
+            "{pid} died with the spawner: {stat}"
+        );
+    }
+    // The next start gets a new spawner.
+    let b = common::start_container(&rt, &p, 0, 1);
+    let new = rt.spawner_pid().expect("a new spawner");
+    assert_ne!(new, old);
+    assert_eq!(parent_of(monitor_pid(&env, &b.meta.id)), new);
+    // Both exits arrive; the orphaned monitor of `a` is watched as before.
+    for id in [&a.meta.id, &b.meta.id] {
+        rt.signal_container(id, libc::SIGKILL).expect("kill");
+        let e = wait_exit(&rx, id, T);
+        assert_eq!(e.exit_code, 137, "{id}: {e:?}");
+    }
+    finish(&rt, &env, &p);
 }

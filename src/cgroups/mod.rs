@@ -13,6 +13,8 @@
 //! - the kubelet's conversions and pod-level resource arithmetic ([`resources`]),
 //! - the OOM-kill counter and usage statistics of a cgroup ([`stats`]),
 //! - node allocatable and pod admission ([`allocatable`]),
+//! - starting the kernel's cgroup attach lock's grace period ahead of a container placement
+//!   ([`warm`]),
 //! - the same tree as systemd slices and scopes with `cgroupDriver: systemd` ([`systemd`],
 //!   [`dbus`] for the D-Bus calls).
 //!
@@ -25,6 +27,7 @@ pub mod layout;
 pub mod resources;
 pub mod stats;
 pub mod systemd;
+pub mod warm;
 
 use std::fs;
 use std::io;

@@ -3,10 +3,10 @@
 //!
 //! Owns the container directories (runtime part `<runtime-dir>/containers/<id>/`, records
 //! `<root-dir>/containers/<id>/`) and one thread, the exit watcher, which waits on the pidfds of
-//! every monitor with epoll and turns each monitor exit into a
-//! [`RuntimeEvent::ContainerExited`] (reading the `exit.json` the monitor wrote). The daemon's
-//! threads never call libcontainer: they spawn monitors (fork+exec) and send signals through
-//! pidfds. At start it makes the runtime dir this boot's ([`super::rundir`]); containers of an
+//! every monitor with epoll, and with inotify for the exit records their monitors write, and
+//! turns each exit into a [`RuntimeEvent::ContainerExited`] (reading the `exit.json` the
+//! monitor wrote). The daemon's threads never call libcontainer: they have the spawner
+//! ([`super::spawner`]) fork monitors and send signals through pidfds. At start it makes the runtime dir this boot's ([`super::rundir`]); containers of an
 //! earlier boot are reported exited with containerd's unknown status (255, `Unknown`), their
 //! records and logs kept, everything else of them removed.
 //!
@@ -18,7 +18,7 @@
 use std::collections::HashSet;
 use std::fs;
 use std::io::{self, Read};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -37,6 +37,7 @@ use super::procfs::{self, ProcessId};
 use super::rundir;
 use super::sandbox::{self, SandboxDirs, SandboxPaths};
 use super::shim::{self, ContainerPaths, ShimConfig, ShimState, StartReport};
+use super::spawner::Spawner;
 use super::spec::{self, NodeInfo, SandboxMounts, SpecRequest};
 use super::userns::UsernsManager;
 use super::{
@@ -77,7 +78,8 @@ pub struct RuntimeConfig {
     pub boot_id_file: PathBuf,
     /// Root of the CRI log tree (default /var/log/pods).
     pub log_dir: PathBuf,
-    /// The podvisor binary re-executed as monitor and helpers.
+    /// The podvisor binary: the spawner (and, with [`HelperMode::Exec`], every monitor and
+    /// helper) is exec'd from it.
     pub shim_binary: PathBuf,
     pub cgroup_root: CgroupRoot,
     /// Name of podvisor's top-level cgroup (default "podvisor"; a slice such as
@@ -100,7 +102,25 @@ pub struct RuntimeConfig {
     pub user_ns_range: super::userns::IdRange,
     /// The pod network (CNI); `None`: pods without hostNetwork have loopback only.
     pub network: Option<crate::network::NetworkConfig>,
+    /// How monitors and sandbox helpers are made: forked by the spawner (default), or each
+    /// its own fork+exec of `shim_binary` (the earlier way; a test hook for benchmarks that
+    /// compare both, [`EXEC_HELPERS_ENV`]).
+    pub helpers: HelperMode,
 }
+
+/// How the runtime makes its monitors and sandbox helpers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HelperMode {
+    /// Forked without exec by the runtime's spawner ([`super::spawner`]).
+    Spawner,
+    /// A fork+exec of podvisor's binary for each.
+    Exec,
+}
+
+/// Test hook: `PODVISOR_TEST_EXEC_HELPERS=1` makes a daemon fork+exec a monitor per container
+/// and a helper per sandbox instead of forking them from its spawner (benchmarks compare both
+/// in one run).
+pub const EXEC_HELPERS_ENV: &str = "PODVISOR_TEST_EXEC_HELPERS";
 
 impl RuntimeConfig {
     /// Defaults for a node: the current executable as monitor, kubelet log defaults.
@@ -127,6 +147,7 @@ impl RuntimeConfig {
             )
             .map_err(io::Error::other)?,
             network: None,
+            helpers: HelperMode::Spawner,
         })
     }
     /// Runtime directories of containers (bundles, monitor state), gone with the boot.
@@ -148,6 +169,9 @@ impl RuntimeConfig {
         }
     }
 }
+
+/// How long removing an exited container waits for its monitor to finish taking it apart.
+const MONITOR_FINISH_WAIT: Duration = Duration::from_secs(30);
 
 /// Names (container ids or pod uids) this process is working on right now, so that a listing
 /// on another worker thread leaves them alone.
@@ -225,6 +249,10 @@ pub struct LinuxRuntime {
     network: PodNetwork,
     /// Whether new sandboxes join the pod network.
     network_on: bool,
+    /// Forks monitors and sandbox helpers (started on first use).
+    spawner: Spawner,
+    /// Starts the cgroup attach lock's grace period ahead of container placements.
+    warmer: Arc<cgroups::warm::AttachWarmer>,
 }
 
 impl LinuxRuntime {
@@ -277,14 +305,16 @@ impl LinuxRuntime {
                 })?;
         }
         remove_orphan_runtime_dirs(&cfg);
-        let watcher =
-            Arc::new(
-                ExitWatcher::new(cfg.clone(), events).map_err(|source| RuntimeError::Io {
+        let warmer = Arc::new(cgroups::warm::AttachWarmer::new(&cfg.cgroup_root));
+        let watcher = Arc::new(
+            ExitWatcher::new(cfg.clone(), events, Arc::clone(&warmer)).map_err(|source| {
+                RuntimeError::Io {
                     what: "create exit watcher for",
                     path: cfg.containers_dir(),
                     source,
-                })?,
-            );
+                }
+            })?,
+        );
         let w = Arc::clone(&watcher);
         let thread = thread::Builder::new()
             .name("exit-watcher".into())
@@ -311,9 +341,24 @@ impl LinuxRuntime {
         if network_on {
             network.prepare();
         }
+        // The longest command line a child gets: `shim run <containers dir>/<id>` (ids are
+        // at most ~100 bytes: an 8-character uid prefix, a 63-character name, the restart
+        // count and a hash) or `shim sandbox <pods dir>/<uid>` (uids <= 64).
+        let longest = cfg
+            .containers_dir()
+            .as_os_str()
+            .len()
+            .max(cfg.pods_dir().as_os_str().len())
+            + 128;
+        let spawner = Spawner::new(cfg.shim_binary.clone(), longest);
+        if cfg.helpers == HelperMode::Spawner {
+            spawner.prestart();
+        }
         Ok(LinuxRuntime {
             network,
             network_on,
+            spawner,
+            warmer,
             userns,
             cfg,
             boot_id,
@@ -341,6 +386,11 @@ impl LinuxRuntime {
     pub fn network(&self) -> Option<&PodNetwork> {
         self.network_on.then_some(&self.network)
     }
+
+    /// The pid of this runtime's spawner, while one runs (started on first use).
+    pub fn spawner_pid(&self) -> Option<i32> {
+        self.spawner.pid()
+    }
 }
 
 impl Drop for LinuxRuntime {
@@ -361,6 +411,8 @@ impl Runtime for LinuxRuntime {
             source: Box::new(source),
         })?;
         let _busy = self.busy_sandboxes.enter(&uid);
+        // The pod's first container is placed in its cgroup in a few ms.
+        self.warmer.warm();
         let cg = PodCgroupConfig::for_pod(pod, self.cfg.pod_pids_limit).map_err(|source| {
             RuntimeError::PodResources {
                 pod: name.clone(),
@@ -381,13 +433,18 @@ impl Runtime for LinuxRuntime {
         } else {
             None
         };
+        let exec_helper = sandbox::ExecHelper(&self.cfg.shim_binary);
+        let helper: &dyn sandbox::NamespaceHelper = match self.cfg.helpers {
+            HelperMode::Spawner => &self.spawner,
+            HelperMode::Exec => &exec_helper,
+        };
         let info = sandbox::create(
             &self.cfg.sandbox_dirs(),
             pod,
             &sandbox::CreateOptions {
                 node: &self.cfg.node,
                 dns: &self.cfg.dns,
-                helper_binary: &self.cfg.shim_binary,
+                helper,
                 user_ns_base,
                 network: Some(&self.network),
                 join_network: self.network_on,
@@ -542,6 +599,7 @@ impl Runtime for LinuxRuntime {
             pod: req.pod.metadata.name.clone().unwrap_or_default(),
             source: Box::new(source),
         })?;
+        self.warmer.warm();
         let id = new_container_id(&uid, &req.container.name, req.restart_count);
         let paths = self.container_paths(&id)?;
         // Until its start is reported the container is incomplete: listings leave it alone.
@@ -618,10 +676,21 @@ impl Runtime for LinuxRuntime {
         if !paths.record.exists() && !paths.dir.exists() {
             return Ok(());
         }
-        if shim::monitor_alive(&paths) {
+        // A monitor that recorded the exit is still taking the container apart: wait for it.
+        let finishing = paths.exit().exists();
+        if shim::monitor_alive(&paths)
+            && !(finishing && self.wait_monitor_done(&paths, MONITOR_FINISH_WAIT))
+        {
             return Err(RuntimeError::Start {
                 id: id.to_string(),
-                message: "still running; stop it before removing it".into(),
+                message: if finishing {
+                    format!(
+                        "exited, but its monitor is still removing it after {}s",
+                        MONITOR_FINISH_WAIT.as_secs()
+                    )
+                } else {
+                    "still running; stop it before removing it".into()
+                },
             });
         }
         if !paths.cleaned().exists() && paths.shim_config().exists() {

@@ -4,14 +4,16 @@
 //! (pinned network/IPC/UTS namespaces, /etc files, /dev/shm, volumes) and containers (start,
 //! signal, remove, list). Container exits arrive as [`RuntimeEvent`]s on a channel, event
 //! driven. The real implementation, [`linux::LinuxRuntime`], never calls libcontainer itself:
-//! each container gets a monitor process ([`shim`]) that is podvisor's own binary re-executed,
-//! so libcontainer's clone-without-exec only ever happens in a single-threaded process.
+//! each container gets a monitor process ([`shim`]), forked by the runtime's single-threaded
+//! spawner ([`spawner`]), so libcontainer's clone-without-exec only ever happens in a
+//! single-threaded process.
 //!
 //! Submodules:
 //! - [`spec`]: OCI runtime spec from a Pod container and its image config.
 //! - [`rundir`]: the runtime dir (per-boot state, default /run/podvisor) and the boot ID.
 //! - [`sandbox`]: the pod sandbox (runtime part and pod data) and its pinned namespaces.
 //! - [`shim`]: the per-container monitor process (hidden `podvisor shim ...` subcommands).
+//! - [`spawner`]: the single-threaded process that forks monitors and sandbox helpers.
 //! - [`rootfs`]: the overlayfs root filesystem of a container.
 //! - [`procfs`]: process identity (pid + start time) and pidfds.
 //! - [`exec`]: commands run inside a running container (`podvisor shim exec`).
@@ -28,6 +30,7 @@ pub mod rootfs;
 pub mod rundir;
 pub mod sandbox;
 pub mod shim;
+pub mod spawner;
 pub mod spec;
 pub mod user;
 pub mod userns;

@@ -83,12 +83,18 @@ const MAX_OPTIONS: usize = 4095;
 
 /// Builds the overlay option string. `lower_top_first` are layer directory names relative to
 /// the layers directory, topmost layer first.
-pub fn overlay_options(lower_top_first: &[String], upper: &Path, work: &Path) -> String {
+pub fn overlay_options(
+    lower_top_first: &[String],
+    upper: &Path,
+    work: &Path,
+    volatile: bool,
+) -> String {
     format!(
-        "lowerdir={},upperdir={},workdir={}",
+        "lowerdir={},upperdir={},workdir={}{}",
         lower_top_first.join(":"),
         upper.display(),
-        work.display()
+        work.display(),
+        if volatile { ",volatile" } else { "" }
     )
 }
 
@@ -145,7 +151,15 @@ pub fn mount_rootfs(
             target
         }
     };
-    let opts = overlay_options(&lowers, &paths.upper, &paths.work);
+    // `volatile` (Linux 5.10): the writable layer is never synced, not when the container
+    // calls fsync and not at unmount, where overlayfs would otherwise sync the whole
+    // filesystem under it (measured here: 9-670 ms per unmount on a busy disk, 2-38 ms with
+    // the option). A writable layer never outlives a reboot in podvisor (a container of an
+    // earlier boot is finished and its layer removed, never mounted again), so there is
+    // nothing to keep: containerd's snapshots and the kubelet give a container's own
+    // writes no durability either, only volumes do.
+    let volatile = crate::sys::kernel::supports_volatile_overlay();
+    let opts = overlay_options(&lowers, &paths.upper, &paths.work, volatile);
     if opts.len() > MAX_OPTIONS {
         return Err(RootfsError::OptionsTooLong {
             target: paths.rootfs.clone(),
@@ -383,8 +397,11 @@ mod tests {
             &["b".into(), "a".into()],
             Path::new("/c/upper"),
             Path::new("/c/work"),
+            false,
         );
         assert_eq!(o, "lowerdir=b:a,upperdir=/c/upper,workdir=/c/work");
+        let o = overlay_options(&["a".into()], Path::new("/u"), Path::new("/w"), true);
+        assert_eq!(o, "lowerdir=a,upperdir=/u,workdir=/w,volatile");
     }
 
     #[test]

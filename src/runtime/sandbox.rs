@@ -4,7 +4,8 @@
 //! while containerd keeps sandbox state under /run.
 //!
 //! There is no pause container. The pod's network, IPC and UTS namespaces are created by a
-//! short-lived single-threaded helper (`podvisor shim sandbox`, see [`pin_namespaces`]) and
+//! short-lived single-threaded helper (`podvisor shim sandbox`, see [`pin_namespaces`]: forked
+//! by the runtime's spawner, or exec'd, [`NamespaceHelper`]) and
 //! pinned by bind-mounting their nsfs files on `ns/{net,ipc,uts}`; containers join them by
 //! path, and only after [`check_namespaces`] found them live. With `hostNetwork: true` the
 //! host's network and UTS namespaces are used.
@@ -252,7 +253,9 @@ pub fn host_network(pod: &Pod) -> bool {
 pub struct CreateOptions<'a> {
     pub node: &'a NodeInfo,
     pub dns: &'a DnsSettings,
-    pub helper_binary: &'a Path,
+    /// Pins the pod's namespaces in a single-threaded process (the runtime's spawner, or an
+    /// exec'd `shim sandbox`).
+    pub helper: &'a dyn NamespaceHelper,
     /// `hostUsers: false`: the base of the pod's user namespace mapping.
     pub user_ns_base: Option<u32>,
     /// The pod network: attachments of a sandbox being torn down are DELed through it.
@@ -355,7 +358,7 @@ fn create_new(
     opts: &CreateOptions<'_>,
     uid: &str,
 ) -> Result<SandboxInfo, SandboxError> {
-    let (node, helper_binary, user_ns_base) = (opts.node, opts.helper_binary, opts.user_ns_base);
+    let (node, user_ns_base) = (opts.node, opts.user_ns_base);
     let hostname = pod_hostname(pod);
     let host_net = host_network(pod);
     for d in [paths.dir.join("ns"), paths.dir.join("etc"), paths.shm()] {
@@ -370,36 +373,13 @@ fn create_new(
         .map_err(io_err(&paths.data))?;
     let volumes = prepare_volumes(paths, pod, node)?;
 
-    let mut cmd = Command::new(helper_binary);
-    cmd.arg("shim")
-        .arg("sandbox")
-        .arg(&paths.dir)
-        .arg("--hostname")
-        .arg(&hostname);
-    if host_net {
-        cmd.arg("--host-network");
-    }
-    if share_process_namespace(pod) {
-        cmd.arg("--share-pid");
-    }
-    if let Some(base) = user_ns_base {
-        cmd.arg("--user-ns-base").arg(base.to_string());
-    }
-    let out = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(io_err(helper_binary))?;
-    if !out.status.success() {
-        return Err(SandboxError::Helper {
-            message: format!(
-                "{} ({})",
-                String::from_utf8_lossy(&out.stderr).trim(),
-                out.status
-            ),
-        });
-    }
+    opts.helper.pin_namespaces(&HelperRequest {
+        dir: &paths.dir,
+        hostname: &hostname,
+        host_network: host_net,
+        share_pid: share_process_namespace(pod),
+        user_ns_base,
+    })?;
     let resolv = dns::pod_resolv_conf(pod, &dns::host_resolv_conf(opts.dns, !host_net), opts.dns);
     // The pod network, once its namespace is pinned; the sandbox is complete only after it.
     let (id, pod_ips) = match opts.network.filter(|_| opts.join_network && !host_net) {
@@ -447,6 +427,65 @@ fn create_new(
     // The runtime dir is a tmpfs: no fsync (a power cut takes the namespaces with it).
     fsutil::write_json_atomic_volatile(&paths.info(), &info).map_err(io_err(&paths.info()))?;
     Ok(info)
+}
+
+/// What the namespace helper is asked to do for one pod ([`pin_namespaces`] in a
+/// single-threaded process of its own).
+#[derive(Debug, Clone, Copy)]
+pub struct HelperRequest<'a> {
+    /// The sandbox's runtime directory.
+    pub dir: &'a Path,
+    pub hostname: &'a str,
+    pub host_network: bool,
+    pub share_pid: bool,
+    /// hostUsers: false: the first host ID of the pod's user namespace.
+    pub user_ns_base: Option<u32>,
+}
+
+/// Runs [`pin_namespaces`] in a single-threaded process of its own (unshare changes the
+/// calling process, and the daemon must keep its own namespaces): the runtime's spawner
+/// (`runtime::spawner`, a fork), or [`ExecHelper`].
+pub trait NamespaceHelper: Send + Sync {
+    fn pin_namespaces(&self, req: &HelperRequest<'_>) -> Result<(), SandboxError>;
+}
+
+/// The helper as its own exec of podvisor's binary: `podvisor shim sandbox <dir> ...`.
+pub struct ExecHelper<'a>(pub &'a Path);
+
+impl NamespaceHelper for ExecHelper<'_> {
+    fn pin_namespaces(&self, req: &HelperRequest<'_>) -> Result<(), SandboxError> {
+        let mut cmd = Command::new(self.0);
+        cmd.arg("shim")
+            .arg("sandbox")
+            .arg(req.dir)
+            .arg("--hostname")
+            .arg(req.hostname);
+        if req.host_network {
+            cmd.arg("--host-network");
+        }
+        if req.share_pid {
+            cmd.arg("--share-pid");
+        }
+        if let Some(base) = req.user_ns_base {
+            cmd.arg("--user-ns-base").arg(base.to_string());
+        }
+        let out = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .map_err(io_err(self.0))?;
+        if !out.status.success() {
+            return Err(SandboxError::Helper {
+                message: format!(
+                    "{} ({})",
+                    String::from_utf8_lossy(&out.stderr).trim(),
+                    out.status
+                ),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Reads a complete sandbox's record, `None` if there is none (or it is torn: an interrupted

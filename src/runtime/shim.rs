@@ -1,5 +1,6 @@
-//! shim: the per-container monitor process, podvisor's own binary re-executed as the hidden
-//! subcommand `podvisor shim run <container-dir>` (like containerd-shim or conmon).
+//! shim: the per-container monitor process, forked by the runtime's spawner (or podvisor's
+//! own binary re-executed as the hidden subcommand `podvisor shim run <container-dir>`; it
+//! shows that command line either way), like containerd-shim or conmon.
 //!
 //! Why a process per container (see docs/design.md): libcontainer creates containers by
 //! cloning the calling process without exec, which is unsafe from the multi-threaded daemon;
@@ -450,7 +451,7 @@ fn run_inner(dir: &Path, ready: fs::File) -> Result<(), ShimError> {
     } else {
         None
     };
-    let status = supervise(
+    let (status, mut log) = supervise(
         &cfg,
         started.init,
         started.stdout,
@@ -469,9 +470,34 @@ fn run_inner(dir: &Path, ready: fs::File) -> Result<(), ShimError> {
             }),
     };
     let exit = exit_record(status, oom, started.started_at);
+    // The exit record's rename is what the runtime waits for (an inotify watch on the record
+    // directory): from here on the container may be restarted, while this monitor syncs the
+    // log and takes the old container apart.
     write_exit_record(paths, &exit).map_err(io_err(&paths.exit()))?;
+    if let Err(e) = log.sync() {
+        log::warn!("container {}: {}", cfg.id, error_chain(&e));
+    }
+    drop(log);
     cleanup_container(paths, &cfg);
     finish(paths)
+}
+
+/// Plans giving the pages of the container's creation back once the monitor settles into its
+/// copy loop (applied by the loop right before it first waits): the heap it freed (the spec, libcontainer's state, the rootfs set-up), the code and
+/// read-only data it ran (most of libcontainer and serde, mapped from the binary) and the
+/// stack its deep calls used. The monitor then lives on in the few pages the loop touches;
+/// what it runs again later (the exit record, the container's deletion) is mapped back from
+/// the page cache by minor faults.
+fn release_idle_memory(id: &str) -> Option<crate::sys::pages::Release> {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only returns free memory of this process's heap to the kernel; the
+    // monitor is single-threaded.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    crate::sys::pages::Release::plan(true)
+        .map_err(|e| log::warn!("container {id}: release idle pages: {e}"))
+        .ok()
 }
 
 /// Marks the container cleaned (nothing but its records remain) and removes its runtime

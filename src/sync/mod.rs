@@ -316,6 +316,8 @@ pub struct SyncLoop {
     clock: Box<dyn Clock>,
     /// Where desired pods are persisted (`None` for `podvisor play`).
     store: Option<DesiredStore>,
+    /// Writes and deletes the records, off the loop's thread.
+    store_writer: Option<store::Writer>,
     /// Where each pod's last Ready generation is persisted (`None` for `podvisor play`).
     generations: Option<GenerationStore>,
     /// Where pushed pods' manifests are stored (`<root>/api-pods`; `None` for `podvisor play`).
@@ -359,6 +361,8 @@ pub struct SyncLoop {
     /// container GC asked for a pass at each one (the daemon's; none under `play`).
     resync: Option<(Duration, Instant)>,
     gc: Option<crate::gc::GcHandle>,
+    /// Run on the loop's thread at every periodic resync (the daemon's memory housekeeping).
+    housekeeping: Option<Box<dyn FnMut()>>,
     /// The node's pressure conditions, as the eviction manager last reported them.
     pressure: eviction::NodePressure,
     /// Uids of pods removed in this run, most recent last (at most
@@ -470,6 +474,16 @@ impl SyncLoop {
             .into_iter()
             .filter(|u| in_scope(u))
             .collect();
+        let store_writer = match &store {
+            Some(st) => Some(store::Writer::start(st.clone()).map_err(|source| {
+                crate::runtime::RuntimeError::Io {
+                    what: "start the desired-pod record writer for",
+                    path: cfg.store_dir.clone(),
+                    source,
+                }
+            })?),
+            None => None,
+        };
         let started = clock.now();
         let mut s = SyncLoop {
             file_ready: !cfg.expect_file_source,
@@ -480,6 +494,7 @@ impl SyncLoop {
             executor,
             clock,
             store,
+            store_writer,
             generations,
             api_store,
             last_ready,
@@ -503,6 +518,7 @@ impl SyncLoop {
             wedge_file: None,
             resync: None,
             gc: None,
+            housekeeping: None,
             pressure: eviction::NodePressure::default(),
             recently_removed: Default::default(),
         };
@@ -512,14 +528,27 @@ impl SyncLoop {
         Ok(s)
     }
 
-    /// Persists a desired pod (nothing under `podvisor play`).
-    fn save_desired(&self, sp: &StaticPod) -> Result<(), store::StoreError> {
-        self.store.as_ref().map_or(Ok(()), |s| s.save(sp))
+    /// Persists a desired pod (nothing under `podvisor play`), through the writer thread:
+    /// the pod's first job does not wait for the disk.
+    fn save_desired(&self, sp: &StaticPod) {
+        if let Some(w) = &self.store_writer {
+            w.save(sp);
+        }
     }
 
-    /// Deletes a desired pod's record (nothing under `podvisor play`).
-    fn forget_desired(&self, uid: &str) -> Result<(), store::StoreError> {
-        self.store.as_ref().map_or(Ok(()), |s| s.remove(uid))
+    /// Deletes a desired pod's record (nothing under `podvisor play`), after every write
+    /// asked before.
+    fn forget_desired(&self, uid: &str) {
+        if let Some(w) = &self.store_writer {
+            w.remove(uid);
+        }
+    }
+
+    /// Waits until the desired-pod records asked for are on disk (tests).
+    pub fn flush_desired(&self) {
+        if let Some(w) = &self.store_writer {
+            w.flush();
+        }
     }
 
     /// Stops waiting for grace periods: every pod being removed gets SIGKILL now (`podvisor
@@ -614,16 +643,21 @@ impl SyncLoop {
         self.gc = gc;
     }
 
+    /// Runs `f` on the loop's thread after every periodic resync.
+    pub fn set_housekeeping(&mut self, f: Box<dyn FnMut()>) {
+        self.housekeeping = Some(f);
+    }
+
     /// Saves desired-pod records that a failed write (a full disk) left missing, so a pod
     /// comes back after a reboot once space is there again.
     fn save_missing_desired(&self) {
         let Some(store) = &self.store else { return };
         for w in self.workers.values() {
             if !store.contains(&w.uid) {
-                match store.save(&w.spec) {
-                    Ok(()) => log::info!("pod {}: desired-pod record written again", w.uid),
-                    Err(e) => log::debug!("pod {}: {e}", w.uid),
-                }
+                // Written by the writer thread, which logs a failure; a record still queued
+                // is simply written twice.
+                log::debug!("pod {}: desired-pod record missing: written again", w.uid);
+                self.save_desired(&w.spec);
             }
         }
     }
@@ -655,6 +689,9 @@ impl SyncLoop {
                     gc.request(self.gc_request());
                 }
                 self.save_missing_desired();
+                if let Some(f) = self.housekeeping.as_mut() {
+                    f();
+                }
             }
         }
         if now >= self.next_recheck {

@@ -219,9 +219,7 @@ impl SyncLoop {
                     continue;
                 }
                 log::info!("pod {uid}: no source defines it any more: removing its record");
-                if let Err(e) = self.forget_desired(&uid) {
-                    log::warn!("pod {uid}: {e}");
-                }
+                self.forget_desired(&uid);
             }
         }
         let names: Vec<String> = self.workers.keys().cloned().collect();
@@ -264,9 +262,7 @@ impl SyncLoop {
                     pod: Arc::clone(&w.pod),
                 });
         }
-        if let Err(e) = self.save_desired(&sp) {
-            log::warn!("{name}: {e}");
-        }
+        self.save_desired(&sp);
         self.event(
             EventType::Normal,
             name,

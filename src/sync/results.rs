@@ -116,16 +116,12 @@ impl SyncLoop {
                             self.cfg.metrics.forget_probe(*kind, subject);
                         }
                         if r.forget_store {
-                            if let Err(e) = self.forget_desired(&uid) {
-                                log::warn!("pod {uid}: {e}");
-                            }
+                            self.forget_desired(&uid);
                         }
                     }
                     // A new generation with the same uid (a re-added manifest) keeps its record.
                     if let Some(w) = self.workers.values().find(|w| w.uid == uid) {
-                        if let Err(e) = self.save_desired(&w.spec) {
-                            log::warn!("pod {uid}: {e}");
-                        }
+                        self.save_desired(&w.spec);
                     }
                     log::info!("pod {uid}: removed");
                 }

@@ -20,6 +20,12 @@ pub fn supports_recursive_read_only() -> bool {
     version() >= (5, 12)
 }
 
+/// Whether overlayfs takes the `volatile` option (Linux 5.10): no sync of the upper layer,
+/// not at `fsync` and not at unmount.
+pub fn supports_volatile_overlay() -> bool {
+    version() >= (5, 10)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

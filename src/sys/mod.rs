@@ -10,16 +10,22 @@
 //! - [`pidfd`]: process file descriptors (open, signal, reap);
 //! - [`prctl`]: process attributes (name, no_new_privs);
 //! - [`kernel`]: what the running kernel offers (its version, recursive read-only mounts);
-//! - [`idmap`]: idmapped mounts (hostUsers: false pods).
+//! - [`idmap`]: idmapped mounts (hostUsers: false pods);
+//! - [`fdpass`]: messages with file descriptors over a unix socket pair (the spawner's);
+//! - [`proctitle`]: the command line a process forked without exec shows;
+//! - [`pages`]: a long-lived process's code pages given back after its busy start.
 //!
 //! Calls that must run between fork and exec (async-signal-safe only) stay where the
 //! `pre_exec` closure is: rustix's calls are raw syscalls without allocation, so they may be
 //! used there too.
 
 pub mod at;
+pub mod fdpass;
 pub mod idmap;
 pub mod kernel;
 pub mod lock;
+pub mod pages;
 pub mod pidfd;
 pub mod prctl;
+pub mod proctitle;
 pub mod tty;

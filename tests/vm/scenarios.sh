@@ -478,13 +478,18 @@ EOF
 }
 # overlay mounts of container root filesystems still mounted
 leftover_mounts() { grep " overlay " /proc/mounts | cut -d' ' -f2; }
-# podvisor processes other than the daemon (monitors, sandbox holders)
+# podvisor processes other than the daemon and its spawner (monitors, sandbox holders)
 leftover_monitors() {
   for _e in /proc/[0-9]*/exe; do
     _pid=${_e#/proc/}
     _pid=${_pid%/exe}
     [ "$_pid" = "$daemon" ] && continue
-    case "$(readlink "$_e" 2>/dev/null)" in */podvisor) echo "$_pid:$(tr '\0' ' ' < "/proc/$_pid/cmdline")" ;; esac
+    case "$(readlink "$_e" 2>/dev/null)" in */podvisor) ;; *) continue ;; esac
+    _cmd=$(tr '\0' ' ' < "/proc/$_pid/cmdline" 2>/dev/null)
+    # The daemon's spawner (runtime::spawner) lives as long as the daemon.
+    _ppid=$(sed 's/.*) [A-Z] \([0-9]*\) .*/\1/' "/proc/$_pid/stat" 2>/dev/null)
+    case "$_cmd" in *" shim spawner "*) [ "$_ppid" = "$daemon" ] && continue ;; esac
+    echo "$_pid:$_cmd"
   done
 }
 

@@ -126,6 +126,38 @@ impl LinuxRuntime {
         Ok(exit)
     }
 
+    /// Watches the monitor recorded in `state.json` (a re-adopted one) unless it is watched.
+    fn watch_live_monitor(
+        &self,
+        paths: &ContainerPaths,
+        meta: &ContainerMeta,
+    ) -> Result<(), RuntimeError> {
+        if self.watcher.is_watched(&meta.id) {
+            return Ok(());
+        }
+        let state: Option<ShimState> = shim::read_json_opt(&paths.state()).ok().flatten();
+        if let Some(shim_id) = state.and_then(|s| s.shim) {
+            if let Ok(Some(fd)) = shim_id.open_pidfd() {
+                self.watcher.watch(meta, paths.clone(), fd)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until the monitor of an exited container has taken it apart (it recorded the
+    /// exit and is unmounting and removing; normally milliseconds): `Ok(false)` if it is still
+    /// at it after `timeout`.
+    pub(super) fn wait_monitor_done(&self, paths: &ContainerPaths, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while shim::monitor_alive(paths) {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            thread::sleep(Duration::from_millis(2));
+        }
+        true
+    }
+
     pub(super) fn container_info(
         &self,
         paths: &ContainerPaths,
@@ -178,6 +210,15 @@ impl LinuxRuntime {
             }
         };
         if alive {
+            // A monitor that recorded the exit is taking the container apart: the container
+            // has exited (the watcher reported it when the record appeared).
+            if let Ok(Loaded::Ok(exit)) = fsutil::load_json::<ExitRecord>(&paths.exit()) {
+                self.watch_live_monitor(paths, &meta)?;
+                return Ok(Some(ContainerInfo {
+                    meta,
+                    state: ContainerState::Exited(exit),
+                }));
+            }
             // Give a monitor that is just starting a moment to record itself.
             let deadline = Instant::now() + Duration::from_secs(2);
             let state = loop {
@@ -189,12 +230,8 @@ impl LinuxRuntime {
                 }
                 thread::sleep(Duration::from_millis(10));
             };
-            if let Some(shim_id) = state.shim {
-                if !self.watcher.is_watched(&meta.id) {
-                    if let Ok(Some(fd)) = shim_id.open_pidfd() {
-                        self.watcher.watch(&meta, paths.clone(), fd)?;
-                    }
-                }
+            if state.shim.is_some() {
+                self.watch_live_monitor(paths, &meta)?;
             }
             let st = match (state.init, state.started_at) {
                 (Some(init), Some(started_at)) => ContainerState::Running {

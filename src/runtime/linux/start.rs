@@ -3,6 +3,8 @@
 //! its start report, and discarding what a failed start left.
 
 use super::*;
+use crate::runtime::spawner::SpawnerError;
+use crate::sys::fdpass::move_fd;
 
 impl LinuxRuntime {
     pub(super) fn prepare(
@@ -271,6 +273,88 @@ impl LinuxRuntime {
             .mode(0o600)
             .open(paths.shim_log())
             .map_err(io("create", paths.shim_log()))?;
+        let (shim_pid, pidfd) = match self.cfg.helpers {
+            HelperMode::Spawner => {
+                match self
+                    .spawner
+                    .spawn_monitor(&paths.dir, &ready_w, &lock, &shim_log)
+                {
+                    Ok(m) => (Some(m.pid), Some(m.pidfd)),
+                    // Sent, but the answer was lost (the spawner died): the monitor may run.
+                    // Its ready pipe says; its identity is in state.json then.
+                    Err(e @ SpawnerError::NoReply { .. }) => {
+                        log::warn!("container {id}: {e}");
+                        (None, None)
+                    }
+                    Err(e) => {
+                        return Err(RuntimeError::Start {
+                            id,
+                            message: e.to_string(),
+                        })
+                    }
+                }
+            }
+            HelperMode::Exec => {
+                let (pid, fd) = self.exec_monitor(paths, &ready_w, &lock, shim_log)?;
+                (Some(pid), Some(fd))
+            }
+        };
+        // The monitor holds the lock and the pipe now; ours must go so EOF and the lock follow
+        // the monitor's life.
+        drop(ready_w);
+        drop(lock);
+        let watched = pidfd.is_some();
+        if let Some(pidfd) = pidfd {
+            self.watcher.watch(meta, paths.clone(), pidfd)?;
+        }
+        let report = read_report(&ready_r, self.cfg.start_timeout);
+        // Without the spawner's answer, the monitor (if it was forked) recorded itself before
+        // reporting.
+        let recorded = || -> Option<ProcessId> {
+            shim::read_json_opt::<ShimState>(&paths.state())
+                .ok()
+                .flatten()
+                .and_then(|s| s.shim)
+        };
+        if !watched {
+            if let Some(fd) = recorded().and_then(|p| p.open_pidfd().ok().flatten()) {
+                self.watcher.watch(meta, paths.clone(), fd)?;
+            }
+        }
+        let shim_pid = shim_pid.or_else(|| recorded().map(|p| p.pid));
+        match report {
+            Ok(StartReport::Started { pid, started_at }) => Ok(ContainerInfo {
+                meta: meta.clone(),
+                state: ContainerState::Running { pid, started_at },
+            }),
+            Ok(StartReport::Failed { message }) => {
+                self.discard_failed(&id, paths);
+                Err(RuntimeError::Start { id, message })
+            }
+            Err(why) => {
+                if let Some(p) = shim_pid.and_then(|pid| ProcessId::of(pid).ok()) {
+                    let _ = p.signal(libc::SIGKILL);
+                }
+                self.discard_failed(&id, paths);
+                Err(RuntimeError::Start {
+                    id,
+                    message: why.to_string(),
+                })
+            }
+        }
+    }
+
+    /// The monitor as its own fork+exec of `shim run` (the earlier way, [`HelperMode::Exec`]).
+    fn exec_monitor(
+        &self,
+        paths: &ContainerPaths,
+        ready_w: &OwnedFd,
+        lock: &fs::File,
+        shim_log: fs::File,
+    ) -> Result<(i32, OwnedFd), RuntimeError> {
+        let io = |what: &'static str, path: PathBuf| {
+            move |source: io::Error| RuntimeError::Io { what, path, source }
+        };
         let mut cmd = Command::new(&self.cfg.shim_binary);
         cmd.arg("shim")
             .arg("run")
@@ -302,36 +386,11 @@ impl LinuxRuntime {
             binary: self.cfg.shim_binary.clone(),
             source,
         })?;
-        // The monitor holds the lock and the pipe now; ours must go so EOF and the lock follow
-        // the monitor's life.
-        drop(ready_w);
-        drop(lock);
         let shim_pid = child.id() as i32;
         // `child` is not waited on through std: the watcher reaps it via its pidfd.
         drop(child);
         let pidfd = procfs::pidfd_open(shim_pid).map_err(io("pidfd_open", paths.dir.clone()))?;
-        self.watcher.watch(meta, paths.clone(), pidfd)?;
-
-        match read_report(&ready_r, self.cfg.start_timeout) {
-            Ok(StartReport::Started { pid, started_at }) => Ok(ContainerInfo {
-                meta: meta.clone(),
-                state: ContainerState::Running { pid, started_at },
-            }),
-            Ok(StartReport::Failed { message }) => {
-                self.discard_failed(&id, paths);
-                Err(RuntimeError::Start { id, message })
-            }
-            Err(why) => {
-                if let Ok(p) = ProcessId::of(shim_pid) {
-                    let _ = p.signal(libc::SIGKILL);
-                }
-                self.discard_failed(&id, paths);
-                Err(RuntimeError::Start {
-                    id,
-                    message: why.to_string(),
-                })
-            }
-        }
+        Ok((shim_pid, pidfd))
     }
 
     /// A start failed: stop watching the monitor, let it finish its cleanup (or finish it),
@@ -358,22 +417,6 @@ impl LinuxRuntime {
     pub(super) fn run_cleanup(&self, paths: &ContainerPaths) -> Result<(), RuntimeError> {
         run_cleanup(&self.cfg.shim_binary, paths)
     }
-}
-
-/// dup2 `from` onto `to`, clearing close-on-exec (also when they are already equal).
-pub(super) fn move_fd(from: RawFd, to: RawFd) -> io::Result<()> {
-    // SAFETY: plain fd syscalls, async-signal-safe; called between fork and exec.
-    unsafe {
-        if from == to {
-            let flags = libc::fcntl(to, libc::F_GETFD);
-            if flags < 0 || libc::fcntl(to, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
-                return Err(io::Error::last_os_error());
-            }
-        } else if libc::dup2(from, to) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }
 
 /// Why the monitor's start report could not be read (the start then fails).
@@ -495,15 +538,5 @@ mod tests {
         assert!(a
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "_+-.".contains(c)));
-    }
-
-    #[test]
-    fn move_fd_clears_cloexec_when_already_in_place() {
-        let (r, _w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
-        let fd = r.as_raw_fd();
-        move_fd(fd, fd).expect("move");
-        // SAFETY: F_GETFD on an fd we own.
-        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
-        assert_eq!(flags & libc::FD_CLOEXEC, 0);
     }
 }

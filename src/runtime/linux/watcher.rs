@@ -1,6 +1,11 @@
-//! watcher: the exit watcher thread, epoll over the pidfds of every monitor; each monitor
-//! exit becomes a [`RuntimeEvent::ContainerExited`] carrying the exit record the monitor wrote
-//! (or, when it died without one, the `shim cleanup` helper's).
+//! watcher: the exit watcher thread, epoll over the pidfds of every monitor and one inotify
+//! instance watching their record directories. A container's exit becomes a
+//! [`RuntimeEvent::ContainerExited`] carrying the exit record the monitor wrote as soon as
+//! that record is renamed into place (`exit.json`, durable by then): the monitor's own
+//! clean-up (the log's fsync, libcontainer's delete, the rootfs unmount, the writable layer's
+//! removal) runs after it, off the restart's path, as containerd reports a task's exit before
+//! the container is deleted. A monitor that dies without recording the exit is reported when
+//! its pidfd says so, with the `shim cleanup` helper's record.
 
 use std::collections::HashMap;
 use std::io;
@@ -11,6 +16,7 @@ use std::sync::Mutex;
 
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use nix::sys::eventfd::{EfdFlags, EventFd};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 
 use super::super::procfs;
 use super::super::shim::{self, ContainerPaths};
@@ -23,6 +29,11 @@ struct Watched {
     pod_uid: String,
     paths: ContainerPaths,
     pidfd: OwnedFd,
+    /// The inotify watch on the record directory (none if it could not be added: the exit
+    /// is then reported when the monitor ends).
+    wd: Option<WatchDescriptor>,
+    /// The exit was reported (its record appeared before the monitor ended).
+    reported: bool,
 }
 
 /// The exit-watcher: epoll over monitor pidfds.
@@ -30,25 +41,42 @@ pub(super) struct ExitWatcher {
     cfg: RuntimeConfig,
     epoll: Epoll,
     stop: EventFd,
+    inotify: Inotify,
     next: AtomicU64,
     watched: Mutex<HashMap<u64, Watched>>,
     events: Mutex<Sender<RuntimeEvent>>,
+    /// A recorded exit is usually followed by a restart: its cgroup placement comes soon.
+    warmer: std::sync::Arc<crate::cgroups::warm::AttachWarmer>,
 }
 
 const STOP_TOKEN: u64 = 0;
+const INOTIFY_TOKEN: u64 = u64::MAX;
+/// What the monitor renames its exit record to.
+const EXIT_RECORD: &str = "exit.json";
 
 impl ExitWatcher {
-    pub(super) fn new(cfg: RuntimeConfig, events: Sender<RuntimeEvent>) -> io::Result<ExitWatcher> {
+    pub(super) fn new(
+        cfg: RuntimeConfig,
+        events: Sender<RuntimeEvent>,
+        warmer: std::sync::Arc<crate::cgroups::warm::AttachWarmer>,
+    ) -> io::Result<ExitWatcher> {
         let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
         let stop = EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)?;
         epoll.add(&stop, EpollEvent::new(EpollFlags::EPOLLIN, STOP_TOKEN))?;
+        let inotify = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK)?;
+        epoll.add(
+            &inotify,
+            EpollEvent::new(EpollFlags::EPOLLIN, INOTIFY_TOKEN),
+        )?;
         Ok(ExitWatcher {
             cfg,
             epoll,
             stop,
+            inotify,
             next: AtomicU64::new(1),
             watched: Mutex::new(HashMap::new()),
             events: Mutex::new(events),
+            warmer,
         })
     }
 
@@ -65,23 +93,46 @@ impl ExitWatcher {
         pidfd: OwnedFd,
     ) -> Result<(), RuntimeError> {
         let token = self.next.fetch_add(1, Ordering::Relaxed);
-        let mut map = self.lock();
-        self.epoll
-            .add(&pidfd, EpollEvent::new(EpollFlags::EPOLLIN, token))
-            .map_err(|e| RuntimeError::Io {
-                what: "watch monitor of",
-                path: paths.dir.clone(),
-                source: e.into(),
-            })?;
-        map.insert(
-            token,
-            Watched {
-                id: meta.id.clone(),
-                pod_uid: meta.pod_uid.clone(),
-                paths,
-                pidfd,
-            },
-        );
+        let exit_path = paths.exit();
+        {
+            let mut map = self.lock();
+            self.epoll
+                .add(&pidfd, EpollEvent::new(EpollFlags::EPOLLIN, token))
+                .map_err(|e| RuntimeError::Io {
+                    what: "watch monitor of",
+                    path: paths.dir.clone(),
+                    source: e.into(),
+                })?;
+            let wd = match self
+                .inotify
+                .add_watch(&paths.record, AddWatchFlags::IN_MOVED_TO)
+            {
+                Ok(wd) => Some(wd),
+                Err(e) => {
+                    log::warn!(
+                        "container {}: watch {}: {e}: its exit is reported when its monitor ends",
+                        meta.id,
+                        paths.record.display()
+                    );
+                    None
+                }
+            };
+            map.insert(
+                token,
+                Watched {
+                    id: meta.id.clone(),
+                    pod_uid: meta.pod_uid.clone(),
+                    paths,
+                    pidfd,
+                    wd,
+                    reported: false,
+                },
+            );
+        }
+        // The record may predate the watch (a re-adopted monitor cleaning up).
+        if exit_path.exists() {
+            self.exit_recorded(|(t, _)| *t == token);
+        }
         Ok(())
     }
 
@@ -94,8 +145,54 @@ impl ExitWatcher {
         let mut map = self.lock();
         let token = map.iter().find(|(_, w)| w.id == id).map(|(t, _)| *t)?;
         let w = map.remove(&token)?;
-        let _ = self.epoll.delete(&w.pidfd);
+        self.unwatch(&w);
         Some(w.pidfd)
+    }
+
+    fn unwatch(&self, w: &Watched) {
+        let _ = self.epoll.delete(&w.pidfd);
+        if let Some(wd) = w.wd {
+            // Gone already when the directory was removed (IN_IGNORED): EINVAL, harmless.
+            let _ = self.inotify.rm_watch(wd);
+        }
+    }
+
+    /// Reports the exit of the first watched container `pick` selects whose exit record is
+    /// readable and that was not reported yet.
+    fn exit_recorded(&self, pick: impl Fn((&u64, &Watched)) -> bool) {
+        let found = {
+            let mut map = self.lock();
+            let Some((_, w)) = map.iter_mut().find(|(t, w)| !w.reported && pick((t, w))) else {
+                return;
+            };
+            // Written atomically and durably before the rename: complete, or not there yet.
+            match shim::read_json::<ExitRecord>(&w.paths.exit()) {
+                Ok(exit) => {
+                    w.reported = true;
+                    Some((w.id.clone(), w.pod_uid.clone(), exit))
+                }
+                Err(_) => None,
+            }
+        };
+        if let Some((id, pod_uid, exit)) = found {
+            self.send(id, pod_uid, exit);
+        }
+    }
+
+    /// Reads the inotify events: an `exit.json` renamed into a watched record directory.
+    fn on_inotify(&self) {
+        loop {
+            let events = match self.inotify.read_events() {
+                Ok(ev) if !ev.is_empty() => ev,
+                // EAGAIN: drained.
+                _ => return,
+            };
+            for ev in events {
+                if ev.name.as_deref() == Some(std::ffi::OsStr::new(EXIT_RECORD)) {
+                    self.exit_recorded(|(_, w)| w.wd == Some(ev.wd));
+                }
+            }
+        }
     }
 
     pub(super) fn shutdown(&self) {
@@ -118,11 +215,15 @@ impl ExitWatcher {
                 if token == STOP_TOKEN {
                     return;
                 }
+                if token == INOTIFY_TOKEN {
+                    self.on_inotify();
+                    continue;
+                }
                 let w = {
                     let mut map = self.lock();
                     match map.remove(&token) {
                         Some(w) => {
-                            let _ = self.epoll.delete(&w.pidfd);
+                            self.unwatch(&w);
                             w
                         }
                         None => continue,
@@ -134,12 +235,17 @@ impl ExitWatcher {
         }
     }
 
+    /// The monitor ended: finishes what it left (`shim cleanup` when it did not write
+    /// `cleaned`) and reports the exit unless its record was reported already.
     fn report(&self, w: Watched) {
         let paths = &w.paths;
         if !paths.cleaned().exists() {
             if let Err(e) = run_cleanup(&self.cfg.shim_binary, paths) {
                 log::error!("container {}: {e}", w.id);
             }
+        }
+        if w.reported {
+            return;
         }
         let exit = match shim::read_json::<ExitRecord>(&paths.exit()) {
             Ok(e) => e,
@@ -156,12 +262,13 @@ impl ExitWatcher {
                 }
             }
         };
+        self.send(w.id, w.pod_uid, exit);
+    }
+
+    fn send(&self, id: String, pod_uid: String, exit: ExitRecord) {
+        self.warmer.warm();
         let tx = self.events.lock().unwrap_or_else(|p| p.into_inner());
         // The receiver may be gone while shutting down: nothing left to tell.
-        let _ = tx.send(RuntimeEvent::ContainerExited {
-            id: w.id,
-            pod_uid: w.pod_uid,
-            exit,
-        });
+        let _ = tx.send(RuntimeEvent::ContainerExited { id, pod_uid, exit });
     }
 }

@@ -5,7 +5,9 @@
 use super::*;
 
 /// Copies output into the log (and to an attached client) until the init exits and the
-/// output is drained; serves attach sessions meanwhile.
+/// output is drained; serves attach sessions meanwhile. Returns the exit status and the log,
+/// not yet synced: the exit record comes first (the runtime restarts the container as soon as
+/// it is durable).
 pub(super) fn supervise(
     cfg: &ShimConfig,
     init: Pid,
@@ -13,7 +15,7 @@ pub(super) fn supervise(
     stderr: Option<OwnedFd>,
     mut attached: attach::ContainerIo,
     mut oom_watch: Option<&mut OomWatch>,
-) -> Result<WaitStatus, ShimError> {
+) -> Result<(WaitStatus, CriLogWriter), ShimError> {
     let mut mask = SigSet::empty();
     mask.add(Signal::SIGCHLD);
     signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None).map_err(|source| {
@@ -48,7 +50,10 @@ pub(super) fn supervise(
     let mut err = stderr.map(fs::File::from);
     let mut status: Option<WaitStatus> = None;
     let mut drain_deadline: Option<Instant> = None;
-    let mut buf = vec![0u8; 64 * 1024];
+    // 16 KiB: a pipe holds 64 KiB, read in a few rounds; a bigger buffer is memory every
+    // monitor keeps for its life (calloc'd pages), for the few containers that write fast.
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut released = false;
     // The init may have exited before the signalfd existed: check once up front.
     status = status.or(try_reap(init)?);
     let ready = |pfd: &PollFd| pfd.revents().unwrap_or(PollFlags::empty());
@@ -68,6 +73,15 @@ pub(super) fn supervise(
             Some(d) => PollTimeout::try_from(d.saturating_duration_since(Instant::now()))
                 .unwrap_or(PollTimeout::MAX),
             None => PollTimeout::NONE,
+        };
+        // Set up, about to wait for the first time: the container's creation is over. The
+        // release is planned here and applied right before the poll, so that little code
+        // runs (and is mapped back) in between.
+        let release = if !released && status.is_none() {
+            released = true;
+            release_idle_memory(&cfg.id)
+        } else {
+            None
         };
         // Indices into `fds` of what is polled this round.
         let (mut out_i, mut err_i) = (None, None);
@@ -93,6 +107,11 @@ pub(super) fn supervise(
             if let Some(w) = &oom_watch {
                 oom_i = Some(fds.len());
                 fds.push(PollFd::new(w.fd(), PollFlags::POLLIN));
+            }
+            if let Some(r) = &release {
+                if let Err(e) = r.apply() {
+                    log::warn!("container {}: release idle pages: {e}", cfg.id);
+                }
             }
             match poll(&mut fds, timeout) {
                 Ok(_) => {}
@@ -157,15 +176,13 @@ pub(super) fn supervise(
             drain_deadline = Some(Instant::now() + Duration::from_secs(2));
         }
     }
-    if let Err(e) = writer.sync() {
-        log::warn!("container {}: {}", cfg.id, error_chain(&e));
-    }
     // Unreachable without a status: the loop only breaks once the init was reaped or after
     // the drain deadline, which is only armed once a status exists.
-    status.ok_or(ShimError::Sys {
+    let status = status.ok_or(ShimError::Sys {
         what: "container exit status missing",
         source: nix::Error::ECHILD,
-    })
+    })?;
+    Ok((status, writer))
 }
 
 fn pump(

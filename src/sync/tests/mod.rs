@@ -517,9 +517,12 @@ impl Harness {
             let next = self.done.lock().expect("lock").pop_front();
             match next {
                 Some(r) => self.sync.handle(SyncEvent::Work(Box::new(r))),
-                None => return,
+                None => break,
             }
         }
+        // The records are written on the store's thread: the tests read them as the loop
+        // left them.
+        self.sync.flush_desired();
     }
     fn send(&mut self, ev: SyncEvent) {
         self.sync.handle(ev);

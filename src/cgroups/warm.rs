@@ -1,0 +1,188 @@
+//! cgroups::warm: the first move of a process into a cgroup after a quiet spell stalls.
+//!
+//! Writing a pid to `cgroup.procs` takes the kernel's `cgroup_threadgroup_rwsem` for writing
+//! (one lock for every hierarchy, v1 and v2 alike). It is a per-cpu rwsem: a writer first
+//! waits for an RCU grace period (`rcu_sync_enter`), unless another writer passed one within
+//! the last one or two grace periods. So the first container placement after ~20 ms without one
+//! waits a whole grace period: 8-16 ms measured on the development machine (HZ=250, v1 and
+//! the v2 mount alike), 15 ms after 100 ms of idle and 23 ms after 1 s in the cgroup v2 VM
+//! (Debian's 6.1, software emulation), against 0.2-0.7 ms warm. libcontainer's container
+//! init pays it, inside every start that follows a quiet spell; raw libcontainer pays it too.
+//!
+//! Two ways out. The `favordynmods` mount option (Linux >= 6.0; on any cgroup mount: the lock
+//! is global) keeps the lock in its writer-friendly state for good (6.1: 0.7 ms in the VM),
+//! making forks and exits a little more expensive; it is a node setting, documented, never
+//! changed by podvisor. Without it, the grace period can at least start earlier: a write of
+//! the daemon's own pid into its own cgroup (a move that changes nothing) takes the same
+//! lock, and a container placement that comes during or soon after it waits only for what is
+//! left (measured in the VM: 13.5 / 10.6 / 7.1 / 0.7 ms for a warm-up 2 / 5 / 10 / 20 ms
+//! earlier). The runtime issues one ([`AttachWarmer`]) on a short-lived thread when a pod's
+//! sandbox or a container start begins and when a container's exit is recorded (a restart
+//! follows), at most once per 20 ms, and not at all under `favordynmods`.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::{CgroupMode, CgroupRoot};
+
+/// A warm-up more recent than this leaves the lock warm (about two grace periods).
+const WARM_FOR: Duration = Duration::from_millis(20);
+
+/// The `cgroup.procs` file of the cgroup `cgroup_file` (the contents of `/proc/self/cgroup`)
+/// puts this process in, in the hierarchy `root` uses: the unified tree on v2, the pids
+/// hierarchy on v1 (any one takes the same lock).
+fn own_procs_file(root: &CgroupRoot, cgroup_file: &str) -> Option<PathBuf> {
+    let want = match root.mode() {
+        CgroupMode::Unified => "",
+        CgroupMode::Legacy => "pids",
+    };
+    let rel = cgroup_file.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
+        (controllers.split(',').any(|c| c == want) || (want.is_empty() && controllers.is_empty()))
+            .then(|| path.trim_start_matches('/').to_string())
+    })?;
+    let dir = match root.mode() {
+        CgroupMode::Unified => root.path().join(rel),
+        CgroupMode::Legacy => root.path().join(want).join(rel),
+    };
+    Some(dir.join("cgroup.procs"))
+}
+
+/// Whether a cgroup filesystem is mounted with `favordynmods` (`mounts`: `/proc/self/mounts`).
+fn favors_dynmods(mounts: &str) -> bool {
+    mounts.lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() > 3 && f[2].starts_with("cgroup") && f[3].split(',').any(|o| o == "favordynmods")
+    })
+}
+
+/// Takes the kernel's cgroup attach lock by writing this process's pid into `procs`, the
+/// `cgroup.procs` of the cgroup it is in (a move that changes nothing). Blocks for a grace
+/// period when the lock was idle.
+pub fn warm_attach_lock(procs: &Path) -> io::Result<()> {
+    fs::write(procs, std::process::id().to_string())
+}
+
+/// Starts the attach lock's grace period ahead of a container placement (module docs).
+#[derive(Debug)]
+pub struct AttachWarmer {
+    /// `None`: nothing to do (`favordynmods`, or no own cgroup found).
+    procs: Option<PathBuf>,
+    last: Mutex<Option<Instant>>,
+}
+
+impl AttachWarmer {
+    /// For the cgroup tree at `root`, from this process's `/proc/self/cgroup` and mounts.
+    pub fn new(root: &CgroupRoot) -> AttachWarmer {
+        let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let procs = if favors_dynmods(&mounts) {
+            None
+        } else {
+            fs::read_to_string("/proc/self/cgroup")
+                .ok()
+                .and_then(|c| own_procs_file(root, &c))
+                .filter(|p| p.exists())
+        };
+        AttachWarmer {
+            procs,
+            last: Mutex::new(None),
+        }
+    }
+
+    /// Issues a warm-up on a short-lived thread unless one was issued within the last 20 ms.
+    /// Never blocks; a failure (a read-only cgroup filesystem) is not worth a word.
+    pub fn warm(&self) {
+        let Some(procs) = &self.procs else { return };
+        {
+            let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+            let now = Instant::now();
+            if last.is_some_and(|t| now.duration_since(t) < WARM_FOR) {
+                return;
+            }
+            *last = Some(now);
+        }
+        let procs = procs.clone();
+        let _ = thread::Builder::new()
+            .name("cgroup-warm".into())
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                let _ = warm_attach_lock(&procs);
+            });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_own_cgroup_is_found_in_the_hierarchy_the_root_uses() {
+        let v1 = tempfile::tempdir().expect("tempdir");
+        let root = CgroupRoot::new(v1.path());
+        let cgroup = "12:pids:/system.slice/podvisor.service\n11:cpu,cpuacct:/x\n0::/system.slice/podvisor.service\n";
+        assert_eq!(
+            own_procs_file(&root, cgroup),
+            Some(
+                v1.path()
+                    .join("pids/system.slice/podvisor.service/cgroup.procs")
+            )
+        );
+        let v2 = tempfile::tempdir().expect("tempdir");
+        fs::write(v2.path().join("cgroup.controllers"), "cpu memory\n").expect("write");
+        let root = CgroupRoot::new(v2.path());
+        assert_eq!(
+            own_procs_file(&root, "0::/system.slice/podvisor.service\n"),
+            Some(v2.path().join("system.slice/podvisor.service/cgroup.procs"))
+        );
+        assert_eq!(own_procs_file(&root, "3:pids:/a\n"), None);
+    }
+
+    #[test]
+    fn favordynmods_on_any_cgroup_mount_is_seen() {
+        let plain =
+            "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime,nsdelegate 0 0\n";
+        assert!(!favors_dynmods(plain));
+        let v2 = "cgroup2 /sys/fs/cgroup cgroup2 rw,relatime,nsdelegate,favordynmods 0 0\n";
+        assert!(favors_dynmods(v2));
+        let hybrid = "cgroup /sys/fs/cgroup/pids cgroup rw,relatime,pids 0 0\ncgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime,favordynmods 0 0\n";
+        assert!(favors_dynmods(hybrid));
+        assert!(!favors_dynmods(
+            "tmpfs /favordynmods tmpfs rw,favordynmods 0 0\n"
+        ));
+    }
+
+    #[test]
+    fn warm_ups_are_rate_limited_and_nothing_without_a_cgroup() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let procs = dir.path().join("cgroup.procs");
+        let w = AttachWarmer {
+            procs: Some(procs.clone()),
+            last: Mutex::new(None),
+        };
+        w.warm();
+        let first = *w.last.lock().expect("lock");
+        w.warm();
+        assert_eq!(
+            *w.last.lock().expect("lock"),
+            first,
+            "within 20 ms: no second one"
+        );
+        // The thread wrote this process's pid (a plain file here).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while fs::read_to_string(&procs).unwrap_or_default() != std::process::id().to_string() {
+            assert!(Instant::now() < deadline, "no warm-up write");
+            thread::sleep(Duration::from_millis(5));
+        }
+        let none = AttachWarmer {
+            procs: None,
+            last: Mutex::new(None),
+        };
+        none.warm();
+        assert!(none.last.lock().expect("lock").is_none());
+    }
+}

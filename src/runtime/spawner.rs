@@ -1,0 +1,396 @@
+//! spawner: one small single-threaded process per runtime that forks the per-container
+//! monitors and the sandbox helpers, without exec.
+//!
+//! Before it, every container start was a fork+exec of podvisor's 10 MB binary (`shim run`)
+//! and every new pod one more (`shim sandbox`): the dynamic loader, ~14,000 relocations and
+//! the binary's start-up for each, and ~0.7 MB of private memory per monitor (the relocated
+//! pages among them). libcontainer clones its caller without exec, so it must run in a
+//! single-threaded process, and the daemon is not one: hence a process of its own. The
+//! spawner is that process, made once: `podvisor shim spawner`, exec'd by the runtime
+//! ([`Spawner`]) when it first needs it, connected by a `SOCK_SEQPACKET` socket pair (fd 3
+//! in the spawner). A request names a container directory and carries the monitor's
+//! descriptors (ready pipe, locked lock file, `shim.log`); the spawner forks, the child
+//! becomes the monitor (`shim::run`, as if exec'd: own session, stdio, fds 3 and 4, its
+//! command line rewritten to `podvisor shim run <dir>`) and the spawner answers with the
+//! monitor's pid and a pidfd it opened before the child could be reaped. A sandbox request
+//! works the same way: the child creates and pins the pod's namespaces
+//! (`sandbox::pin_namespaces`) and writes its result on the pipe it was given.
+//!
+//! Why fork without exec is safe here: the spawner is single-threaded for its whole life
+//! (checked through `/proc/self/task` at start and before every fork), so no lock can be held
+//! by another thread at the fork. Monitors share the spawner's pages copy-on-write.
+//!
+//! Crash safety: the spawner holds nothing a container needs. Its children run in their own
+//! sessions; when it dies (or is SIGKILLed) they are re-parented (to PID 1 or a subreaper) and
+//! run on, exactly as monitors did when the daemon that exec'd them died. The runtime notices
+//! a dead spawner at its next request (the send fails) and execs a new one; a request the
+//! spawner died in the middle of is not repeated (the caller learns the outcome from the
+//! monitor's ready pipe or the helper's result pipe). The spawner ends when the runtime's end
+//! of the socket closes (the daemon exits or is killed): it never outlives its daemon, so a
+//! new daemon always makes a new spawner. It reaps its children (SIGCHLD on a signalfd); the
+//! runtime watches monitors through their pidfds as before.
+
+use std::fs;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use serde::{Deserialize, Serialize};
+
+use super::sandbox::{HelperRequest, NamespaceHelper, SandboxError};
+use crate::sys::fdpass;
+
+mod serve;
+pub use serve::serve;
+
+/// The spawner's socket (fd 3 in the spawner process).
+pub const SOCKET_FD: RawFd = 3;
+/// Largest request or reply.
+const MAX_MESSAGE: usize = 8192;
+/// How long the runtime waits for the spawner's reply (a fork and a pidfd: microseconds,
+/// unless the machine is swamped).
+const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a sandbox helper may take (namespaces, mounts, the pod init).
+const HELPER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Errors of talking to the spawner.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnerError {
+    #[error("cannot start the spawner {binary}: {source}")]
+    Start { binary: PathBuf, source: io::Error },
+    /// The request never reached a spawner (it was gone, and so was the one started for the
+    /// retry): nothing was forked.
+    #[error("spawner unreachable: {source}")]
+    Send { source: io::Error },
+    /// The request was sent but no answer came (the spawner died or hung): whether the child
+    /// was forked is unknown; the caller's pipe tells.
+    #[error("no answer from the spawner: {message}")]
+    NoReply { message: String },
+    /// The spawner answered that it could not fork.
+    #[error("spawner: {message}")]
+    Refused { message: String },
+}
+
+/// What the runtime asks the spawner for.
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Request {
+    /// Fork a monitor for the container directory `dir`. Descriptors: the ready pipe's write
+    /// end, the locked `shim.lock`, `shim.log` (the monitor's stderr).
+    Monitor { dir: PathBuf },
+    /// Fork a sandbox helper. Descriptors: the result pipe's write end.
+    Sandbox {
+        dir: PathBuf,
+        hostname: String,
+        host_network: bool,
+        share_pid: bool,
+        user_ns_base: Option<u32>,
+    },
+}
+
+/// The spawner's answer: the child's pid (with a pidfd as the message's descriptor) or why
+/// there is no child.
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Reply {
+    Forked { pid: i32 },
+    Failed { message: String },
+}
+
+/// A monitor the spawner forked.
+#[derive(Debug)]
+pub struct SpawnedMonitor {
+    pub pid: i32,
+    /// Opened by the spawner before it could reap the monitor: always the right process.
+    pub pidfd: OwnedFd,
+}
+
+struct Running {
+    sock: OwnedFd,
+    child: Child,
+}
+
+/// The runtime's handle on its spawner process, started on first use and again whenever it
+/// is found dead. Requests are serialized (one fork at a time, microseconds each).
+pub struct Spawner {
+    binary: PathBuf,
+    /// Bytes of command-line room the spawner is exec'd with (its children's
+    /// `podvisor shim run <dir>` must fit).
+    room: usize,
+    running: Mutex<Option<Running>>,
+}
+
+impl Spawner {
+    /// A spawner of `binary` (podvisor itself) whose children's command lines name paths up
+    /// to `longest_path` bytes. Nothing runs until the first request.
+    pub fn new(binary: PathBuf, longest_path: usize) -> Spawner {
+        Spawner {
+            binary,
+            room: longest_path + 64,
+            running: Mutex::new(None),
+        }
+    }
+
+    fn start(&self) -> Result<Running, SpawnerError> {
+        let start_err = |source| SpawnerError::Start {
+            binary: self.binary.clone(),
+            source,
+        };
+        let (ours, theirs) = fdpass::seqpacket_pair().map_err(start_err)?;
+        let mut cmd = Command::new(&self.binary);
+        cmd.arg("shim")
+            .arg("spawner")
+            .arg(crate::sys::proctitle::room_argument(self.room))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .env_remove("RUST_LOG");
+        let fd = theirs.as_raw_fd();
+        // SAFETY: only async-signal-safe calls between fork and exec (fcntl, dup2).
+        unsafe {
+            cmd.pre_exec(move || fdpass::move_fd(fd, SOCKET_FD));
+        }
+        let child = cmd.spawn().map_err(start_err)?;
+        drop(theirs);
+        Ok(Running { sock: ours, child })
+    }
+
+    /// Sends `req` with `fds` and waits for the reply. A spawner found dead at the send is
+    /// replaced (and reaped) and the request sent once more; a request that was sent is
+    /// never repeated.
+    fn call(&self, req: &Request, fds: &[RawFd]) -> Result<(Reply, Option<OwnedFd>), SpawnerError> {
+        let data = serde_json::to_vec(req).map_err(|e| SpawnerError::Send {
+            source: io::Error::other(e),
+        })?;
+        let mut guard = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let mut attempt = 0;
+        loop {
+            if guard.is_none() {
+                *guard = Some(self.start()?);
+            }
+            let running = guard.as_mut().ok_or_else(|| SpawnerError::Send {
+                source: io::Error::other("no spawner"),
+            })?;
+            match fdpass::send(&running.sock, &data, fds) {
+                Ok(()) => break,
+                Err(source) => {
+                    // Gone (EPIPE, ECONNRESET): reap it and start another, once.
+                    if let Some(old) = guard.take() {
+                        retire(old);
+                    }
+                    attempt += 1;
+                    if attempt > 1 {
+                        return Err(SpawnerError::Send { source });
+                    }
+                    log::warn!("spawner gone ({source}): starting a new one");
+                }
+            }
+        }
+        let running = guard.as_mut().ok_or_else(|| SpawnerError::NoReply {
+            message: "no spawner".into(),
+        })?;
+        match read_reply(&running.sock) {
+            Ok(r) => Ok(r),
+            Err(message) => {
+                // Dead or wedged: the next request gets a new spawner.
+                if let Some(old) = guard.take() {
+                    retire(old);
+                }
+                Err(SpawnerError::NoReply { message })
+            }
+        }
+    }
+
+    /// Forks a monitor for `dir` (`shim::run` with `ready` as fd 3, `lock` as fd 4 and `log`
+    /// as its stderr).
+    pub fn spawn_monitor(
+        &self,
+        dir: &Path,
+        ready: &OwnedFd,
+        lock: &fs::File,
+        log: &fs::File,
+    ) -> Result<SpawnedMonitor, SpawnerError> {
+        let req = Request::Monitor {
+            dir: dir.to_path_buf(),
+        };
+        let fds = [ready.as_raw_fd(), lock.as_raw_fd(), log.as_raw_fd()];
+        match self.call(&req, &fds)? {
+            (Reply::Forked { pid }, Some(pidfd)) => Ok(SpawnedMonitor { pid, pidfd }),
+            (Reply::Forked { pid }, None) => Err(SpawnerError::NoReply {
+                message: format!("monitor {pid} forked, but no pidfd came with the answer"),
+            }),
+            (Reply::Failed { message }, _) => Err(SpawnerError::Refused { message }),
+        }
+    }
+
+    /// Starts the spawner now rather than at the first request (so the first pod does not
+    /// wait for its start-up); a failure is only logged, the first request tries again.
+    pub fn prestart(&self) {
+        let mut guard = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.is_none() {
+            match self.start() {
+                Ok(r) => *guard = Some(r),
+                Err(e) => log::warn!("{e} (tried again at the first container start)"),
+            }
+        }
+    }
+
+    /// The pid of the running spawner, if one runs (tests and benches).
+    pub fn pid(&self) -> Option<i32> {
+        let guard = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        guard.as_ref().map(|r| r.child.id() as i32)
+    }
+}
+
+impl NamespaceHelper for Spawner {
+    fn pin_namespaces(&self, req: &HelperRequest<'_>) -> Result<(), SandboxError> {
+        let helper_err = |message: String| SandboxError::Helper { message };
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|source| {
+            SandboxError::Sys {
+                what: "pipe for the namespace helper of",
+                path: req.dir.to_path_buf(),
+                source,
+            }
+        })?;
+        let sent = self.call(
+            &Request::Sandbox {
+                dir: req.dir.to_path_buf(),
+                hostname: req.hostname.to_string(),
+                host_network: req.host_network,
+                share_pid: req.share_pid,
+                user_ns_base: req.user_ns_base,
+            },
+            &[w.as_raw_fd()],
+        );
+        // The helper holds the write end now (or nobody does): EOF follows its end.
+        drop(w);
+        match sent {
+            Ok((Reply::Forked { .. }, _)) | Err(SpawnerError::NoReply { .. }) => {}
+            Ok((Reply::Failed { message }, _)) => return Err(helper_err(message)),
+            Err(e) => return Err(helper_err(e.to_string())),
+        }
+        match read_to_eof(&r, HELPER_TIMEOUT)
+            .map_err(|e| helper_err(format!("reading its result: {e}")))?
+        {
+            out if out == serve::HELPER_OK => Ok(()),
+            out if out.is_empty() => Err(helper_err(
+                "the helper ended without a result (killed, or the spawner died before forking it)"
+                    .into(),
+            )),
+            out => Err(helper_err(String::from_utf8_lossy(&out).trim().to_string())),
+        }
+    }
+}
+
+impl Drop for Spawner {
+    fn drop(&mut self) {
+        let running = self.running.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = running.take() {
+            retire(r);
+        }
+    }
+}
+
+/// Closes our end (a live spawner exits on the EOF) and reaps the spawner: it is our child.
+fn retire(r: Running) {
+    let Running { sock, mut child } = r;
+    drop(sock);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) | Err(_) => return,
+            Ok(None) if Instant::now() >= deadline => {
+                // Wedged: it holds nothing a container needs.
+                let _ = child.kill();
+                let _ = child.wait();
+                return;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+}
+
+fn read_reply(sock: &OwnedFd) -> Result<(Reply, Option<OwnedFd>), String> {
+    let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
+    let deadline = Instant::now() + REPLY_TIMEOUT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!("none within {}s", REPLY_TIMEOUT.as_secs()));
+        }
+        match poll(
+            &mut fds,
+            PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX),
+        ) {
+            Ok(0) | Err(nix::Error::EINTR) => continue,
+            Ok(_) => break,
+            Err(e) => return Err(format!("poll: {e}")),
+        }
+    }
+    let mut buf = vec![0u8; MAX_MESSAGE];
+    let (n, fds) = fdpass::recv(sock, &mut buf).map_err(|e| e.to_string())?;
+    if n == 0 {
+        return Err("the spawner exited".into());
+    }
+    let reply: Reply =
+        serde_json::from_slice(&buf[..n]).map_err(|e| format!("malformed answer: {e}"))?;
+    Ok((reply, fds.into_iter().next()))
+}
+
+/// Everything `fd` yields until EOF, within `timeout`.
+fn read_to_eof(fd: &OwnedFd, timeout: Duration) -> io::Result<Vec<u8>> {
+    let deadline = Instant::now() + timeout;
+    let mut out = Vec::new();
+    let mut file = fs::File::from(fd.try_clone()?);
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no result within {}s", timeout.as_secs()),
+            ));
+        }
+        let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+        match poll(
+            &mut fds,
+            PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX),
+        ) {
+            Ok(0) | Err(nix::Error::EINTR) => continue,
+            Ok(_) => {}
+            Err(e) => return Err(e.into()),
+        }
+        match file.read(&mut buf) {
+            Ok(0) => return Ok(out),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_and_replies_round_trip_as_json() {
+        let req = Request::Sandbox {
+            dir: PathBuf::from("/run/podvisor/pods/u1"),
+            hostname: "web".into(),
+            host_network: false,
+            share_pid: true,
+            user_ns_base: Some(65536),
+        };
+        let data = serde_json::to_vec(&req).expect("json");
+        assert!(data.len() < MAX_MESSAGE);
+        assert_eq!(serde_json::from_slice::<Request>(&data).expect("back"), req);
+        let reply = Reply::Forked { pid: 42 };
+        let data = serde_json::to_vec(&reply).expect("json");
+        assert_eq!(serde_json::from_slice::<Reply>(&data).expect("back"), reply);
+    }
+}

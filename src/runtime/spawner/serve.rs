@@ -1,0 +1,367 @@
+//! The spawner process (`podvisor shim spawner`): reads requests from fd 3, forks each
+//! monitor or sandbox helper, answers with its pid and a pidfd, reaps its children, and exits
+//! when the runtime's end of the socket closes. Single-threaded for its whole life, which is
+//! checked, not assumed: fork without exec is only safe so.
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{self, SigSet, SigmaskHow, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{fork, ForkResult, Pid};
+
+use super::{Reply, Request, MAX_MESSAGE, SOCKET_FD};
+use crate::runtime::sandbox;
+use crate::runtime::shim;
+use crate::sys::fdpass;
+
+/// How long the spawner waits without a request before it gives its pages back.
+const IDLE_RELEASE_MS: u16 = 1000;
+
+/// What a sandbox helper writes on its result pipe when the namespaces are pinned.
+pub(super) const HELPER_OK: &[u8] = b"ok\n";
+
+/// Entry point of `podvisor shim spawner` (dispatched before argument parsing: the process
+/// touches as little as it can, so its children share clean pages). Never returns.
+pub fn serve() -> ! {
+    let code = match run() {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("podvisor spawner: {e}");
+            1
+        }
+    };
+    std::process::exit(code)
+}
+
+/// Threads of this process, from `/proc/self/task`.
+fn thread_count() -> io::Result<usize> {
+    Ok(fs::read_dir("/proc/self/task")?.count())
+}
+
+/// Fails unless this process has exactly one thread.
+fn check_single_threaded() -> io::Result<()> {
+    match thread_count()? {
+        1 => Ok(()),
+        n => Err(io::Error::other(format!(
+            "the spawner has {n} threads: fork without exec needs exactly one"
+        ))),
+    }
+}
+
+fn run() -> io::Result<()> {
+    let _ = crate::sys::prctl::set_name(c"podvisor-shim");
+    check_single_threaded()?;
+    // SAFETY: fd 3 is the socket the runtime passed (`Spawner::start`); nothing else in this
+    // fresh process owns it. Checked to be a socket below.
+    let sock = unsafe { OwnedFd::from_raw_fd(SOCKET_FD) };
+    let st = rustix::fs::fstat(&sock).map_err(io::Error::from)?;
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::Socket {
+        return Err(io::Error::other("fd 3 is not the runtime's socket"));
+    }
+    // Nothing exec'd from here on (a pod init) may hold it, and nothing else inherited may
+    // reach the monitors.
+    rustix::io::fcntl_setfd(&sock, rustix::io::FdFlags::CLOEXEC).map_err(io::Error::from)?;
+    close_from(SOCKET_FD + 1);
+    // Monitors log warnings and errors to their shim.log (their stderr); the logger is
+    // initialised here once, its pages shared by every child.
+    let _ = env_logger::Builder::new()
+        .filter_level(log::LevelFilter::Warn)
+        .format_target(false)
+        .try_init();
+    let mut mask = SigSet::empty();
+    mask.add(Signal::SIGCHLD);
+    signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None).map_err(io::Error::from)?;
+    let sigfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+        .map_err(io::Error::from)?;
+    let mut buf = vec![0u8; MAX_MESSAGE];
+    // Whether pages were mapped since the last release (start-up, requests).
+    let mut busy = true;
+    loop {
+        let mut fds = [
+            PollFd::new(sock.as_fd(), PollFlags::POLLIN),
+            PollFd::new(sigfd.as_fd(), PollFlags::POLLIN),
+        ];
+        let timeout = if busy {
+            PollTimeout::from(IDLE_RELEASE_MS)
+        } else {
+            PollTimeout::NONE
+        };
+        match poll(&mut fds, timeout) {
+            Ok(0) => {
+                // Idle: the pages of start-up and of the last requests go (children map what
+                // they run themselves; fork copies no page of code). Not between the
+                // requests of a burst, which would fault them in again.
+                busy = false;
+                if let Ok(r) = crate::sys::pages::Release::plan(true) {
+                    let _ = r.apply();
+                }
+                continue;
+            }
+            Ok(_) => {}
+            Err(nix::Error::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+        busy = true;
+        let ready = |i: usize| !fds[i].revents().unwrap_or(PollFlags::empty()).is_empty();
+        let (sock_ready, sig_ready) = (ready(0), ready(1));
+        if sig_ready {
+            while let Ok(Some(_)) = sigfd.read_signal() {}
+            reap_children();
+        }
+        if !sock_ready {
+            continue;
+        }
+        let (n, received) = match fdpass::recv(&sock, &mut buf) {
+            Ok(r) => r,
+            // The runtime's end is gone (ECONNRESET) or a bad message (its descriptors are
+            // closed already): a bad message is answered, a dead peer ends the spawner.
+            Err(e) if e.raw_os_error() == Some(libc::ECONNRESET) => return Ok(()),
+            Err(e) => {
+                answer(
+                    &sock,
+                    &Reply::Failed {
+                        message: e.to_string(),
+                    },
+                    None,
+                )?;
+                continue;
+            }
+        };
+        if n == 0 {
+            // The runtime closed its end (daemon exited or killed): children run on.
+            return Ok(());
+        }
+        let (reply, pidfd) = match serde_json::from_slice::<Request>(&buf[..n]) {
+            Ok(req) => handle(req, received),
+            Err(e) => (
+                Reply::Failed {
+                    message: format!("malformed request: {e}"),
+                },
+                None,
+            ),
+        };
+        answer(&sock, &reply, pidfd.as_ref())?;
+    }
+}
+
+fn answer(sock: &OwnedFd, reply: &Reply, pidfd: Option<&OwnedFd>) -> io::Result<()> {
+    let data = serde_json::to_vec(reply).map_err(io::Error::other)?;
+    let fds: Vec<RawFd> = pidfd.iter().map(|f| f.as_raw_fd()).collect();
+    // An error here means the runtime went away meanwhile: the child runs on; we end.
+    fdpass::send(sock, &data, &fds)
+}
+
+/// Reaps every child that has ended (monitors, helpers). Their exits are read by the runtime
+/// through pidfds and exit records, never from here.
+fn reap_children() {
+    loop {
+        match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+fn handle(req: Request, fds: Vec<OwnedFd>) -> (Reply, Option<OwnedFd>) {
+    let failed = |message: String| (Reply::Failed { message }, None);
+    let want = match &req {
+        Request::Monitor { .. } => 3,
+        Request::Sandbox { .. } => 1,
+    };
+    if fds.len() != want {
+        return failed(format!(
+            "{} descriptors with the request, {want} expected",
+            fds.len()
+        ));
+    }
+    if let Err(e) = check_single_threaded() {
+        return failed(e.to_string());
+    }
+    // SAFETY: this process is single-threaded (checked just above), so the child inherits no
+    // lock held by another thread; the child only runs `child_main`, which ends in _exit.
+    match unsafe { fork() } {
+        Err(e) => failed(format!("fork: {e}")),
+        Ok(ForkResult::Child) => child_main(req, fds),
+        Ok(ForkResult::Parent { child }) => {
+            // Our copies go: the child's are the only ones now (EOF and the lock follow it).
+            drop(fds);
+            // Our unreaped child: the pid cannot be recycled before this pidfd pins it.
+            match crate::sys::pidfd::pidfd_open(child.as_raw()) {
+                Ok(fd) => (
+                    Reply::Forked {
+                        pid: child.as_raw(),
+                    },
+                    Some(fd),
+                ),
+                Err(e) => failed(format!("pidfd_open {child}: {e}")),
+            }
+        }
+    }
+}
+
+/// The forked child: becomes the monitor or the sandbox helper, then `_exit`s (never returns
+/// into the spawner's loop, never runs its destructors).
+fn child_main(req: Request, fds: Vec<OwnedFd>) -> ! {
+    let code = match req {
+        Request::Monitor { dir } => match become_monitor(&dir, fds) {
+            Ok(()) => shim::run(&dir),
+            Err(e) => {
+                // Stderr is shim.log when the descriptors made it, the spawner's otherwise.
+                eprintln!("monitor for {}: setting up: {e}", dir.display());
+                1
+            }
+        },
+        Request::Sandbox {
+            dir,
+            hostname,
+            host_network,
+            share_pid,
+            user_ns_base,
+        } => {
+            let mut fds = fds;
+            let result = fds.pop().map(fs::File::from);
+            let keep = result.as_ref().map_or(-1, |f| f.as_raw_fd());
+            let outcome = prepare_helper(&dir, keep)
+                .map_err(|e| e.to_string())
+                .and_then(|()| {
+                    sandbox::pin_namespaces(&dir, &hostname, host_network, share_pid, user_ns_base)
+                        .map_err(|e| e.to_string())
+                });
+            let (code, text) = match &outcome {
+                Ok(()) => (0, HELPER_OK.to_vec()),
+                Err(e) => (1, format!("{e}\n").into_bytes()),
+            };
+            if let Some(mut f) = result {
+                let _ = f.write_all(&text);
+            }
+            code
+        }
+    };
+    // SAFETY: ends the forked child without returning into the spawner's code.
+    unsafe { libc::_exit(code) }
+}
+
+/// stdin and stdout to /dev/null.
+fn null_stdio() -> io::Result<()> {
+    let null = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")?;
+    for target in [0, 1] {
+        dup_to(null.as_raw_fd(), target)?;
+    }
+    Ok(())
+}
+
+fn dup_to(from: RawFd, to: RawFd) -> io::Result<()> {
+    crate::sys::fdpass::move_fd(from, to)
+}
+
+/// The process state a monitor had when it was exec'd with its descriptors: its own session,
+/// /dev/null as stdin and stdout, `shim.log` as stderr, the ready pipe as fd 3, the lock as
+/// fd 4, nothing else open, no signal blocked, its command line `podvisor shim run <dir>`.
+fn become_monitor(dir: &Path, fds: Vec<OwnedFd>) -> io::Result<()> {
+    let mut fds = fds.into_iter();
+    let (Some(ready), Some(lock), Some(log)) = (fds.next(), fds.next(), fds.next()) else {
+        return Err(io::Error::other("missing descriptors"));
+    };
+    nix::unistd::setsid().map_err(io::Error::from)?;
+    // Park them above every target first so that no dup2 clobbers another; every copy is
+    // closed below (`close_from`), so none is dropped here.
+    let raw = [ready, lock, log].map(std::os::fd::IntoRawFd::into_raw_fd);
+    let mut parked = [0; 3];
+    for (p, fd) in parked.iter_mut().zip(raw) {
+        // SAFETY: F_DUPFD_CLOEXEC on a descriptor this process owns.
+        *p = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10) };
+        if *p < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    let [ready, lock, log] = parked;
+    null_stdio()?;
+    dup_to(log, 2)?;
+    dup_to(ready, shim::READY_FD)?;
+    dup_to(lock, shim::LOCK_FD)?;
+    // The received and parked copies, the spawner's socket and signalfd, everything else.
+    close_from(shim::LOCK_FD + 1);
+    unblock_signals();
+    set_title(&["shim", "run"], dir);
+    Ok(())
+}
+
+/// The sandbox helper's state: its own session, no stdio (it reports on its result pipe,
+/// `keep`, close-on-exec so that the pod init it may exec never holds it), nothing else open,
+/// no signal blocked, its command line `podvisor shim sandbox <dir>`.
+fn prepare_helper(dir: &Path, keep: RawFd) -> io::Result<()> {
+    nix::unistd::setsid().map_err(io::Error::from)?;
+    null_stdio()?;
+    // The spawner's socket, signalfd and anything else but `keep`.
+    if keep > 3 {
+        close_range(3, keep - 1);
+    }
+    close_from(keep.max(2) + 1);
+    unblock_signals();
+    set_title(&["shim", "sandbox"], dir);
+    Ok(())
+}
+
+fn unblock_signals() {
+    let _ = signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
+}
+
+fn set_title(args: &[&str], dir: &Path) {
+    let dir = dir.to_string_lossy();
+    let mut all: Vec<&str> = args.to_vec();
+    all.push(&dir);
+    let _ = crate::sys::proctitle::set_args(&all);
+}
+
+/// Closes every descriptor from `first` up.
+fn close_from(first: RawFd) {
+    close_range(first, RawFd::MAX);
+}
+
+/// Closes the descriptors `first..=last` (`close_range(2)`, Linux >= 5.9; a loop over
+/// `/proc/self/fd` where it is missing).
+fn close_range(first: RawFd, last: RawFd) {
+    // SAFETY: close_range with no flags only closes descriptors; whatever this process
+    // owned at those numbers is not used again (callers hand over or forget their copies).
+    let r = unsafe { libc::syscall(libc::SYS_close_range, first as u32, last as u32, 0u32) };
+    if r == 0 {
+        return;
+    }
+    let fds: Vec<RawFd> = fs::read_dir("/proc/self/fd")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .filter(|fd| (first..=last).contains(fd))
+                .collect()
+        })
+        .unwrap_or_default();
+    for fd in fds {
+        // SAFETY: as above; the directory's own descriptor may be among them and is closed
+        // already (EBADF is harmless).
+        unsafe {
+            libc::close(fd);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fork_without_exec_is_refused_in_a_multi_threaded_process() {
+        // The test harness runs this test on a thread of its own: at least two threads.
+        let t = std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_millis(200)));
+        let e = check_single_threaded().expect_err("more than one thread");
+        assert!(e.to_string().contains("threads"), "{e}");
+        t.join().expect("join");
+    }
+}
