@@ -32,6 +32,8 @@
 #                        manifest edits, container kills and an image import
 #   PODVISOR_VM_CHURN    the churn cycle before the cuts (default edits,kills,import)
 #   PODVISOR_VM_DISK_MB  size of the series' ext4 disk (default 512)
+#   PODVISOR_VM_APPEND   more kernel parameters for every boot (e.g. "loglevel=7
+#                        softlockup_all_cpu_backtrace=1" to see the stacks behind a soft lockup)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -254,7 +256,7 @@ boot_vm() {
   log "booting $name (qemu software emulation, $smp cpus, ${mem} MiB; console log: $clog)"
   "${qemu_system[@]}" -nographic -no-reboot -nic none -m "$mem" -smp "$smp" \
     -kernel "$kernel_dir/vmlinuz" -initrd "$initrd" \
-    -append "console=$vm_console quiet loglevel=3 panic=-1 cgroup_no_v1=all $append" "$@" \
+    -append "console=$vm_console quiet loglevel=3 panic=-1 cgroup_no_v1=all $append ${PODVISOR_VM_APPEND:-}" "$@" \
     </dev/null >"$clog" 2>&1 &
   qemu=$!
   trap 'kill "$qemu" 2>/dev/null || true' EXIT
