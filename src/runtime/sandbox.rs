@@ -56,11 +56,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use k8s_openapi::api::core::v1::Pod;
-use nix::mount::{mount, MsFlags};
-use nix::sched::{unshare, CloneFlags};
 
 use super::dns::{self, DnsSettings};
-use super::procfs::ProcessId;
 use super::rootfs::{is_mounted, unmount_if_mounted};
 use super::rundir::is_nsfs;
 use super::spec::NodeInfo;
@@ -68,8 +65,11 @@ use super::volumes;
 use super::SandboxInfo;
 use crate::network::{self, NetworkError, PodNetwork};
 
+mod helper;
 mod in_userns;
 use crate::fsutil::{self, Loaded};
+use helper::stop_pod_init_at;
+pub use helper::{load_pod_init, pin_namespaces, pod_init, stop_pod_init};
 
 /// Errors of sandbox handling.
 #[derive(Debug, thiserror::Error)]
@@ -722,235 +722,10 @@ fn prepare_volumes(
     Ok(out)
 }
 
-/// The recorded pod init, `None` when there is none (or the record is unreadable).
-pub fn load_pod_init(paths: &SandboxPaths) -> Option<ProcessId> {
-    match fsutil::load_json(&paths.pod_init()) {
-        Ok(Loaded::Ok(id)) => Some(id),
-        _ => None,
-    }
-}
-
-/// Stops the pod init of `uid`'s sandbox, if it has one: SIGKILL (which kills every process
-/// left in the shared PID namespace) and a wait until it is gone, so the pod cgroup it lives in
-/// can be removed. Called before the pod's cgroups are removed.
-pub fn stop_pod_init(dirs: &SandboxDirs, uid: &str) -> Result<(), SandboxError> {
-    stop_pod_init_at(&SandboxPaths::new(dirs, uid)?)
-}
-
-fn stop_pod_init_at(paths: &SandboxPaths) -> Result<(), SandboxError> {
-    let Some(id) = load_pod_init(paths) else {
-        return Ok(());
-    };
-    let path = paths.pod_init();
-    id.signal(libc::SIGKILL).map_err(io_err(&path))?;
-    // Not our child (it was the sandbox helper's): PID 1 or a subreaper reaps it; a zombie
-    // counts as gone. The kernel first kills and waits for the rest of its namespace.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while id.is_alive() {
-        if std::time::Instant::now() > deadline {
-            return Err(SandboxError::Io {
-                path,
-                source: io::Error::new(io::ErrorKind::TimedOut, "pod init survived SIGKILL"),
-            });
-        }
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    match fs::remove_file(&path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(SandboxError::Io { path, source }),
-    }
-}
-
-/// Runs in the single-threaded helper process (`podvisor shim sandbox`): creates the pod's
-/// namespaces, sets the hostname, brings loopback up, pins the namespaces and mounts /dev/shm.
-/// With `share_pid`, also starts the pod init as PID 1 of a new PID namespace, records it and
-/// pins that namespace.
-///
-/// With `user_ns_base` (`hostUsers: false`) every namespace is created inside a new user
-/// namespace mapping `0..65536` to `base..base+65536` (see [`in_userns`]).
-pub fn pin_namespaces(
-    pod_dir: &Path,
-    hostname: &str,
-    host_net: bool,
-    share_pid: bool,
-    user_ns_base: Option<u32>,
-) -> Result<(), SandboxError> {
-    let paths = SandboxPaths {
-        dir: pod_dir.to_path_buf(),
-        // Not used here: the helper only touches the runtime part.
-        data: PathBuf::new(),
-    };
-    if let Some(base) = user_ns_base {
-        in_userns::pin_in_user_namespace(&paths, hostname, share_pid, base)?;
-        return mount_shm(&paths);
-    }
-    let mut flags = CloneFlags::CLONE_NEWIPC;
-    if !host_net {
-        flags |= CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWUTS;
-    }
-    if share_pid {
-        // Only this process's children enter it: the pod init, spawned below.
-        flags |= CloneFlags::CLONE_NEWPID;
-    }
-    unshare(flags).map_err(|source| SandboxError::Sys {
-        what: "unshare namespaces for",
-        path: pod_dir.to_path_buf(),
-        source,
-    })?;
-    let mut kinds = vec!["ipc"];
-    if !host_net {
-        nix::unistd::sethostname(hostname).map_err(|source| SandboxError::Sys {
-            what: "sethostname in",
-            path: pod_dir.to_path_buf(),
-            source,
-        })?;
-        loopback_up().map_err(|source| SandboxError::Io {
-            path: PathBuf::from("lo"),
-            source,
-        })?;
-        kinds.push("net");
-        kinds.push("uts");
-    }
-    for kind in kinds {
-        pin(Path::new(&format!("/proc/self/ns/{kind}")), &paths.ns(kind))?;
-    }
-    if share_pid {
-        spawn_pod_init(&paths)?;
-    }
-    mount_shm(&paths)
-}
-
-/// The pod's /dev/shm: a tmpfs every container bind-mounts.
-fn mount_shm(paths: &SandboxPaths) -> Result<(), SandboxError> {
-    let shm = paths.shm();
-    mount(
-        Some("shm"),
-        &shm,
-        Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-        Some("mode=1777,size=65536k"),
-    )
-    .map_err(|source| SandboxError::Sys {
-        what: "mount tmpfs on",
-        path: shm,
-        source,
-    })?;
-    Ok(())
-}
-
-/// Starts `podvisor shim pod-init` as PID 1 of the PID namespace this process unshared (it
-/// inherits the pod's other namespaces), records its identity and pins its namespace.
-fn spawn_pod_init(paths: &SandboxPaths) -> Result<(), SandboxError> {
-    let pid = spawn_pod_init_process(&paths.dir)?;
-    let id = ProcessId::of(pid).map_err(|e| SandboxError::Helper {
-        message: format!("pod init {pid}: {e}"),
-    })?;
-    fsutil::write_json_atomic_volatile(&paths.pod_init(), &id)
-        .map_err(io_err(&paths.pod_init()))?;
-    pin(Path::new(&format!("/proc/{pid}/ns/pid")), &paths.ns("pid"))
-}
-
-/// Starts `podvisor shim pod-init <dir>` (its own session, no stdio) and returns its pid;
-/// it is never waited for here (it outlives the helper).
-fn spawn_pod_init_process(dir: &Path) -> Result<i32, SandboxError> {
-    use std::os::unix::process::CommandExt;
-    let exe = PathBuf::from("/proc/self/exe");
-    let mut cmd = Command::new(&exe);
-    cmd.arg0("podvisor")
-        .arg("shim")
-        .arg("pod-init")
-        .arg(dir)
-        .current_dir("/")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    // SAFETY: setsid is async-signal-safe; this helper is single-threaded anyway. The init
-    // leads its own session so no terminal signal of ours reaches it.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
-    let child = cmd.spawn().map_err(io_err(&exe))?;
-    let pid = child.id() as i32;
-    // The init outlives this helper (re-parented to PID 1 or a subreaper): never waited here.
-    drop(child);
-    Ok(pid)
-}
-
-/// Pins the namespace file `ns` by bind-mounting it on `target` (created empty).
-fn pin(ns: &Path, target: &Path) -> Result<(), SandboxError> {
-    fs::File::create(target).map_err(io_err(target))?;
-    mount(
-        Some(ns),
-        target,
-        None::<&str>,
-        MsFlags::MS_BIND,
-        None::<&str>,
-    )
-    .map_err(|source| SandboxError::Sys {
-        what: "bind-mount namespace on",
-        path: target.to_path_buf(),
-        source,
-    })
-}
-
-/// The pod init (`podvisor shim pod-init`): PID 1 of a pod's shared PID namespace. It reaps
-/// the orphans the kernel re-parents to it and does nothing else; every signal is blocked, so
-/// processes of the pod cannot signal it (the kernel drops their signals to a namespace init
-/// without a handler), and only SIGKILL from the host ends it. Single-threaded, no allocation
-/// in the loop.
-pub fn pod_init() -> ! {
-    // SAFETY: sigset_t is plain data, initialised by sigfillset before use; sigprocmask and
-    // sigwait only read and write the sets passed; waitpid with a null status pointer is valid.
-    unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::sigprocmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
-        let mut chld: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut chld);
-        libc::sigaddset(&mut chld, libc::SIGCHLD);
-        loop {
-            while libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) > 0 {}
-            let mut sig = 0;
-            libc::sigwait(&chld, &mut sig);
-        }
-    }
-}
-
-/// `ip link set lo up` in the current network namespace.
-fn loopback_up() -> io::Result<()> {
-    // SAFETY: plain socket(2); the fd is owned and closed below.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd is a fresh socket we own.
-    let sock = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    use std::os::fd::AsRawFd;
-    // SAFETY: ifreq is plain old data; zero is a valid initial value.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (i, b) in b"lo".iter().enumerate() {
-        req.ifr_name[i] = *b as libc::c_char;
-    }
-    // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS read and write the ifreq we pass.
-    unsafe {
-        if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-        if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::procfs::ProcessId;
 
     fn pod(yaml: &str) -> Pod {
         serde_json::from_value(
