@@ -129,8 +129,7 @@ impl DesiredStore {
     }
 }
 
-/// Writes `rec` to `path` in `dir` atomically and durably (creating `dir`). Also used by
-/// [`super::generations`].
+/// One request to the [`Writer`] thread.
 enum Op {
     Save(Box<StaticPod>),
     Remove(String),
@@ -138,8 +137,9 @@ enum Op {
 }
 
 /// Writes and deletes desired-pod records on a thread of its own (`desired-store`), in the
-/// order they were asked for. A failure is logged there, naming the pod; a record a full disk
-/// refused is asked for again at the next resync. Dropping the writer waits for everything
+/// order they were asked for. A failure is logged there, naming the pod, as a warning the first
+/// time and then at debug level until the record is written; a record a full disk refused is
+/// asked for again at the next resync. Dropping the writer waits for everything
 /// asked before (a daemon stopped with SIGTERM leaves its records complete).
 pub struct Writer {
     tx: Option<mpsc::Sender<Op>>,
@@ -152,14 +152,30 @@ impl Writer {
         let thread = thread::Builder::new()
             .name("desired-store".into())
             .spawn(move || {
+                // Pods whose last save failed: a full disk refuses the same record again at
+                // every resync, and only the first refusal is worth a warning (flash).
+                let mut failing = std::collections::HashSet::new();
                 for op in rx {
                     match op {
-                        Op::Save(sp) => {
-                            if let Err(e) = store.save(&sp) {
-                                log::warn!("{}: {e}", sp.full_name);
+                        Op::Save(sp) => match store.save(&sp) {
+                            Ok(()) => {
+                                if failing.remove(sp.uid()) {
+                                    log::info!(
+                                        "pod {}: desired-pod record written again",
+                                        sp.uid()
+                                    );
+                                }
                             }
-                        }
+                            Err(e) if failing.contains(sp.uid()) => {
+                                log::debug!("{}: {e}", sp.full_name)
+                            }
+                            Err(e) => {
+                                log::warn!("{}: {e}", sp.full_name);
+                                failing.insert(sp.uid().to_string());
+                            }
+                        },
                         Op::Remove(uid) => {
+                            failing.remove(&uid);
                             if let Err(e) = store.remove(&uid) {
                                 log::warn!("pod {uid}: {e}");
                             }
@@ -210,6 +226,8 @@ impl Drop for Writer {
     }
 }
 
+/// Writes `rec` to `path` in `dir` atomically and durably (creating `dir`). Also used by
+/// [`super::generations`].
 pub(super) fn write_record<T: Serialize>(
     dir: &Path,
     path: PathBuf,
