@@ -224,6 +224,22 @@ pub(crate) fn parse_flat_keyed(text: &str, key: &str) -> Option<u64> {
     })
 }
 
+/// The path (`/system.slice/podvisor.service`) that `proc_cgroup`, the contents of a
+/// `/proc/<pid>/cgroup` file, gives for `controller`'s v1 hierarchy, or with `""` for the
+/// unified one (the `0::` line). `None` when the process is in no such hierarchy.
+pub fn process_cgroup_path<'a>(proc_cgroup: &'a str, controller: &str) -> Option<&'a str> {
+    proc_cgroup.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
+        let found = if controller.is_empty() {
+            controllers.is_empty()
+        } else {
+            controllers.split(',').any(|c| c == controller)
+        };
+        found.then_some(path)
+    })
+}
+
 /// The file holding a cgroup's `oom_kill` counter.
 pub(crate) fn oom_events_file(mode: CgroupMode) -> &'static str {
     match mode {
@@ -236,6 +252,22 @@ pub(crate) fn oom_events_file(mode: CgroupMode) -> &'static str {
 mod tests {
     use super::*;
     use crate::pod::qos::QosClass;
+
+    #[test]
+    fn a_process_cgroup_path_is_read_per_hierarchy() {
+        let hybrid = "12:pids:/system.slice/podvisor.service\n11:cpu,cpuacct:/x\n1:name=systemd:/y\n0::/system.slice/podvisor.service\n";
+        assert_eq!(
+            process_cgroup_path(hybrid, "pids"),
+            Some("/system.slice/podvisor.service")
+        );
+        assert_eq!(process_cgroup_path(hybrid, "cpuacct"), Some("/x"));
+        assert_eq!(
+            process_cgroup_path(hybrid, ""),
+            Some("/system.slice/podvisor.service")
+        );
+        assert_eq!(process_cgroup_path(hybrid, "memory"), None);
+        assert_eq!(process_cgroup_path("3:pids:/a\n", ""), None);
+    }
 
     #[test]
     fn oom_kill_count_v2_reads_memory_events() {

@@ -40,12 +40,7 @@ fn own_procs_file(root: &CgroupRoot, cgroup_file: &str) -> Option<PathBuf> {
         CgroupMode::Unified => "",
         CgroupMode::Legacy => "pids",
     };
-    let rel = cgroup_file.lines().find_map(|l| {
-        let mut f = l.splitn(3, ':');
-        let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
-        (controllers.split(',').any(|c| c == want) || (want.is_empty() && controllers.is_empty()))
-            .then(|| path.trim_start_matches('/').to_string())
-    })?;
+    let rel = super::process_cgroup_path(cgroup_file, want)?.trim_start_matches('/');
     let dir = match root.mode() {
         CgroupMode::Unified => root.path().join(rel),
         CgroupMode::Legacy => root.path().join(want).join(rel),

@@ -122,14 +122,9 @@ impl Collected {
 /// memory hierarchy's on v1).
 fn own_cgroup() -> Option<String> {
     let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let line = text.lines().find(|l| l.starts_with("0::")).or_else(|| {
-        text.lines().find(|l| {
-            l.split(':')
-                .nth(1)
-                .is_some_and(|c| c.split(',').any(|c| c == "memory"))
-        })
-    })?;
-    Some(line.splitn(3, ':').nth(2)?.to_string())
+    crate::cgroups::process_cgroup_path(&text, "")
+        .or_else(|| crate::cgroups::process_cgroup_path(&text, "memory"))
+        .map(str::to_string)
 }
 
 /// The boot time from /proc/stat's `btime`.
