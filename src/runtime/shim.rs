@@ -149,6 +149,9 @@ pub enum StartReport {
     Failed { message: String },
 }
 
+/// The name of a container's exit record in its record directory ([`ContainerPaths::exit`]).
+pub const EXIT_RECORD: &str = "exit.json";
+
 /// Files of one container: its runtime directory (`dir`) and its record directory (`record`).
 #[derive(Debug, Clone)]
 pub struct ContainerPaths {
@@ -191,7 +194,7 @@ impl ContainerPaths {
         self.dir.join("state.json")
     }
     pub fn exit(&self) -> PathBuf {
-        self.record.join("exit.json")
+        self.record.join(EXIT_RECORD)
     }
     /// Blocks reserved for the exit record at creation ([`reserve_exit_record`]), renamed to
     /// `exit.json` once written.

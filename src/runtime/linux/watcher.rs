@@ -51,8 +51,6 @@ pub(super) struct ExitWatcher {
 
 const STOP_TOKEN: u64 = 0;
 const INOTIFY_TOKEN: u64 = u64::MAX;
-/// What the monitor renames its exit record to.
-const EXIT_RECORD: &str = "exit.json";
 
 impl ExitWatcher {
     pub(super) fn new(
@@ -188,7 +186,7 @@ impl ExitWatcher {
                 _ => return,
             };
             for ev in events {
-                if ev.name.as_deref() == Some(std::ffi::OsStr::new(EXIT_RECORD)) {
+                if ev.name.as_deref() == Some(std::ffi::OsStr::new(shim::EXIT_RECORD)) {
                     self.exit_recorded(|(_, w)| w.wd == Some(ev.wd));
                 }
             }
