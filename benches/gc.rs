@@ -220,6 +220,9 @@ fn main() {
         let mut cfg =
             RuntimeConfig::new(s.root.clone(), s.run.clone(), s.logs.clone()).expect("config");
         cfg.cgroup_parent = format!("podvisor-bench-gc-{}", std::process::id());
+        // The runtime starts its spawner from this binary at once: it must be podvisor's, not
+        // the bench's (which would run the bench again, and again).
+        cfg.shim_binary = PathBuf::from(env!("CARGO_BIN_EXE_podvisor"));
         let images = Arc::new(ImageStore::open(&s.root.join("images")).expect("images"));
         let (tx, _rx) = std::sync::mpsc::channel();
         let runtime = LinuxRuntime::new(cfg, images, tx).expect("runtime");
