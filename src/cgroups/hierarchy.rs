@@ -480,3 +480,67 @@ mod tests {
         root.remove_pod("pv", "u1").expect("remove again");
     }
 }
+
+/// libcgroups' v1 manager, which libcontainer makes in every container start, finds each
+/// subsystem's mount point in one read of mountinfo (vendor/README.md): the same choices as
+/// its per-subsystem search, which this table pins.
+#[cfg(test)]
+mod libcgroups_v1_mounts {
+    use std::path::PathBuf;
+
+    use libcgroups::v1::util::subsystem_mount_point;
+    use libcgroups::v1::ControllerType as C;
+
+    fn mounts(list: &[&str]) -> Vec<PathBuf> {
+        list.iter().map(PathBuf::from).collect()
+    }
+
+    #[test]
+    fn picks_the_first_mount_holding_the_subsystem() {
+        let debian = mounts(&[
+            "/sys/fs/cgroup/systemd",
+            "/sys/fs/cgroup/cpu,cpuacct",
+            "/sys/fs/cgroup/net_cls,net_prio",
+            "/sys/fs/cgroup/memory",
+            "/sys/fs/cgroup/pids",
+        ]);
+        let split = mounts(&[
+            "/sys/fs/cgroup/cpu",
+            "/sys/fs/cgroup/cpuacct",
+            "/sys/fs/cgroup/net_prio",
+            "/sys/fs/cgroup/net_cls",
+            "/sys/fs/cgroup/memory",
+            "/run/other/memory",
+        ]);
+        let cases: &[(&[PathBuf], C, Option<&str>)] = &[
+            (&debian, C::Cpu, Some("/sys/fs/cgroup/cpu,cpuacct")),
+            (&debian, C::CpuAcct, Some("/sys/fs/cgroup/cpu,cpuacct")),
+            (
+                &debian,
+                C::NetworkClassifier,
+                Some("/sys/fs/cgroup/net_cls,net_prio"),
+            ),
+            (
+                &debian,
+                C::NetworkPriority,
+                Some("/sys/fs/cgroup/net_cls,net_prio"),
+            ),
+            (&debian, C::Memory, Some("/sys/fs/cgroup/memory")),
+            (&debian, C::Freezer, None),
+            (&split, C::Cpu, Some("/sys/fs/cgroup/cpu")),
+            (&split, C::CpuAcct, Some("/sys/fs/cgroup/cpuacct")),
+            (&split, C::NetworkClassifier, Some("/sys/fs/cgroup/net_cls")),
+            (&split, C::NetworkPriority, Some("/sys/fs/cgroup/net_prio")),
+            // The first of two mounts of one subsystem, in mountinfo order.
+            (&split, C::Memory, Some("/sys/fs/cgroup/memory")),
+            (&[], C::Pids, None),
+        ];
+        for (list, subsystem, want) in cases {
+            assert_eq!(
+                subsystem_mount_point(list, subsystem),
+                want.map(PathBuf::from),
+                "{subsystem} in {list:?}"
+            );
+        }
+    }
+}

@@ -62,46 +62,41 @@ pub fn list_supported_mount_points() -> Result<HashMap<ControllerType, PathBuf>,
 }
 
 pub fn get_subsystem_mount_point(subsystem: &ControllerType) -> Result<PathBuf, V1MountPointError> {
-    let subsystem_name = subsystem.to_string();
-    let reader = BufReader::new(ProcfsHandle::new()?.open(
-        ProcfsBase::ProcSelf,
-        "mountinfo",
-        OpenFlags::O_RDONLY | OpenFlags::O_CLOEXEC,
-    )?);
-
-    reader
-        .lines()
-        .map(|lr| {
-            lr.map_err(V1MountPointError::Io)
-                .and_then(|line| MountInfo::from_line(&line).map_err(V1MountPointError::MountInfo))
-        })
-        .find_map(|r| match r {
-            Err(e) => Some(Err(e)),
-            Ok(m) if m.fs_type == "cgroup" => {
-                // Some systems mount net_prio and net_cls in the same directory
-                // other systems mount them in their own directories. This
-                // should handle both cases.
-                let ok = match subsystem_name.as_str() {
-                    "net_cls" => ["net_cls,net_prio", "net_prio,net_cls", "net_cls"]
-                        .iter()
-                        .any(|s| m.mount_point.ends_with(s)),
-                    "net_prio" => ["net_cls,net_prio", "net_prio,net_cls", "net_prio"]
-                        .iter()
-                        .any(|s| m.mount_point.ends_with(s)),
-                    "cpu" => ["cpu,cpuacct", "cpu"]
-                        .iter()
-                        .any(|s| m.mount_point.ends_with(s)),
-                    "cpuacct" => ["cpu,cpuacct", "cpuacct"]
-                        .iter()
-                        .any(|s| m.mount_point.ends_with(s)),
-                    _ => m.mount_point.ends_with(&subsystem_name),
-                };
-                if ok { Some(Ok(m.mount_point)) } else { None }
-            }
-            Ok(_) => None,
-        })
-        .transpose()?
-        .ok_or(V1MountPointError::NotFound {
+    subsystem_mount_point(&list_subsystem_mount_points()?, subsystem).ok_or(
+        V1MountPointError::NotFound {
             subsystem: *subsystem,
+        },
+    )
+}
+
+/// The first of the cgroup mount points (in mountinfo order, as from
+/// [`list_subsystem_mount_points`]) that holds `subsystem`.
+pub fn subsystem_mount_point(
+    mount_points: &[PathBuf],
+    subsystem: &ControllerType,
+) -> Option<PathBuf> {
+    let subsystem_name = subsystem.to_string();
+    mount_points
+        .iter()
+        .find(|mount_point| {
+            // Some systems mount net_prio and net_cls in the same directory
+            // other systems mount them in their own directories. This
+            // should handle both cases.
+            match subsystem_name.as_str() {
+                "net_cls" => ["net_cls,net_prio", "net_prio,net_cls", "net_cls"]
+                    .iter()
+                    .any(|s| mount_point.ends_with(s)),
+                "net_prio" => ["net_cls,net_prio", "net_prio,net_cls", "net_prio"]
+                    .iter()
+                    .any(|s| mount_point.ends_with(s)),
+                "cpu" => ["cpu,cpuacct", "cpu"]
+                    .iter()
+                    .any(|s| mount_point.ends_with(s)),
+                "cpuacct" => ["cpu,cpuacct", "cpuacct"]
+                    .iter()
+                    .any(|s| mount_point.ends_with(s)),
+                _ => mount_point.ends_with(&subsystem_name),
+            }
         })
+        .cloned()
 }
