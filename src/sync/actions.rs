@@ -383,6 +383,9 @@ pub(super) fn compute_removal_actions(now: Instant, r: &Removal) -> Option<Remov
     if r.pending_starts > 0 || r.sandbox_pending || r.remove_submitted {
         return None;
     }
+    if r.remove_retry_at.is_some_and(|t| now < t) {
+        return None;
+    }
     Some(RemovalAction::RemovePod)
 }
 

@@ -631,6 +631,8 @@ fn removal(running: &[&str], hooks: &[&str], kill_at: Option<i64>, now: Instant)
         kill_at: kill_at.map(|s| at(now, s)),
         killed: false,
         remove_submitted: false,
+        remove_failures: 0,
+        remove_retry_at: None,
         view: None,
         forget_store: true,
         name: "default/pod".into(),
@@ -664,6 +666,12 @@ fn compute_removal_actions_table() {
     sandbox.sandbox_pending = true;
     let mut submitted = removal(&[], &[], None, now);
     submitted.remove_submitted = true;
+    let mut backing_off = removal(&[], &[], None, now);
+    backing_off.remove_retry_at = Some(at(now, 1));
+    let mut backed_off = removal(&[], &[], None, now);
+    backed_off.remove_retry_at = Some(at(now, 0));
+    let mut failed_with_stragglers = removal(&["a"], &[], None, now);
+    failed_with_stragglers.remove_retry_at = Some(at(now, 1));
     let table: Vec<(&str, Removal, Option<RemovalAction>)> = vec![
         (
             "stop signal to every container",
@@ -698,6 +706,21 @@ fn compute_removal_actions_table() {
         ("a start in flight: wait for it", starting, None),
         ("a sandbox creation in flight: wait for it", sandbox, None),
         ("removal submitted: wait for it", submitted, None),
+        (
+            "a failed removal: wait for its retry time",
+            backing_off,
+            None,
+        ),
+        (
+            "a failed removal: retry when due",
+            backed_off,
+            Some(RemovalAction::RemovePod),
+        ),
+        (
+            "containers found running are stopped without waiting for the retry",
+            failed_with_stragglers,
+            Some(RemovalAction::Stop { ids: term(&["a"]) }),
+        ),
         (
             "sidecars wait for the app containers",
             with_sidecars(

@@ -288,6 +288,10 @@ struct Removal {
     kill_at: Option<Instant>,
     killed: bool,
     remove_submitted: bool,
+    /// `RemovePod` jobs that failed so far, and when the next may run (a removal that keeps
+    /// failing, say a busy mount or cgroup, is retried with backoff, not in a tight loop).
+    remove_failures: u32,
+    remove_retry_at: Option<Instant>,
     /// Shown as Terminating until gone, when the whole pod goes away (not on replacement).
     view: Option<PodView>,
     /// Whether the desired-pod record must be deleted once removed.
@@ -731,6 +735,9 @@ impl SyncLoop {
         for r in self.removals.values() {
             if !r.killed {
                 consider(r.kill_at);
+            }
+            if !r.remove_submitted {
+                consider(r.remove_retry_at);
             }
         }
         consider(self.container_kill_deadline());

@@ -59,6 +59,8 @@ impl SyncLoop {
                 kill_at: None,
                 killed: false,
                 remove_submitted: false,
+                remove_failures: 0,
+                remove_retry_at: None,
                 view,
                 forget_store: true,
                 name: name.to_string(),

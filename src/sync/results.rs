@@ -16,6 +16,14 @@ pub(super) fn sandbox_backoff(failures: u32) -> Duration {
     Duration::from_secs(10u64.saturating_mul(1u64 << failures.min(5))).min(Duration::from_secs(300))
 }
 
+/// The wait before `RemovePod` attempt `failures + 1` when the failed one found nothing
+/// running (a busy mount or cgroup, a full disk): 100 ms, doubling to 10 s, the kubelet's
+/// pod worker backoff after a failed sync.
+pub(super) fn removal_backoff(failures: u32) -> Duration {
+    let ms = 100u64.saturating_mul(1u64 << failures.saturating_sub(1).min(7));
+    Duration::from_millis(ms).min(Duration::from_secs(10))
+}
+
 impl SyncLoop {
     pub(super) fn on_work(&mut self, r: JobResult) {
         match r {
@@ -126,11 +134,36 @@ impl SyncLoop {
                     log::info!("pod {uid}: removed");
                 }
                 Err(failed) => {
-                    log::warn!("pod {uid}: removal failed, retrying: {}", failed.message);
-                    if let Some(r) = self.removals.get_mut(&uid) {
-                        r.remove_submitted = false;
-                        // Its live containers (listed by the worker) are stopped again first.
-                        r.running.extend(failed.running);
+                    let now = self.clock.now();
+                    match self.removals.get_mut(&uid) {
+                        Some(r) => {
+                            r.remove_submitted = false;
+                            r.remove_failures = r.remove_failures.saturating_add(1);
+                            // Live containers (listed by the worker) are stopped again first,
+                            // and the removal runs again once they exited. Without any, the
+                            // cause is outside the pod's processes: the next attempt waits,
+                            // and the warning is logged at attempts 1, 2, 4, 8, ... (flash).
+                            let retry = if failed.running.is_empty() {
+                                let wait = removal_backoff(r.remove_failures);
+                                r.remove_retry_at = Some(now + wait);
+                                format!("retrying in {} ms", wait.as_millis())
+                            } else {
+                                r.remove_retry_at = None;
+                                format!(
+                                    "stopping {} container(s) still running first",
+                                    failed.running.len()
+                                )
+                            };
+                            r.running.extend(failed.running);
+                            if r.remove_failures.is_power_of_two() {
+                                log::warn!(
+                                    "pod {uid}: removal failed (attempt {}), {retry}: {}",
+                                    r.remove_failures,
+                                    failed.message
+                                );
+                            }
+                        }
+                        None => log::warn!("pod {uid}: removal failed: {}", failed.message),
                     }
                 }
             },
@@ -358,8 +391,15 @@ fn record_container_start(
 
 #[cfg(test)]
 mod tests {
-    use super::sandbox_backoff;
+    use super::{removal_backoff, sandbox_backoff};
     use std::time::Duration;
+
+    #[test]
+    fn removal_retries_back_off_from_100_ms_doubling_to_10_s() {
+        let ms: Vec<u128> = (1..10).map(|n| removal_backoff(n).as_millis()).collect();
+        assert_eq!(ms, [100, 200, 400, 800, 1600, 3200, 6400, 10000, 10000]);
+        assert_eq!(removal_backoff(u32::MAX), Duration::from_secs(10));
+    }
 
     #[test]
     fn sandbox_retries_back_off_from_10_s_doubling_to_5_min() {

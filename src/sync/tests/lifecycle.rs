@@ -180,6 +180,37 @@ fn a_failed_removal_stops_what_still_runs_then_retries() {
 }
 
 #[test]
+fn a_removal_that_keeps_failing_backs_off() {
+    let mut h = harness();
+    h.scan_done();
+    h.file("web.yaml", &pod_yaml("web", "busybox", ""));
+    let id = h.rt.running_ids()[0].clone();
+    let uid = h.uid("web");
+    // The sandbox cannot be removed three times (a busy mount, say), with nothing running.
+    h.rt.state.lock().expect("lock").failing_sandbox_removals = 3;
+    h.remove_file("web.yaml");
+    let ev = h.rt.exit(&id, 0);
+    h.send(ev);
+    let removals = |h: &Harness| {
+        h.rt.calls()
+            .iter()
+            .filter(|c| matches!(c, Call::RemoveSandbox(u) if *u == uid))
+            .count()
+    };
+    // Each failure waits longer before the next attempt: 100 ms, 200 ms, 400 ms; no attempt
+    // runs early, however often the loop syncs meanwhile.
+    assert_eq!(removals(&h), 1);
+    for (wait_ms, attempts) in [(100, 2), (200, 3), (400, 4)] {
+        h.advance(Duration::from_millis(wait_ms - 1));
+        h.advance(Duration::ZERO);
+        assert_eq!(removals(&h), attempts - 1, "{wait_ms} ms: too early");
+        h.advance(Duration::from_millis(1));
+        assert_eq!(removals(&h), attempts, "{wait_ms} ms: due");
+    }
+    assert!(h.snap().pods.is_empty(), "removed at the fourth attempt");
+}
+
+#[test]
 fn crash_loop_backoff_steps_and_reset() {
     let mut h = harness();
     h.file("crash.yaml", &pod_yaml("crash", "busybox", ""));
