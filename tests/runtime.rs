@@ -445,6 +445,20 @@ fn sigkilled_play_daemon_leaves_containers_running_and_readoptable() {
         .to_string();
     assert!(e.contains("is in use by another podvisor"), "{e}");
     assert!(e.contains(&env.run.display().to_string()), "{e}");
+    // So is one on the same root dir with a runtime dir of its own: it would take play's
+    // pods for orphans of its own.
+    let mut other = env.config();
+    other.run_dir = env.dir.path().join("other-run");
+    let e = LinuxRuntime::new(other, env.images(), mpsc::channel().0)
+        .err()
+        .expect("a second runtime on the same root dir is refused")
+        .to_string();
+    assert!(e.contains("root dir"), "{e}");
+    assert!(e.contains(&env.root.display().to_string()), "{e}");
+    assert!(
+        !env.dir.path().join("other-run").join("pods").exists(),
+        "nothing made in it"
+    );
     child.kill().expect("SIGKILL play");
     child.wait().expect("reap play");
     // Then SIGKILL the "daemon": the container is found running by a new runtime.

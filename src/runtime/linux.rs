@@ -231,6 +231,9 @@ pub struct LinuxRuntime {
     busy_containers: BusySet,
     /// This process's hold on the runtime dir (one runtime per runtime dir).
     _run_dir_lock: rundir::RunDirLock,
+    /// One runtime per root dir too (another runtime dir with the same root dir would take
+    /// this one's pods for orphans).
+    _root_dir_lock: rundir::RunDirLock,
     /// Pod sandboxes being created by this process (never torn down as partial).
     busy_sandboxes: BusySet,
     /// Serializes pod cgroup creation and removal (tiers are removed when empty, and the
@@ -277,6 +280,7 @@ impl LinuxRuntime {
         };
         let boot_id = rundir::read_boot_id(&cfg.boot_id_file)?;
         let run_dir_lock = rundir::lock(&cfg.run_dir, rundir::LOCK_WAIT)?;
+        let root_dir_lock = rundir::lock_dir("root dir", &cfg.root_dir, rundir::LOCK_WAIT)?;
         rundir::prepare(&cfg.run_dir, &boot_id)?;
         let sandbox_dirs = cfg.sandbox_dirs();
         // root only, whatever existed: the state holds specs (environment values), images with
@@ -364,6 +368,7 @@ impl LinuxRuntime {
             boot_id,
             busy_containers: BusySet::default(),
             _run_dir_lock: run_dir_lock,
+            _root_dir_lock: root_dir_lock,
             busy_sandboxes: BusySet::default(),
             cgroup_lock: Mutex::new(()),
             systemd_units,

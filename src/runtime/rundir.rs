@@ -55,10 +55,15 @@ pub enum RunDirError {
     #[error("runtime dir {path}: state of an earlier boot is still mounted: {source}")]
     Unmount { path: PathBuf, source: nix::Error },
     #[error(
-        "runtime dir {path} is in use by another podvisor (daemon or play; {holder}): give this \
-         one its own --root-dir, --runtime-dir and --cgroup-parent"
+        "{what} {path} is in use by another podvisor (daemon or play; {holder}): give this one \
+         its own --root-dir, --runtime-dir and --cgroup-parent"
     )]
-    InUse { path: PathBuf, holder: String },
+    InUse {
+        /// "runtime dir" or "root dir".
+        what: &'static str,
+        path: PathBuf,
+        holder: String,
+    },
 }
 
 /// How often [`lock`] tries a busy lock again.
@@ -67,10 +72,12 @@ const LOCK_POLL: Duration = Duration::from_millis(50);
 /// The name of the lock file in the runtime dir.
 pub const LOCK_FILE: &str = "runtime.lock";
 
-/// An exclusive hold on a runtime dir: one runtime (a daemon or a `play`) per runtime dir and
-/// root dir. Two would race: each removes the other's containers in creation as the
-/// leftovers of an interrupted one, and the daemon would take `play`'s pods for orphans.
-/// Released when dropped, or when the process dies.
+/// An exclusive hold on a runtime dir or a root dir: one runtime (a daemon or a `play`) per
+/// runtime dir and per root dir. Two would race: each removes the other's containers in
+/// creation as the leftovers of an interrupted one, and the daemon would take `play`'s pods
+/// for orphans; two daemons on one root dir with different runtime dirs each remove the
+/// other's pods and retry failed removals forever. Released when dropped, or when the process
+/// dies.
 #[derive(Debug)]
 pub struct RunDirLock {
     _file: fs::File,
@@ -85,6 +92,11 @@ pub const LOCK_WAIT: Duration = Duration::from_secs(5);
 /// Creates the runtime dir if needed and takes its lock, waiting up to `wait` for a holder to
 /// go away; the file names the holder's pid, for the error another process gets.
 pub fn lock(dir: &Path, wait: Duration) -> Result<RunDirLock, RunDirError> {
+    lock_dir("runtime dir", dir, wait)
+}
+
+/// [`lock`] for the directory `dir`, named `what` in messages ("runtime dir", "root dir").
+pub fn lock_dir(what: &'static str, dir: &Path, wait: Duration) -> Result<RunDirLock, RunDirError> {
     use std::io::{Read, Seek, Write};
     let io = |path: PathBuf| move |source| RunDirError::Io { path, source };
     fs::DirBuilder::new()
@@ -113,13 +125,14 @@ pub fn lock(dir: &Path, wait: Duration) -> Result<RunDirLock, RunDirError> {
                 pid => format!("pid {pid}"),
             };
             return Err(RunDirError::InUse {
+                what,
                 path: dir.to_path_buf(),
                 holder,
             });
         }
         if !logged {
             log::info!(
-                "runtime dir {} is locked; waiting up to {wait:?} for the holder to exit",
+                "{what} {} is locked; waiting up to {wait:?} for the holder to exit",
                 dir.display()
             );
             logged = true;
@@ -270,6 +283,10 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let run = dir.path().join("run");
         let first = lock(&run, Duration::ZERO).expect("first lock");
+        let root = lock_dir("root dir", dir.path(), Duration::ZERO).expect("root dir lock");
+        let e = lock_dir("root dir", dir.path(), Duration::ZERO).expect_err("held");
+        assert!(e.to_string().starts_with("root dir "), "{e}");
+        drop(root);
         let e = lock(&run, Duration::from_millis(120)).expect_err("held");
         let msg = e.to_string();
         assert!(
