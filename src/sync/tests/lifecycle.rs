@@ -160,12 +160,7 @@ fn a_failed_removal_stops_what_still_runs_then_retries() {
     h.remove_file("web.yaml");
     let ev = h.rt.exit(&id, 0);
     h.send(ev);
-    let removals = |h: &Harness| {
-        h.rt.calls()
-            .iter()
-            .filter(|c| matches!(c, Call::RemoveSandbox(u) if *u == uid))
-            .count()
-    };
+    let removals = |h: &Harness| h.rt.sandbox_removals(&uid);
     assert_eq!(removals(&h), 1, "{:?}", h.rt.calls());
     assert!(h.snap().find_pod("web").is_some(), "still terminating");
     // The straggler was killed by the job; its exit lets the removal run again.
@@ -191,12 +186,7 @@ fn a_removal_that_keeps_failing_backs_off() {
     h.remove_file("web.yaml");
     let ev = h.rt.exit(&id, 0);
     h.send(ev);
-    let removals = |h: &Harness| {
-        h.rt.calls()
-            .iter()
-            .filter(|c| matches!(c, Call::RemoveSandbox(u) if *u == uid))
-            .count()
-    };
+    let removals = |h: &Harness| h.rt.sandbox_removals(&uid);
     // Each failure waits longer before the next attempt: 100 ms, 200 ms, 400 ms; no attempt
     // runs early, however often the loop syncs meanwhile.
     assert_eq!(removals(&h), 1);

@@ -85,6 +85,13 @@ impl FakeRuntime {
             })
             .collect()
     }
+    /// How many times the sandbox of pod `uid` was asked to be removed.
+    fn sandbox_removals(&self, uid: &str) -> usize {
+        self.calls()
+            .iter()
+            .filter(|c| matches!(c, Call::RemoveSandbox(u) if u == uid))
+            .count()
+    }
     fn running_ids(&self) -> Vec<String> {
         let st = self.state.lock().expect("lock");
         st.containers
