@@ -754,8 +754,9 @@ impl Runtime for LinuxRuntime {
         if !paths.meta().exists() {
             return Err(RuntimeError::NotFound { id: id.to_string() });
         }
-        // Its runtime directory goes with the container's end.
-        if !paths.shim_config().exists() {
+        // Its runtime directory goes with the container's end, after its exit record: once the
+        // exit is recorded (and reported), the monitor may be taking the rest apart.
+        if paths.exit().exists() || !paths.shim_config().exists() {
             return Err(RuntimeError::Exec {
                 id: id.to_string(),
                 source: Box::new(super::exec::ExecError::NotRunning { id: id.to_string() }),
