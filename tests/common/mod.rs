@@ -349,6 +349,14 @@ impl Drop for TestEnv {
         // A test that failed half-way may leave containers, mounts and cgroups: kill what runs
         // from the temp dir, unmount everything under it (deepest first) and remove the test's
         // cgroups, so a failure never leaks into the machine or other tests.
+        // First a daemon or `play` of this environment that the test did not stop (an
+        // assertion failed before): it would make again what is removed below.
+        for (pid, _) in processes_naming(self.dir.path()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
         let mut stray = processes_under(self.dir.path());
         stray.extend(processes_in_cgroup(&self.cgroup_parent));
         for (pid, _) in stray {
@@ -441,6 +449,29 @@ pub fn processes_under(dir: &Path) -> Vec<(i32, String)> {
                     break;
                 }
             }
+        }
+    }
+    out
+}
+
+/// Processes whose command line names `dir` (a daemon, `play` or monitor given this
+/// environment's directories), other than this one.
+pub fn processes_naming(dir: &Path) -> Vec<(i32, String)> {
+    let want = format!("{}/", dir.to_string_lossy());
+    let me = std::process::id() as i32;
+    let mut out = Vec::new();
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cmd = fs::read_to_string(format!("/proc/{pid}/cmdline"))
+            .unwrap_or_default()
+            .replace('\0', " ");
+        if pid != me && cmd.contains(&want) {
+            out.push((pid, cmd));
         }
     }
     out
