@@ -403,55 +403,43 @@ pub fn cgroup_dirs(parent: &str) -> Vec<PathBuf> {
     out
 }
 
+/// Every process (pid, command line with spaces for NULs) for which `keep` holds.
+fn processes_where(keep: impl Fn(i32, &str) -> bool) -> Vec<(i32, String)> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
+        .filter_map(|pid| {
+            let cmd = fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                .unwrap_or_default()
+                .replace('\0', " ");
+            keep(pid, &cmd).then_some((pid, cmd))
+        })
+        .collect()
+}
+
 /// Processes in a cgroup below `parent` (containers live in `/<parent>/pod<uid>/<id>`; a
 /// process in another mount namespace shows its own root as `/`, so this is how containers
 /// are found).
 pub fn processes_in_cgroup(parent: &str) -> Vec<(i32, String)> {
     let needle = format!("/{parent}/");
-    let mut out = Vec::new();
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in entries.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let cg = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
-        if cg.contains(&needle) {
-            let cmd = fs::read_to_string(format!("/proc/{pid}/cmdline"))
+    processes_where(|pid, cmd| {
+        !cmd.is_empty()
+            && fs::read_to_string(format!("/proc/{pid}/cgroup"))
                 .unwrap_or_default()
-                .replace('\0', " ");
-            if !cmd.is_empty() {
-                out.push((pid, cmd));
-            }
-        }
-    }
-    out
+                .contains(&needle)
+    })
 }
 
 /// Processes whose root, cwd or executable is under `dir`.
 pub fn processes_under(dir: &Path) -> Vec<(i32, String)> {
-    let mut out = Vec::new();
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in entries.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        for link in ["root", "cwd", "exe"] {
-            if let Ok(target) = fs::read_link(format!("/proc/{pid}/{link}")) {
-                if target.starts_with(dir) {
-                    let cmd = fs::read_to_string(format!("/proc/{pid}/cmdline"))
-                        .unwrap_or_default()
-                        .replace('\0', " ");
-                    out.push((pid, cmd));
-                    break;
-                }
-            }
-        }
-    }
-    out
+    processes_where(|pid, _| {
+        ["root", "cwd", "exe"].iter().any(|link| {
+            fs::read_link(format!("/proc/{pid}/{link}")).is_ok_and(|t| t.starts_with(dir))
+        })
+    })
 }
 
 /// Processes whose command line names `dir` (a daemon, `play` or monitor given this
@@ -459,22 +447,7 @@ pub fn processes_under(dir: &Path) -> Vec<(i32, String)> {
 pub fn processes_naming(dir: &Path) -> Vec<(i32, String)> {
     let want = format!("{}/", dir.to_string_lossy());
     let me = std::process::id() as i32;
-    let mut out = Vec::new();
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in entries.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let cmd = fs::read_to_string(format!("/proc/{pid}/cmdline"))
-            .unwrap_or_default()
-            .replace('\0', " ");
-        if pid != me && cmd.contains(&want) {
-            out.push((pid, cmd));
-        }
-    }
-    out
+    processes_where(|pid, cmd| pid != me && cmd.contains(&want))
 }
 
 /// Reaps zombie monitors (`podvisor-shim`) re-parented to the test process after the
