@@ -280,7 +280,7 @@ impl LinuxRuntime {
         };
         let boot_id = rundir::read_boot_id(&cfg.boot_id_file)?;
         let run_dir_lock = rundir::lock(&cfg.run_dir, rundir::LOCK_WAIT)?;
-        let root_dir_lock = rundir::lock_dir("root dir", &cfg.root_dir, rundir::LOCK_WAIT)?;
+        let root_dir_lock = rundir::lock_dir("root dir", &cfg.root_dir, 0o700, rundir::LOCK_WAIT)?;
         rundir::prepare(&cfg.run_dir, &boot_id)?;
         let sandbox_dirs = cfg.sandbox_dirs();
         // root only, whatever existed: the state holds specs (environment values), images with

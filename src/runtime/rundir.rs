@@ -92,16 +92,22 @@ pub const LOCK_WAIT: Duration = Duration::from_secs(5);
 /// Creates the runtime dir if needed and takes its lock, waiting up to `wait` for a holder to
 /// go away; the file names the holder's pid, for the error another process gets.
 pub fn lock(dir: &Path, wait: Duration) -> Result<RunDirLock, RunDirError> {
-    lock_dir("runtime dir", dir, wait)
+    lock_dir("runtime dir", dir, 0o711, wait)
 }
 
-/// [`lock`] for the directory `dir`, named `what` in messages ("runtime dir", "root dir").
-pub fn lock_dir(what: &'static str, dir: &Path, wait: Duration) -> Result<RunDirLock, RunDirError> {
+/// [`lock`] for the directory `dir`, named `what` in messages ("runtime dir", "root dir") and
+/// created with `mode` if missing (the root dir is root-only from its first moment).
+pub fn lock_dir(
+    what: &'static str,
+    dir: &Path,
+    mode: u32,
+    wait: Duration,
+) -> Result<RunDirLock, RunDirError> {
     use std::io::{Read, Seek, Write};
     let io = |path: PathBuf| move |source| RunDirError::Io { path, source };
     fs::DirBuilder::new()
         .recursive(true)
-        .mode(0o711)
+        .mode(mode)
         .create(dir)
         .map_err(io(dir.to_path_buf()))?;
     let path = dir.join(LOCK_FILE);
@@ -283,8 +289,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let run = dir.path().join("run");
         let first = lock(&run, Duration::ZERO).expect("first lock");
-        let root = lock_dir("root dir", dir.path(), Duration::ZERO).expect("root dir lock");
-        let e = lock_dir("root dir", dir.path(), Duration::ZERO).expect_err("held");
+        let root = lock_dir("root dir", dir.path(), 0o700, Duration::ZERO).expect("root dir lock");
+        let e = lock_dir("root dir", dir.path(), 0o700, Duration::ZERO).expect_err("held");
         assert!(e.to_string().starts_with("root dir "), "{e}");
         drop(root);
         let e = lock(&run, Duration::from_millis(120)).expect_err("held");
