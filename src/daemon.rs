@@ -370,7 +370,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         source,
     })?;
     sync.set_periodic_resync(cfg.sync_frequency, Some(gc));
-    sync.set_housekeeping(Box::new(release_idle_memory));
+    sync.set_housekeeping(idle_memory_release());
     match notify_socket {
         Ok(Some(socket)) => {
             if let Some(w) = watchdog {
@@ -564,17 +564,34 @@ fn limit_malloc_arenas() {
 /// loop's thread (the main thread): freed heap back to the kernel, and the binary's code and
 /// read-only data pages unmapped (mapped back by minor faults when used: what a minute of
 /// running pods, probes and API requests uses stays mapped; start-up, configuration and rare
-/// paths do not), and the main stack below the loop's depth.
-fn release_idle_memory() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: malloc_trim only returns free memory of the heaps to the kernel (it takes each
-    // arena's lock).
-    unsafe {
-        libc::malloc_trim(0);
-    }
-    if let Ok(r) = crate::sys::pages::Release::plan(true) {
-        let _ = r.apply();
-    }
+/// paths do not), and the main stack below the loop's depth. Planned here, on the main thread
+/// once start-up is done, where the code is also cut into one-page mappings, so that only the
+/// pages used come back (`sys::pages::IdleRelease`).
+fn idle_memory_release() -> Box<dyn FnMut()> {
+    let planned = match crate::sys::pages::IdleRelease::new(true) {
+        Ok(p) => {
+            match &p.confined {
+                Ok(n) => log::info!("code and read-only data cut into one-page mappings ({n} pages marked): pages released at resyncs come back one by one"),
+                Err(e) => log::warn!("code not cut into one-page mappings ({e}): pages released at resyncs come back with the kernel's fault-around"),
+            }
+            Some(p)
+        }
+        Err(e) => {
+            log::warn!("the daemon's code pages are not released at resyncs: {e}");
+            None
+        }
+    };
+    Box::new(move || {
+        #[cfg(target_env = "gnu")]
+        // SAFETY: malloc_trim only returns free memory of the heaps to the kernel (it takes
+        // each arena's lock).
+        unsafe {
+            libc::malloc_trim(0);
+        }
+        if let Some(p) = &planned {
+            let _ = p.release();
+        }
+    })
 }
 
 /// The root dir's filesystem (nodefs) as the kubelet's `ephemeral-storage`: (capacity,
