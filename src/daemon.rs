@@ -566,7 +566,7 @@ fn limit_malloc_arenas() {
 /// running pods, probes and API requests uses stays mapped; start-up, configuration and rare
 /// paths do not), and the main stack below the loop's depth. Planned here, on the main thread
 /// once start-up is done, where the code is also cut into one-page mappings, so that only the
-/// pages used come back (`sys::pages::IdleRelease`).
+/// pages used come back (`sys::pages::IdleRelease`), and released a first time.
 fn idle_memory_release() -> Box<dyn FnMut()> {
     let planned = match crate::sys::pages::IdleRelease::new(true) {
         Ok(p) => {
@@ -574,6 +574,9 @@ fn idle_memory_release() -> Box<dyn FnMut()> {
                 Ok(n) => log::info!("code and read-only data cut into one-page mappings ({n} pages marked): pages released at resyncs come back one by one"),
                 Err(e) => log::warn!("code not cut into one-page mappings ({e}): pages released at resyncs come back with the kernel's fault-around"),
             }
+            // Start-up's pages (configuration, recovery, re-adoption) go now, not at the
+            // first resync: from here on only what runs is mapped back.
+            let _ = p.release();
             Some(p)
         }
         Err(e) => {
