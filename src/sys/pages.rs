@@ -15,6 +15,9 @@
 use std::fs;
 use std::io;
 
+/// An address range, start inclusive, end exclusive.
+type Range = (usize, usize);
+
 /// Bytes of stack kept below the frame that plans a release: the frames of the calls it
 /// makes until it applies it and right after (nothing below the stack pointer is live; the
 /// x86-64 red zone is 128 bytes).
@@ -94,14 +97,8 @@ impl Release {
     /// `stack` the main thread's stack pages more than 16 KiB below the current depth (call it
     /// from the main thread then: the depth an earlier deep call left allocated).
     pub fn plan(stack: bool) -> io::Result<Release> {
-        let marker = 0u8;
-        let sp = std::hint::black_box(std::ptr::addr_of!(marker)) as usize;
-        let here = Release::plan as *const () as usize;
-        let maps = parse_smaps(&fs::read_to_string("/proc/self/smaps")?);
-        let mut ranges = clean_file_mappings(&maps, here);
-        if ranges.is_empty() {
-            return Err(io::Error::other("no mapping of this executable found"));
-        }
+        let sp = stack_pointer();
+        let (maps, mut ranges) = executable_mappings(Release::plan as *const () as usize)?;
         if stack {
             let start = main_stack_start(&maps, sp)?;
             ranges.extend(stack_below(start, sp, page_size()));
@@ -142,6 +139,24 @@ fn dont_need(ranges: &[(usize, usize)]) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// An address in the caller's frame: its stack depth.
+#[inline(always)]
+fn stack_pointer() -> usize {
+    let marker = 0u8;
+    std::hint::black_box(std::ptr::addr_of!(marker)) as usize
+}
+
+/// This process's mappings, and its executable's never-written read-only ones (see
+/// [`clean_file_mappings`]; `here`: an address of its code).
+fn executable_mappings(here: usize) -> io::Result<(Vec<Mapping>, Vec<Range>)> {
+    let maps = parse_smaps(&fs::read_to_string("/proc/self/smaps")?);
+    let files = clean_file_mappings(&maps, here);
+    if files.is_empty() {
+        return Err(io::Error::other("no mapping of this executable found"));
+    }
+    Ok((maps, files))
 }
 
 /// The start of the main thread's stack mapping, which holds `sp`.
@@ -225,14 +240,9 @@ impl IdleRelease {
     /// with the reason in `confined`, when a cut fails or would take the process's
     /// mappings past half of `vm.max_map_count`; what was cut stays cut.
     pub fn new(stack: bool) -> io::Result<IdleRelease> {
-        let marker = 0u8;
-        let sp = std::hint::black_box(std::ptr::addr_of!(marker)) as usize;
-        let here = IdleRelease::new as *const () as usize;
-        let maps = parse_smaps(&fs::read_to_string("/proc/self/smaps")?);
-        let files = coalesce(clean_file_mappings(&maps, here));
-        if files.is_empty() {
-            return Err(io::Error::other("no mapping of this executable found"));
-        }
+        let sp = stack_pointer();
+        let (maps, files) = executable_mappings(IdleRelease::new as *const () as usize)?;
+        let files = coalesce(files);
         let stack_start = if stack {
             Some(main_stack_start(&maps, sp)?)
         } else {
@@ -248,8 +258,7 @@ impl IdleRelease {
 
     /// Gives back the planned mappings' pages and the main stack's below this call's depth.
     pub fn release(&self) -> io::Result<()> {
-        let marker = 0u8;
-        let sp = std::hint::black_box(std::ptr::addr_of!(marker)) as usize;
+        let sp = stack_pointer();
         dont_need(&self.files)?;
         match self
             .stack_start
@@ -331,8 +340,6 @@ Anonymous:            80 kB
         // An address outside any code mapping of the executable: nothing.
         assert!(clean_file_mappings(&maps, 0x55d0a0900010).is_empty());
     }
-
-    type Range = (usize, usize);
 
     #[test]
     fn adjacent_ranges_are_joined() {
