@@ -372,10 +372,18 @@ pub struct SyncLoop {
     /// Uids of pods removed in this run, most recent last (at most
     /// [`RECENTLY_REMOVED`]): one desired again is a restarted pod (`kubelet_restarted_pods_total`).
     recently_removed: std::collections::VecDeque<String>,
+    /// Exits reported before the start job's result that names their container (a container
+    /// that ends within milliseconds, reported by the runtime's exit watcher while the worker
+    /// thread that started it has not sent its result yet): container id, pod uid, record;
+    /// applied when that result arrives, oldest dropped past [`EARLY_EXITS`].
+    early_exits: std::collections::VecDeque<(String, String, ExitRecord)>,
 }
 
 /// How many removed pod uids the loop remembers for `kubelet_restarted_pods_total`.
 const RECENTLY_REMOVED: usize = 256;
+
+/// How many exits of containers the loop does not know yet it keeps (see `early_exits`).
+const EARLY_EXITS: usize = 64;
 
 fn rfc3339(t: SystemTime) -> String {
     crate::logs::timestamp::format_timestamp(t)
@@ -525,6 +533,7 @@ impl SyncLoop {
             housekeeping: None,
             pressure: eviction::NodePressure::default(),
             recently_removed: Default::default(),
+            early_exits: Default::default(),
         };
         s.on_notices(api_notices);
         s.reconcile();

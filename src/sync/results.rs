@@ -226,6 +226,20 @@ impl SyncLoop {
         cname: &str,
         result: Result<Box<ContainerInfo>, StartFailure>,
     ) {
+        let started = result.as_ref().ok().map(|info| info.meta.id.clone());
+        self.record_started(uid, cname, result);
+        // Its exit may have come first: applied now that the container is known.
+        if let Some(id) = started {
+            self.apply_early_exit(&id);
+        }
+    }
+
+    fn record_started(
+        &mut self,
+        uid: &str,
+        cname: &str,
+        result: Result<Box<ContainerInfo>, StartFailure>,
+    ) {
         let now = self.clock.now();
         if let Some(r) = self.removals.get_mut(uid) {
             r.pending_starts = r.pending_starts.saturating_sub(1);

@@ -431,16 +431,47 @@ impl SyncLoop {
         }
     }
 
+    /// Keeps an exit the loop cannot place yet (see `early_exits`).
+    fn keep_early_exit(&mut self, id: &str, uid: &str, exit: ExitRecord) {
+        if self.early_exits.len() >= super::EARLY_EXITS {
+            self.early_exits.pop_front();
+        }
+        self.early_exits
+            .push_back((id.to_string(), uid.to_string(), exit));
+    }
+
+    /// Applies an exit that arrived before the start result of `id` (now handled).
+    pub(super) fn apply_early_exit(&mut self, id: &str) {
+        let Some(i) = self.early_exits.iter().position(|(c, _, _)| c == id) else {
+            return;
+        };
+        if let Some((id, uid, exit)) = self.early_exits.remove(i) {
+            self.on_exit(&id, &uid, exit);
+        }
+    }
+
     pub(super) fn on_exit(&mut self, id: &str, uid: &str, exit: ExitRecord) {
         let now = self.clock.now();
         if let Some(r) = self.removals.get_mut(uid) {
-            r.running.remove(id);
+            if r.running.remove(id).is_none() && r.pending_starts > 0 {
+                self.keep_early_exit(id, uid, exit);
+            }
             self.dirty = true;
             return;
         }
         let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == uid) else {
             return;
         };
+        if !w
+            .slots
+            .iter()
+            .any(|s| s.instance.as_ref().is_some_and(|i| i.id == id))
+        {
+            // Not started as far as the loop knows: its start job's result is still on its
+            // way (the exit watcher can be quicker than the worker thread).
+            self.keep_early_exit(id, uid, exit);
+            return;
+        }
         let name = name.clone();
         let policy = restart_policy(&w.pod).to_string();
         // The pod is done (a sidecar's exit changes nothing of its app containers).

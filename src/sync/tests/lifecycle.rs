@@ -465,3 +465,79 @@ fn sidecars_start_first_restart_and_stop_after_the_app_in_reverse_order() {
     h.send(ev);
     assert!(h.snap().find_pod("s").is_none());
 }
+
+#[test]
+fn an_exit_reported_before_its_start_result_is_applied_when_the_result_arrives() {
+    // A container that ends within milliseconds: the runtime's exit watcher can report it
+    // before the worker thread that started it sends the start result. The exit must not be
+    // lost (the pod would wait for a running init container forever).
+    let mut h = harness();
+    h.scan_done();
+    let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: hello}\nspec:\n  restartPolicy: Never\n  initContainers:\n  - {name: init, image: busybox}\n  containers:\n  - {name: app, image: busybox}\n";
+    h.sync.handle(SyncEvent::Source(SourceEvent::FileChanged {
+        path: PathBuf::from("/m/hello.yaml"),
+        data: yaml.as_bytes().to_vec(),
+    }));
+    // The job results in order, up to the init container's start result, held back.
+    let started = loop {
+        let r = h
+            .done
+            .lock()
+            .expect("lock")
+            .pop_front()
+            .expect("a job result");
+        if matches!(r, JobResult::ContainerStarted { .. }) {
+            break r;
+        }
+        h.sync.handle(SyncEvent::Work(Box::new(r)));
+    };
+    let ids = h.rt.running_ids();
+    assert_eq!(ids.len(), 1, "only the init container runs");
+    let ev = h.rt.exit(&ids[0], 0);
+    h.send(ev);
+    assert_eq!(
+        h.rt.starts().len(),
+        1,
+        "nothing more before the start result"
+    );
+    h.send(SyncEvent::Work(Box::new(started)));
+    // The init container is done: the app container started.
+    let starts: Vec<String> = h.rt.starts().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(starts, ["init", "app"], "{starts:?}");
+    assert_eq!(h.rt.running_ids().len(), 1);
+}
+
+#[test]
+fn an_exit_reported_before_the_start_result_of_a_pod_going_away_lets_the_removal_finish() {
+    let mut h = harness();
+    h.scan_done();
+    h.sync.handle(SyncEvent::Source(SourceEvent::FileChanged {
+        path: PathBuf::from("/m/web.yaml"),
+        data: pod_yaml("web", "busybox", "").into_bytes(),
+    }));
+    let started = loop {
+        let r = h
+            .done
+            .lock()
+            .expect("lock")
+            .pop_front()
+            .expect("a job result");
+        if matches!(r, JobResult::ContainerStarted { .. }) {
+            break r;
+        }
+        h.sync.handle(SyncEvent::Work(Box::new(r)));
+    };
+    // Removed while its start is in flight; the container exits before the result arrives.
+    h.sync.handle(SyncEvent::Source(SourceEvent::FileRemoved {
+        path: PathBuf::from("/m/web.yaml"),
+    }));
+    let id = h.rt.running_ids()[0].clone();
+    let ev = h.rt.exit(&id, 0);
+    h.send(ev);
+    h.send(SyncEvent::Work(Box::new(started)));
+    h.advance(Duration::ZERO);
+    assert!(
+        h.snap().pods.is_empty(),
+        "removed without waiting for a kill"
+    );
+}
