@@ -505,31 +505,16 @@ Anonymous:            80 kB
     #[test]
     fn released_pages_come_back_when_used_again() {
         // In a forked child, so the test harness's own pages are not touched.
-        let (r, w) = nix::unistd::pipe().expect("pipe");
-        // SAFETY: the child releases its pages, runs code again, writes a line and _exits;
-        // glibc's fork keeps malloc usable in the child.
-        match unsafe { nix::unistd::fork() }.expect("fork") {
-            nix::unistd::ForkResult::Child => {
-                let files = Release::plan(false)
-                    .and_then(|r| r.apply().map(|()| r.bytes() > 0))
-                    .unwrap_or(false);
-                // The test runs on a thread of the harness: not the main thread's stack.
-                let stack = Release::plan(true).is_err();
-                // Code and read-only data are used again after the release.
-                let deep = std::hint::black_box([7u8; 64 * 1024]);
-                let text = format!("{} {} {}", u8::from(files), u8::from(stack), deep[1000]);
-                let _ = nix::unistd::write(&w, text.as_bytes());
-                // SAFETY: leaving the forked child without running the test harness.
-                unsafe { libc::_exit(0) }
-            }
-            nix::unistd::ForkResult::Parent { child } => {
-                drop(w);
-                let mut got = String::new();
-                std::io::Read::read_to_string(&mut fs::File::from(r), &mut got).expect("read");
-                let st = nix::sys::wait::waitpid(child, None).expect("wait");
-                assert_eq!(st, nix::sys::wait::WaitStatus::Exited(child, 0));
-                assert_eq!(got, "1 1 7");
-            }
-        }
+        let got = in_child(|| {
+            let files = Release::plan(false)
+                .and_then(|r| r.apply().map(|()| r.bytes() > 0))
+                .unwrap_or(false);
+            // The test runs on a thread of the harness: not the main thread's stack.
+            let stack = Release::plan(true).is_err();
+            // Code and read-only data are used again after the release.
+            let deep = std::hint::black_box([7u8; 64 * 1024]);
+            format!("{} {} {}", u8::from(files), u8::from(stack), deep[1000])
+        });
+        assert_eq!(got, "1 1 7");
     }
 }

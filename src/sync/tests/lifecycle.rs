@@ -466,6 +466,27 @@ fn sidecars_start_first_restart_and_stop_after_the_app_in_reverse_order() {
     assert!(h.snap().find_pod("s").is_none());
 }
 
+/// Adds manifest `file` and feeds the job results back in order up to the first container's
+/// start result, which it returns instead.
+fn first_start_held_back(h: &mut Harness, file: &str, yaml: &str) -> JobResult {
+    h.sync.handle(SyncEvent::Source(SourceEvent::FileChanged {
+        path: PathBuf::from(format!("/m/{file}")),
+        data: yaml.as_bytes().to_vec(),
+    }));
+    loop {
+        let r = h
+            .done
+            .lock()
+            .expect("lock")
+            .pop_front()
+            .expect("a job result");
+        if matches!(r, JobResult::ContainerStarted { .. }) {
+            return r;
+        }
+        h.sync.handle(SyncEvent::Work(Box::new(r)));
+    }
+}
+
 #[test]
 fn an_exit_reported_before_its_start_result_is_applied_when_the_result_arrives() {
     // A container that ends within milliseconds: the runtime's exit watcher can report it
@@ -474,23 +495,8 @@ fn an_exit_reported_before_its_start_result_is_applied_when_the_result_arrives()
     let mut h = harness();
     h.scan_done();
     let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: hello}\nspec:\n  restartPolicy: Never\n  initContainers:\n  - {name: init, image: busybox}\n  containers:\n  - {name: app, image: busybox}\n";
-    h.sync.handle(SyncEvent::Source(SourceEvent::FileChanged {
-        path: PathBuf::from("/m/hello.yaml"),
-        data: yaml.as_bytes().to_vec(),
-    }));
-    // The job results in order, up to the init container's start result, held back.
-    let started = loop {
-        let r = h
-            .done
-            .lock()
-            .expect("lock")
-            .pop_front()
-            .expect("a job result");
-        if matches!(r, JobResult::ContainerStarted { .. }) {
-            break r;
-        }
-        h.sync.handle(SyncEvent::Work(Box::new(r)));
-    };
+    // The init container's start result, held back.
+    let started = first_start_held_back(&mut h, "hello.yaml", yaml);
     let ids = h.rt.running_ids();
     assert_eq!(ids.len(), 1, "only the init container runs");
     let ev = h.rt.exit(&ids[0], 0);
@@ -511,22 +517,7 @@ fn an_exit_reported_before_its_start_result_is_applied_when_the_result_arrives()
 fn an_exit_reported_before_the_start_result_of_a_pod_going_away_lets_the_removal_finish() {
     let mut h = harness();
     h.scan_done();
-    h.sync.handle(SyncEvent::Source(SourceEvent::FileChanged {
-        path: PathBuf::from("/m/web.yaml"),
-        data: pod_yaml("web", "busybox", "").into_bytes(),
-    }));
-    let started = loop {
-        let r = h
-            .done
-            .lock()
-            .expect("lock")
-            .pop_front()
-            .expect("a job result");
-        if matches!(r, JobResult::ContainerStarted { .. }) {
-            break r;
-        }
-        h.sync.handle(SyncEvent::Work(Box::new(r)));
-    };
+    let started = first_start_held_back(&mut h, "web.yaml", &pod_yaml("web", "busybox", ""));
     // Removed while its start is in flight; the container exits before the result arrives.
     h.sync.handle(SyncEvent::Source(SourceEvent::FileRemoved {
         path: PathBuf::from("/m/web.yaml"),
