@@ -32,6 +32,8 @@ struct Mapping {
     path: String,
     /// `Anonymous:` in kB: pages of a private file mapping that were written (copied).
     anonymous_kb: u64,
+    /// `Rss:` in kB: pages mapped.
+    rss_kb: u64,
 }
 
 fn parse_smaps(text: &str) -> Vec<Mapping> {
@@ -52,14 +54,16 @@ fn parse_smaps(text: &str) -> Vec<Mapping> {
                     perms,
                     path,
                     anonymous_kb: 0,
+                    rss_kb: 0,
                 });
                 continue;
             }
         }
-        if first == "Anonymous:" {
-            if let Some(m) = out.last_mut() {
-                m.anonymous_kb = f.next().and_then(|v| v.parse().ok()).unwrap_or(0);
-            }
+        let mut kb = || f.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+        match (first, out.last_mut()) {
+            ("Anonymous:", Some(m)) => m.anonymous_kb = kb(),
+            ("Rss:", Some(m)) => m.rss_kb = kb(),
+            _ => {}
         }
     }
     out
@@ -68,7 +72,7 @@ fn parse_smaps(text: &str) -> Vec<Mapping> {
 /// The read-only mappings of the file that holds `addr`'s code whose pages were never
 /// written: dropping them loses nothing (the relocated read-only data, written by the
 /// dynamic loader before it was made read-only, has anonymous pages and is left alone).
-fn clean_file_mappings(maps: &[Mapping], addr: usize) -> Vec<(usize, usize)> {
+fn clean_file_mappings(maps: &[Mapping], addr: usize) -> Vec<Range> {
     let Some(code) = maps
         .iter()
         .find(|m| m.perms == "r-xp" && (m.start..m.end).contains(&addr) && !m.path.is_empty())
@@ -87,7 +91,7 @@ fn clean_file_mappings(maps: &[Mapping], addr: usize) -> Vec<(usize, usize)> {
 /// back, between the release and the wait it precedes.
 #[derive(Debug, Default)]
 pub struct Release {
-    ranges: Vec<(usize, usize)>,
+    ranges: Vec<Range>,
 }
 
 impl Release {
@@ -111,8 +115,8 @@ impl Release {
         self.ranges.iter().map(|(a, b)| b - a).sum()
     }
 
-    /// `MADV_DONTNEED` on every range (see [`dont_need`]): file pages stay in the page cache and a page used
-    /// again is mapped back by a minor fault (with its neighbours: the kernel maps up to 64
+    /// `MADV_DONTNEED` on every range (see [`dont_need`]): file pages stay in the page cache
+    /// and a page used again is mapped back by a minor fault (with its neighbours: the kernel maps up to 64
     /// KiB around a faulting file page); stack pages are zero-filled on their next use, as
     /// untouched stack pages are. Must be called from the frame that planned it or one above
     /// it (never deeper: the stack range ends 16 KiB below that frame).
@@ -124,7 +128,7 @@ impl Release {
 /// `MADV_DONTNEED` on each range. Every range must be either a private, read-only mapping
 /// of this process's own binary without anonymous (written) pages, or main-stack pages more
 /// than [`STACK_MARGIN`] below a live frame of the caller's.
-fn dont_need(ranges: &[(usize, usize)]) -> io::Result<()> {
+fn dont_need(ranges: &[Range]) -> io::Result<()> {
     for &(start, end) in ranges {
         // SAFETY: per this function's contract, each range is either a never-written
         // read-only mapping of this process's own binary, per /proc/self/smaps, where
@@ -172,7 +176,7 @@ fn main_stack_start(maps: &[Mapping], sp: usize) -> io::Result<usize> {
 
 /// The main stack's pages from `start` to [`STACK_MARGIN`] below `sp`, aligned to `page`
 /// (a power of two).
-fn stack_below(start: usize, sp: usize, page: usize) -> Option<(usize, usize)> {
+fn stack_below(start: usize, sp: usize, page: usize) -> Option<Range> {
     let top = sp.saturating_sub(STACK_MARGIN) & !(page - 1);
     (top > start).then_some((start, top))
 }
@@ -187,9 +191,9 @@ fn page_size() -> usize {
 }
 
 /// Adjacent ranges joined (one `madvise` covers several mappings).
-fn coalesce(mut ranges: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
+fn coalesce(mut ranges: Vec<Range>) -> Vec<Range> {
     ranges.sort_unstable();
-    let mut out: Vec<(usize, usize)> = Vec::with_capacity(ranges.len());
+    let mut out: Vec<Range> = Vec::with_capacity(ranges.len());
     for (a, b) in ranges {
         match out.last_mut() {
             Some(last) if last.1 == a => last.1 = b,
@@ -202,7 +206,7 @@ fn coalesce(mut ranges: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
 /// The pages to mark so that `range` becomes one mapping per page: every other page,
 /// starting with the second (the kernel merges neighbouring mappings only when their flags
 /// are equal). The first page of the binary (its ELF header) is never marked.
-fn odd_pages(range: (usize, usize), page: usize) -> Vec<(usize, usize)> {
+fn odd_pages(range: Range, page: usize) -> Vec<Range> {
     let mut out = Vec::new();
     let mut a = range.0 + page;
     while a < range.1 {
@@ -224,10 +228,12 @@ fn room_for_mappings(current: usize, pages: usize, max_map_count: usize) -> bool
 #[derive(Debug)]
 pub struct IdleRelease {
     /// The binary's never-written read-only mappings, joined.
-    files: Vec<(usize, usize)>,
+    files: Vec<Range>,
     /// The main stack mapping's start when planned (it only grows downwards: pages it grew
     /// since are not released).
     stack_start: Option<usize>,
+    /// The kernel's page size.
+    page: usize,
     /// One-page mappings made, or why not.
     pub confined: Result<usize, String>,
 }
@@ -248,10 +254,12 @@ impl IdleRelease {
         } else {
             None
         };
-        let confined = confine(&files, maps.len());
+        let page = page_size();
+        let confined = confine(&files, page, maps.len());
         Ok(IdleRelease {
             files,
             stack_start,
+            page,
             confined,
         })
     }
@@ -262,7 +270,7 @@ impl IdleRelease {
         dont_need(&self.files)?;
         match self
             .stack_start
-            .and_then(|start| stack_below(start, sp, page_size()))
+            .and_then(|start| stack_below(start, sp, self.page))
         {
             Some(r) => dont_need(&[r]),
             None => Ok(()),
@@ -273,9 +281,8 @@ impl IdleRelease {
 /// Cuts `files` into one-page mappings (see [`odd_pages`]) with `MADV_DONTDUMP`, which only
 /// keeps a page out of core dumps: the kernel leaves private file mappings out of them
 /// unless `coredump_filter` asks for them. Returns the number of pages marked.
-fn confine(files: &[(usize, usize)], current_mappings: usize) -> Result<usize, String> {
-    let page = page_size();
-    let marks: Vec<(usize, usize)> = files.iter().flat_map(|&r| odd_pages(r, page)).collect();
+fn confine(files: &[Range], page: usize, current_mappings: usize) -> Result<usize, String> {
+    let marks: Vec<Range> = files.iter().flat_map(|&r| odd_pages(r, page)).collect();
     let max = fs::read_to_string("/proc/sys/vm/max_map_count")
         .ok()
         .and_then(|s| s.trim().parse().ok())
@@ -436,33 +443,17 @@ Anonymous:            80 kB
     /// kB of this executable's code and read-only data mapped (Rss), the number of its
     /// mappings and the size of the one holding `addr`.
     fn exe_footprint(addr: usize) -> (u64, usize, usize) {
-        let text = fs::read_to_string("/proc/self/smaps").expect("smaps");
+        let maps = parse_smaps(&fs::read_to_string("/proc/self/smaps").expect("smaps"));
         let exe = fs::read_link("/proc/self/exe").expect("exe");
-        let exe = exe.to_string_lossy();
-        let (mut rss, mut n, mut holder, mut mine) = (0, 0, 0, false);
-        for line in text.lines() {
-            let mut f = line.split_whitespace();
-            let first = f.next().unwrap_or_default();
-            if let Some((a, b)) = first.split_once('-') {
-                if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
-                {
-                    let perms = f.next().unwrap_or_default();
-                    let path = f.skip(3).collect::<Vec<_>>().join(" ");
-                    mine = path == exe && (perms == "r-xp" || perms == "r--p");
-                    if mine {
-                        n += 1;
-                        if (a..b).contains(&addr) {
-                            holder = b - a;
-                        }
-                    }
-                    continue;
-                }
-            }
-            if mine && first == "Rss:" {
-                rss += f.next().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-            }
-        }
-        (rss, n, holder)
+        let mine: Vec<&Mapping> = maps
+            .iter()
+            .filter(|m| m.path == exe.to_string_lossy() && (m.perms == "r-xp" || m.perms == "r--p"))
+            .collect();
+        let holder = mine
+            .iter()
+            .find(|m| (m.start..m.end).contains(&addr))
+            .map_or(0, |m| m.end - m.start);
+        (mine.iter().map(|m| m.rss_kb).sum(), mine.len(), holder)
     }
 
     #[test]
