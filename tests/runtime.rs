@@ -972,6 +972,137 @@ fn monitors_are_forked_by_the_spawner_and_look_exec_d() {
     finish(&rt, &env, &p);
 }
 
+/// The namespaces the spawner holds open (its spare namespaces): `net:[...]` and the like.
+fn held_namespaces(spawner: i32) -> Vec<String> {
+    let Ok(dir) = fs::read_dir(format!("/proc/{spawner}/fd")) else {
+        return Vec::new();
+    };
+    let mut held: Vec<String> = dir
+        .flatten()
+        .filter_map(|e| fs::read_link(e.path()).ok())
+        .map(|l| l.to_string_lossy().into_owned())
+        .filter(|l| ["ipc:[", "net:[", "uts:["].iter().any(|k| l.starts_with(k)))
+        .collect();
+    held.sort();
+    held
+}
+
+/// The name of a namespace (`net:[4026532...]`) from a pid's or a pin's file.
+fn ns_name(path: &str) -> String {
+    fs::read_link(path)
+        .map(|l| l.to_string_lossy().into_owned())
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The identity of a pinned namespace (its nsfs inode), as `ns_name` shows it.
+fn pin_name(kind: &str, pin: &std::path::Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let ino = fs::metadata(pin).expect("pin").ino();
+    format!("{kind}:[{ino}]")
+}
+
+/// Runs `f` on a thread that has joined the namespace pinned at `pin`.
+fn in_namespace<T: Send + 'static>(
+    pin: &std::path::Path,
+    kind: nix::sched::CloneFlags,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let file = fs::File::open(pin).expect("open pin");
+    std::thread::spawn(move || {
+        nix::sched::setns(&file, kind).expect("setns");
+        f()
+    })
+    .join()
+    .expect("thread")
+}
+
+/// Whether loopback is up in this thread's network namespace.
+fn loopback_is_up() -> bool {
+    // SAFETY: plain socket(2), closed below; SIOCGIFFLAGS fills the ifreq we pass.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket");
+        let mut req: libc::ifreq = std::mem::zeroed();
+        req.ifr_name[0] = b'l' as libc::c_char;
+        req.ifr_name[1] = b'o' as libc::c_char;
+        let r = libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req);
+        libc::close(fd);
+        assert_eq!(r, 0, "SIOCGIFFLAGS");
+        req.ifr_ifru.ifru_flags & libc::IFF_UP as libc::c_short != 0
+    }
+}
+
+#[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
+fn a_pod_joins_the_namespaces_the_spawner_made_ahead_and_new_spares_follow() {
+    let env = TestEnv::new("spare");
+    let (rt, rx) = env.runtime();
+    let a = pod(&simple_pod("spare-a", "sleep 1000"));
+    rt.run_pod_sandbox(&a).expect("sandbox a");
+    let spawner = rt.spawner_pid().expect("spawner");
+    // Made when the spawner has been quiet for a moment: IPC, network and UTS namespaces of
+    // their own, held open by the spawner.
+    let mut spare = Vec::new();
+    wait_until("spare namespaces", T, || {
+        spare = held_namespaces(spawner);
+        spare.len() == 3
+    });
+    for host in ["ipc", "net", "uts"].map(|k| ns_name(&format!("/proc/self/ns/{k}"))) {
+        assert!(!spare.contains(&host), "{host} is the host's: {spare:?}");
+    }
+
+    // The next pod's sandbox is those namespaces, with the pod's hostname and lo up.
+    let b = pod(&simple_pod("spare-b", "sleep 1000"));
+    rt.run_pod_sandbox(&b).expect("sandbox b");
+    let ns_dir = env
+        .run
+        .join("pods")
+        .join(b.metadata.uid.as_deref().expect("uid"))
+        .join("ns");
+    let mut pinned: Vec<String> = ["ipc", "net", "uts"]
+        .iter()
+        .map(|k| pin_name(k, &ns_dir.join(k)))
+        .collect();
+    pinned.sort();
+    assert_eq!(pinned, spare);
+    let host = in_namespace(
+        &ns_dir.join("uts"),
+        nix::sched::CloneFlags::CLONE_NEWUTS,
+        || {
+            nix::sys::utsname::uname()
+                .expect("uname")
+                .nodename()
+                .to_string_lossy()
+                .into_owned()
+        },
+    );
+    assert_eq!(host, "spare-b");
+    assert!(in_namespace(
+        &ns_dir.join("net"),
+        nix::sched::CloneFlags::CLONE_NEWNET,
+        loopback_is_up
+    ));
+    // New ones follow, and the spawner no longer holds the pod's.
+    let mut next = Vec::new();
+    wait_until("new spare namespaces", T, || {
+        next = held_namespaces(spawner);
+        next.len() == 3 && next.iter().all(|n| !spare.contains(n))
+    });
+    // A container of the pod runs in them.
+    let info = start(&rt, &b, 0);
+    let ContainerState::Running { pid, .. } = info.state else {
+        panic!("not running")
+    };
+    let spare_net = spare.iter().find(|n| n.starts_with("net:")).expect("net");
+    assert_eq!(&ns_name(&format!("/proc/{pid}/ns/net")), spare_net);
+    rt.signal_container(&info.meta.id, libc::SIGKILL)
+        .expect("kill");
+    wait_exit(&rx, &info.meta.id, T);
+    rt.remove_pod_sandbox(a.metadata.uid.as_deref().expect("uid"))
+        .expect("remove sandbox a");
+    finish(&rt, &env, &b);
+}
+
 #[test]
 #[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn a_killed_spawner_takes_no_container_with_it_and_is_replaced() {

@@ -69,7 +69,9 @@ mod helper;
 mod in_userns;
 use crate::fsutil::{self, Loaded};
 use helper::stop_pod_init_at;
-pub use helper::{load_pod_init, pin_namespaces, pod_init, stop_pod_init};
+pub use helper::{
+    load_pod_init, pin_namespaces, pin_unshared, pod_init, stop_pod_init, unshare_pod_namespaces,
+};
 
 /// Errors of sandbox handling.
 #[derive(Debug, thiserror::Error)]

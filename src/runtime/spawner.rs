@@ -14,7 +14,9 @@
 //! command line rewritten to `podvisor shim run <dir>`) and the spawner answers with the
 //! monitor's pid and a pidfd it opened before the child could be reaped. A sandbox request
 //! works the same way: the child creates and pins the pod's namespaces
-//! (`sandbox::pin_namespaces`) and writes its result on the pipe it was given.
+//! (`sandbox::pin_namespaces`) and writes its result on the pipe it was given. When the
+//! spawner has been quiet for a moment it makes a pod's namespaces ahead of time and holds
+//! them ([`spare`]): the next fitting sandbox's helper joins them instead of making its own.
 //!
 //! Why fork without exec is safe here: the spawner is single-threaded for its whole life
 //! (checked through `/proc/self/task` at start and before every fork), so no lock can be held
@@ -46,6 +48,7 @@ use super::sandbox::{HelperRequest, NamespaceHelper, SandboxError};
 use crate::sys::fdpass;
 
 mod serve;
+mod spare;
 pub use serve::serve;
 
 /// The spawner's socket (fd 3 in the spawner process).

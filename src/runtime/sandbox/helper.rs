@@ -71,37 +71,61 @@ pub fn pin_namespaces(
     share_pid: bool,
     user_ns_base: Option<u32>,
 ) -> Result<(), SandboxError> {
-    let paths = SandboxPaths {
-        dir: pod_dir.to_path_buf(),
-        // Not used here: the helper only touches the runtime part.
-        data: PathBuf::new(),
-    };
     if let Some(base) = user_ns_base {
+        let paths = runtime_paths(pod_dir);
         in_userns::pin_in_user_namespace(&paths, hostname, share_pid, base)?;
         return mount_shm(&paths);
     }
+    unshare_pod_namespaces(pod_dir, host_net)?;
+    pin_unshared(pod_dir, hostname, host_net, share_pid)
+}
+
+/// The first half of [`pin_namespaces`], which needs no pod: a new IPC namespace and, unless
+/// `host_net`, new network and UTS namespaces with loopback up. The runtime's spawner keeps
+/// one helper that has done this ahead of time (a spare), so that a pod's start does not wait
+/// for the kernel to make a network namespace. `for_dir` names what they are for in errors.
+pub fn unshare_pod_namespaces(for_dir: &Path, host_net: bool) -> Result<(), SandboxError> {
     let mut flags = CloneFlags::CLONE_NEWIPC;
     if !host_net {
         flags |= CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWUTS;
     }
-    if share_pid {
-        // Only this process's children enter it: the pod init, spawned below.
-        flags |= CloneFlags::CLONE_NEWPID;
-    }
     unshare(flags).map_err(|source| SandboxError::Sys {
         what: "unshare namespaces for",
-        path: pod_dir.to_path_buf(),
+        path: for_dir.to_path_buf(),
         source,
     })?;
+    if !host_net {
+        loopback_up().map_err(|source| SandboxError::Io {
+            path: PathBuf::from("lo"),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+/// The second half of [`pin_namespaces`], in a process that has made the pod's namespaces
+/// with [`unshare_pod_namespaces`]: the hostname, the pins, the pod init of a shared PID
+/// namespace, /dev/shm.
+pub fn pin_unshared(
+    pod_dir: &Path,
+    hostname: &str,
+    host_net: bool,
+    share_pid: bool,
+) -> Result<(), SandboxError> {
+    let paths = runtime_paths(pod_dir);
+    if share_pid {
+        // Only this process's children enter it: the pod init, spawned below.
+        unshare(CloneFlags::CLONE_NEWPID).map_err(|source| SandboxError::Sys {
+            what: "unshare the PID namespace for",
+            path: pod_dir.to_path_buf(),
+            source,
+        })?;
+    }
     let mut kinds = vec!["ipc"];
     if !host_net {
         nix::unistd::sethostname(hostname).map_err(|source| SandboxError::Sys {
             what: "sethostname in",
             path: pod_dir.to_path_buf(),
-            source,
-        })?;
-        loopback_up().map_err(|source| SandboxError::Io {
-            path: PathBuf::from("lo"),
             source,
         })?;
         kinds.push("net");
@@ -114,6 +138,14 @@ pub fn pin_namespaces(
         spawn_pod_init(&paths)?;
     }
     mount_shm(&paths)
+}
+
+/// The paths of a sandbox's runtime part (the helper never touches its data).
+fn runtime_paths(pod_dir: &Path) -> SandboxPaths {
+    SandboxPaths {
+        dir: pod_dir.to_path_buf(),
+        data: PathBuf::new(),
+    }
 }
 
 /// The pod's /dev/shm: a tmpfs every container bind-mounts.

@@ -7,6 +7,7 @@ use std::fs;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{self, SigSet, SigmaskHow, Signal};
@@ -14,6 +15,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
 
+use super::spare::{SpareMaker, SpareNamespaces, SPARE_AFTER};
 use super::{Reply, Request, MAX_MESSAGE, SOCKET_FD};
 use crate::runtime::sandbox;
 use crate::runtime::shim;
@@ -44,7 +46,7 @@ fn thread_count() -> io::Result<usize> {
 }
 
 /// Fails unless this process has exactly one thread.
-fn check_single_threaded() -> io::Result<()> {
+pub(super) fn check_single_threaded() -> io::Result<()> {
     match thread_count()? {
         1 => Ok(()),
         n => Err(io::Error::other(format!(
@@ -79,36 +81,131 @@ fn run() -> io::Result<()> {
     let sigfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
         .map_err(io::Error::from)?;
     let mut buf = vec![0u8; MAX_MESSAGE];
-    // Whether pages were mapped since the last release (start-up, requests).
-    let mut busy = true;
+    let mut state = SpawnerState::default();
+    let outcome = serve_requests(&sock, &sigfd, &mut buf, &mut state);
+    // A maker still at work goes with its spawner (spare namespaces go with our descriptors).
+    if let Some(maker) = state.maker.take() {
+        let _ = signal::kill(maker.pid(), Signal::SIGKILL);
+        let _ = waitpid(maker.pid(), None);
+    }
+    outcome
+}
+
+/// What the spawner's loop keeps between requests.
+struct SpawnerState {
+    /// Whether pages were mapped since the last release (start-up, requests).
+    busy: bool,
+    /// When the spawner last forked (or started).
+    last_fork: Instant,
+    /// The child making spare namespaces, while it works.
+    maker: Option<SpareMaker>,
+    /// Spare namespaces for the next pod that fits (`spare`).
+    spare: Option<SpareNamespaces>,
+    /// Spare namespaces could not be made: none are made again in this spawner's life.
+    spares_off: bool,
+}
+
+impl Default for SpawnerState {
+    fn default() -> Self {
+        SpawnerState {
+            busy: true,
+            last_fork: Instant::now(),
+            maker: None,
+            spare: None,
+            spares_off: false,
+        }
+    }
+}
+
+impl SpawnerState {
+    fn wants_spare(&self) -> bool {
+        self.maker.is_none() && self.spare.is_none() && !self.spares_off
+    }
+
+    /// How long to wait for the next request before the idle work (a spare, the release).
+    fn timeout(&self) -> PollTimeout {
+        let since = self.last_fork.elapsed();
+        let mut wait: Option<Duration> = None;
+        if self.wants_spare() {
+            wait = Some(SPARE_AFTER.saturating_sub(since));
+        }
+        if self.busy {
+            let release = Duration::from_millis(u64::from(IDLE_RELEASE_MS)).saturating_sub(since);
+            wait = Some(wait.map_or(release, |w| w.min(release)));
+        }
+        match wait {
+            Some(w) => PollTimeout::try_from(w).unwrap_or(PollTimeout::MAX),
+            None => PollTimeout::NONE,
+        }
+    }
+
+    /// The idle work that is due: a new spare first, then the release of pages.
+    fn on_idle(&mut self) {
+        let since = self.last_fork.elapsed();
+        if self.wants_spare() && since >= SPARE_AFTER {
+            match SpareMaker::fork() {
+                Ok(maker) => self.maker = Some(maker),
+                Err(e) => {
+                    eprintln!("podvisor spawner: no spare pod namespaces: fork: {e}");
+                    self.spares_off = true;
+                }
+            }
+            return;
+        }
+        if self.busy && since >= Duration::from_millis(u64::from(IDLE_RELEASE_MS)) {
+            // Idle: the pages of start-up and of the last requests go (children map what
+            // they run themselves; fork copies no page of code). Not between the requests of
+            // a burst, which would fault them in again.
+            self.busy = false;
+            if let Ok(r) = crate::sys::pages::Release::plan(true) {
+                let _ = r.apply();
+            }
+        }
+    }
+}
+
+fn serve_requests(
+    sock: &OwnedFd,
+    sigfd: &SignalFd,
+    buf: &mut [u8],
+    state: &mut SpawnerState,
+) -> io::Result<()> {
     loop {
-        let mut fds = [
+        let maker_sock = state.maker.as_ref().map(SpareMaker::socket);
+        let mut fds = vec![
             PollFd::new(sock.as_fd(), PollFlags::POLLIN),
             PollFd::new(sigfd.as_fd(), PollFlags::POLLIN),
         ];
-        let timeout = if busy {
-            PollTimeout::from(IDLE_RELEASE_MS)
-        } else {
-            PollTimeout::NONE
-        };
-        match poll(&mut fds, timeout) {
+        if let Some(s) = &maker_sock {
+            fds.push(PollFd::new(s.as_fd(), PollFlags::POLLIN));
+        }
+        match poll(&mut fds, state.timeout()) {
             Ok(0) => {
-                // Idle: the pages of start-up and of the last requests go (children map what
-                // they run themselves; fork copies no page of code). Not between the
-                // requests of a burst, which would fault them in again.
-                busy = false;
-                if let Ok(r) = crate::sys::pages::Release::plan(true) {
-                    let _ = r.apply();
-                }
+                drop(fds);
+                state.on_idle();
                 continue;
             }
             Ok(_) => {}
             Err(nix::Error::EINTR) => continue,
             Err(e) => return Err(e.into()),
         }
-        busy = true;
-        let ready = |i: usize| !fds[i].revents().unwrap_or(PollFlags::empty()).is_empty();
-        let (sock_ready, sig_ready) = (ready(0), ready(1));
+        let ready = |i: usize| {
+            fds.get(i)
+                .is_some_and(|f| !f.revents().unwrap_or(PollFlags::empty()).is_empty())
+        };
+        let (sock_ready, sig_ready, maker_ready) = (ready(0), ready(1), ready(2));
+        drop(fds);
+        if maker_ready {
+            if let Some(maker) = state.maker.take() {
+                match maker.finish() {
+                    Ok(spare) => state.spare = Some(spare),
+                    Err(why) => {
+                        eprintln!("podvisor spawner: no spare pod namespaces: {why}");
+                        state.spares_off = true;
+                    }
+                }
+            }
+        }
         if sig_ready {
             while let Ok(Some(_)) = sigfd.read_signal() {}
             reap_children();
@@ -116,14 +213,14 @@ fn run() -> io::Result<()> {
         if !sock_ready {
             continue;
         }
-        let (n, received) = match fdpass::recv(&sock, &mut buf) {
+        let (n, received) = match fdpass::recv(sock, buf) {
             Ok(r) => r,
             // The runtime's end is gone (ECONNRESET) or a bad message (its descriptors are
             // closed already): a bad message is answered, a dead peer ends the spawner.
             Err(e) if e.raw_os_error() == Some(libc::ECONNRESET) => return Ok(()),
             Err(e) => {
                 answer(
-                    &sock,
+                    sock,
                     &Reply::Failed {
                         message: e.to_string(),
                     },
@@ -136,8 +233,10 @@ fn run() -> io::Result<()> {
             // The runtime closed its end (daemon exited or killed): children run on.
             return Ok(());
         }
+        state.busy = true;
+        state.last_fork = Instant::now();
         let (reply, pidfd) = match serde_json::from_slice::<Request>(&buf[..n]) {
-            Ok(req) => handle(req, received),
+            Ok(req) => handle(req, received, &mut state.spare),
             Err(e) => (
                 Reply::Failed {
                     message: format!("malformed request: {e}"),
@@ -145,7 +244,7 @@ fn run() -> io::Result<()> {
                 None,
             ),
         };
-        answer(&sock, &reply, pidfd.as_ref())?;
+        answer(sock, &reply, pidfd.as_ref())?;
     }
 }
 
@@ -156,8 +255,8 @@ fn answer(sock: &OwnedFd, reply: &Reply, pidfd: Option<&OwnedFd>) -> io::Result<
     fdpass::send(sock, &data, &fds)
 }
 
-/// Reaps every child that has ended (monitors, helpers). Their exits are read by the runtime
-/// through pidfds and exit records, never from here.
+/// Reaps every child that has ended (monitors, helpers, the spare namespaces' maker). Their
+/// exits are read by the runtime through pidfds and exit records, never from here.
 fn reap_children() {
     loop {
         match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
@@ -167,7 +266,11 @@ fn reap_children() {
     }
 }
 
-fn handle(req: Request, fds: Vec<OwnedFd>) -> (Reply, Option<OwnedFd>) {
+fn handle(
+    req: Request,
+    fds: Vec<OwnedFd>,
+    spare: &mut Option<SpareNamespaces>,
+) -> (Reply, Option<OwnedFd>) {
     let failed = |message: String| (Reply::Failed { message }, None);
     let want = match &req {
         Request::Monitor { .. } => 3,
@@ -182,14 +285,21 @@ fn handle(req: Request, fds: Vec<OwnedFd>) -> (Reply, Option<OwnedFd>) {
     if let Err(e) = check_single_threaded() {
         return failed(e.to_string());
     }
+    // The spare namespaces go to the first pod that fits; the child holds them from the fork.
+    let spare = if SpareNamespaces::fits(&req) {
+        spare.take()
+    } else {
+        None
+    };
     // SAFETY: this process is single-threaded (checked just above), so the child inherits no
     // lock held by another thread; the child only runs `child_main`, which ends in _exit.
     match unsafe { fork() } {
         Err(e) => failed(format!("fork: {e}")),
-        Ok(ForkResult::Child) => child_main(req, fds),
+        Ok(ForkResult::Child) => child_main(req, fds, spare),
         Ok(ForkResult::Parent { child }) => {
             // Our copies go: the child's are the only ones now (EOF and the lock follow it).
             drop(fds);
+            drop(spare);
             // Our unreaped child: the pid cannot be recycled before this pidfd pins it.
             match crate::sys::pidfd::pidfd_open(child.as_raw()) {
                 Ok(fd) => (
@@ -206,7 +316,7 @@ fn handle(req: Request, fds: Vec<OwnedFd>) -> (Reply, Option<OwnedFd>) {
 
 /// The forked child: becomes the monitor or the sandbox helper, then `_exit`s (never returns
 /// into the spawner's loop, never runs its destructors).
-fn child_main(req: Request, fds: Vec<OwnedFd>) -> ! {
+fn child_main(req: Request, fds: Vec<OwnedFd>, spare: Option<SpareNamespaces>) -> ! {
     let code = match req {
         Request::Monitor { dir } => match become_monitor(&dir, fds) {
             Ok(()) => shim::run(&dir),
@@ -226,11 +336,24 @@ fn child_main(req: Request, fds: Vec<OwnedFd>) -> ! {
             let mut fds = fds;
             let result = fds.pop().map(fs::File::from);
             let keep = result.as_ref().map_or(-1, |f| f.as_raw_fd());
+            // Spare namespaces are joined first (their descriptors close with the rest); where
+            // that fails, new ones are made as without them.
+            let joined = spare.is_some_and(|ns| ns.enter().is_ok());
             let outcome = prepare_helper(&dir, keep)
                 .map_err(|e| e.to_string())
                 .and_then(|()| {
-                    sandbox::pin_namespaces(&dir, &hostname, host_network, share_pid, user_ns_base)
-                        .map_err(|e| e.to_string())
+                    if joined {
+                        sandbox::pin_unshared(&dir, &hostname, host_network, share_pid)
+                    } else {
+                        sandbox::pin_namespaces(
+                            &dir,
+                            &hostname,
+                            host_network,
+                            share_pid,
+                            user_ns_base,
+                        )
+                    }
+                    .map_err(|e| e.to_string())
                 });
             let (code, text) = match &outcome {
                 Ok(()) => (0, HELPER_OK.to_vec()),
@@ -297,7 +420,7 @@ fn become_monitor(dir: &Path, fds: Vec<OwnedFd>) -> io::Result<()> {
 /// The sandbox helper's state: its own session, no stdio (it reports on its result pipe,
 /// `keep`, close-on-exec so that the pod init it may exec never holds it), nothing else open,
 /// no signal blocked, its command line `podvisor shim sandbox <dir>`.
-fn prepare_helper(dir: &Path, keep: RawFd) -> io::Result<()> {
+pub(super) fn prepare_helper(dir: &Path, keep: RawFd) -> io::Result<()> {
     nix::unistd::setsid().map_err(io::Error::from)?;
     null_stdio()?;
     // The spawner's socket, signalfd and anything else but `keep`.
@@ -314,7 +437,7 @@ fn unblock_signals() {
     let _ = signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
 }
 
-fn set_title(args: &[&str], dir: &Path) {
+pub(super) fn set_title(args: &[&str], dir: &Path) {
     let dir = dir.to_string_lossy();
     let mut all: Vec<&str> = args.to_vec();
     all.push(&dir);
