@@ -1105,6 +1105,31 @@ fn a_pod_joins_the_namespaces_the_spawner_made_ahead_and_new_spares_follow() {
 
 #[test]
 #[ignore = "needs root: runs real containers (scripts/test runs it)"]
+fn a_new_pod_whose_sandbox_fails_keeps_no_pod_cgroup() {
+    // The pod cgroup is made beside the namespaces; a sandbox that fails (here its hostPath
+    // volume) takes it away again, as if it had never been made.
+    let env = TestEnv::new("sbfail");
+    let (rt, _rx) = env.runtime();
+    let missing = env.root.join("no-such-dir");
+    let p = pod(&format!(
+        "{}  volumes:\n  - name: data\n    hostPath:\n      path: {}\n      type: Directory\n",
+        simple_pod("sbfail", "true"),
+        missing.display()
+    ));
+    let err = rt
+        .run_pod_sandbox(&p)
+        .expect_err("missing hostPath")
+        .to_string();
+    assert!(err.contains("no-such-dir"), "the path is named: {err}");
+    env.assert_clean();
+    // Made once it can be, and gone with the pod.
+    fs::create_dir_all(&missing).expect("mkdir");
+    rt.run_pod_sandbox(&p).expect("sandbox");
+    finish(&rt, &env, &p);
+}
+
+#[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn a_killed_spawner_takes_no_container_with_it_and_is_replaced() {
     let env = TestEnv::new("spawnkill");
     let (rt, rx) = env.runtime();
