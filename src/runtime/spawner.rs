@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use serde::{Deserialize, Serialize};
 
-use super::sandbox::{HelperRequest, NamespaceHelper, SandboxError};
+use super::sandbox::{self, HelperRequest, NamespaceHelper, SandboxError};
 use crate::sys::fdpass;
 
 mod serve;
@@ -94,6 +94,9 @@ pub(crate) enum Request {
         share_pid: bool,
         user_ns_base: Option<u32>,
     },
+    /// Hand over the spare pod namespaces, if the spawner holds them (`spare`): answered with
+    /// [`Reply::Spare`] and their files, or [`Reply::NoSpare`].
+    TakeSpare,
 }
 
 /// The spawner's answer: the child's pid (with a pidfd as the message's descriptor) or why
@@ -101,8 +104,15 @@ pub(crate) enum Request {
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Reply {
-    Forked { pid: i32 },
-    Failed { message: String },
+    Forked {
+        pid: i32,
+    },
+    Failed {
+        message: String,
+    },
+    /// The spare namespaces' files come with the message (IPC, network, UTS).
+    Spare,
+    NoSpare,
 }
 
 /// A monitor the spawner forked.
@@ -165,7 +175,7 @@ impl Spawner {
     /// Sends `req` with `fds` and waits for the reply. A spawner found dead at the send is
     /// replaced (and reaped) and the request sent once more; a request that was sent is
     /// never repeated.
-    fn call(&self, req: &Request, fds: &[RawFd]) -> Result<(Reply, Option<OwnedFd>), SpawnerError> {
+    fn call(&self, req: &Request, fds: &[RawFd]) -> Result<(Reply, Vec<OwnedFd>), SpawnerError> {
         let data = serde_json::to_vec(req).map_err(|e| SpawnerError::Send {
             source: io::Error::other(e),
         })?;
@@ -222,11 +232,16 @@ impl Spawner {
         };
         let fds = [ready.as_raw_fd(), lock.as_raw_fd(), log.as_raw_fd()];
         match self.call(&req, &fds)? {
-            (Reply::Forked { pid }, Some(pidfd)) => Ok(SpawnedMonitor { pid, pidfd }),
-            (Reply::Forked { pid }, None) => Err(SpawnerError::NoReply {
-                message: format!("monitor {pid} forked, but no pidfd came with the answer"),
-            }),
+            (Reply::Forked { pid }, fds) => match fds.into_iter().next() {
+                Some(pidfd) => Ok(SpawnedMonitor { pid, pidfd }),
+                None => Err(SpawnerError::NoReply {
+                    message: format!("monitor {pid} forked, but no pidfd came with the answer"),
+                }),
+            },
             (Reply::Failed { message }, _) => Err(SpawnerError::Refused { message }),
+            (other, _) => Err(SpawnerError::Refused {
+                message: format!("unexpected answer to a monitor request: {other:?}"),
+            }),
         }
     }
 
@@ -249,8 +264,26 @@ impl Spawner {
     }
 }
 
+impl Spawner {
+    /// The spare pod namespaces, if the spawner holds them: their files in the order of
+    /// `sandbox::SPARE_KINDS`. `None` when it has none (or cannot be asked).
+    fn take_spare(&self) -> Option<Vec<OwnedFd>> {
+        match self.call(&Request::TakeSpare, &[]) {
+            Ok((Reply::Spare, files)) if files.len() == sandbox::SPARE_KINDS.len() => Some(files),
+            _ => None,
+        }
+    }
+}
+
 impl NamespaceHelper for Spawner {
     fn pin_namespaces(&self, req: &HelperRequest<'_>) -> Result<(), SandboxError> {
+        // A pod that needs nothing but its own IPC, network and UTS namespaces takes the
+        // spare ones and pins them from here: no helper process (`sandbox::pin_spare`).
+        if !req.host_network && !req.share_pid && req.user_ns_base.is_none() {
+            if let Some(files) = self.take_spare() {
+                return sandbox::pin_spare(req.dir, req.hostname, &files);
+            }
+        }
         let helper_err = |message: String| SandboxError::Helper { message };
         let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|source| {
             SandboxError::Sys {
@@ -274,6 +307,11 @@ impl NamespaceHelper for Spawner {
         match sent {
             Ok((Reply::Forked { .. }, _)) | Err(SpawnerError::NoReply { .. }) => {}
             Ok((Reply::Failed { message }, _)) => return Err(helper_err(message)),
+            Ok((other, _)) => {
+                return Err(helper_err(format!(
+                    "unexpected answer to a sandbox request: {other:?}"
+                )))
+            }
             Err(e) => return Err(helper_err(e.to_string())),
         }
         match read_to_eof(&r, HELPER_TIMEOUT)
@@ -317,7 +355,7 @@ fn retire(r: Running) {
     }
 }
 
-fn read_reply(sock: &OwnedFd) -> Result<(Reply, Option<OwnedFd>), String> {
+fn read_reply(sock: &OwnedFd) -> Result<(Reply, Vec<OwnedFd>), String> {
     let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
     let deadline = Instant::now() + REPLY_TIMEOUT;
     loop {
@@ -341,7 +379,7 @@ fn read_reply(sock: &OwnedFd) -> Result<(Reply, Option<OwnedFd>), String> {
     }
     let reply: Reply =
         serde_json::from_slice(&buf[..n]).map_err(|e| format!("malformed answer: {e}"))?;
-    Ok((reply, fds.into_iter().next()))
+    Ok((reply, fds))
 }
 
 /// Everything `fd` yields until EOF, within `timeout`.

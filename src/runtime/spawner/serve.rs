@@ -224,7 +224,7 @@ fn serve_requests(
                     &Reply::Failed {
                         message: e.to_string(),
                     },
-                    None,
+                    &[],
                 )?;
                 continue;
             }
@@ -235,22 +235,27 @@ fn serve_requests(
         }
         state.busy = true;
         state.last_fork = Instant::now();
-        let (reply, pidfd) = match serde_json::from_slice::<Request>(&buf[..n]) {
+        let (reply, files) = match serde_json::from_slice::<Request>(&buf[..n]) {
+            Ok(Request::TakeSpare) => match state.spare.take() {
+                Some(spare) => (Reply::Spare, spare.into_files()),
+                None => (Reply::NoSpare, Vec::new()),
+            },
             Ok(req) => handle(req, received, &mut state.spare),
             Err(e) => (
                 Reply::Failed {
                     message: format!("malformed request: {e}"),
                 },
-                None,
+                Vec::new(),
             ),
         };
-        answer(sock, &reply, pidfd.as_ref())?;
+        // Our copies of handed-over descriptors close once sent.
+        answer(sock, &reply, &files)?;
     }
 }
 
-fn answer(sock: &OwnedFd, reply: &Reply, pidfd: Option<&OwnedFd>) -> io::Result<()> {
+fn answer(sock: &OwnedFd, reply: &Reply, files: &[OwnedFd]) -> io::Result<()> {
     let data = serde_json::to_vec(reply).map_err(io::Error::other)?;
-    let fds: Vec<RawFd> = pidfd.iter().map(|f| f.as_raw_fd()).collect();
+    let fds: Vec<RawFd> = files.iter().map(|f| f.as_raw_fd()).collect();
     // An error here means the runtime went away meanwhile: the child runs on; we end.
     fdpass::send(sock, &data, &fds)
 }
@@ -270,11 +275,12 @@ fn handle(
     req: Request,
     fds: Vec<OwnedFd>,
     spare: &mut Option<SpareNamespaces>,
-) -> (Reply, Option<OwnedFd>) {
-    let failed = |message: String| (Reply::Failed { message }, None);
+) -> (Reply, Vec<OwnedFd>) {
+    let failed = |message: String| (Reply::Failed { message }, Vec::new());
     let want = match &req {
         Request::Monitor { .. } => 3,
         Request::Sandbox { .. } => 1,
+        Request::TakeSpare => 0,
     };
     if fds.len() != want {
         return failed(format!(
@@ -306,7 +312,7 @@ fn handle(
                     Reply::Forked {
                         pid: child.as_raw(),
                     },
-                    Some(fd),
+                    vec![fd],
                 ),
                 Err(e) => failed(format!("pidfd_open {child}: {e}")),
             }
@@ -318,6 +324,8 @@ fn handle(
 /// into the spawner's loop, never runs its destructors).
 fn child_main(req: Request, fds: Vec<OwnedFd>, spare: Option<SpareNamespaces>) -> ! {
     let code = match req {
+        // Answered by the spawner itself, never forked for.
+        Request::TakeSpare => 1,
         Request::Monitor { dir } => match become_monitor(&dir, fds) {
             Ok(()) => shim::run(&dir),
             Err(e) => {

@@ -39,11 +39,12 @@ pub(super) const SPARE_AFTER: Duration = Duration::from_millis(50);
 /// What the maker names itself in errors and on its command line.
 const MAKER: &str = "spare pod namespaces";
 
-/// The namespace kinds a spare holds, in the order they are sent and joined.
+/// The namespace kinds a spare holds, in the order they are sent and joined (the order of
+/// `sandbox::SPARE_KINDS`).
 const KINDS: [(&str, CloneFlags); 3] = [
-    ("ipc", CloneFlags::CLONE_NEWIPC),
-    ("net", CloneFlags::CLONE_NEWNET),
-    ("uts", CloneFlags::CLONE_NEWUTS),
+    (sandbox::SPARE_KINDS[0], CloneFlags::CLONE_NEWIPC),
+    (sandbox::SPARE_KINDS[1], CloneFlags::CLONE_NEWNET),
+    (sandbox::SPARE_KINDS[2], CloneFlags::CLONE_NEWUTS),
 ];
 
 /// A child of the spawner making spare namespaces.
@@ -112,6 +113,11 @@ impl SpareNamespaces {
                 ..
             }
         )
+    }
+
+    /// Their files, to hand over to the runtime (`Request::TakeSpare`).
+    pub(super) fn into_files(self) -> Vec<OwnedFd> {
+        self.files
     }
 
     /// Joins them (in the forked helper, before anything else).
