@@ -139,8 +139,9 @@ impl SpawnerState {
         }
     }
 
-    /// The idle work that is due: a new spare first, then the release of pages.
-    fn on_idle(&mut self) {
+    /// The idle work that is due: a new spare first. Returns whether the pages are to be
+    /// released now (the caller does it, [`release_and_wait`]).
+    fn on_idle(&mut self) -> bool {
         let since = self.last_fork.elapsed();
         if self.wants_spare() && since >= SPARE_AFTER {
             match SpareMaker::fork() {
@@ -150,17 +151,31 @@ impl SpawnerState {
                     self.spares_off = true;
                 }
             }
-            return;
+            return false;
         }
         if self.busy && since >= Duration::from_millis(u64::from(IDLE_RELEASE_MS)) {
-            // Idle: the pages of start-up and of the last requests go (children map what
-            // they run themselves; fork copies no page of code). Not between the requests of
-            // a burst, which would fault them in again.
             self.busy = false;
-            if let Ok(r) = crate::sys::pages::Release::plan(true) {
-                let _ = r.apply();
-            }
+            return true;
         }
+        false
+    }
+}
+
+/// Idle: the pages of start-up and of the last requests go (children map what they run
+/// themselves; fork copies no page of code), then the spawner waits until one of `fds` is
+/// readable. Not between the requests of a burst, which would fault them in again. The wait
+/// is here, a `poll(2)` straight after the release, because every page of code that runs
+/// between the two is mapped back with its neighbours (the kernel maps up to 64 KiB around a
+/// faulting file page): the loop's own code would bring back ~0.4 MB.
+#[inline(never)]
+fn release_and_wait(fds: &mut [libc::pollfd]) {
+    if let Ok(r) = crate::sys::pages::Release::plan(true) {
+        let _ = r.apply();
+    }
+    // SAFETY: poll(2) reads and writes only the `fds.len()` pollfd entries it is given;
+    // the result is not needed (the loop polls again).
+    unsafe {
+        libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1);
     }
 }
 
@@ -182,7 +197,23 @@ fn serve_requests(
         match poll(&mut fds, state.timeout()) {
             Ok(0) => {
                 drop(fds);
-                state.on_idle();
+                if state.on_idle() {
+                    let watched = [
+                        Some(sock.as_raw_fd()),
+                        Some(sigfd.as_raw_fd()),
+                        state.maker.as_ref().map(|m| m.socket().as_raw_fd()),
+                    ];
+                    let mut raw: Vec<libc::pollfd> = watched
+                        .into_iter()
+                        .flatten()
+                        .map(|fd| libc::pollfd {
+                            fd,
+                            events: libc::POLLIN,
+                            revents: 0,
+                        })
+                        .collect();
+                    release_and_wait(&mut raw);
+                }
                 continue;
             }
             Ok(_) => {}
