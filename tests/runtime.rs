@@ -972,16 +972,19 @@ fn monitors_are_forked_by_the_spawner_and_look_exec_d() {
     finish(&rt, &env, &p);
 }
 
-/// The namespaces the spawner holds open (its spare namespaces): `net:[...]` and the like.
+/// The namespaces other than the host's the spawner holds open (its spare namespaces):
+/// `net:[...]` and the like.
 fn held_namespaces(spawner: i32) -> Vec<String> {
     let Ok(dir) = fs::read_dir(format!("/proc/{spawner}/fd")) else {
         return Vec::new();
     };
+    let host = ["ipc", "net", "uts"].map(|k| ns_name(&format!("/proc/self/ns/{k}")));
     let mut held: Vec<String> = dir
         .flatten()
         .filter_map(|e| fs::read_link(e.path()).ok())
         .map(|l| l.to_string_lossy().into_owned())
         .filter(|l| ["ipc:[", "net:[", "uts:["].iter().any(|k| l.starts_with(k)))
+        .filter(|l| !host.contains(l))
         .collect();
     held.sort();
     held
@@ -1077,6 +1080,12 @@ fn a_pod_joins_the_namespaces_the_spawner_made_ahead_and_new_spares_follow() {
         },
     );
     assert_eq!(host, "spare-b");
+    // The spawner set it and went back to the host's UTS namespace (its children are born
+    // there).
+    assert_eq!(
+        ns_name(&format!("/proc/{spawner}/ns/uts")),
+        ns_name("/proc/self/ns/uts")
+    );
     assert!(in_namespace(
         &ns_dir.join("net"),
         nix::sched::CloneFlags::CLONE_NEWNET,

@@ -94,9 +94,10 @@ pub(crate) enum Request {
         share_pid: bool,
         user_ns_base: Option<u32>,
     },
-    /// Hand over the spare pod namespaces, if the spawner holds them (`spare`): answered with
-    /// [`Reply::Spare`] and their files, or [`Reply::NoSpare`].
-    TakeSpare,
+    /// Hand over the spare pod namespaces, if the spawner holds them (`spare`), with
+    /// `hostname` set in their UTS namespace: answered with [`Reply::Spare`] and their files,
+    /// or [`Reply::NoSpare`].
+    TakeSpare { hostname: String },
 }
 
 /// The spawner's answer: the child's pid (with a pidfd as the message's descriptor) or why
@@ -265,10 +266,13 @@ impl Spawner {
 }
 
 impl Spawner {
-    /// The spare pod namespaces, if the spawner holds them: their files in the order of
-    /// `sandbox::SPARE_KINDS`. `None` when it has none (or cannot be asked).
-    fn take_spare(&self) -> Option<Vec<OwnedFd>> {
-        match self.call(&Request::TakeSpare, &[]) {
+    /// The spare pod namespaces with `hostname` set, if the spawner holds them: their files
+    /// in the order of `sandbox::SPARE_KINDS`. `None` when it has none (or cannot be asked).
+    fn take_spare(&self, hostname: &str) -> Option<Vec<OwnedFd>> {
+        let req = Request::TakeSpare {
+            hostname: hostname.to_string(),
+        };
+        match self.call(&req, &[]) {
             Ok((Reply::Spare, files)) if files.len() == sandbox::SPARE_KINDS.len() => Some(files),
             _ => None,
         }
@@ -280,8 +284,8 @@ impl NamespaceHelper for Spawner {
         // A pod that needs nothing but its own IPC, network and UTS namespaces takes the
         // spare ones and pins them from here: no helper process (`sandbox::pin_spare`).
         if !req.host_network && !req.share_pid && req.user_ns_base.is_none() {
-            if let Some(files) = self.take_spare() {
-                return sandbox::pin_spare(req.dir, req.hostname, &files);
+            if let Some(files) = self.take_spare(req.hostname) {
+                return sandbox::pin_spare(req.dir, &files);
             }
         }
         let helper_err = |message: String| SandboxError::Helper { message };

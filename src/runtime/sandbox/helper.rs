@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use nix::mount::{mount, MsFlags};
-use nix::sched::{setns, unshare, CloneFlags};
+use nix::sched::{unshare, CloneFlags};
 
 use super::in_userns;
 use super::{io_err, SandboxDirs, SandboxError, SandboxPaths};
@@ -145,42 +145,22 @@ pub fn pin_unshared(
 /// order their files travel.
 pub const SPARE_KINDS: [&str; 3] = ["ipc", "net", "uts"];
 
-/// Makes spare namespaces (their files in the order of [`SPARE_KINDS`]) the pod's: sets the
-/// hostname, pins them and mounts /dev/shm, as [`pin_unshared`] does for a helper's own.
-/// Runs in the daemon, which keeps its own namespaces: the pins are bind mounts of the files,
-/// and the hostname is set by a short-lived thread that joins the UTS namespace.
-pub fn pin_spare(pod_dir: &Path, hostname: &str, files: &[OwnedFd]) -> Result<(), SandboxError> {
+/// Makes spare namespaces (their files in the order of [`SPARE_KINDS`], the pod's hostname
+/// already set by the spawner) the pod's: pins them and mounts /dev/shm, as [`pin_unshared`]
+/// does for a helper's own. Runs in the daemon, whose namespaces it never changes: the pins
+/// are bind mounts of the files.
+pub fn pin_spare(pod_dir: &Path, files: &[OwnedFd]) -> Result<(), SandboxError> {
     let paths = runtime_paths(pod_dir);
     let [ipc, net, uts] = files else {
         return Err(SandboxError::Helper {
             message: format!("{} spare namespace files, 3 expected", files.len()),
         });
     };
-    set_hostname_in(uts, hostname).map_err(|source| SandboxError::Sys {
-        what: "sethostname in",
-        path: pod_dir.to_path_buf(),
-        source,
-    })?;
     for (kind, file) in SPARE_KINDS.iter().zip([ipc, net, uts]) {
         let source = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
         pin(&source, &paths.ns(kind))?;
     }
     mount_shm(&paths)
-}
-
-/// `sethostname` in the UTS namespace `uts`, from a thread that joins it and ends (the
-/// calling thread's namespaces stay as they are).
-fn set_hostname_in(uts: &OwnedFd, hostname: &str) -> nix::Result<()> {
-    std::thread::scope(|scope| {
-        let joined = std::thread::Builder::new()
-            .name("pod-hostname".into())
-            .spawn_scoped(scope, || {
-                setns(uts, CloneFlags::CLONE_NEWUTS)?;
-                nix::unistd::sethostname(hostname)
-            })
-            .map_err(|e| nix::Error::from_raw(e.raw_os_error().unwrap_or(libc::EAGAIN)))?;
-        joined.join().unwrap_or(Err(nix::Error::EIO))
-    })
 }
 
 /// The paths of a sandbox's runtime part (the helper never touches its data).

@@ -82,6 +82,13 @@ fn run() -> io::Result<()> {
         .map_err(io::Error::from)?;
     let mut buf = vec![0u8; MAX_MESSAGE];
     let mut state = SpawnerState::default();
+    match fs::File::open("/proc/self/ns/uts") {
+        Ok(f) => state.own_uts = Some(f.into()),
+        Err(e) => {
+            eprintln!("podvisor spawner: no spare pod namespaces: /proc/self/ns/uts: {e}");
+            state.spares_off = true;
+        }
+    }
     let outcome = serve_requests(&sock, &sigfd, &mut buf, &mut state);
     // A maker still at work goes with its spawner (spare namespaces go with our descriptors).
     if let Some(maker) = state.maker.take() {
@@ -103,6 +110,9 @@ struct SpawnerState {
     spare: Option<SpareNamespaces>,
     /// Spare namespaces could not be made: none are made again in this spawner's life.
     spares_off: bool,
+    /// The spawner's own UTS namespace, to return to after setting a pod's hostname in spare
+    /// namespaces (none: no spares).
+    own_uts: Option<OwnedFd>,
 }
 
 impl Default for SpawnerState {
@@ -113,6 +123,7 @@ impl Default for SpawnerState {
             maker: None,
             spare: None,
             spares_off: false,
+            own_uts: None,
         }
     }
 }
@@ -267,9 +278,16 @@ fn serve_requests(
         state.busy = true;
         state.last_fork = Instant::now();
         let (reply, files) = match serde_json::from_slice::<Request>(&buf[..n]) {
-            Ok(Request::TakeSpare) => match state.spare.take() {
-                Some(spare) => (Reply::Spare, spare.into_files()),
-                None => (Reply::NoSpare, Vec::new()),
+            Ok(Request::TakeSpare { hostname }) => match (state.spare.take(), &state.own_uts) {
+                (Some(spare), Some(own_uts)) => match spare.set_hostname(&hostname, own_uts) {
+                    Ok(()) => (Reply::Spare, spare.into_files()),
+                    // The namespaces go (a pod's helper makes its own).
+                    Err(false) => (Reply::NoSpare, Vec::new()),
+                    Err(true) => return Err(io::Error::other(
+                        "could not return to its own UTS namespace after setting a pod's hostname",
+                    )),
+                },
+                _ => (Reply::NoSpare, Vec::new()),
             },
             Ok(req) => handle(req, received, &mut state.spare),
             Err(e) => (
@@ -311,7 +329,7 @@ fn handle(
     let want = match &req {
         Request::Monitor { .. } => 3,
         Request::Sandbox { .. } => 1,
-        Request::TakeSpare => 0,
+        Request::TakeSpare { .. } => 0,
     };
     if fds.len() != want {
         return failed(format!(
@@ -356,7 +374,7 @@ fn handle(
 fn child_main(req: Request, fds: Vec<OwnedFd>, spare: Option<SpareNamespaces>) -> ! {
     let code = match req {
         // Answered by the spawner itself, never forked for.
-        Request::TakeSpare => 1,
+        Request::TakeSpare { .. } => 1,
         Request::Monitor { dir } => match become_monitor(&dir, fds) {
             Ok(()) => shim::run(&dir),
             Err(e) => {

@@ -115,6 +115,17 @@ impl SpareNamespaces {
         )
     }
 
+    /// Sets `hostname` in their UTS namespace: the spawner joins it and returns to its own
+    /// (`own_uts`) at once. `Err(true)` when it could not return: the caller must exit (its
+    /// children would be born in the pod's UTS namespace).
+    pub(super) fn set_hostname(&self, hostname: &str, own_uts: &OwnedFd) -> Result<(), bool> {
+        let uts = self.files.get(2).ok_or(false)?;
+        setns(uts, CloneFlags::CLONE_NEWUTS).map_err(|_| false)?;
+        let set = nix::unistd::sethostname(hostname);
+        setns(own_uts, CloneFlags::CLONE_NEWUTS).map_err(|_| true)?;
+        set.map_err(|_| false)
+    }
+
     /// Their files, to hand over to the runtime (`Request::TakeSpare`).
     pub(super) fn into_files(self) -> Vec<OwnedFd> {
         self.files
