@@ -37,7 +37,7 @@ use super::procfs::{self, ProcessId};
 use super::rundir;
 use super::sandbox::{self, SandboxDirs, SandboxPaths};
 use super::shim::{self, ContainerPaths, ShimConfig, ShimState, StartReport};
-use super::spawner::{SpareAhead, Spawner};
+use super::spawner::Spawner;
 use super::spec::{self, NodeInfo, SandboxMounts, SpecRequest};
 use super::userns::UsernsManager;
 use super::{
@@ -438,6 +438,11 @@ impl Runtime for LinuxRuntime {
         } else {
             None
         };
+        let exec_helper = sandbox::ExecHelper(&self.cfg.shim_binary);
+        let helper: &dyn sandbox::NamespaceHelper = match self.cfg.helpers {
+            HelperMode::Spawner => &self.spawner,
+            HelperMode::Exec => &exec_helper,
+        };
         let sb_paths = SandboxPaths::new(&self.cfg.sandbox_dirs(), &uid).map_err(|source| {
             RuntimeError::Sandbox {
                 pod: name.clone(),
@@ -447,42 +452,16 @@ impl Runtime for LinuxRuntime {
         // No runtime dir: no container of the pod can exist, and a pod cgroup made here may
         // go again if the sandbox fails.
         let fresh = !sb_paths.dir.exists();
-        // A new pod that wants only its own IPC, network and UTS namespaces asks the spawner
-        // for the spare ones at once, beside the sandbox's directories and volumes.
-        let spawner_helpers = matches!(self.cfg.helpers, HelperMode::Spawner);
-        let ask_spare = fresh
-            && spawner_helpers
-            && user_ns_base.is_none()
-            && !sandbox::host_network(pod)
-            && !sandbox::share_process_namespace(pod);
-        let (ahead, spare_tx) = SpareAhead::new(&self.spawner);
-        let exec_helper = sandbox::ExecHelper(&self.cfg.shim_binary);
-        let helper: &dyn sandbox::NamespaceHelper = if ask_spare {
-            &ahead
-        } else if spawner_helpers {
-            &self.spawner
-        } else {
-            &exec_helper
-        };
-        let hostname = sandbox::pod_hostname(pod);
+        // The pod cgroup needs nothing from the sandbox: it is made beside it, on a thread of
+        // its own, while the namespace helper works (`cgroup_lock` is held only there).
         let make_cgroup = || {
             let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
             self.create_pod_cgroup(&uid, &cg)
         };
-        // Beside the sandbox's own work, on a thread of its own: the spare namespaces (when
-        // asked for), then the pod cgroup, which needs nothing from the namespaces
-        // (`cgroup_lock` is held only there).
-        let beside = move || {
-            if ask_spare {
-                let _ = spare_tx.send(self.spawner.take_spare(&hostname));
-            }
-            drop(spare_tx);
-            make_cgroup()
-        };
         let (created, pod_cgroup) = std::thread::scope(|scope| {
             let beside = std::thread::Builder::new()
-                .name("pod-sandbox".into())
-                .spawn_scoped(scope, beside);
+                .name("pod-cgroup".into())
+                .spawn_scoped(scope, make_cgroup);
             let created = sandbox::create(
                 &self.cfg.sandbox_dirs(),
                 pod,
@@ -503,8 +482,7 @@ impl Runtime for LinuxRuntime {
                         source: std::io::Error::other("panicked"),
                     })
                 }),
-                // No thread to be had (the spare was not asked for: its sender went with the
-                // closure): one after the other.
+                // No thread to be had: one after the other.
                 Err(_) => make_cgroup(),
             };
             (created, pod_cgroup)

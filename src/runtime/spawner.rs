@@ -38,7 +38,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{mpsc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -268,7 +268,7 @@ impl Spawner {
 impl Spawner {
     /// The spare pod namespaces with `hostname` set, if the spawner holds them: their files
     /// in the order of `sandbox::SPARE_KINDS`. `None` when it has none (or cannot be asked).
-    pub fn take_spare(&self, hostname: &str) -> Option<Vec<OwnedFd>> {
+    fn take_spare(&self, hostname: &str) -> Option<Vec<OwnedFd>> {
         let req = Request::TakeSpare {
             hostname: hostname.to_string(),
         };
@@ -327,45 +327,6 @@ impl NamespaceHelper for Spawner {
                     .into(),
             )),
             out => Err(helper_err(String::from_utf8_lossy(&out).trim().to_string())),
-        }
-    }
-}
-
-/// Spare namespaces asked for ahead: another thread asks the spawner for them
-/// ([`Spawner::take_spare`]) while the sandbox's directories and volumes are made, and sends
-/// the answer here. As the sandbox's namespace helper it uses them once they came, or has the
-/// spawner make the namespaces when there were none.
-pub struct SpareAhead<'a> {
-    spawner: &'a Spawner,
-    files: Mutex<mpsc::Receiver<Option<Vec<OwnedFd>>>>,
-}
-
-impl<'a> SpareAhead<'a> {
-    /// The helper, and the sender the asking thread answers on (dropped unanswered: no spare).
-    pub fn new(spawner: &'a Spawner) -> (SpareAhead<'a>, mpsc::SyncSender<Option<Vec<OwnedFd>>>) {
-        let (tx, rx) = mpsc::sync_channel(1);
-        (
-            SpareAhead {
-                spawner,
-                files: Mutex::new(rx),
-            },
-            tx,
-        )
-    }
-}
-
-impl NamespaceHelper for SpareAhead<'_> {
-    fn pin_namespaces(&self, req: &HelperRequest<'_>) -> Result<(), SandboxError> {
-        let fits = !req.host_network && !req.share_pid && req.user_ns_base.is_none();
-        let files = if fits {
-            let rx = self.files.lock().unwrap_or_else(|p| p.into_inner());
-            rx.recv().ok().flatten()
-        } else {
-            None
-        };
-        match files {
-            Some(files) => sandbox::pin_spare(req.dir, &files),
-            None => self.spawner.pin_namespaces(req),
         }
     }
 }
