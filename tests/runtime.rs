@@ -1115,8 +1115,8 @@ fn a_pod_joins_the_namespaces_the_spawner_made_ahead_and_new_spares_follow() {
 #[test]
 #[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn a_new_pod_whose_sandbox_fails_keeps_no_pod_cgroup() {
-    // The pod cgroup is made beside the namespaces; a sandbox that fails (here its hostPath
-    // volume) takes it away again, as if it had never been made.
+    // The pod cgroup is made once the sandbox is: a sandbox that fails (here its hostPath
+    // volume) leaves none behind.
     let env = TestEnv::new("sbfail");
     let (rt, _rx) = env.runtime();
     let missing = env.root.join("no-such-dir");

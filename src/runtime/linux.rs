@@ -443,68 +443,31 @@ impl Runtime for LinuxRuntime {
             HelperMode::Spawner => &self.spawner,
             HelperMode::Exec => &exec_helper,
         };
+        let info = sandbox::create(
+            &self.cfg.sandbox_dirs(),
+            pod,
+            &sandbox::CreateOptions {
+                node: &self.cfg.node,
+                dns: &self.cfg.dns,
+                helper,
+                user_ns_base,
+                network: Some(&self.network),
+                join_network: self.network_on,
+            },
+        )
+        .map_err(|source| RuntimeError::Sandbox {
+            pod: name.clone(),
+            source: Box::new(source),
+        })?;
+        let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let pod_cgroup = self.create_pod_cgroup(&uid, &cg)?;
+        // The shared PID namespace's init lives in the pod cgroup, as the pause container.
         let sb_paths = SandboxPaths::new(&self.cfg.sandbox_dirs(), &uid).map_err(|source| {
             RuntimeError::Sandbox {
                 pod: name.clone(),
                 source: Box::new(source),
             }
         })?;
-        // No runtime dir: no container of the pod can exist, and a pod cgroup made here may
-        // go again if the sandbox fails.
-        let fresh = !sb_paths.dir.exists();
-        // The pod cgroup needs nothing from the sandbox: it is made beside it, on a thread of
-        // its own, while the namespace helper works (`cgroup_lock` is held only there).
-        let make_cgroup = || {
-            let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
-            self.create_pod_cgroup(&uid, &cg)
-        };
-        let (created, pod_cgroup) = std::thread::scope(|scope| {
-            let beside = std::thread::Builder::new()
-                .name("pod-cgroup".into())
-                .spawn_scoped(scope, make_cgroup);
-            let created = sandbox::create(
-                &self.cfg.sandbox_dirs(),
-                pod,
-                &sandbox::CreateOptions {
-                    node: &self.cfg.node,
-                    dns: &self.cfg.dns,
-                    helper,
-                    user_ns_base,
-                    network: Some(&self.network),
-                    join_network: self.network_on,
-                },
-            );
-            let pod_cgroup = match beside {
-                Ok(handle) => handle.join().unwrap_or_else(|_| {
-                    Err(RuntimeError::Io {
-                        what: "create the pod cgroup (the thread panicked) for",
-                        path: sb_paths.dir.clone(),
-                        source: std::io::Error::other("panicked"),
-                    })
-                }),
-                // No thread to be had: one after the other.
-                Err(_) => make_cgroup(),
-            };
-            (created, pod_cgroup)
-        });
-        let info = match created {
-            Ok(info) => info,
-            Err(source) => {
-                if fresh && pod_cgroup.is_ok() {
-                    let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
-                    if let Err(e) = self.remove_pod_cgroup(&uid) {
-                        log::warn!("pod {name}: removing the cgroup of a failed sandbox: {e}");
-                    }
-                }
-                return Err(RuntimeError::Sandbox {
-                    pod: name.clone(),
-                    source: Box::new(source),
-                });
-            }
-        };
-        let pod_cgroup = pod_cgroup?;
-        let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
-        // The shared PID namespace's init lives in the pod cgroup, as the pause container.
         if let Some(init) = sandbox::load_pod_init(&sb_paths).filter(|i| i.is_alive()) {
             self.cfg
                 .cgroup_root
