@@ -536,6 +536,59 @@ fn close_range(first: RawFd, last: RawFd) {
 mod tests {
     use super::*;
 
+    /// A state whose last fork was `ago` ago.
+    fn state(busy: bool, ago: Duration, spare: bool, spares_off: bool) -> SpawnerState {
+        SpawnerState {
+            busy,
+            last_fork: Instant::now() - ago,
+            spare: spare.then(SpareNamespaces::empty_for_tests),
+            spares_off,
+            ..SpawnerState::default()
+        }
+    }
+
+    fn millis(t: PollTimeout) -> Option<u128> {
+        (t != PollTimeout::NONE).then(|| u128::from(t.as_millis().unwrap_or(0)))
+    }
+
+    #[test]
+    fn the_idle_work_comes_in_order_spare_first_then_the_release() {
+        let ms = Duration::from_millis;
+        // (busy, since the last fork, holds a spare, spares off) -> next timeout (ms, at most)
+        let cases: [(bool, Duration, bool, bool, Option<u128>); 5] = [
+            // Right after a fork: the spare is due first.
+            (true, ms(0), false, false, Some(50)),
+            // A spare held: only the release is due.
+            (true, ms(0), true, false, Some(1000)),
+            // No spare can be made: the release is due all the same.
+            (true, ms(0), false, true, Some(1000)),
+            // Released and a spare held: nothing is due, wait for a request.
+            (false, ms(0), true, false, None),
+            // Past both: due now.
+            (true, ms(2000), false, false, Some(0)),
+        ];
+        for (i, (busy, ago, spare, off, want)) in cases.into_iter().enumerate() {
+            let got = millis(state(busy, ago, spare, off).timeout());
+            match (got, want) {
+                (None, None) => {}
+                (Some(g), Some(w)) => assert!(
+                    g <= w && g + 40 >= w,
+                    "case {i}: {g} ms, want {w} ms (within the test's own 40 ms)"
+                ),
+                _ => panic!("case {i}: {got:?}, want {want:?}"),
+            }
+        }
+        // Idle past the release with a spare held: release now, once.
+        let mut st = state(true, ms(1500), true, false);
+        assert!(st.on_idle());
+        assert!(!st.busy);
+        assert!(!st.on_idle());
+        // Idle before the release: nothing yet.
+        let mut st = state(true, ms(100), true, false);
+        assert!(!st.on_idle());
+        assert!(st.busy);
+    }
+
     #[test]
     fn fork_without_exec_is_refused_in_a_multi_threaded_process() {
         // The test harness runs this test on a thread of its own: at least two threads.

@@ -131,6 +131,12 @@ impl SpareNamespaces {
         self.files
     }
 
+    /// No files at all (tests of the spawner's loop state).
+    #[cfg(test)]
+    pub(super) fn empty_for_tests() -> SpareNamespaces {
+        SpareNamespaces { files: Vec::new() }
+    }
+
     /// Joins them (in the forked helper, before anything else).
     pub(super) fn enter(&self) -> nix::Result<()> {
         for ((_, kind), file) in KINDS.iter().zip(&self.files) {
