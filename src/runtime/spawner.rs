@@ -16,7 +16,8 @@
 //! works the same way: the child creates and pins the pod's namespaces
 //! (`sandbox::pin_namespaces`) and writes its result on the pipe it was given. When the
 //! spawner has been quiet for a moment it makes a pod's namespaces ahead of time and holds
-//! them ([`spare`]): the next fitting sandbox's helper joins them instead of making its own.
+//! them ([`spare`]): the next pod that fits takes them (`Request::TakeSpare`) and needs no
+//! helper, or its helper joins them instead of making its own.
 //!
 //! Why fork without exec is safe here: the spawner is single-threaded for its whole life
 //! (checked through `/proc/self/task` at start and before every fork), so no lock can be held

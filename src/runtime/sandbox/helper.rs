@@ -82,9 +82,10 @@ pub fn pin_namespaces(
 }
 
 /// The first half of [`pin_namespaces`], which needs no pod: a new IPC namespace and, unless
-/// `host_net`, new network and UTS namespaces with loopback up. The runtime's spawner keeps
-/// one helper that has done this ahead of time (a spare), so that a pod's start does not wait
-/// for the kernel to make a network namespace. `for_dir` names what they are for in errors.
+/// `host_net`, new network and UTS namespaces with loopback up. The runtime's spawner also has
+/// a short-lived child do this ahead of time and keeps the namespaces (spare ones), so that a
+/// pod's start does not wait for the kernel to make a network namespace. `for_dir` names what
+/// they are for in errors.
 pub fn unshare_pod_namespaces(for_dir: &Path, host_net: bool) -> Result<(), SandboxError> {
     let mut flags = CloneFlags::CLONE_NEWIPC;
     if !host_net {
@@ -151,12 +152,12 @@ pub const SPARE_KINDS: [&str; 3] = ["ipc", "net", "uts"];
 /// are bind mounts of the files.
 pub fn pin_spare(pod_dir: &Path, files: &[OwnedFd]) -> Result<(), SandboxError> {
     let paths = runtime_paths(pod_dir);
-    let [ipc, net, uts] = files else {
+    if files.len() != SPARE_KINDS.len() {
         return Err(SandboxError::Helper {
             message: format!("{} spare namespace files, 3 expected", files.len()),
         });
-    };
-    for (kind, file) in SPARE_KINDS.iter().zip([ipc, net, uts]) {
+    }
+    for (kind, file) in SPARE_KINDS.iter().zip(files) {
         let source = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
         pin(&source, &paths.ns(kind))?;
     }

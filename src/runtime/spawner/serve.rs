@@ -15,7 +15,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
 
-use super::spare::{SpareMaker, SpareNamespaces, SPARE_AFTER};
+use super::spare::{HostnameError, SpareMaker, SpareNamespaces, SPARE_AFTER};
 use super::{Reply, Request, MAX_MESSAGE, SOCKET_FD};
 use crate::runtime::sandbox;
 use crate::runtime::shim;
@@ -278,17 +278,7 @@ fn serve_requests(
         state.busy = true;
         state.last_fork = Instant::now();
         let (reply, files) = match serde_json::from_slice::<Request>(&buf[..n]) {
-            Ok(Request::TakeSpare { hostname }) => match (state.spare.take(), &state.own_uts) {
-                (Some(spare), Some(own_uts)) => match spare.set_hostname(&hostname, own_uts) {
-                    Ok(()) => (Reply::Spare, spare.into_files()),
-                    // The namespaces go (a pod's helper makes its own).
-                    Err(false) => (Reply::NoSpare, Vec::new()),
-                    Err(true) => return Err(io::Error::other(
-                        "could not return to its own UTS namespace after setting a pod's hostname",
-                    )),
-                },
-                _ => (Reply::NoSpare, Vec::new()),
-            },
+            Ok(Request::TakeSpare { hostname }) => take_spare(state, &hostname)?,
             Ok(req) => handle(req, received, &mut state.spare),
             Err(e) => (
                 Reply::Failed {
@@ -299,6 +289,22 @@ fn serve_requests(
         };
         // Our copies of handed-over descriptors close once sent.
         answer(sock, &reply, &files)?;
+    }
+}
+
+/// The answer to `TakeSpare`: the spare namespaces with `hostname` set, or none. An error
+/// when the spawner is stranded in a pod's UTS namespace (it must exit).
+fn take_spare(state: &mut SpawnerState, hostname: &str) -> io::Result<(Reply, Vec<OwnedFd>)> {
+    let (Some(spare), Some(own_uts)) = (state.spare.take(), &state.own_uts) else {
+        return Ok((Reply::NoSpare, Vec::new()));
+    };
+    match spare.set_hostname(hostname, own_uts) {
+        Ok(()) => Ok((Reply::Spare, spare.into_files())),
+        // The namespaces go (the pod's helper makes its own).
+        Err(HostnameError::NotSet) => Ok((Reply::NoSpare, Vec::new())),
+        Err(HostnameError::Stranded) => Err(io::Error::other(
+            "could not return to its own UTS namespace after setting a pod's hostname",
+        )),
     }
 }
 
@@ -494,7 +500,7 @@ fn unblock_signals() {
     let _ = signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
 }
 
-pub(super) fn set_title(args: &[&str], dir: &Path) {
+fn set_title(args: &[&str], dir: &Path) {
     let dir = dir.to_string_lossy();
     let mut all: Vec<&str> = args.to_vec();
     all.push(&dir);

@@ -1,9 +1,11 @@
 //! Spare pod namespaces: one set of IPC, network and UTS namespaces (loopback up) the spawner
 //! has made ahead of time, while it was quiet, and holds as three open namespace files. The
-//! next sandbox request that wants exactly those (not `hostNetwork`, not `hostUsers: false`)
-//! gets them: its forked helper joins them (`setns`) instead of making new ones (`unshare`),
-//! then sets the pod's hostname, pins them and mounts /dev/shm as always
-//! (`sandbox::pin_unshared`).
+//! next pod that wants exactly those (not `hostNetwork`, not `hostUsers: false`) gets them:
+//! - without a shared PID namespace, the runtime takes them (`Request::TakeSpare`): the
+//!   spawner sets the pod's hostname in them ([`SpareNamespaces::set_hostname`]) and sends the
+//!   files, which the runtime pins itself (`sandbox::pin_spare`), with no helper process;
+//! - with one, the pod's forked helper joins them (`setns`, [`SpareNamespaces::enter`])
+//!   instead of making new ones, then does the rest as always (`sandbox::pin_unshared`).
 //!
 //! Why: making a network namespace is the kernel's slowest step of a pod's start (0.76 ms of
 //! the helper's 1.3 ms on the development VM, `docs/start-timeline.md`), and every pod's start
@@ -46,6 +48,18 @@ const KINDS: [(&str, CloneFlags); 3] = [
     (sandbox::SPARE_KINDS[1], CloneFlags::CLONE_NEWNET),
     (sandbox::SPARE_KINDS[2], CloneFlags::CLONE_NEWUTS),
 ];
+/// Where the UTS namespace's file is among a spare's.
+const UTS: usize = 2;
+
+/// Why a pod's hostname could not be set in spare namespaces.
+#[derive(Debug, PartialEq)]
+pub(super) enum HostnameError {
+    /// Not set: the spare namespaces are dropped and the pod's helper makes its own.
+    NotSet,
+    /// Set or not, the spawner could not return to its own UTS namespace: it must exit, or its
+    /// children would be born in the pod's.
+    Stranded,
+}
 
 /// A child of the spawner making spare namespaces.
 pub(super) struct SpareMaker {
@@ -116,14 +130,17 @@ impl SpareNamespaces {
     }
 
     /// Sets `hostname` in their UTS namespace: the spawner joins it and returns to its own
-    /// (`own_uts`) at once. `Err(true)` when it could not return: the caller must exit (its
-    /// children would be born in the pod's UTS namespace).
-    pub(super) fn set_hostname(&self, hostname: &str, own_uts: &OwnedFd) -> Result<(), bool> {
-        let uts = self.files.get(2).ok_or(false)?;
-        setns(uts, CloneFlags::CLONE_NEWUTS).map_err(|_| false)?;
+    /// (`own_uts`) at once.
+    pub(super) fn set_hostname(
+        &self,
+        hostname: &str,
+        own_uts: &OwnedFd,
+    ) -> Result<(), HostnameError> {
+        let uts = self.files.get(UTS).ok_or(HostnameError::NotSet)?;
+        setns(uts, CloneFlags::CLONE_NEWUTS).map_err(|_| HostnameError::NotSet)?;
         let set = nix::unistd::sethostname(hostname);
-        setns(own_uts, CloneFlags::CLONE_NEWUTS).map_err(|_| true)?;
-        set.map_err(|_| false)
+        setns(own_uts, CloneFlags::CLONE_NEWUTS).map_err(|_| HostnameError::Stranded)?;
+        set.map_err(|_| HostnameError::NotSet)
     }
 
     /// Their files, to hand over to the runtime (`Request::TakeSpare`).
