@@ -68,6 +68,32 @@ ready_again() { [ "$(prop ActiveState)" = active ] && [ "$(prop MainPID)" != "$1
 
 say "BEGIN $(systemctl --version | head -n1), kernel $(uname -r), cgroup $(stat -fc %T /sys/fs/cgroup)"
 
+# A step that hangs (a command with no timeout of its own: dpkg waiting for the unit's start,
+# systemctl) is reported with what the system was doing, before the host's qemu timeout kills
+# the VM and leaves only "MISSING": the processes and where each is blocked in the kernel,
+# podvisor's threads' kernel stacks, the unit, systemd's jobs and the journal. The deadline is
+# the host's (podvisor_vm.hang= on the kernel command line, in seconds since boot).
+hang_report() { # SECONDS-SINCE-BOOT
+  _up=$(cut -d. -f1 /proc/uptime)
+  [ "$1" -gt "$_up" ] && sleep $(($1 - _up))
+  say "FAIL hang: no DONE $1 s after boot; what the system was doing follows"
+  say "INFO kernel| $(dmesg 2>&1 | grep -i -e 'crng' -e 'random' -e 'hung task' -e 'blocked for' | tr '\n' '|')"
+  ps -eo pid,ppid,stat,wchan:28,etimes,args 2>&1 | while IFS= read -r l; do say "INFO ps| $l"; done
+  for _p in $(pgrep podvisor); do
+    for _t in /proc/"$_p"/task/*; do
+      say "INFO stack ${_p}/${_t##*/} $(cat "$_t"/comm 2>/dev/null)| $(tr '\n' ' ' <"$_t"/stack 2>/dev/null)"
+    done
+  done
+  timeout 20 systemctl list-jobs --no-pager 2>&1 | while IFS= read -r l; do say "INFO jobs| $l"; done
+  timeout 20 systemctl status podvisor --no-pager 2>&1 | while IFS= read -r l; do say "INFO unit| $l"; done
+  timeout 20 journalctl -b --no-pager -o short-monotonic -n 120 2>&1 | while IFS= read -r l; do say "INFO journal| $l"; done
+  sync
+  systemctl poweroff --force --force
+}
+say "INFO random: $(dmesg 2>&1 | grep -i -m1 'crng init done' || echo 'crng not initialised yet')"
+hang=$(sed -n 's/.*podvisor_vm\.hang=\([0-9]*\).*/\1/p' /proc/cmdline)
+[ -n "$hang" ] && hang_report "$hang" &
+
 # --- install: pods from /etc/kubernetes/manifests run ----------------------------------------
 errs=""
 mkdir -p /etc/kubernetes/manifests /var/lib/podvisor/images/preload
