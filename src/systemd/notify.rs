@@ -11,6 +11,9 @@ use std::io;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::time::Duration;
 
+/// How long one notification may wait for room in systemd's socket.
+const SEND_TIMEOUT: Duration = Duration::from_millis(500);
+
 /// Where service state goes. A trait so the sync loop is tested with a recording fake.
 pub trait Notify: Send {
     /// Sends one notification (`READY=1`, `STATUS=...`, `WATCHDOG=1`, newline-separated).
@@ -48,6 +51,9 @@ impl NotifySocket {
             ));
         };
         let socket = UnixDatagram::unbound()?;
+        // The sync loop sends; a systemd too busy to read its socket must not stop it turning
+        // over (the notification is sent again, `ServiceReporter`).
+        socket.set_write_timeout(Some(SEND_TIMEOUT))?;
         Ok(Some(NotifySocket { socket, addr }))
     }
 }

@@ -79,7 +79,14 @@ pub struct ServiceReporter {
     last_status: String,
     /// Send failures are logged once: a vanished socket would otherwise log every turnover.
     failed: bool,
+    /// When a failed notification is sent again. What it said is not marked sent, so a
+    /// READY=1 lost to a busy or restarting systemd is repeated instead of leaving
+    /// `systemctl start` waiting for `TimeoutStartSec=`.
+    retry_at: Option<Instant>,
 }
+
+/// How soon a failed notification is sent again.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 impl ServiceReporter {
     pub fn new(notify: Box<dyn Notify>, watchdog: Option<Duration>) -> ServiceReporter {
@@ -90,48 +97,78 @@ impl ServiceReporter {
             ready_sent: false,
             last_status: String::new(),
             failed: false,
+            retry_at: None,
         }
     }
 
-    fn send(&mut self, state: &str) {
-        if let Err(e) = self.notify.notify(state) {
-            if !self.failed {
-                log::warn!("systemd notification {state:?} failed: {e}");
-                self.failed = true;
+    /// Sends `state`; false when it could not be sent.
+    fn send(&mut self, state: &str) -> bool {
+        match self.notify.notify(state) {
+            Ok(()) => {
+                if self.failed {
+                    log::info!("systemd notifications are sent again");
+                    self.failed = false;
+                }
+                true
+            }
+            Err(e) => {
+                if !self.failed {
+                    log::warn!("systemd notification {state:?} failed (sent again until it is received): {e}");
+                    self.failed = true;
+                }
+                false
             }
         }
     }
 
     /// One turnover of the sync loop at `now`: `ready` says whether the sources have
     /// reported and re-adoption is done, `status` is the current [`status_line`].
+    /// What is sent is marked sent only once systemd has it; a failed send is repeated
+    /// [`RETRY_AFTER`] later ([`ServiceReporter::next_ping`] wakes the loop for it).
     pub fn turnover(&mut self, now: Instant, ready: bool, status: &str) {
         let mut msg = Vec::new();
-        if ready && !self.ready_sent {
-            self.ready_sent = true;
+        let send_ready = ready && !self.ready_sent;
+        if send_ready {
             msg.push("READY=1".to_string());
         }
-        if status != self.last_status {
-            self.last_status = status.to_string();
+        let send_status = status != self.last_status;
+        if send_status {
             msg.push(format!("STATUS={status}"));
         }
-        if let Some(interval) = self.watchdog {
-            let due = self
-                .last_ping
-                .is_none_or(|t| now.saturating_duration_since(t) >= interval / 4);
-            if due {
-                self.last_ping = Some(now);
-                msg.push("WATCHDOG=1".to_string());
-            }
+        let ping = self.watchdog.is_some_and(|interval| {
+            self.last_ping
+                .is_none_or(|t| now.saturating_duration_since(t) >= interval / 4)
+        });
+        if ping {
+            msg.push("WATCHDOG=1".to_string());
         }
-        if !msg.is_empty() {
-            self.send(&msg.join("\n"));
+        if msg.is_empty() || self.retry_at.is_some_and(|t| now < t) {
+            return;
+        }
+        if !self.send(&msg.join("\n")) {
+            self.retry_at = Some(now + RETRY_AFTER);
+            return;
+        }
+        self.retry_at = None;
+        self.ready_sent |= send_ready;
+        if send_status {
+            self.last_status = status.to_string();
+        }
+        if ping {
+            self.last_ping = Some(now);
         }
     }
 
-    /// The latest time the loop must turn over again to keep the watchdog fed.
+    /// The latest time the loop must turn over again: to keep the watchdog fed, or to send
+    /// again what systemd did not receive.
     pub fn next_ping(&self) -> Option<Instant> {
-        let interval = self.watchdog?;
-        self.last_ping.map(|t| t + interval / 2)
+        let ping = self
+            .watchdog
+            .and_then(|interval| self.last_ping.map(|t| t + interval / 2));
+        match (ping, self.retry_at) {
+            (Some(p), Some(r)) => Some(p.min(r)),
+            (p, r) => p.or(r),
+        }
     }
 
     /// The daemon is exiting (`systemctl stop`, a signal).
@@ -281,6 +318,50 @@ mod tests {
             rec.take(),
             ["STOPPING=1\nSTATUS=stopping; containers keep running"]
         );
+    }
+
+    /// Fails the sends it is told to, records the rest.
+    #[derive(Clone, Default)]
+    struct Flaky {
+        rec: Recorder,
+        fail: Arc<Mutex<bool>>,
+    }
+
+    impl Notify for Flaky {
+        fn notify(&mut self, state: &str) -> std::io::Result<()> {
+            if *self.fail.lock().expect("lock") {
+                return Err(std::io::Error::from(std::io::ErrorKind::WouldBlock));
+            }
+            self.rec.notify(state)
+        }
+    }
+
+    #[test]
+    fn a_failed_ready_is_sent_again_not_lost() {
+        let n = Flaky::default();
+        let mut r = ServiceReporter::new(Box::new(n.clone()), Some(Duration::from_secs(20)));
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        *n.fail.lock().expect("lock") = true;
+        r.turnover(t0, true, "1 pod running, 0 failing");
+        assert!(n.rec.take().is_empty());
+        // The loop is woken for the retry, not only for the next ping.
+        assert_eq!(r.next_ping(), Some(t0 + RETRY_AFTER));
+        // Before the retry is due: nothing is tried (no busy loop on a full socket).
+        r.turnover(t0 + RETRY_AFTER / 2, true, "1 pod running, 0 failing");
+        *n.fail.lock().expect("lock") = false;
+        r.turnover(t0 + RETRY_AFTER / 2, true, "1 pod running, 0 failing");
+        assert!(n.rec.take().is_empty());
+        // Due: everything that was lost goes, in one notification.
+        r.turnover(t0 + RETRY_AFTER, true, "2 pods running, 0 failing");
+        assert_eq!(
+            n.rec.take(),
+            ["READY=1\nSTATUS=2 pods running, 0 failing\nWATCHDOG=1"]
+        );
+        assert_eq!(r.next_ping(), Some(t0 + RETRY_AFTER + s(10)));
+        // Sent once: not repeated.
+        r.turnover(t0 + s(3), true, "2 pods running, 0 failing");
+        assert!(n.rec.take().is_empty());
     }
 
     #[test]
