@@ -130,6 +130,53 @@ impl CgroupRoot {
         Ok(())
     }
 
+    /// Creates the last directory of `relative` (in every hierarchy [`Self::create_path`]
+    /// would) when its parent exists everywhere; false, with nothing to undo, when a parent is
+    /// missing. A pod's start takes this path whenever another pod of its QoS class runs: the
+    /// tiers exist as long as any pod does, so its cgroup is one `mkdir` per hierarchy (plus
+    /// enabling the controllers below it, v2) instead of a `mkdir` of every level, the
+    /// controllers enabled again at every level and the BestEffort weight written again.
+    fn create_in_existing_parent(&self, relative: &str) -> Result<bool, CgroupError> {
+        let rel = relative.trim_matches('/');
+        let made = |dir: &Path| match fs::create_dir(dir) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(source) => Err(CgroupError::Create {
+                path: dir.to_path_buf(),
+                source,
+            }),
+        };
+        match self.mode() {
+            CgroupMode::Unified => {
+                let dir = self.root.join(rel);
+                if !made(&dir)? {
+                    return Ok(false);
+                }
+                // What the parents enabled reaches the new cgroup; when that is not every
+                // controller the root offers (tiers made by an older podvisor, or changed by
+                // hand), the caller enables them again at every level.
+                let offered = self.offered_controllers()?;
+                let available = read_optional(&dir.join("cgroup.controllers"))?.unwrap_or_default();
+                let available: Vec<&str> = available.split_whitespace().collect();
+                if !offered.iter().all(|c| available.contains(c)) {
+                    return Ok(false);
+                }
+                self.enable_controllers(&dir, &offered)?;
+            }
+            CgroupMode::Legacy => {
+                for h in V1_HIERARCHIES {
+                    let base = self.root.join(h);
+                    // (a hierarchy that is not mounted is skipped, as by `create_path`)
+                    if base.is_dir() && !made(&base.join(rel))? {
+                        return Ok(false);
+                    }
+                }
+            }
+        }
+        Ok(true)
+    }
+
     /// Writes the cpu weight (v2) or shares (v1) of `relative`.
     fn set_cpu_shares(&self, relative: &str, shares: u64) -> Result<(), CgroupError> {
         match self.mode() {
@@ -169,9 +216,11 @@ impl CgroupRoot {
         pod_uid: &str,
         cfg: &PodCgroupConfig,
     ) -> Result<String, CgroupError> {
-        self.ensure_tiers(parent)?;
         let rel = pod_cgroup(parent, cfg.qos, pod_uid);
-        self.create_path(&rel)?;
+        if !self.create_in_existing_parent(&rel)? {
+            self.ensure_tiers(parent)?;
+            self.create_path(&rel)?;
+        }
         self.set_cpu_shares(&rel, cfg.cpu_shares)?;
         let pids = cfg
             .pids_max
@@ -448,9 +497,84 @@ mod tests {
             "-1"
         );
         assert_eq!(read(&r.join("pids").join(pod).join("pids.max")), "50");
-        assert_eq!(read(&r.join("cpu/pv/besteffort/cpu.shares")), "2");
-        // The tiers exist in every written hierarchy.
-        assert!(r.join("memory/pv/burstable").is_dir());
+    }
+
+    #[test]
+    fn v1_tiers_are_made_with_the_first_pod_then_a_pod_is_one_mkdir_per_hierarchy() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let r = dir.path();
+        for h in ["cpu", "memory", "pids"] {
+            fs::create_dir(r.join(h)).expect("mkdir");
+        }
+        let root = CgroupRoot::new(r);
+        let exists = |rel: &str| {
+            ["cpu", "memory", "pids"]
+                .iter()
+                .all(|h| r.join(h).join(rel).is_dir())
+        };
+        // The first pod: the tiers are made, in every hierarchy.
+        root.create_pod("pv", "a", &config(QosClass::BestEffort))
+            .expect("create");
+        assert!(exists("pv/burstable") && exists("pv/besteffort/poda"));
+        // The next: only its own directory; the tiers are not written again (the BestEffort
+        // weight, which the first pod's path would write, is left as it is).
+        let shares = r.join("cpu/pv/besteffort/cpu.shares");
+        fs::write(&shares, "").expect("write");
+        root.create_pod("pv", "b", &config(QosClass::BestEffort))
+            .expect("create");
+        assert!(exists("pv/besteffort/podb"));
+        assert_eq!(read(&shares), "");
+        // A tier missing in one hierarchy (the pod's directory is already made in another):
+        // every tier is made again, and the pod's directory everywhere.
+        fs::remove_dir(r.join("memory/pv/burstable")).expect("rmdir");
+        root.create_pod("pv", "c", &config(QosClass::Burstable))
+            .expect("create");
+        assert!(exists("pv/burstable/podc"));
+        assert_eq!(read(&shares), "2");
+        // A Guaranteed pod sits below the parent itself.
+        root.create_pod("pv", "g", &config(QosClass::Guaranteed))
+            .expect("create");
+        assert!(exists("pv/podg"));
+    }
+
+    #[test]
+    fn v2_a_pod_below_tiers_that_lack_a_controller_enables_it_at_every_level() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let r = dir.path();
+        fs::write(r.join("cgroup.controllers"), "cpu memory pids\n").expect("write");
+        fs::write(r.join("cgroup.subtree_control"), "").expect("write");
+        for d in ["pv", "pv/burstable", "pv/besteffort", "pv/besteffort/podx"] {
+            v2_dir(&r.join(d));
+        }
+        let root = CgroupRoot::new(r);
+        // The tiers pass down everything the root offers: only the pod's level is written.
+        fs::write(
+            r.join("pv/besteffort/podx/cgroup.controllers"),
+            "cpu memory pids\n",
+        )
+        .expect("write");
+        root.create_pod("pv", "x", &config(QosClass::BestEffort))
+            .expect("create");
+        assert_eq!(
+            read(&r.join("pv/besteffort/podx/cgroup.subtree_control")),
+            "+cpu +memory +pids"
+        );
+        assert_eq!(read(&r.join("pv/cgroup.subtree_control")), "");
+        // They lack pids (made by an older podvisor, or changed by hand): every level again.
+        fs::write(
+            r.join("pv/besteffort/podx/cgroup.controllers"),
+            "cpu memory\n",
+        )
+        .expect("write");
+        root.create_pod("pv", "x", &config(QosClass::BestEffort))
+            .expect("create");
+        for d in ["", "pv", "pv/besteffort", "pv/besteffort/podx"] {
+            assert_eq!(
+                read(&r.join(d).join("cgroup.subtree_control")),
+                "+cpu +memory +pids",
+                "{d}"
+            );
+        }
     }
 
     #[test]
