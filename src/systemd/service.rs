@@ -77,7 +77,7 @@ pub struct ServiceReporter {
     last_ping: Option<Instant>,
     ready_sent: bool,
     last_status: String,
-    /// Send failures are logged once: a vanished socket would otherwise log every turnover.
+    /// Send failures are logged once: a vanished socket would otherwise log every retry.
     failed: bool,
     /// When a failed notification is sent again. What it said is not marked sent, so a
     /// READY=1 lost to a busy or restarting systemd is repeated instead of leaving
@@ -104,13 +104,7 @@ impl ServiceReporter {
     /// Sends `state`; false when it could not be sent.
     fn send(&mut self, state: &str) -> bool {
         match self.notify.notify(state) {
-            Ok(()) => {
-                if self.failed {
-                    log::info!("systemd notifications are sent again");
-                    self.failed = false;
-                }
-                true
-            }
+            Ok(()) => true,
             Err(e) => {
                 if !self.failed {
                     log::warn!("systemd notification {state:?} failed (sent again until it is received): {e}");
