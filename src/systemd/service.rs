@@ -156,13 +156,13 @@ impl ServiceReporter {
     /// The latest time the loop must turn over again: to keep the watchdog fed, or to send
     /// again what systemd did not receive.
     pub fn next_ping(&self) -> Option<Instant> {
-        let ping = self
-            .watchdog
-            .and_then(|interval| self.last_ping.map(|t| t + interval / 2));
-        match (ping, self.retry_at) {
-            (Some(p), Some(r)) => Some(p.min(r)),
-            (p, r) => p.or(r),
+        // While a retry is pending nothing is sent before it, not even a ping that is due:
+        // waking earlier would only spin the loop (the ping's own time may have passed).
+        if self.retry_at.is_some() {
+            return self.retry_at;
         }
+        let interval = self.watchdog?;
+        self.last_ping.map(|t| t + interval / 2)
     }
 
     /// The daemon is exiting (`systemctl stop`, a signal).
@@ -356,6 +356,12 @@ mod tests {
         // Sent once: not repeated.
         r.turnover(t0 + s(3), true, "2 pods running, 0 failing");
         assert!(n.rec.take().is_empty());
+        // Failing past the ping's own time (systemd gone): the loop is woken for the next
+        // retry, never for a time already passed (it would spin until the retry).
+        *n.fail.lock().expect("lock") = true;
+        let late = t0 + RETRY_AFTER + s(12);
+        r.turnover(late, true, "2 pods running, 0 failing");
+        assert_eq!(r.next_ping(), Some(late + RETRY_AFTER));
     }
 
     #[test]
