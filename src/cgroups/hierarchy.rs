@@ -138,14 +138,13 @@ impl CgroupRoot {
     /// controllers enabled again at every level and the BestEffort weight written again.
     fn create_in_existing_parent(&self, relative: &str) -> Result<bool, CgroupError> {
         let rel = relative.trim_matches('/');
-        let made = |dir: &Path| match fs::create_dir(dir) {
+        // `mkdir`, with a missing parent as `false`.
+        let made = |dir: &Path| match mkdir(dir) {
             Ok(()) => Ok(true),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(true),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-            Err(source) => Err(CgroupError::Create {
-                path: dir.to_path_buf(),
-                source,
-            }),
+            Err(CgroupError::Create { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                Ok(false)
+            }
+            Err(e) => Err(e),
         };
         match self.mode() {
             CgroupMode::Unified => {
