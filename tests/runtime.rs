@@ -1177,3 +1177,118 @@ fn a_killed_spawner_takes_no_container_with_it_and_is_replaced() {
     }
     finish(&rt, &env, &p);
 }
+
+/// A pod's first container staged beside its sandbox (`run_pod_sandbox_and_start`: the
+/// monitor forked and the rootfs mounted while the sandbox is made, the spec written once it
+/// exists) runs in that sandbox: its hostname, /etc/hosts and network namespace.
+#[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
+fn a_first_container_staged_beside_its_sandbox_runs_in_it() {
+    let env = TestEnv::new("staged");
+    let (rt, rx) = env.runtime();
+    let p = pod(&simple_pod(
+        "staged",
+        "hostname; grep -c staged /etc/hosts; readlink /proc/self/ns/net; exec sleep 60",
+    ));
+    let c = &p.spec.as_ref().expect("spec").containers[0];
+    let mut sandbox = None;
+    let started = rt
+        .run_pod_sandbox_and_start(
+            &p,
+            &ContainerRequest {
+                pod: &p,
+                container: c,
+                kind: ContainerKind::App,
+                restart_count: 0,
+            },
+            &mut |r| {
+                sandbox = Some(
+                    r.as_ref()
+                        .map(|s| s.hostname.clone())
+                        .map_err(|e| e.to_string()),
+                )
+            },
+        )
+        .expect("the sandbox was made")
+        .expect("started");
+    assert_eq!(sandbox, Some(Ok("staged".to_string())));
+    let shim = env
+        .run
+        .join("containers")
+        .join(&started.meta.id)
+        .join("shim.json");
+    let shim: serde_json::Value =
+        serde_json::from_slice(&fs::read(&shim).expect("shim.json")).expect("json");
+    assert_eq!(shim["staged"], true, "{shim}");
+    wait_until("the container's output", T, || {
+        log_lines(&started.meta.log_path).len() >= 3
+    });
+    rt.signal_container(&started.meta.id, libc::SIGKILL)
+        .expect("kill");
+    let exit = wait_exit(&rx, &started.meta.id, T);
+    assert_eq!(exit.exit_code, 137);
+    let lines = log_lines(&started.meta.log_path);
+    assert_eq!(
+        lines.first().map(String::as_str),
+        Some("staged"),
+        "{lines:?}"
+    );
+    assert_eq!(lines.get(1).map(String::as_str), Some("1"), "{lines:?}");
+    let pinned = env
+        .run
+        .join("pods")
+        .join(p.metadata.uid.as_deref().expect("uid"))
+        .join("ns/net");
+    let pod_net = fs::metadata(&pinned).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
+    let host_net =
+        fs::metadata("/proc/self/ns/net").map(|m| std::os::unix::fs::MetadataExt::ino(&m));
+    let want = format!("net:[{}]", pod_net.expect("pinned netns"));
+    assert_eq!(lines.get(2), Some(&want), "{lines:?}");
+    assert_ne!(want, format!("net:[{}]", host_net.expect("host netns")));
+    finish(&rt, &env, &p);
+}
+
+/// A staged container whose sandbox cannot be made is called off: no start, and nothing of it
+/// is left (no rootfs mount, directories, lease or monitor).
+#[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
+fn a_staged_container_whose_sandbox_fails_leaves_nothing() {
+    let env = TestEnv::new("staged-off");
+    let (rt, _rx) = env.runtime();
+    let missing = env.root.join("no-such-dir");
+    let p = pod(&format!(
+        "{}  volumes:\n  - name: data\n    hostPath: {{path: {}, type: Directory}}\n",
+        simple_pod("calledoff", "sleep 60"),
+        missing.display()
+    ));
+    let c = &p.spec.as_ref().expect("spec").containers[0];
+    for _ in 0..3 {
+        let mut failed = None;
+        let started = rt.run_pod_sandbox_and_start(
+            &p,
+            &ContainerRequest {
+                pod: &p,
+                container: c,
+                kind: ContainerKind::App,
+                restart_count: 0,
+            },
+            &mut |r| failed = r.as_ref().err().map(|e| e.to_string()),
+        );
+        assert!(started.is_none(), "{started:?}");
+        let why = failed.expect("the sandbox failed");
+        assert!(why.contains("no-such-dir"), "{why}");
+        let left = |d: &std::path::Path| fs::read_dir(d).map(|e| e.count()).unwrap_or(0);
+        assert_eq!(left(&env.run.join("containers")), 0, "runtime dirs left");
+        assert_eq!(left(&env.root.join("containers")), 0, "record dirs left");
+        let mounts = common::mounts_under(&env.run.join("containers"));
+        assert!(mounts.is_empty(), "{mounts:?}");
+        assert!(rt.list_containers().expect("list").is_empty());
+        assert_eq!(
+            left(&env.root.join("images/leases")),
+            0,
+            "image leases left"
+        );
+    }
+    let _ = rt.remove_pod_sandbox(p.metadata.uid.as_deref().expect("uid"));
+    env.assert_clean();
+}

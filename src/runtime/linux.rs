@@ -10,7 +10,8 @@
 //! earlier boot are reported exited with containerd's unknown status (255, `Unknown`), their
 //! records and logs kept, everything else of them removed.
 //!
-//! Submodules: `start` (preparing a container and spawning its monitor), `pod_cgroups`
+//! Submodules: `start` (preparing a container and spawning its monitor), `staged` (a pod's
+//! first container prepared while its sandbox is made), `pod_cgroups`
 //! (pod cgroup records and the Burstable tier's weight), `node` (node facts for specs),
 //! `records` (a container's two directories and what a listing finds in them: complete,
 //! interrupted, monitor dead, lost with an earlier boot), `watcher` (the exit watcher thread).
@@ -56,6 +57,7 @@ mod network;
 mod node;
 mod pod_cgroups;
 mod records;
+mod staged;
 mod start;
 mod watcher;
 
@@ -609,35 +611,10 @@ impl Runtime for LinuxRuntime {
         let paths = self.container_paths(&id)?;
         // Until its start is reported the container is incomplete: listings leave it alone.
         let _busy = self.busy_containers.enter(&id);
-        // The record directory first: a runtime directory without one is an interrupted
-        // removal, removed at the next start.
-        // A hostUsers: false container's root must reach its rootfs mount point (see `new`).
-        let run_mode = if req.pod.spec.as_ref().and_then(|s| s.host_users) == Some(false) {
-            0o711
-        } else {
-            0o700
-        };
-        for (dir, mode) in [(&paths.record, 0o700), (&paths.dir, run_mode)] {
-            let made = fs::DirBuilder::new()
-                .mode(mode)
-                .create(dir)
-                .and_then(|()| fs::set_permissions(dir, fs::Permissions::from_mode(mode)));
-            if let Err(source) = made {
-                let _ = remove_container_dirs(&paths);
-                return Err(RuntimeError::Io {
-                    what: "create",
-                    path: dir.clone(),
-                    source,
-                });
-            }
-        }
-        let prepared = self.prepare(req, &id, &paths).and_then(|(meta, _)| {
-            self.images
-                .add_lease(&id, &meta.image_digest)
-                .map_err(|source| RuntimeError::Image {
-                    pod: meta.pod_name.clone(),
-                    source: Box::new(source),
-                })?;
+        self.make_container_dirs(req, &paths)?;
+        let prepared = self.resolve_image(req).and_then(|image| {
+            let (meta, _) = self.prepare(req, &id, &paths, &image, false)?;
+            self.add_lease(&id, &meta.pod_name, image.digest())?;
             Ok(meta)
         });
         let meta = match prepared {
@@ -649,6 +626,15 @@ impl Runtime for LinuxRuntime {
             }
         };
         self.spawn_monitor(&meta, &paths)
+    }
+
+    fn run_pod_sandbox_and_start(
+        &self,
+        pod: &Pod,
+        first: &ContainerRequest<'_>,
+        sandbox_done: &mut dyn FnMut(&Result<SandboxInfo, RuntimeError>),
+    ) -> Option<Result<ContainerInfo, RuntimeError>> {
+        self.sandbox_and_first_start(pod, first, sandbox_done)
     }
 
     fn signal_container(&self, id: &str, signal: i32) -> Result<(), RuntimeError> {

@@ -276,6 +276,22 @@ pub trait Runtime: Send + Sync {
     }
     /// Creates and starts one container; returns once its process runs (or failed to).
     fn start_container(&self, req: &ContainerRequest<'_>) -> Result<ContainerInfo, RuntimeError>;
+    /// Creates the pod's sandbox, hands its result to `sandbox_done` as soon as it is known,
+    /// then starts `first` in it: [`Runtime::run_pod_sandbox`] followed by
+    /// [`Runtime::start_container`], which is what this default does. A runtime may prepare
+    /// the container (its monitor, its rootfs) while the sandbox is made. `None` when the
+    /// sandbox failed: the container was not started and nothing of it is left.
+    fn run_pod_sandbox_and_start(
+        &self,
+        pod: &Pod,
+        first: &ContainerRequest<'_>,
+        sandbox_done: &mut dyn FnMut(&Result<SandboxInfo, RuntimeError>),
+    ) -> Option<Result<ContainerInfo, RuntimeError>> {
+        let sandbox = self.run_pod_sandbox(pod);
+        sandbox_done(&sandbox);
+        sandbox.ok()?;
+        Some(self.start_container(first))
+    }
     /// Sends a signal to the container's init process (no-op if it already exited).
     fn signal_container(&self, id: &str, signal: i32) -> Result<(), RuntimeError>;
     /// Forgets an exited container (its record; its log file stays).

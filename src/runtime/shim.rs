@@ -91,6 +91,11 @@ pub enum ShimError {
     Terminal { message: String },
     #[error("device filter on {path}: {message}")]
     Devices { path: PathBuf, message: String },
+    /// A staged monitor's runtime closed its end before the go: nothing is started.
+    #[error("the start was called off before the container was created")]
+    CalledOff,
+    #[error("a staged container cannot join a user namespace: its rootfs is mounted without an idmapping")]
+    StagedUserNamespace,
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> ShimError + '_ {
@@ -131,7 +136,17 @@ pub struct ShimConfig {
     /// `stdinOnce: true`: closed when the first attach session ends.
     #[serde(default)]
     pub stdin_once: bool,
+    /// Forked while its pod's sandbox is still being made (the pod's first container): the
+    /// monitor mounts the rootfs, then waits for the runtime's go on fd 3, a socket ([`GO`];
+    /// `shim.json` is then complete and the spec written), and reads this file again. The
+    /// runtime's end closing instead means the sandbox failed or the daemon died: the monitor
+    /// takes the rootfs apart and exits without a report.
+    #[serde(default)]
+    pub staged: bool,
 }
+
+/// The byte a staged monitor waits for ([`ShimConfig::staged`]).
+pub const GO: u8 = b'g';
 
 /// What the monitor records about itself and the container (`state.json`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -369,7 +384,7 @@ fn run_inner(dir: &Path, ready: fs::File) -> Result<(), ShimError> {
     // A spawner that blocks signals (play, the daemon) passes its mask on through exec; the
     // container must start with none blocked.
     let _ = signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
-    let (paths, cfg) = ContainerPaths::open(dir)?;
+    let (paths, mut cfg) = ContainerPaths::open(dir)?;
     let paths = &paths;
     let me = ProcessId::current()?;
     let mut state = ShimState {
@@ -389,8 +404,13 @@ fn run_inner(dir: &Path, ready: fs::File) -> Result<(), ShimError> {
     if let Err(e) = super::libct_trace::install(&trace) {
         log::warn!("container {}: {}: {e}", cfg.id, trace.display());
     }
-    let started = match create_and_start(paths, &cfg, &mut state) {
+    let started = match create_and_start(paths, &mut cfg, &mut state, ready.as_ref()) {
         Ok(started) => started,
+        Err(ShimError::CalledOff) => {
+            // Nobody waits for a report: the runtime removes the directories.
+            cleanup_container(paths, &cfg);
+            return finish(paths);
+        }
         Err(e) => {
             let mut message = error_chain(&e);
             let detail = super::libct_trace::detail(&trace);

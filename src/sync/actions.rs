@@ -54,54 +54,35 @@ pub(super) enum EvictedSandbox {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Action {
     /// The container's liveness or startup probe failed: Killing, preStop, stop signal.
-    KillContainer {
-        slot: usize,
-        probe: ProbeKind,
-    },
+    KillContainer { slot: usize, probe: ProbeKind },
     /// The preStop hook of a container being killed used its grace period: stop signal now,
     /// SIGKILL after the minimum grace.
-    StopAfterPreStop {
-        slot: usize,
-    },
+    StopAfterPreStop { slot: usize },
     /// The grace period of a container being killed ended: SIGKILL.
-    ForceKill {
-        slot: usize,
-    },
+    ForceKill { slot: usize },
     /// The previous generation is gone: this worker may start.
     Unblock,
-    CreateSandbox,
+    /// Create the pod's sandbox; `then_start` is the slot of the container to start in it
+    /// as soon as it is made, in the same job ([`first_start`]).
+    CreateSandbox { then_start: Option<usize> },
     /// An init container failed under restartPolicy Never: the pod failed for good.
-    PodFailed {
-        slot: usize,
-        exit_code: i32,
-    },
+    PodFailed { slot: usize, exit_code: i32 },
     /// The ImagePullBackOff timer of a waiting container is due; `show` when it waits with
     /// ErrImagePull (it then shows ImagePullBackOff and a BackOff event is recorded).
-    PullBackoffDue {
-        slot: usize,
-        show: bool,
-    },
+    PullBackoffDue { slot: usize, show: bool },
     /// Start the container (its restart count is the slot's instances started so far).
-    StartContainer {
-        slot: usize,
-    },
+    StartContainer { slot: usize },
     /// The container ended and does not run again under the restartPolicy: no waiting reason.
-    NotRestarted {
-        slot: usize,
-    },
+    NotRestarted { slot: usize },
     /// The pod ran longer than its `activeDeadlineSeconds`: it failed for good
     /// (DeadlineExceeded) and its app containers are killed (its sidecars after them).
     DeadlineExceeded,
     /// A sidecar started for the first time in this sandbox: the next init container may run.
-    SidecarStarted {
-        slot: usize,
-    },
+    SidecarStarted { slot: usize },
     /// The pod is done (its app containers finished for good, or it failed): stop this
     /// sidecar (preStop, stop signal, SIGKILL after the grace period); the later-declared
     /// ones have exited.
-    StopSidecar {
-        slot: usize,
-    },
+    StopSidecar { slot: usize },
     /// An evicted pod's containers have all stopped: remove its sandbox (namespaces, cgroups,
     /// emptyDir volumes), as the kubelet tears down an evicted pod.
     RemoveEvictedSandbox,
@@ -178,17 +159,42 @@ pub(super) fn compute_actions(now: Instant, state: &PodState<'_>) -> Actions {
             // Not while a container of the old sandbox still runs (or a start into it is in
             // flight).
             if !waiting && !w.slots.iter().any(|s| s.instance.is_some()) {
-                actions.push(Action::CreateSandbox);
+                actions.push(Action::CreateSandbox {
+                    then_start: first_start(now, w),
+                });
             }
             return actions;
         }
     }
+    container_actions(now, w, &mut actions);
+    actions
+}
+
+/// The container a new sandbox starts first: the first `StartContainer` of what
+/// [`container_actions`] decides once the sandbox is ready. Nothing in that decision comes
+/// from the sandbox (the start reads the pod's IPs from the sandbox's record itself), so the
+/// sandbox job starts it too, without a round trip through the loop in between, and the
+/// runtime may prepare it while the sandbox is made; the other containers that are due follow
+/// when the sandbox is reported.
+fn first_start(now: Instant, w: &PodWorker) -> Option<usize> {
+    let mut after = Vec::new();
+    container_actions(now, w, &mut after);
+    after.into_iter().find_map(|a| match a {
+        Action::StartContainer { slot } => Some(slot),
+        _ => None,
+    })
+}
+
+/// What to do about the containers of a pod whose sandbox is ready: stop the sidecars of a
+/// pod that is done, else start what is due (init containers in order, then the app
+/// containers under their restartPolicy and backoff).
+fn container_actions(now: Instant, w: &PodWorker, actions: &mut Actions) {
     let policy = restart_policy(&w.pod);
     if w.failed || apps_finished(w, policy) {
         // The kubelet's KillPod once the pod cannot progress or its app containers are done
         // for good: sidecars are stopped, last declared first, and not restarted.
-        stop_sidecars(w, &mut actions);
-        return actions;
+        stop_sidecars(w, actions);
+        return;
     }
     let due = |actions: &mut Actions, i: usize| {
         let s = &w.slots[i];
@@ -214,7 +220,7 @@ pub(super) fn compute_actions(now: Instant, state: &PodState<'_>) -> Actions {
     if initialized {
         for (i, s) in inits {
             if s.sidecar() && s.instance.is_none() {
-                due(&mut actions, i);
+                due(actions, i);
             }
         }
     } else {
@@ -224,7 +230,7 @@ pub(super) fn compute_actions(now: Instant, state: &PodState<'_>) -> Actions {
         for (i, s) in inits {
             if s.succeeded {
                 if s.sidecar() && s.instance.is_none() {
-                    due(&mut actions, i);
+                    due(actions, i);
                 }
                 continue;
             }
@@ -240,9 +246,9 @@ pub(super) fn compute_actions(now: Instant, state: &PodState<'_>) -> Actions {
                         exit_code: last.exit.exit_code,
                     })
                 }
-                (None, _) => due(&mut actions, i),
+                (None, _) => due(actions, i),
             }
-            return actions;
+            return;
         }
     }
     for (i, s) in w.slots.iter().enumerate() {
@@ -259,9 +265,8 @@ pub(super) fn compute_actions(now: Instant, state: &PodState<'_>) -> Actions {
             }
             continue;
         }
-        due(&mut actions, i);
+        due(actions, i);
     }
-    actions
 }
 
 /// Whether the pod is initialized in its current sandbox: every init container completed

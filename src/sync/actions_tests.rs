@@ -283,10 +283,77 @@ fn cases() -> Vec<Case> {
     let mut cases = vec![
         // The sandbox comes first.
         Case {
-            name: "new pod: create the sandbox",
+            name: "new pod: create the sandbox, its container started in the same job",
             sandbox: pending(),
             apps: vec![C::Fresh],
-            want: vec![CreateSandbox],
+            want: vec![CreateSandbox {
+                then_start: Some(0),
+            }],
+            ..Case::default()
+        },
+        Case {
+            name: "new pod of two app containers: the sandbox job starts the first",
+            sandbox: pending(),
+            apps: vec![C::Fresh, C::Fresh],
+            want: vec![CreateSandbox {
+                then_start: Some(0),
+            }],
+            ..Case::default()
+        },
+        Case {
+            name: "new pod with an init container: the sandbox job starts the init container",
+            sandbox: pending(),
+            inits: vec![C::Fresh],
+            apps: vec![C::Fresh],
+            want: vec![CreateSandbox {
+                then_start: Some(0),
+            }],
+            ..Case::default()
+        },
+        Case {
+            name: "new sandbox, init done under Never: the sandbox job starts the app",
+            policy: "Never",
+            sandbox: pending(),
+            inits: vec![C::Succeeded],
+            apps: vec![C::Fresh],
+            want: vec![CreateSandbox {
+                then_start: Some(1),
+            }],
+            ..Case::default()
+        },
+        Case {
+            name: "new sandbox, its container in crash-loop backoff: nothing started with it",
+            sandbox: pending(),
+            apps: vec![C::Backoff(1, 5)],
+            want: vec![CreateSandbox { then_start: None }],
+            ..Case::default()
+        },
+        Case {
+            name: "new sandbox, its container waits for a pull retry: nothing started with it",
+            sandbox: pending(),
+            apps: vec![C::PullFailed {
+                reason: WaitingReason::ErrImagePull,
+                retry: 5,
+                backoff: 2,
+            }],
+            want: vec![CreateSandbox { then_start: None }],
+            ..Case::default()
+        },
+        Case {
+            name: "new sandbox, the second container due: the sandbox job starts that one",
+            sandbox: pending(),
+            apps: vec![C::Backoff(1, 5), C::Fresh],
+            want: vec![CreateSandbox {
+                then_start: Some(1),
+            }],
+            ..Case::default()
+        },
+        Case {
+            name: "new sandbox of a pod done under Never: nothing started with it",
+            policy: "Never",
+            sandbox: pending(),
+            apps: vec![C::Exited(0)],
+            want: vec![CreateSandbox { then_start: None }],
             ..Case::default()
         },
         Case {
@@ -302,7 +369,9 @@ fn cases() -> Vec<Case> {
             },
             sandbox_retry: Some(-1),
             apps: vec![C::Fresh],
-            want: vec![CreateSandbox],
+            want: vec![CreateSandbox {
+                then_start: Some(0),
+            }],
             ..Case::default()
         },
         Case {
@@ -577,7 +646,12 @@ fn cases() -> Vec<Case> {
             sandbox: pending(),
             blocked: Some(false),
             apps: vec![C::Fresh],
-            want: vec![Unblock, CreateSandbox],
+            want: vec![
+                Unblock,
+                CreateSandbox {
+                    then_start: Some(0),
+                },
+            ],
             ..Case::default()
         },
         Case {

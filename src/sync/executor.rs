@@ -30,9 +30,12 @@ use crate::runtime::{
 /// Work for the pool.
 #[derive(Debug, Clone)]
 pub enum Job {
+    /// Creates the pod's sandbox, then starts `first` in it (the container the loop would
+    /// start next), in the same job.
     CreateSandbox {
         uid: String,
         pod: Arc<Pod>,
+        first: Option<ContainerStart>,
     },
     StartContainer {
         uid: String,
@@ -42,19 +45,12 @@ pub enum Job {
         restart_count: u32,
     },
     /// Removes every container record of the pod, then its sandbox (and cgroups).
-    RemovePod {
-        uid: String,
-    },
+    RemovePod { uid: String },
     /// Writes the pod's downwardAPI and projected volumes again (new labels or annotations).
-    UpdatePodVolumes {
-        uid: String,
-        pod: Arc<Pod>,
-    },
+    UpdatePodVolumes { uid: String, pod: Arc<Pod> },
     /// Removes an evicted pod's sandbox, cgroups and emptyDir volumes; its container records
     /// (exits, logs) stay.
-    RemoveSandbox {
-        uid: String,
-    },
+    RemoveSandbox { uid: String },
     /// Runs a lifecycle hook (postStart/preStop) of a running container.
     Hook {
         uid: String,
@@ -66,6 +62,15 @@ pub enum Job {
         /// The pod's own network namespace (httpGet hooks connect from it).
         netns: Option<std::path::PathBuf>,
     },
+}
+
+/// A container to start, as the loop asks for it: in a start job, or in a sandbox job once
+/// the sandbox is made (its slot shows it being created from the submission on).
+#[derive(Debug, Clone)]
+pub struct ContainerStart {
+    pub container: Box<Container>,
+    pub kind: ContainerKind,
+    pub restart_count: u32,
 }
 
 /// What a pull brought in.
@@ -214,6 +219,19 @@ fn ensure_image(
         return Ok(());
     }
     let pull = needs_pull(container, || images.is_present(&image)).map_err(failed)?;
+    report_image(uid, container, pull, images, emit).map_err(failed)
+}
+
+/// Pulls the image of `container` when `pull`, and reports it ready (`ImagePulling` first
+/// for a pull).
+fn report_image(
+    uid: &str,
+    container: &Container,
+    pull: bool,
+    images: &dyn ImageService,
+    emit: &dyn Fn(JobResult),
+) -> Result<(), String> {
+    let image = container.image.clone().unwrap_or_default();
     let outcome = if pull {
         emit(JobResult::ImagePulling {
             uid: uid.to_string(),
@@ -221,7 +239,7 @@ fn ensure_image(
             image: image.clone(),
         });
         let t = Instant::now();
-        let pulled = images.pull(&image).map_err(failed)?;
+        let pulled = images.pull(&image)?;
         ImageOutcome::Pulled {
             image: pulled,
             took: t.elapsed(),
@@ -247,10 +265,19 @@ pub fn run_job(
     emit: &dyn Fn(JobResult),
 ) -> JobResult {
     match job {
-        Job::CreateSandbox { uid, pod } => JobResult::SandboxCreated {
+        Job::CreateSandbox {
+            uid,
+            pod,
+            first: None,
+        } => JobResult::SandboxCreated {
             uid,
             result: runtime.run_pod_sandbox(&pod).map_err(|e| e.to_string()),
         },
+        Job::CreateSandbox {
+            uid,
+            pod,
+            first: Some(first),
+        } => create_sandbox_and_start(runtime, images, uid, pod, first, emit),
         Job::StartContainer {
             uid,
             pod,
@@ -330,6 +357,80 @@ pub fn run_job(
                 result,
             }
         }
+    }
+}
+
+/// A sandbox job that starts the pod's first container too. The sandbox's result is sent as
+/// soon as it is known (the loop then starts the pod's other containers that are due), and
+/// the start's as the job's own. A container whose image is in the store, and needs no pull
+/// under its policy, goes to the runtime with the sandbox, which may prepare it meanwhile;
+/// one whose image is to be pulled is pulled and started after the sandbox, as its own start
+/// job would. When the sandbox fails the container is not started: the start's result says
+/// so (never a container's waiting reason), and the slot waits for the next sandbox.
+fn create_sandbox_and_start(
+    runtime: &dyn Runtime,
+    images: &dyn ImageService,
+    uid: String,
+    pod: Arc<Pod>,
+    first: ContainerStart,
+    emit: &dyn Fn(JobResult),
+) -> JobResult {
+    let sandbox_result = |r: &Result<SandboxInfo, RuntimeError>| JobResult::SandboxCreated {
+        uid: uid.clone(),
+        result: match r {
+            Ok(info) => Ok(info.clone()),
+            Err(e) => Err(e.to_string()),
+        },
+    };
+    let name = first.container.name.clone();
+    let not_started = |uid: String| JobResult::ContainerStarted {
+        uid,
+        name: name.clone(),
+        result: Err(StartFailure {
+            reason: StartFailureReason::SandboxNotReady,
+            message: "the pod's sandbox could not be created".into(),
+        }),
+    };
+    let image = first.container.image.clone().unwrap_or_default();
+    let present = matches!(
+        needs_pull(&first.container, || images.is_present(&image)),
+        Ok(false)
+    );
+    if !present {
+        let sandbox = runtime.run_pod_sandbox(&pod);
+        emit(sandbox_result(&sandbox));
+        if sandbox.is_err() {
+            return not_started(uid);
+        }
+        let job = Job::StartContainer {
+            uid,
+            pod,
+            container: first.container,
+            kind: first.kind,
+            restart_count: first.restart_count,
+        };
+        return run_job(runtime, images, job, emit);
+    }
+    let req = ContainerRequest {
+        pod: &pod,
+        container: &first.container,
+        kind: first.kind,
+        restart_count: first.restart_count,
+    };
+    let started = runtime.run_pod_sandbox_and_start(&pod, &req, &mut |sandbox| {
+        emit(sandbox_result(sandbox));
+        // The image is there: reported as a start job reports it, after the sandbox.
+        if sandbox.is_ok() && pull_policy(&first.container) != "Never" {
+            let _ = report_image(&uid, &first.container, false, images, emit);
+        }
+    });
+    match started {
+        None => not_started(uid),
+        Some(result) => JobResult::ContainerStarted {
+            uid,
+            name,
+            result: result.map(Box::new).map_err(classify),
+        },
     }
 }
 

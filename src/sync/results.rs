@@ -311,7 +311,11 @@ impl SyncLoop {
                 slot.instances_started = slot.instances_started.saturating_sub(1);
                 slot.waiting = Some((WaitingReason::ContainerCreating, String::new()));
                 let ready = w.sandbox == SandboxPhase::Ready;
-                log::warn!("{name} {cname}: {message}");
+                // A sandbox job whose sandbox failed did not start its container: that
+                // failure is the pod's event already.
+                if !matches!(w.sandbox, SandboxPhase::Failed { .. }) {
+                    log::warn!("{name} {cname}: {message}");
+                }
                 if ready {
                     self.sandbox_changed(&name, &message);
                 }

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::actions::{apps_finished, compute_actions, Action, Actions, PodState, DEADLINE_MESSAGE};
 use super::backoff;
-use super::executor::Job;
+use super::executor::{ContainerStart, Job};
 use super::{probes, restart_policy, Finished, Instance, PodWorker, SandboxPhase, Slot, SyncLoop};
 use crate::pod::static_pod::StaticPod;
 use crate::reason::{EventReason, WaitingReason};
@@ -317,11 +317,13 @@ impl SyncLoop {
                     w.blocked_by = None;
                     w.since = now;
                 }
-                Action::CreateSandbox => {
+                Action::CreateSandbox { then_start } => {
                     w.sandbox = SandboxPhase::Creating;
+                    let first = then_start.map(|slot| begin_start(&mut w.slots[slot]));
                     jobs.push(Job::CreateSandbox {
                         uid: w.uid.clone(),
                         pod: Arc::clone(&w.pod),
+                        first,
                     });
                 }
                 Action::PodFailed { slot, exit_code } => {
@@ -542,6 +544,19 @@ impl SyncLoop {
 
 /// The start job of a container that is due; its slot shows it being created.
 fn start_container(uid: &str, pod: &Arc<Pod>, s: &mut Slot) -> Job {
+    let start = begin_start(s);
+    Job::StartContainer {
+        uid: uid.to_string(),
+        pod: Arc::clone(pod),
+        container: start.container,
+        kind: start.kind,
+        restart_count: start.restart_count,
+    }
+}
+
+/// What starting the slot's container asks for (its restart count: the slot's instances
+/// started so far); from here on the slot shows the container being created.
+fn begin_start(s: &mut Slot) -> ContainerStart {
     s.retry_at = None;
     s.instance = Some(Instance {
         id: String::new(),
@@ -559,9 +574,7 @@ fn start_container(uid: &str, pod: &Arc<Pod>, s: &mut Slot) -> Job {
     {
         s.waiting = Some((WaitingReason::ContainerCreating, String::new()));
     }
-    Job::StartContainer {
-        uid: uid.to_string(),
-        pod: Arc::clone(pod),
+    ContainerStart {
         container: Box::new(s.container.clone()),
         kind: s.kind,
         restart_count,

@@ -3,15 +3,170 @@
 //! its start report, and discarding what a failed start left.
 
 use super::*;
+use crate::images::ImageRecord;
 use crate::runtime::spawner::SpawnerError;
+use crate::runtime::spec::UserRequest;
 use crate::sys::fdpass::move_fd;
 
+/// A container's image as the start needs it: the stored image, its config and its layers.
+pub(super) struct ResolvedImage {
+    image: ImageRecord,
+    config: oci_spec::image::ImageConfiguration,
+    layers_dir: PathBuf,
+    /// Layer directories relative to `layers_dir`, topmost first (overlay's lowerdir order).
+    lower: Vec<String>,
+}
+
+impl ResolvedImage {
+    pub(super) fn digest(&self) -> &str {
+        &self.image.digest
+    }
+}
+
+/// A monitor just forked: its pid and pidfd, `None` when the spawner's answer was lost.
+pub(super) struct Monitor {
+    pub(super) pid: Option<i32>,
+    pub(super) pidfd: Option<OwnedFd>,
+}
+
 impl LinuxRuntime {
+    /// Makes the container's two directories, the record directory first: a runtime directory
+    /// without one is an interrupted removal, removed at the next start. Nothing is left when
+    /// it fails.
+    pub(super) fn make_container_dirs(
+        &self,
+        req: &ContainerRequest<'_>,
+        paths: &ContainerPaths,
+    ) -> Result<(), RuntimeError> {
+        // A hostUsers: false container's root must reach its rootfs mount point (see `new`).
+        let run_mode = if req.pod.spec.as_ref().and_then(|s| s.host_users) == Some(false) {
+            0o711
+        } else {
+            0o700
+        };
+        for (dir, mode) in [(&paths.record, 0o700), (&paths.dir, run_mode)] {
+            let made = fs::DirBuilder::new()
+                .mode(mode)
+                .create(dir)
+                .and_then(|()| fs::set_permissions(dir, fs::Permissions::from_mode(mode)));
+            if let Err(source) = made {
+                let _ = remove_container_dirs(paths);
+                return Err(RuntimeError::Io {
+                    what: "create",
+                    path: dir.clone(),
+                    source,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The container's lease on its image: image GC leaves the image alone while it exists.
+    pub(super) fn add_lease(&self, id: &str, pod: &str, digest: &str) -> Result<(), RuntimeError> {
+        self.images
+            .add_lease(id, digest)
+            .map_err(|source| RuntimeError::Image {
+                pod: pod.to_string(),
+                source: Box::new(source),
+            })
+    }
+
+    /// Finds the container's image in the store, with its config and layers.
+    pub(super) fn resolve_image(
+        &self,
+        req: &ContainerRequest<'_>,
+    ) -> Result<ResolvedImage, RuntimeError> {
+        let pod_name = || req.pod.metadata.name.clone().unwrap_or_default();
+        let image_ref = req.container.image.clone().unwrap_or_default();
+        let failed = |source| RuntimeError::Image {
+            pod: pod_name(),
+            source: Box::new(source),
+        };
+        let image = self
+            .images
+            .resolve(&image_ref)
+            .map_err(failed)?
+            .ok_or_else(|| RuntimeError::ImageNotPresent {
+                pod: pod_name(),
+                image: image_ref.clone(),
+            })?;
+        let config = self.images.image_config(&image).map_err(failed)?;
+        let layers_dir = self.images.layers_dir();
+        let mut lower: Vec<String> = self
+            .images
+            .layer_dirs(&image)
+            .map_err(failed)?
+            .iter()
+            .map(|p| {
+                p.strip_prefix(&layers_dir)
+                    .unwrap_or(p)
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        lower.reverse();
+        Ok(ResolvedImage {
+            image,
+            config,
+            layers_dir,
+            lower,
+        })
+    }
+
+    /// What the monitor is told (`shim.json`); `user` is the spec's user request, resolved by
+    /// the monitor against the image once the rootfs is mounted.
+    pub(super) fn shim_config(
+        &self,
+        req: &ContainerRequest<'_>,
+        id: &str,
+        paths: &ContainerPaths,
+        image: &ResolvedImage,
+        user: UserRequest,
+        staged: bool,
+    ) -> Result<ShimConfig, RuntimeError> {
+        let pod = req.pod;
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let qos = crate::pod::qos::qos_class(pod).map_err(|source| RuntimeError::Spec {
+            pod: pod.metadata.name.clone().unwrap_or_default(),
+            container: req.container.name.clone(),
+            source: Box::new(spec::SpecError::from(source)),
+        })?;
+        let driver = self.cfg.cgroup_driver;
+        Ok(ShimConfig {
+            id: id.to_string(),
+            record_dir: paths.record.clone(),
+            youki_root: paths.dir.join("youki"),
+            layers_dir: image.layers_dir.clone(),
+            lower_layers: image.lower.clone(),
+            log_path: crate::logs::container_log_path(
+                &self.cfg.log_dir,
+                pod.metadata.namespace.as_deref().unwrap_or("default"),
+                pod.metadata.name.as_deref().unwrap_or_default(),
+                &uid,
+                &req.container.name,
+                req.restart_count,
+            ),
+            log_max_size: self.cfg.log_max_size,
+            log_max_files: self.cfg.log_max_files,
+            user,
+            cgroup_root: self.cfg.cgroup_root.path().to_path_buf(),
+            cgroup_path: driver.container_cgroup(&self.cfg.cgroup_parent, qos, &uid, id),
+            systemd_cgroup: driver == cgroups::CgroupDriver::Systemd,
+            stdin: req.container.stdin.unwrap_or(false),
+            stdin_once: req.container.stdin_once.unwrap_or(false),
+            staged,
+        })
+    }
+
+    /// Writes everything the monitor reads: the spec (which needs the pod's sandbox),
+    /// `shim.json`, the exit record's reserve and, last, the container's identity.
     pub(super) fn prepare(
         &self,
         req: &ContainerRequest<'_>,
         id: &str,
         paths: &ContainerPaths,
+        image: &ResolvedImage,
+        staged: bool,
     ) -> Result<(ContainerMeta, ShimConfig), RuntimeError> {
         let pod = req.pod;
         let pod_name = pod.metadata.name.clone().unwrap_or_default();
@@ -23,42 +178,6 @@ impl LinuxRuntime {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let cname = req.container.name.clone();
         let image_ref = req.container.image.clone().unwrap_or_default();
-        let image = self
-            .images
-            .resolve(&image_ref)
-            .map_err(|source| RuntimeError::Image {
-                pod: pod_name.clone(),
-                source: Box::new(source),
-            })?
-            .ok_or_else(|| RuntimeError::ImageNotPresent {
-                pod: pod_name.clone(),
-                image: image_ref.clone(),
-            })?;
-        let image_config =
-            self.images
-                .image_config(&image)
-                .map_err(|source| RuntimeError::Image {
-                    pod: pod_name.clone(),
-                    source: Box::new(source),
-                })?;
-        let layers_dir = self.images.layers_dir();
-        let mut lower: Vec<String> = self
-            .images
-            .layer_dirs(&image)
-            .map_err(|source| RuntimeError::Image {
-                pod: pod_name.clone(),
-                source: Box::new(source),
-            })?
-            .iter()
-            .map(|p| {
-                p.strip_prefix(&layers_dir)
-                    .unwrap_or(p)
-                    .to_string_lossy()
-                    .into_owned()
-            })
-            .collect();
-        lower.reverse();
-
         let sb_paths = SandboxPaths::new(&self.cfg.sandbox_dirs(), &uid).map_err(|source| {
             RuntimeError::Sandbox {
                 pod: pod_name.clone(),
@@ -114,9 +233,10 @@ impl LinuxRuntime {
             container: cname.clone(),
             source: Box::new(spec::SpecError::from(source)),
         })?;
-        let driver = self.cfg.cgroup_driver;
-        let cgroup_path = driver.container_cgroup(&self.cfg.cgroup_parent, qos, &uid, id);
-        let oci_cgroups_path = driver.cgroups_path(&self.cfg.cgroup_parent, qos, &uid, id);
+        let oci_cgroups_path =
+            self.cfg
+                .cgroup_driver
+                .cgroups_path(&self.cfg.cgroup_parent, qos, &uid, id);
         let rootfs = paths.rootfs().rootfs;
         let host_devices = if security::is_privileged(req.container) {
             security::devices::host_devices(Path::new("/dev")).map_err(|source| {
@@ -132,7 +252,7 @@ impl LinuxRuntime {
         let built = spec::build_spec(&SpecRequest {
             pod,
             container: req.container,
-            image: &image_config,
+            image: &image.config,
             rootfs: &rootfs,
             sandbox: &mounts,
             cgroups_path: &oci_cgroups_path,
@@ -153,14 +273,7 @@ impl LinuxRuntime {
             source: Box::new(source),
         })?;
         self.ensure_apparmor_profile(&built.spec, id)?;
-        let log_path = crate::logs::container_log_path(
-            &self.cfg.log_dir,
-            &pod_ns,
-            &pod_name,
-            &uid,
-            &cname,
-            req.restart_count,
-        );
+        let shim_cfg = self.shim_config(req, id, paths, image, built.user, staged)?;
         let meta = ContainerMeta {
             id: id.to_string(),
             pod_uid: uid,
@@ -170,27 +283,11 @@ impl LinuxRuntime {
             kind: req.kind,
             restart_count: req.restart_count,
             image: image_ref,
-            image_digest: image.digest.clone(),
-            log_path: log_path.clone(),
+            image_digest: image.image.digest.clone(),
+            log_path: shim_cfg.log_path.clone(),
             stop_signal: built.stop_signal,
             created_at: super::super::now_rfc3339(),
             boot_id: self.boot_id.clone(),
-        };
-        let shim_cfg = ShimConfig {
-            id: id.to_string(),
-            record_dir: paths.record.clone(),
-            youki_root: paths.dir.join("youki"),
-            layers_dir,
-            lower_layers: lower,
-            log_path,
-            log_max_size: self.cfg.log_max_size,
-            log_max_files: self.cfg.log_max_files,
-            user: built.user,
-            cgroup_root: self.cfg.cgroup_root.path().to_path_buf(),
-            cgroup_path,
-            systemd_cgroup: driver == cgroups::CgroupDriver::Systemd,
-            stdin: req.container.stdin.unwrap_or(false),
-            stdin_once: req.container.stdin_once.unwrap_or(false),
         };
         let write = |path: PathBuf, r: io::Result<()>| {
             r.map_err(|source| RuntimeError::Io {
@@ -249,7 +346,25 @@ impl LinuxRuntime {
         meta: &ContainerMeta,
         paths: &ContainerPaths,
     ) -> Result<ContainerInfo, RuntimeError> {
-        let id = meta.id.clone();
+        let (ready_r, ready_w) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| RuntimeError::Io {
+                what: "create pipe for",
+                path: paths.dir.clone(),
+                source: e.into(),
+            })?;
+        let monitor = self.launch_monitor(&meta.id, paths, ready_w)?;
+        self.await_report(meta, paths, monitor, &ready_r)
+    }
+
+    /// Forks the monitor (through the spawner, or as its own exec) with its lock and `ready`
+    /// as fd 3, where it reports its start. Ours of both go: EOF and the lock follow the
+    /// monitor's life.
+    pub(super) fn launch_monitor(
+        &self,
+        id: &str,
+        paths: &ContainerPaths,
+        ready: OwnedFd,
+    ) -> Result<Monitor, RuntimeError> {
         let io = |what: &'static str, path: PathBuf| {
             move |source: io::Error| RuntimeError::Io { what, path, source }
         };
@@ -265,49 +380,62 @@ impl LinuxRuntime {
                 io::ErrorKind::WouldBlock,
             )));
         }
-        let (ready_r, ready_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-            .map_err(|e| io("create pipe for", paths.dir.clone())(e.into()))?;
         let shim_log = fs::OpenOptions::new()
             .create(true)
             .append(true)
             .mode(0o600)
             .open(paths.shim_log())
             .map_err(io("create", paths.shim_log()))?;
-        let (shim_pid, pidfd) = match self.cfg.helpers {
+        match self.cfg.helpers {
             HelperMode::Spawner => {
                 match self
                     .spawner
-                    .spawn_monitor(&paths.dir, &ready_w, &lock, &shim_log)
+                    .spawn_monitor(&paths.dir, &ready, &lock, &shim_log)
                 {
-                    Ok(m) => (Some(m.pid), Some(m.pidfd)),
+                    Ok(m) => Ok(Monitor {
+                        pid: Some(m.pid),
+                        pidfd: Some(m.pidfd),
+                    }),
                     // Sent, but the answer was lost (the spawner died): the monitor may run.
                     // Its ready pipe says; its identity is in state.json then.
                     Err(e @ SpawnerError::NoReply { .. }) => {
                         log::warn!("container {id}: {e}");
-                        (None, None)
-                    }
-                    Err(e) => {
-                        return Err(RuntimeError::Start {
-                            id,
-                            message: e.to_string(),
+                        Ok(Monitor {
+                            pid: None,
+                            pidfd: None,
                         })
                     }
+                    Err(e) => Err(RuntimeError::Start {
+                        id: id.to_string(),
+                        message: e.to_string(),
+                    }),
                 }
             }
             HelperMode::Exec => {
-                let (pid, fd) = self.exec_monitor(paths, &ready_w, &lock, shim_log)?;
-                (Some(pid), Some(fd))
+                let (pid, fd) = self.exec_monitor(paths, &ready, &lock, shim_log)?;
+                Ok(Monitor {
+                    pid: Some(pid),
+                    pidfd: Some(fd),
+                })
             }
-        };
-        // The monitor holds the lock and the pipe now; ours must go so EOF and the lock follow
-        // the monitor's life.
-        drop(ready_w);
-        drop(lock);
-        let watched = pidfd.is_some();
-        if let Some(pidfd) = pidfd {
+        }
+    }
+
+    /// Watches a launched monitor and waits for its start report on `ready` (ours of the
+    /// monitor's fd 3). A failed start leaves nothing behind.
+    pub(super) fn await_report(
+        &self,
+        meta: &ContainerMeta,
+        paths: &ContainerPaths,
+        monitor: Monitor,
+        ready: &OwnedFd,
+    ) -> Result<ContainerInfo, RuntimeError> {
+        let id = meta.id.clone();
+        let watched = monitor.pidfd.is_some();
+        if let Some(pidfd) = monitor.pidfd {
             self.watcher.watch(meta, paths.clone(), pidfd)?;
         }
-        let report = read_report(&ready_r, self.cfg.start_timeout);
+        let report = read_report(ready, self.cfg.start_timeout);
         // Without the spawner's answer, the monitor (if it was forked) recorded itself before
         // reporting.
         let recorded = || -> Option<ProcessId> {
@@ -321,7 +449,7 @@ impl LinuxRuntime {
                 self.watcher.watch(meta, paths.clone(), fd)?;
             }
         }
-        let shim_pid = shim_pid.or_else(|| recorded().map(|p| p.pid));
+        let shim_pid = monitor.pid.or_else(|| recorded().map(|p| p.pid));
         match report {
             Ok(StartReport::Started { pid, started_at }) => Ok(ContainerInfo {
                 meta: meta.clone(),

@@ -53,12 +53,43 @@ fn bind_in(dir: &Path, name: &str) -> Result<std::os::unix::net::UnixListener, S
     bound.map_err(io_err(&path))
 }
 
+/// A staged monitor ([`ShimConfig::staged`]) waits here for the runtime's go on `ready`.
+fn await_go(ready: Option<&fs::File>) -> Result<(), ShimError> {
+    let Some(mut ready) = ready else {
+        return Err(ShimError::CalledOff);
+    };
+    let mut byte = [0u8; 1];
+    loop {
+        match ready.read(&mut byte) {
+            Ok(1) if byte[0] == GO => return Ok(()),
+            Ok(_) => return Err(ShimError::CalledOff),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(source) => {
+                return Err(ShimError::Io {
+                    path: PathBuf::from(format!("/proc/self/fd/{READY_FD}")),
+                    source,
+                })
+            }
+        }
+    }
+}
+
+/// Creates and starts the container. A staged monitor mounts the rootfs first, waits for the
+/// go on `ready`, then reads `cfg` again (the runtime completed it with the spec).
 pub(super) fn create_and_start(
     paths: &ContainerPaths,
-    cfg: &ShimConfig,
+    cfg: &mut ShimConfig,
     state: &mut ShimState,
+    ready: Option<&fs::File>,
 ) -> Result<Started, ShimError> {
     let rootfs = paths.rootfs();
+    let staged = cfg.staged;
+    if staged {
+        rootfs::mount_rootfs(&rootfs, &cfg.layers_dir, &cfg.lower_layers, None)?;
+        await_go(ready)?;
+        *cfg = ContainerPaths::open(&paths.dir)?.1;
+    }
+    let cfg = &*cfg;
     let config_path = paths.config();
     let mut spec: oci_spec::runtime::Spec = read_json(&config_path)?;
     // hostUsers: false: the pod's user namespace, which the rootfs and every bind mount are
@@ -74,7 +105,11 @@ pub(super) fn create_and_start(
         userns: f.as_fd(),
         base: *base,
     });
-    rootfs::mount_rootfs(&rootfs, &cfg.layers_dir, &cfg.lower_layers, idmap)?;
+    if !staged {
+        rootfs::mount_rootfs(&rootfs, &cfg.layers_dir, &cfg.lower_layers, idmap)?;
+    } else if idmap.is_some() {
+        return Err(ShimError::StagedUserNamespace);
+    }
     if let Some(idmap) = idmap {
         let mut mounts = spec.mounts().clone().unwrap_or_default();
         rootfs::idmap_bind_sources(&rootfs.idmapped, &mut mounts, idmap)?;

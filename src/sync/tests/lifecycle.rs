@@ -25,6 +25,75 @@ fn add_starts_sandbox_then_container() {
     assert_eq!(ready.status, "True");
 }
 
+/// The sandbox job starts the pod's first container itself (the runtime may prepare it
+/// while the sandbox is made); the loop starts the others once the sandbox is reported.
+#[test]
+fn the_sandbox_job_starts_the_first_container_and_the_loop_the_others() {
+    let mut h = harness();
+    let c =
+        |name: &str| format!("  - name: {name}\n    image: busybox\n    imagePullPolicy: Never\n");
+    let yaml = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  initContainers:\n{}  containers:\n{}{}",
+        c("setup"),
+        c("main"),
+        c("side")
+    );
+    h.file("web.yaml", &yaml);
+    assert_eq!(h.rt.state.lock().expect("lock").with_sandbox, vec!["setup"]);
+    assert_eq!(h.rt.starts(), vec![("setup".to_string(), 0)]);
+    let id = h.rt.running_ids()[0].clone();
+    let ev = h.rt.exit(&id, 0);
+    h.send(ev);
+    let mut starts = h.rt.starts();
+    starts.sort();
+    let want = [("main", 0), ("setup", 0), ("side", 0)].map(|(c, n)| (c.to_string(), n));
+    assert_eq!(starts, want, "{:?}", h.rt.calls());
+    assert_eq!(h.rt.state.lock().expect("lock").with_sandbox, vec!["setup"]);
+    let snap = h.snap();
+    let st = snap.find_pod("web").and_then(|v| v.pod.status.clone());
+    assert_eq!(st.and_then(|s| s.phase).as_deref(), Some("Running"));
+}
+
+/// A sandbox job whose sandbox fails starts nothing: the container waits for the next
+/// sandbox, which starts it as instance 0, with no container event in between. Its image
+/// (`imagePullPolicy: Always`, busybox having no tag) is pulled after the sandbox, as by a
+/// start job: not for a sandbox that failed.
+#[test]
+fn a_failed_sandbox_starts_no_container_and_the_next_one_does() {
+    let rt = FakeRuntime::default();
+    rt.state
+        .lock()
+        .expect("lock")
+        .refused_sandbox_images
+        .insert("busybox".into());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut h = harness_with(rt, dir.path().join("static-pods"));
+    h.file("web.yaml", &pod_yaml("web", "busybox", ""));
+    assert!(h.rt.starts().is_empty(), "{:?}", h.rt.calls());
+    assert!(h.images.pulls().is_empty());
+    assert_eq!(
+        h.waiting_reason("web", "main").as_deref(),
+        Some("ContainerCreating")
+    );
+    let reasons =
+        |h: &Harness| -> Vec<String> { h.snap().events.iter().map(|e| e.reason.clone()).collect() };
+    assert_eq!(reasons(&h), vec!["FailedCreatePodSandBox"]);
+    h.rt.state
+        .lock()
+        .expect("lock")
+        .refused_sandbox_images
+        .clear();
+    h.advance(Duration::from_secs(11));
+    assert_eq!(h.rt.starts(), vec![("main".to_string(), 0)]);
+    assert_eq!(h.images.pulls(), vec!["busybox"]);
+    let sandboxes = h.rt.calls();
+    let sandboxes = sandboxes
+        .iter()
+        .filter(|c| matches!(c, Call::RunSandbox(_)));
+    assert_eq!(sandboxes.count(), 2);
+    assert!(!reasons(&h).iter().any(|r| r == "Failed" || r == "BackOff"));
+}
+
 #[test]
 fn metadata_only_edit_restarts_nothing() {
     let mut h = harness();

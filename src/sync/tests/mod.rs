@@ -63,6 +63,8 @@ struct FakeState {
     refused_sandbox_images: BTreeSet<String>,
     /// The IPs every sandbox gets from its (fake) pod network.
     pod_ips: Vec<String>,
+    /// The containers handed to the runtime with their pod's sandbox, in one job.
+    with_sandbox: Vec<String>,
 }
 
 #[derive(Clone, Default)]
@@ -222,6 +224,19 @@ impl Runtime for FakeRuntime {
                 volumes: BTreeMap::new(),
             })
             .collect())
+    }
+    fn run_pod_sandbox_and_start(
+        &self,
+        pod: &Pod,
+        first: &ContainerRequest<'_>,
+        sandbox_done: &mut dyn FnMut(&Result<SandboxInfo, RuntimeError>),
+    ) -> Option<Result<ContainerInfo, RuntimeError>> {
+        let name = first.container.name.clone();
+        self.state.lock().expect("lock").with_sandbox.push(name);
+        let sandbox = self.run_pod_sandbox(pod);
+        sandbox_done(&sandbox);
+        sandbox.ok()?;
+        Some(self.start_container(first))
     }
     fn start_container(&self, req: &ContainerRequest<'_>) -> Result<ContainerInfo, RuntimeError> {
         let mut st = self.state.lock().expect("lock");
