@@ -1221,7 +1221,7 @@ fn a_first_container_staged_beside_its_sandbox_runs_in_it() {
         serde_json::from_slice(&fs::read(&shim).expect("shim.json")).expect("json");
     assert_eq!(shim["staged"], true, "{shim}");
     wait_until("the container's output", T, || {
-        log_lines(&started.meta.log_path).len() >= 3
+        started.meta.log_path.exists() && log_lines(&started.meta.log_path).len() >= 3
     });
     rt.signal_container(&started.meta.id, libc::SIGKILL)
         .expect("kill");
