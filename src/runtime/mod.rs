@@ -53,6 +53,13 @@ pub enum RuntimeError {
         #[source]
         source: Box<crate::images::ImageError>,
     },
+    /// The container's lease on its image could not be taken (the image store's disk).
+    #[error("container {id}: image lease: {source}")]
+    Lease {
+        id: String,
+        #[source]
+        source: Box<crate::images::ImageError>,
+    },
     #[error("pod {pod} container {container}: {source}")]
     Spec {
         pod: String,

@@ -81,8 +81,9 @@ impl LinuxRuntime {
         }
     }
 
-    /// Everything of the start that needs no sandbox: directories, image, lease, a `shim.json`
-    /// without the user (the spec says it), the monitor forked. Nothing is left when it fails.
+    /// Everything of the start that needs no sandbox: directories, image, a `shim.json` without
+    /// the user (the spec says it), the exit record's reserve, the lease, the monitor forked.
+    /// Nothing is left when it fails.
     fn stage(
         &self,
         req: &ContainerRequest<'_>,
@@ -102,8 +103,13 @@ impl LinuxRuntime {
                     source,
                 }
             })?;
-            let pod = req.pod.metadata.name.as_deref().unwrap_or_default();
-            self.add_lease(id, pod, image.digest())?;
+            // A container starts only if its exit can be recorded on a full disk.
+            shim::reserve_exit_record(paths).map_err(|source| RuntimeError::Io {
+                what: "write",
+                path: paths.exit_reserve(),
+                source,
+            })?;
+            self.add_lease(id, image.digest())?;
             let (ours, theirs) = UnixStream::pair().map_err(|source| RuntimeError::Io {
                 what: "create socket pair for",
                 path: paths.dir.clone(),

@@ -62,11 +62,11 @@ impl LinuxRuntime {
     }
 
     /// The container's lease on its image: image GC leaves the image alone while it exists.
-    pub(super) fn add_lease(&self, id: &str, pod: &str, digest: &str) -> Result<(), RuntimeError> {
+    pub(super) fn add_lease(&self, id: &str, digest: &str) -> Result<(), RuntimeError> {
         self.images
             .add_lease(id, digest)
-            .map_err(|source| RuntimeError::Image {
-                pod: pod.to_string(),
+            .map_err(|source| RuntimeError::Lease {
+                id: id.to_string(),
                 source: Box::new(source),
             })
     }
@@ -307,8 +307,11 @@ impl LinuxRuntime {
         // No fsync on the start path: the runtime files live on a tmpfs, and the monitor makes
         // meta.json durable once the container started (a torn one after a power cut is an
         // interrupted creation: the directories are removed).
-        // A container starts only if its exit can be recorded on a full disk.
-        write(paths.exit_reserve(), shim::reserve_exit_record(paths))?;
+        // A container starts only if its exit can be recorded on a full disk (a staged one
+        // reserved it before its monitor was forked).
+        if !staged {
+            write(paths.exit_reserve(), shim::reserve_exit_record(paths))?;
+        }
         // meta.json last: its presence marks a container as complete.
         write(
             paths.meta(),
