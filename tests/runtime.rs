@@ -1178,6 +1178,16 @@ fn a_killed_spawner_takes_no_container_with_it_and_is_replaced() {
     finish(&rt, &env, &p);
 }
 
+/// The start of the pod's first app container, as the sync loop asks for it.
+fn first_app(p: &k8s_openapi::api::core::v1::Pod) -> ContainerRequest<'_> {
+    ContainerRequest {
+        pod: p,
+        container: &p.spec.as_ref().expect("spec").containers[0],
+        kind: ContainerKind::App,
+        restart_count: 0,
+    }
+}
+
 /// A pod's first container staged beside its sandbox (`run_pod_sandbox_and_start`: the
 /// monitor forked and the rootfs mounted while the sandbox is made, the spec written once it
 /// exists) runs in that sandbox: its hostname, /etc/hosts and network namespace.
@@ -1190,25 +1200,15 @@ fn a_first_container_staged_beside_its_sandbox_runs_in_it() {
         "staged",
         "hostname; grep -c staged /etc/hosts; readlink /proc/self/ns/net; exec sleep 60",
     ));
-    let c = &p.spec.as_ref().expect("spec").containers[0];
     let mut sandbox = None;
     let started = rt
-        .run_pod_sandbox_and_start(
-            &p,
-            &ContainerRequest {
-                pod: &p,
-                container: c,
-                kind: ContainerKind::App,
-                restart_count: 0,
-            },
-            &mut |r| {
-                sandbox = Some(
-                    r.as_ref()
-                        .map(|s| s.hostname.clone())
-                        .map_err(|e| e.to_string()),
-                )
-            },
-        )
+        .run_pod_sandbox_and_start(&p, &first_app(&p), &mut |r| {
+            sandbox = Some(
+                r.as_ref()
+                    .map(|s| s.hostname.clone())
+                    .map_err(|e| e.to_string()),
+            )
+        })
         .expect("the sandbox was made")
         .expect("started");
     assert_eq!(sandbox, Some(Ok("staged".to_string())));
@@ -1261,19 +1261,11 @@ fn a_staged_container_whose_sandbox_fails_leaves_nothing() {
         simple_pod("calledoff", "sleep 60"),
         missing.display()
     ));
-    let c = &p.spec.as_ref().expect("spec").containers[0];
     for _ in 0..3 {
         let mut failed = None;
-        let started = rt.run_pod_sandbox_and_start(
-            &p,
-            &ContainerRequest {
-                pod: &p,
-                container: c,
-                kind: ContainerKind::App,
-                restart_count: 0,
-            },
-            &mut |r| failed = r.as_ref().err().map(|e| e.to_string()),
-        );
+        let started = rt.run_pod_sandbox_and_start(&p, &first_app(&p), &mut |r| {
+            failed = r.as_ref().err().map(|e| e.to_string())
+        });
         assert!(started.is_none(), "{started:?}");
         let why = failed.expect("the sandbox failed");
         assert!(why.contains("no-such-dir"), "{why}");
