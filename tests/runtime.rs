@@ -1249,7 +1249,7 @@ fn a_first_container_staged_beside_its_sandbox_runs_in_it() {
 }
 
 /// A staged container whose sandbox cannot be made is called off: no start, and nothing of it
-/// is left (no rootfs mount, directories, lease or monitor).
+/// is left (no rootfs mount, directories, lease or monitor), nor a pod cgroup.
 #[test]
 #[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn a_staged_container_whose_sandbox_fails_leaves_nothing() {
@@ -1281,6 +1281,9 @@ fn a_staged_container_whose_sandbox_fails_leaves_nothing() {
             "image leases left"
         );
     }
-    let _ = rt.remove_pod_sandbox(p.metadata.uid.as_deref().expect("uid"));
+    // Nor of the sandbox: the pod cgroup made before it was removed with it.
+    env.assert_clean();
+    rt.remove_pod_sandbox(p.metadata.uid.as_deref().expect("uid"))
+        .expect("remove what is left of the sandbox");
     env.assert_clean();
 }

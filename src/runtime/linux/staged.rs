@@ -90,7 +90,7 @@ impl LinuxRuntime {
         id: &str,
         paths: &ContainerPaths,
     ) -> Result<StagedMonitor, RuntimeError> {
-        self.warmer.warm();
+        // No cgroup warm-up here: the sandbox's starts once the pod's cgroup is made.
         self.make_container_dirs(req, paths)?;
         let staged = (|| {
             let image = self.resolve_image(req)?;
