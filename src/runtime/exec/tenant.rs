@@ -17,16 +17,39 @@ pub(super) enum TenantIo {
     Console(PathBuf, Option<(u16, u16)>),
 }
 
-/// Checks that the container's init is the process its monitor started and still runs.
-pub(super) fn check_running(paths: &ContainerPaths, id: &str) -> Result<(), ExecError> {
+/// Checks that the container's init is the process its monitor started and still runs;
+/// returns its pid.
+pub(super) fn check_running(paths: &ContainerPaths, id: &str) -> Result<i32, ExecError> {
     let not_running = || ExecError::NotRunning { id: id.to_string() };
     if paths.exit().exists() || !shim::monitor_alive(paths) {
         return Err(not_running());
     }
     let state: ShimState = shim::read_json_opt(&paths.state())?.unwrap_or_default();
     match (state.init, state.started_at) {
-        (Some(init), Some(_)) if init.is_alive() => Ok(()),
+        (Some(init), Some(_)) if init.is_alive() => Ok(init.pid),
         _ => Err(not_running()),
+    }
+}
+
+/// How long an exec waits for a container that was just started to run its command.
+const EXEC_WAIT: Duration = Duration::from_secs(2);
+
+/// Waits (at most [`EXEC_WAIT`]) until the container's init runs the container's command.
+/// Its start is reported once libcontainer told it to exec; until the exec it is
+/// libcontainer's init, a non-dumpable clone of the monitor whose memory still belongs to the
+/// host's user namespace, so a tenant that joined a `hostUsers: false` pod's user namespace
+/// cannot open its namespace files (EACCES, seen once in a CI run when an exec followed the
+/// start at once). The init is still the monitor's image while it has the same executable
+/// as this process (both are this binary).
+fn wait_for_command(init: i32) {
+    use std::os::unix::fs::MetadataExt;
+    let id = |path: String| fs::metadata(path).map(|m| (m.dev(), m.ino())).ok();
+    let Some(own) = id("/proc/self/exe".into()) else {
+        return;
+    };
+    let deadline = Instant::now() + EXEC_WAIT;
+    while id(format!("/proc/{init}/exe")) == Some(own) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 
@@ -50,7 +73,7 @@ pub(super) fn dir_names(dir: &Path) -> HashSet<std::ffi::OsString> {
 /// Creates the command inside the container; returns its pid (our child).
 pub(super) fn spawn_tenant(dir: &Path, cmd: &[String], tio: TenantIo) -> Result<Pid, ExecError> {
     let (paths, cfg) = ContainerPaths::open(dir)?;
-    check_running(&paths, &cfg.id)?;
+    wait_for_command(check_running(&paths, &cfg.id)?);
     let spec: Spec = shim::read_json(&paths.config())?;
     let terminal = matches!(tio, TenantIo::Console(..));
     let winsize = match &tio {
