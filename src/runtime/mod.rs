@@ -294,10 +294,7 @@ pub trait Runtime: Send + Sync {
         first: &ContainerRequest<'_>,
         sandbox_done: &mut dyn FnMut(&Result<SandboxInfo, RuntimeError>),
     ) -> Option<Result<ContainerInfo, RuntimeError>> {
-        let sandbox = self.run_pod_sandbox(pod);
-        sandbox_done(&sandbox);
-        sandbox.ok()?;
-        Some(self.start_container(first))
+        sandbox_then_start(self, pod, first, sandbox_done)
     }
     /// Sends a signal to the container's init process (no-op if it already exited).
     fn signal_container(&self, id: &str, signal: i32) -> Result<(), RuntimeError>;
@@ -313,6 +310,20 @@ pub trait Runtime: Send + Sync {
         cmd: &[String],
         timeout: std::time::Duration,
     ) -> Result<ExecOutput, RuntimeError>;
+}
+
+/// [`Runtime::run_pod_sandbox_and_start`] in order: the sandbox, its result to
+/// `sandbox_done`, then the start (none when the sandbox failed).
+pub fn sandbox_then_start<R: Runtime + ?Sized>(
+    runtime: &R,
+    pod: &Pod,
+    first: &ContainerRequest<'_>,
+    sandbox_done: &mut dyn FnMut(&Result<SandboxInfo, RuntimeError>),
+) -> Option<Result<ContainerInfo, RuntimeError>> {
+    let sandbox = runtime.run_pod_sandbox(pod);
+    sandbox_done(&sandbox);
+    sandbox.ok()?;
+    Some(runtime.start_container(first))
 }
 
 /// Current time as RFC 3339 with nanoseconds (UTC).

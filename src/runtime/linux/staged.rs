@@ -60,10 +60,7 @@ impl LinuxRuntime {
             None
         };
         let Some((id, paths)) = target else {
-            let sandbox = self.run_pod_sandbox(pod);
-            sandbox_done(&sandbox);
-            sandbox.ok()?;
-            return Some(self.start_container(req));
+            return crate::runtime::sandbox_then_start(self, pod, req, sandbox_done);
         };
         // Until its start is reported the container is incomplete: listings leave it alone.
         let _busy = self.busy_containers.enter(&id);

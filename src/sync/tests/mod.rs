@@ -233,10 +233,7 @@ impl Runtime for FakeRuntime {
     ) -> Option<Result<ContainerInfo, RuntimeError>> {
         let name = first.container.name.clone();
         self.state.lock().expect("lock").with_sandbox.push(name);
-        let sandbox = self.run_pod_sandbox(pod);
-        sandbox_done(&sandbox);
-        sandbox.ok()?;
-        Some(self.start_container(first))
+        crate::runtime::sandbox_then_start(self, pod, first, sandbox_done)
     }
     fn start_container(&self, req: &ContainerRequest<'_>) -> Result<ContainerInfo, RuntimeError> {
         let mut st = self.state.lock().expect("lock");
