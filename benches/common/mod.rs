@@ -49,29 +49,65 @@ pub struct Env {
     pub root: PathBuf,
     /// The runtime dir (`--runtime-dir`), private to the bench.
     pub run: PathBuf,
+    /// The raw baseline's bundles and libcontainer state (the runtime dir's counterpart).
+    pub raw: PathBuf,
     pub logs: PathBuf,
     pub cgroup_parent: String,
     pub bin: PathBuf,
+    /// The bench's own tmpfs holding `run` and `raw`, unless `PODVISOR_BENCH_RUN_ON_DISK`.
+    pub tmpfs: Option<PathBuf>,
 }
 
 impl Env {
+    /// The state root and the log root are on the temp dir's file system, as
+    /// /var/lib/podvisor and /var/log are on disk. The runtime dir and the raw bundles are on
+    /// a tmpfs of the bench's own, as /run is a tmpfs on every systemd machine (this build
+    /// machine's /run is not: creating files on an ext4 that deleted thousands in the last
+    /// seconds costs far more CPU, see docs/start-timeline.md).
+    /// `PODVISOR_BENCH_RUN_ON_DISK=1` keeps both on the temp dir's file system.
     pub fn new() -> Result<Env> {
         let dir = tempfile::Builder::new()
             .prefix("podvisor-bench-")
             .tempdir()
             .context("create temp dir")?;
         let root = dir.path().join("root");
-        let run = dir.path().join("run");
         let logs = dir.path().join("logs");
         fs::create_dir_all(&root).context("create state root")?;
+        let tmpfs = if std::env::var_os("PODVISOR_BENCH_RUN_ON_DISK").is_some() {
+            None
+        } else {
+            let at = dir.path().join("tmpfs");
+            fs::create_dir(&at).with_context(|| format!("create {}", at.display()))?;
+            nix::mount::mount(
+                Some("tmpfs"),
+                &at,
+                Some("tmpfs"),
+                nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NODEV,
+                Some("mode=0755"),
+            )
+            .with_context(|| format!("mount a tmpfs on {}", at.display()))?;
+            Some(at)
+        };
+        let fast = tmpfs.clone().unwrap_or_else(|| dir.path().to_path_buf());
         Ok(Env {
             dir,
             root,
-            run,
+            run: fast.join("run"),
+            raw: fast.join("raw"),
             logs,
             cgroup_parent: format!("podvisor-bench-{}", std::process::id()),
             bin: PathBuf::from(env!("CARGO_BIN_EXE_podvisor")),
+            tmpfs,
         })
+    }
+
+    /// Where the runtime dir is, for the report.
+    pub fn run_fs(&self) -> &'static str {
+        if self.tmpfs.is_some() {
+            "runtime dir and raw bundles on a tmpfs, as /run (PODVISOR_BENCH_RUN_ON_DISK=1: on disk)"
+        } else {
+            "runtime dir and raw bundles on the temp dir's file system (PODVISOR_BENCH_RUN_ON_DISK)"
+        }
     }
 
     pub fn runtime_config(&self) -> Result<RuntimeConfig> {
@@ -84,7 +120,7 @@ impl Env {
     }
 
     pub fn raw_dir(&self) -> PathBuf {
-        self.dir.path().join("raw")
+        self.raw.clone()
     }
 }
 
@@ -107,6 +143,52 @@ impl Row {
     pub fn percentile(&self, q: f64) -> f64 {
         percentile(&self.ms, q)
     }
+}
+
+/// Busy CPU time of the whole machine so far: user, nice, system, irq, softirq and steal of
+/// every CPU (the first line of /proc/stat), at clock-tick resolution (10 ms on Debian's
+/// kernels). Differences over a burst tell whether it kept every core busy.
+pub fn machine_busy() -> Result<Duration> {
+    let stat = fs::read_to_string("/proc/stat").context("read /proc/stat")?;
+    let line = stat
+        .lines()
+        .next()
+        .filter(|l| l.starts_with("cpu "))
+        .ok_or_else(|| anyhow!("/proc/stat has no cpu line"))?;
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().context("parse /proc/stat"))
+        .collect::<Result<_>>()?;
+    ensure!(f.len() >= 8, "/proc/stat cpu line has {} fields", f.len());
+    // user nice system idle iowait irq softirq steal
+    let ticks = f[0] + f[1] + f[2] + f[5] + f[6] + f[7];
+    // SAFETY: sysconf with a constant name.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    ensure!(hz > 0, "sysconf(_SC_CLK_TCK) failed");
+    Ok(Duration::from_nanos(ticks * 1_000_000_000 / hz as u64))
+}
+
+/// On-CPU time of every thread of a live process so far, in ns
+/// (/proc/<pid>/task/*/schedstat, the scheduler's own accounting).
+pub fn process_cpu(pid: i32) -> Result<Duration> {
+    let tasks = format!("/proc/{pid}/task");
+    let mut ns = 0u64;
+    for t in fs::read_dir(&tasks).with_context(|| format!("read {tasks}"))? {
+        let path = t
+            .with_context(|| format!("read {tasks}"))?
+            .path()
+            .join("schedstat");
+        // A thread that ended since the listing has no file any more: it counts nothing.
+        if let Ok(s) = fs::read_to_string(&path) {
+            ns += s
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or_else(|| anyhow!("parse {}", path.display()))?;
+        }
+    }
+    Ok(Duration::from_nanos(ns))
 }
 
 /// Linear-interpolated percentile (q in 0..=1) of unsorted samples.
@@ -327,6 +409,18 @@ pub fn raw_run(
     i: usize,
     fresh_ns: bool,
 ) -> Result<(Duration, Duration)> {
+    raw_run_at(env, template, layers_dir, layers, i, fresh_ns).map(|(m, t, _)| (m, t))
+}
+
+/// `raw_run`, and the instant libcontainer's `start()` returned.
+fn raw_run_at(
+    env: &Env,
+    template: &Spec,
+    layers_dir: &Path,
+    layers: &[String],
+    i: usize,
+    fresh_ns: bool,
+) -> Result<(Duration, Duration, Instant)> {
     let id = format!("raw-{}{i}", if fresh_ns { "fresh-" } else { "" });
     let bundle = env.raw_dir().join(&id);
     let youki_root = env.raw_dir().join("youki");
@@ -340,10 +434,90 @@ pub fn raw_run(
     let result = raw_create_start(env, template, &bundle, &youki_root, &paths, &id, fresh_ns);
     // Unmount even when the run failed.
     let unmounted = rootfs::remove_rootfs(&paths).context("remove rootfs");
-    let took = result?;
+    let (took, started) = result?;
     unmounted?;
     fs::remove_dir_all(&bundle).with_context(|| format!("remove {}", bundle.display()))?;
-    Ok((mount, took))
+    Ok((mount, took, started))
+}
+
+/// Raw libcontainer, `n` containers at once: what ten pods arriving together cost this
+/// machine without podvisor. `n` processes are forked at once (this one must be
+/// single-threaded, as for `raw_baseline`); each mounts its overlay, creates and starts a
+/// container with fresh namespaces (a pod's sandbox is new namespaces too) in its own
+/// cgroup, and reports when its `start()` returned. Returns the latest of those, measured
+/// from just before the first fork: the same span as the daemon's burst, from the first
+/// rename to the last container started. `round` keeps the ids of rounds apart.
+pub fn raw_burst(
+    env: &Env,
+    template: &Spec,
+    layers_dir: &Path,
+    layers: &[String],
+    n: usize,
+    round: usize,
+) -> Result<Duration> {
+    use nix::unistd::{fork, pipe, ForkResult};
+    use std::io::{Read, Write};
+
+    let threads = thread_count()?;
+    ensure!(
+        threads == 1,
+        "the raw burst forks without exec and needs a single-threaded process, found {threads} threads"
+    );
+    let (rd, wr) = pipe().context("pipe")?;
+    let mut children = Vec::with_capacity(n);
+    let t0 = Instant::now();
+    for k in 0..n {
+        // SAFETY: this process is single-threaded (checked above), so the child may run any
+        // code; it leaves with _exit and runs no destructor of the parent's state.
+        match unsafe { fork() }.context("fork")? {
+            ForkResult::Child => {
+                drop(rd);
+                let id = 100_000 + round * 100 + k;
+                let code = match raw_run_at(env, template, layers_dir, layers, id, true) {
+                    Ok((_, _, started)) => {
+                        let ns = started.duration_since(t0).as_nanos() as u64;
+                        let mut out = fs::File::from(wr);
+                        // One 8-byte write: atomic on a pipe (below PIPE_BUF).
+                        match out.write_all(&ns.to_le_bytes()) {
+                            Ok(()) => 0,
+                            Err(_) => 2,
+                        }
+                    }
+                    Err(e) => {
+                        eprintln!("raw burst container {k}: {e:#}");
+                        1
+                    }
+                };
+                // SAFETY: ends the forked child without unwinding into the parent's code.
+                unsafe { libc::_exit(code) }
+            }
+            ForkResult::Parent { child } => children.push(child),
+        }
+    }
+    drop(wr);
+    let mut data = Vec::new();
+    let read = fs::File::from(rd).read_to_end(&mut data);
+    let mut failed = 0;
+    for child in children {
+        match waitpid(child, None) {
+            Ok(WaitStatus::Exited(_, 0)) => {}
+            _ => failed += 1,
+        }
+    }
+    read.context("read the raw burst's reports")?;
+    ensure!(failed == 0, "{failed} of {n} raw burst containers failed");
+    ensure!(
+        data.len() == n * 8,
+        "raw burst: {} bytes of reports, expected {}",
+        data.len(),
+        n * 8
+    );
+    let latest = data
+        .chunks_exact(8)
+        .filter_map(|c| c.try_into().ok().map(u64::from_le_bytes))
+        .max()
+        .unwrap_or(0);
+    Ok(Duration::from_nanos(latest))
 }
 
 pub fn raw_create_start(
@@ -354,7 +528,7 @@ pub fn raw_create_start(
     paths: &RootfsPaths,
     id: &str,
     fresh_ns: bool,
-) -> Result<Duration> {
+) -> Result<(Duration, Instant)> {
     let mut spec = template.clone();
     let mut root = spec
         .root()
@@ -441,7 +615,7 @@ pub fn raw_create_start(
         matches!(status, WaitStatus::Exited(_, 0)),
         "/bin/true ended with {status:?}"
     );
-    Ok(create + start)
+    Ok((create + start, t1 + start))
 }
 
 /// Removes everything the bench created and verifies nothing is left: mounts under the temp
@@ -501,12 +675,19 @@ pub fn cleanup(env: &Env) -> Result<()> {
         let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
         problems.push(format!("process {pid} ({cmd})"));
     }
-    // Mounts under the temp dir, deepest first.
+    // Mounts under the temp dir, deepest first; the bench's own tmpfs last.
+    let own = env.tmpfs.as_ref().map(|p| p.to_string_lossy().into_owned());
     let mut mounts = mounts_under(base);
+    mounts.retain(|m| Some(m) != own.as_ref());
     mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
     for m in &mounts {
         let _ = rootfs::unmount_if_mounted(Path::new(m));
         problems.push(format!("mount {m}"));
+    }
+    if let Some(at) = &env.tmpfs {
+        if let Err(e) = nix::mount::umount(at) {
+            problems.push(format!("unmount the bench's tmpfs {}: {e}", at.display()));
+        }
     }
     // The bench's cgroup parent in every hierarchy (libcontainer leaves parents behind).
     for dir in cgroup_dirs(&env.cgroup_parent) {
