@@ -125,8 +125,9 @@ pub struct Snapshot {
     /// Manifest errors not tied to a running pod (a new file that never parsed, a URL that
     /// fails, a duplicate name refused).
     pub source_errors: Vec<SourceErrorView>,
-    /// Most recent events last.
-    pub events: Vec<EventRecord>,
+    /// Most recent events last. Shared with the loop's [`EventLog`]: a snapshot copies
+    /// pointers, not the (up to 1,000) records, which the loop publishes after most turns.
+    pub events: Vec<Arc<EventRecord>>,
     /// The node's pressure conditions (MemoryPressure, DiskPressure, PIDPressure), as a v1
     /// Node's `status.conditions`.
     #[serde(default)]
@@ -357,7 +358,9 @@ impl StorageUsageCell {
 /// The kubelet-style event recorder: deduplicates and keeps the most recent `capacity`.
 #[derive(Debug, Clone)]
 pub struct EventLog {
-    events: VecDeque<EventRecord>,
+    /// Shared with the published snapshots; a repeat copies its record only while a
+    /// snapshot still holds it.
+    events: VecDeque<Arc<EventRecord>>,
     capacity: usize,
 }
 
@@ -387,13 +390,14 @@ impl EventLog {
                 && e.message == message
         }) {
             if let Some(mut e) = self.events.remove(pos) {
-                e.count += 1;
-                e.last_timestamp = now.to_string();
+                let record = Arc::make_mut(&mut e);
+                record.count += 1;
+                record.last_timestamp = now.to_string();
                 self.events.push_back(e);
             }
             return false;
         }
-        self.events.push_back(EventRecord {
+        self.events.push_back(Arc::new(EventRecord {
             type_,
             reason: reason.to_string(),
             message: message.to_string(),
@@ -402,14 +406,15 @@ impl EventLog {
             count: 1,
             first_timestamp: now.to_string(),
             last_timestamp: now.to_string(),
-        });
+        }));
         while self.events.len() > self.capacity {
             self.events.pop_front();
         }
         true
     }
 
-    pub fn to_vec(&self) -> Vec<EventRecord> {
+    /// The records, oldest first, for a snapshot (pointers: no record is copied).
+    pub fn to_vec(&self) -> Vec<Arc<EventRecord>> {
         self.events.iter().cloned().collect()
     }
 }
@@ -418,6 +423,51 @@ impl EventLog {
 mod tests {
     use super::*;
     use crate::reason::EventReason;
+
+    #[test]
+    fn snapshots_share_the_records_and_keep_their_own_counts() {
+        let mut log = EventLog::new(10);
+        let started = EventReason::Started.as_str();
+        log.record(
+            EventType::Normal,
+            "default/a",
+            Some("c"),
+            started,
+            "m",
+            "t1",
+        );
+        log.record(
+            EventType::Normal,
+            "default/b",
+            Some("c"),
+            started,
+            "m",
+            "t1",
+        );
+        let first = log.to_vec();
+        // Nothing recorded since: the next snapshot points at the same records.
+        let second = log.to_vec();
+        assert!(first.iter().zip(&second).all(|(x, y)| Arc::ptr_eq(x, y)));
+        // A repeat of a's event: the published snapshots keep what they showed.
+        assert!(!log.record(
+            EventType::Normal,
+            "default/a",
+            Some("c"),
+            started,
+            "m",
+            "t2"
+        ));
+        let third = log.to_vec();
+        assert_eq!((first[0].pod.as_str(), first[0].count), ("default/a", 1));
+        assert_eq!(first[0].last_timestamp, "t1");
+        let a = third
+            .iter()
+            .find(|e| e.pod == "default/a")
+            .expect("a's event");
+        assert_eq!((a.count, a.last_timestamp.as_str()), (2, "t2"));
+        // b's record was not copied.
+        assert!(Arc::ptr_eq(&first[1], &third[0]));
+    }
 
     #[test]
     fn repeated_events_are_counted_not_duplicated() {
@@ -465,7 +515,7 @@ mod tests {
         for i in 0..5 {
             log.record(EventType::Normal, "p", None, "R", &format!("m{i}"), "t");
         }
-        let msgs: Vec<String> = log.to_vec().into_iter().map(|e| e.message).collect();
+        let msgs: Vec<String> = log.to_vec().iter().map(|e| e.message.clone()).collect();
         assert_eq!(msgs, vec!["m2", "m3", "m4"]);
     }
 

@@ -294,9 +294,9 @@ pub(crate) mod tests {
                 since: "2024-01-02T03:04:05Z".into(),
             }],
             events: vec![
-                event("default/web-n1", "Started"),
-                event("kube-system/etcd-n1", "Pulled"),
-                event("", "SourceError"),
+                event("default/web-n1", "Started").into(),
+                event("kube-system/etcd-n1", "Pulled").into(),
+                event("", "SourceError").into(),
             ],
         }
     }

@@ -334,16 +334,19 @@ fn cli_commands_over_the_socket() {
         message: "new.yaml:1:1: not a Pod".into(),
         since: "2024-01-02T03:04:05Z".into(),
     });
-    snap.events.push(EventRecord {
-        type_: EventType::Warning,
-        reason: "BackOff".into(),
-        message: "Back-off restarting failed container etcd".into(),
-        pod: "kube-system/etcd-n1".into(),
-        container: Some("etcd".into()),
-        count: 4,
-        first_timestamp: "2024-01-02T03:00:00Z".into(),
-        last_timestamp: "2024-01-02T03:04:00Z".into(),
-    });
+    snap.events.push(
+        EventRecord {
+            type_: EventType::Warning,
+            reason: "BackOff".into(),
+            message: "Back-off restarting failed container etcd".into(),
+            pod: "kube-system/etcd-n1".into(),
+            container: Some("etcd".into()),
+            count: 4,
+            first_timestamp: "2024-01-02T03:00:00Z".into(),
+            last_timestamp: "2024-01-02T03:04:00Z".into(),
+        }
+        .into(),
+    );
     s.cell.publish(snap);
     let server = serve(&s.socket, s.cell.clone()).expect("serve");
     let text = |r: Vec<u8>| String::from_utf8(r).expect("utf8");
