@@ -195,7 +195,7 @@ fn measure(env: &Env, runs: usize, rounds: usize) -> Result<Results> {
     let layers = common::lower_layers(&images)?;
     for i in 0..WARMUP + runs {
         std::thread::sleep(IDLE_PAUSE);
-        let (_, took) = common::raw_run(
+        let (_, took, _) = common::raw_run(
             env,
             &template,
             &images.layers_dir(),

@@ -274,9 +274,9 @@ pub fn raw_baseline(
     );
     let layers = lower_layers(images)?;
     for i in 0..WARMUP + runs {
-        let (mount, start) = raw_run(env, template, &images.layers_dir(), &layers, i, false)
+        let (mount, start, _) = raw_run(env, template, &images.layers_dir(), &layers, i, false)
             .with_context(|| format!("raw run {i}"))?;
-        let (_, fresh) = raw_run(env, template, &images.layers_dir(), &layers, i, true)
+        let (_, fresh, _) = raw_run(env, template, &images.layers_dir(), &layers, i, true)
             .with_context(|| format!("raw run {i} with fresh namespaces"))?;
         if i >= WARMUP {
             rows.mount.push(mount);
@@ -399,21 +399,10 @@ pub fn lower_layers(images: &ImageStore) -> Result<Vec<String>> {
     Ok(lower)
 }
 
-/// One raw libcontainer run; returns (overlay mount time, build+start time). With
-/// `fresh_ns` the container creates its own namespaces instead of joining the sandbox's.
+/// One raw libcontainer run; returns (overlay mount time, build+start time, the instant
+/// libcontainer's `start()` returned). With `fresh_ns` the container creates its own
+/// namespaces instead of joining the sandbox's.
 pub fn raw_run(
-    env: &Env,
-    template: &Spec,
-    layers_dir: &Path,
-    layers: &[String],
-    i: usize,
-    fresh_ns: bool,
-) -> Result<(Duration, Duration)> {
-    raw_run_at(env, template, layers_dir, layers, i, fresh_ns).map(|(m, t, _)| (m, t))
-}
-
-/// `raw_run`, and the instant libcontainer's `start()` returned.
-fn raw_run_at(
     env: &Env,
     template: &Spec,
     layers_dir: &Path,
@@ -473,7 +462,7 @@ pub fn raw_burst(
             ForkResult::Child => {
                 drop(rd);
                 let id = 100_000 + round * 100 + k;
-                let code = match raw_run_at(env, template, layers_dir, layers, id, true) {
+                let code = match raw_run(env, template, layers_dir, layers, id, true) {
                     Ok((_, _, started)) => {
                         let ns = started.duration_since(t0).as_nanos() as u64;
                         let mut out = fs::File::from(wr);
