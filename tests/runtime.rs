@@ -1245,6 +1245,19 @@ fn a_first_container_staged_beside_its_sandbox_runs_in_it() {
     let want = format!("net:[{}]", pod_net.expect("pinned netns"));
     assert_eq!(lines.get(2), Some(&want), "{lines:?}");
     assert_ne!(want, format!("net:[{}]", host_net.expect("host netns")));
+    // /etc/hosts, /etc/hostname and /etc/resolv.conf were mounted on the shared
+    // mount-targets layer's files: the writable layer was never written (no /etc copied up).
+    let upper = env
+        .root
+        .join("containers")
+        .join(&started.meta.id)
+        .join("upper");
+    let written: Vec<_> = fs::read_dir(&upper)
+        .expect("upper")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(written.is_empty(), "{written:?}");
     finish(&rt, &env, &p);
 }
 

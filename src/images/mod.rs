@@ -5,6 +5,8 @@
 //! Layout:
 //! - `blobs/sha256/<hex>`: verified blobs (manifests, configs, layer tarballs).
 //! - `layers/<diffid-hex>/`: unpacked layer roots (`.tmp-*` while being unpacked).
+//! - `layers/mount-targets/`: the shared layer holding `/etc/hosts`, `/etc/hostname` and
+//!   `/etc/resolv.conf`, stacked on images that lack them ([`mount_targets`]).
 //! - `refs/<sha256 of reference>`: one JSON [`ImageRecord`] per image name.
 //! - `leases/<holder>`: the manifest digest a container holds.
 //! - `used/<manifest hex>`: mtime = the last time a container took a lease on the image (GC).
@@ -31,6 +33,7 @@ mod gc;
 mod import;
 mod layer;
 mod manifest;
+pub mod mount_targets;
 mod pull;
 mod records;
 pub mod reference;

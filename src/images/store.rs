@@ -15,6 +15,7 @@ use super::digest::Digest;
 use super::error::ImageError;
 use super::layer::Layers;
 use super::manifest::{HostPlatform, RawConfig, RawManifest};
+use super::mount_targets;
 use super::records::{ImageRecord, Leases, Records};
 use super::reference::{Reference, ReferenceError};
 
@@ -55,6 +56,12 @@ pub struct ImageStore {
     pub(super) leases: Leases,
     pub(super) tmp: PathBuf,
     pub(super) host: HostPlatform,
+    /// Whether the mount-targets layer fits each image (by manifest digest): layers never
+    /// change, so each image is looked at once per process.
+    mount_target_fits: std::sync::Mutex<HashMap<String, bool>>,
+    /// Whether `layers/mount-targets` was made (once per process; `false` after a failure,
+    /// which was logged, and containers then go without it).
+    mount_targets_made: std::sync::OnceLock<bool>,
 }
 
 impl ImageStore {
@@ -85,6 +92,8 @@ impl ImageStore {
             tmp,
             host: HostPlatform::detect(),
             dir,
+            mount_target_fits: Default::default(),
+            mount_targets_made: Default::default(),
         };
         fs::create_dir_all(store.preload_dir()).map_err(io_err(&store.preload_dir()))?;
         Ok(store)
@@ -385,6 +394,53 @@ impl ImageStore {
             out.push(self.layers.path(diff_id));
         }
         Ok(out)
+    }
+
+    /// The shared mount-targets layer's directory name under [`ImageStore::layers_dir`] when
+    /// it fits `rec`, whose unpacked layers are `dirs` (bottom first, as
+    /// [`ImageStore::layer_dirs`] gives them): to be stacked as the topmost lower layer, so
+    /// the container's init finds `/etc/hosts`, `/etc/hostname` and `/etc/resolv.conf` and
+    /// does not create them in the writable layer (see `mount_targets`). `None` leaves the
+    /// image as it is.
+    pub fn mount_targets_layer(&self, rec: &ImageRecord, dirs: &[PathBuf]) -> Option<&'static str> {
+        let cached = self
+            .mount_target_fits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&rec.digest)
+            .copied();
+        let fits = match cached {
+            Some(f) => f,
+            None => {
+                let top_first: Vec<PathBuf> = dirs.iter().rev().cloned().collect();
+                // A layer that cannot be read is left to the start, which reports it.
+                let f = mount_targets::fits(&mount_targets::OnDisk, &top_first).unwrap_or(false);
+                self.mount_target_fits
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(rec.digest.clone(), f);
+                f
+            }
+        };
+        if !fits {
+            return None;
+        }
+        let made = *self.mount_targets_made.get_or_init(|| {
+            let made = self.lock().map_err(|e| e.to_string()).and_then(|_lock| {
+                mount_targets::ensure(self.layers.dir()).map_err(|e| e.to_string())
+            });
+            match made {
+                Ok(_) => true,
+                Err(e) => {
+                    log::warn!(
+                        "mount-targets layer: {e}; containers create their /etc mount points \
+                         in their writable layer"
+                    );
+                    false
+                }
+            }
+        });
+        made.then_some(mount_targets::LAYER_NAME)
     }
 
     /// Removes an image name and garbage-collects content nothing references any more.

@@ -98,6 +98,34 @@ pub fn overlay_options(
     )
 }
 
+const MOUNT_TARGETS_LAYER: &str = crate::images::mount_targets::LAYER_NAME;
+
+/// The overlay option string for `lowers`; the shared mount-targets layer on top is an
+/// optimisation, so an image at the page-size limit goes without it (its init then creates
+/// the mount points in the writable layer). `Err(len)`: too long even so.
+fn options_within_limit(
+    lowers: &[String],
+    upper: &Path,
+    work: &Path,
+    volatile: bool,
+) -> Result<String, usize> {
+    let opts = overlay_options(lowers, upper, work, volatile);
+    if opts.len() <= MAX_OPTIONS {
+        return Ok(opts);
+    }
+    match lowers.split_first() {
+        Some((first, rest)) if first == MOUNT_TARGETS_LAYER && !rest.is_empty() => {
+            let opts = overlay_options(rest, upper, work, volatile);
+            if opts.len() <= MAX_OPTIONS {
+                Ok(opts)
+            } else {
+                Err(opts.len())
+            }
+        }
+        _ => Err(opts.len()),
+    }
+}
+
 /// Mounts the overlay rootfs. Must only be called from a single-threaded process (it changes
 /// the working directory for the duration of the mount call).
 ///
@@ -159,15 +187,18 @@ pub fn mount_rootfs(
     // nothing to keep: containerd's snapshots and the kubelet give a container's own
     // writes no durability either, only volumes do.
     let volatile = crate::sys::kernel::supports_volatile_overlay();
-    let opts = overlay_options(&lowers, &paths.upper, &paths.work, volatile);
-    if opts.len() > MAX_OPTIONS {
-        return Err(RootfsError::OptionsTooLong {
-            target: paths.rootfs.clone(),
-            len: opts.len(),
-            max: MAX_OPTIONS,
-            layers: lower_top_first.len(),
-        });
-    }
+    let opts =
+        options_within_limit(&lowers, &paths.upper, &paths.work, volatile).map_err(|len| {
+            RootfsError::OptionsTooLong {
+                target: paths.rootfs.clone(),
+                len,
+                max: MAX_OPTIONS,
+                layers: lower_top_first
+                    .iter()
+                    .filter(|l| l.as_str() != MOUNT_TARGETS_LAYER)
+                    .count(),
+            }
+        })?;
     let previous = std::env::current_dir().ok();
     std::env::set_current_dir(&base).map_err(|source| RootfsError::Chdir {
         path: base.clone(),
@@ -402,6 +433,41 @@ mod tests {
         assert_eq!(o, "lowerdir=b:a,upperdir=/c/upper,workdir=/c/work");
         let o = overlay_options(&["a".into()], Path::new("/u"), Path::new("/w"), true);
         assert_eq!(o, "lowerdir=a,upperdir=/u,workdir=/w,volatile");
+    }
+
+    #[test]
+    fn the_mount_targets_layer_gives_way_at_the_limit() {
+        let w = Path::new("/c/work");
+        let hex = |i: usize| format!("{i:064x}");
+        let with = |n: usize| {
+            let mut l = vec![MOUNT_TARGETS_LAYER.to_string()];
+            l.extend((0..n).map(hex));
+            l
+        };
+        // Room for all: kept on top.
+        let u = Path::new("/c/upper");
+        let o = options_within_limit(&with(3), u, w, true).expect("fits");
+        assert!(o.starts_with("lowerdir=mount-targets:"), "{o}");
+        // An image whose own option string is exactly at the limit (the upper path padded to
+        // it): it fits only without the layer.
+        let n = (1..200)
+            .take_while(|&n| overlay_options(&with(n)[1..], u, w, true).len() <= MAX_OPTIONS)
+            .last()
+            .expect("some image fits");
+        let pad = MAX_OPTIONS - overlay_options(&with(n)[1..], u, w, true).len();
+        let u = PathBuf::from(format!("/c/upper{}", "x".repeat(pad)));
+        let o = options_within_limit(&with(n), &u, w, true).expect("fits without the layer");
+        assert_eq!(o.len(), MAX_OPTIONS);
+        assert!(o.starts_with(&format!("lowerdir={}", hex(0))), "{o}");
+        // One layer more is too long either way, and the length said is the image's own.
+        let too_long = options_within_limit(&with(n + 1), &u, w, true).expect_err("too long");
+        assert_eq!(
+            too_long,
+            overlay_options(&with(n + 1)[1..], &u, w, true).len()
+        );
+        // An image's own layers are never dropped.
+        let plain: Vec<String> = (0..n + 1).map(hex).collect();
+        assert!(options_within_limit(&plain, &u, w, true).is_err());
     }
 
     #[test]

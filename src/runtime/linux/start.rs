@@ -92,10 +92,8 @@ impl LinuxRuntime {
             })?;
         let config = self.images.image_config(&image).map_err(failed)?;
         let layers_dir = self.images.layers_dir();
-        let mut lower: Vec<String> = self
-            .images
-            .layer_dirs(&image)
-            .map_err(failed)?
+        let dirs = self.images.layer_dirs(&image).map_err(failed)?;
+        let mut lower: Vec<String> = dirs
             .iter()
             .map(|p| {
                 p.strip_prefix(&layers_dir)
@@ -104,6 +102,9 @@ impl LinuxRuntime {
                     .into_owned()
             })
             .collect();
+        if let Some(name) = self.images.mount_targets_layer(&image, &dirs) {
+            lower.push(name.to_string());
+        }
         lower.reverse();
         Ok(ResolvedImage {
             image,
