@@ -284,8 +284,12 @@ fn source_path_of(m: &oci_spec::runtime::Mount) -> PathBuf {
     m.source().clone().unwrap_or_default()
 }
 
-/// True if `path` is a mount point according to /proc/self/mountinfo.
+/// True if `path` is a mount point: statx's mount-root attribute where the kernel has it
+/// (see `sys::mountpoint`), else /proc/self/mountinfo.
 pub fn is_mounted(path: &Path) -> bool {
+    if let Some(root) = crate::sys::mountpoint::is_mount_root(path) {
+        return root;
+    }
     let Ok(info) = fs::read_to_string("/proc/self/mountinfo") else {
         return false;
     };

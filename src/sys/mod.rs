@@ -13,7 +13,8 @@
 //! - [`idmap`]: idmapped mounts (hostUsers: false pods);
 //! - [`fdpass`]: messages with file descriptors over a unix socket pair (the spawner's);
 //! - [`proctitle`]: the command line a process forked without exec shows;
-//! - [`pages`]: a long-lived process's code pages given back after its busy start.
+//! - [`pages`]: a long-lived process's code pages given back after its busy start;
+//! - [`mountpoint`]: whether a path is the root of a mount (statx, Linux 5.8).
 //!
 //! Calls that must run between fork and exec (async-signal-safe only) stay where the
 //! `pre_exec` closure is: rustix's calls are raw syscalls without allocation, so they may be
@@ -24,6 +25,7 @@ pub mod fdpass;
 pub mod idmap;
 pub mod kernel;
 pub mod lock;
+pub mod mountpoint;
 pub mod pages;
 pub mod pidfd;
 pub mod prctl;
