@@ -327,6 +327,13 @@ mod tests {
         plain: false,
     };
 
+    /// An image whose bottom layer has a plain /etc holding `hosts`.
+    fn hosts_in_base() -> Table {
+        Table::default()
+            .with("base", "etc", PLAIN)
+            .with("base", "etc/hosts", Entry::Other)
+    }
+
     fn layers(names: &[&str]) -> Vec<PathBuf> {
         names.iter().map(PathBuf::from).collect()
     }
@@ -341,13 +348,7 @@ mod tests {
                 true,
             ),
             ("no /etc at all", Table::default(), false),
-            (
-                "the image has /etc/hosts",
-                Table::default()
-                    .with("base", "etc", PLAIN)
-                    .with("base", "etc/hosts", Entry::Other),
-                false,
-            ),
+            ("the image has /etc/hosts", hosts_in_base(), false),
             (
                 "resolv.conf is a directory",
                 Table::default()
@@ -366,27 +367,19 @@ mod tests {
             ),
             (
                 "an opaque /etc above hides the file",
-                Table::default()
-                    .with("base", "etc", PLAIN)
-                    .with("base", "etc/hosts", Entry::Other)
-                    .with("mid", "etc", PLAIN_OPAQUE),
+                hosts_in_base().with("mid", "etc", PLAIN_OPAQUE),
                 true,
             ),
             (
                 "an opaque root above hides the file",
-                Table::default()
-                    .with("base", "etc", PLAIN)
-                    .with("base", "etc/hosts", Entry::Other)
+                hosts_in_base()
                     .with("mid", "", PLAIN_OPAQUE)
                     .with("mid", "etc", PLAIN),
                 true,
             ),
             (
                 "a layer without /etc does not hide the file below",
-                Table::default()
-                    .with("base", "etc", PLAIN)
-                    .with("base", "etc/hosts", Entry::Other)
-                    .with("mid", "usr", PLAIN),
+                hosts_in_base().with("mid", "usr", PLAIN),
                 false,
             ),
             (
@@ -417,9 +410,7 @@ mod tests {
             ),
             (
                 "a file under a whited-out /etc is gone, and a new /etc above is plain",
-                Table::default()
-                    .with("base", "etc", PLAIN)
-                    .with("base", "etc/hosts", Entry::Other)
+                hosts_in_base()
                     .with("mid", "etc", Entry::Whiteout)
                     .with("top", "etc", PLAIN),
                 true,
