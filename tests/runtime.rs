@@ -1246,7 +1246,9 @@ fn a_first_container_staged_beside_its_sandbox_runs_in_it() {
     assert_eq!(lines.get(2), Some(&want), "{lines:?}");
     assert_ne!(want, format!("net:[{}]", host_net.expect("host netns")));
     // /etc/hosts, /etc/hostname and /etc/resolv.conf were mounted on the shared
-    // mount-targets layer's files: the writable layer was never written (no /etc copied up).
+    // mount-targets layer's files: no /etc in the writable layer (nothing copied up). This
+    // test image has no /proc, /dev or /sys, so the init makes those mount points there, as
+    // runc does; real images have them.
     let upper = env
         .root
         .join("containers")
@@ -1257,7 +1259,10 @@ fn a_first_container_staged_beside_its_sandbox_runs_in_it() {
         .flatten()
         .map(|e| e.file_name())
         .collect();
-    assert!(written.is_empty(), "{written:?}");
+    assert!(
+        !written.iter().any(|n| n == "etc"),
+        "the writable layer holds {written:?}"
+    );
     finish(&rt, &env, &p);
 }
 

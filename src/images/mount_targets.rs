@@ -7,8 +7,8 @@
 //! start, deleted again with the container. On flash that is wear, and on this machine class it
 //! is a fifth of a monitor's CPU in a burst of starts (docs/start-timeline.md, round eight).
 //! Stacked as the topmost lower layer of an image that lacks the files, this layer makes them
-//! exist below the writable layer. The bind mounts land on them, and the writable layer
-//! stays empty until the workload writes.
+//! exist below the writable layer. The bind mounts land on them, and the writable layer of an
+//! image that has `/proc`, `/sys` and `/dev` stays empty until the workload writes.
 //!
 //! The layer is only stacked where the container cannot tell the difference:
 //! - the image's merged `/etc` is a plain directory: root-owned, mode 0755, with no extended
@@ -21,6 +21,10 @@
 //! function of what each layer holds at `/`, `etc` and `etc/<file>`, under overlayfs's rules:
 //! the topmost entry wins, a whiteout or a non-directory hides everything below it, and an
 //! opaque directory hides the directories below it.
+//!
+//! The layer is made on first use, under the store lock, and never garbage-collected: it is
+//! three empty files, and a running container may have it as a lower layer. Each use checks
+//! that it is still there and makes it again if not (`ImageStore::mount_targets_layer`).
 
 use std::fs;
 use std::io;

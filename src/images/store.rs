@@ -59,9 +59,8 @@ pub struct ImageStore {
     /// Whether the mount-targets layer fits each image (by manifest digest): layers never
     /// change, so each image is looked at once per process.
     mount_target_fits: std::sync::Mutex<HashMap<String, bool>>,
-    /// Whether `layers/mount-targets` was made (once per process; `false` after a failure,
-    /// which was logged, and containers then go without it).
-    mount_targets_made: std::sync::OnceLock<bool>,
+    /// Whether making `layers/mount-targets` failed and was logged (once per process).
+    mount_targets_failed: std::sync::atomic::AtomicBool,
 }
 
 impl ImageStore {
@@ -93,7 +92,7 @@ impl ImageStore {
             host: HostPlatform::detect(),
             dir,
             mount_target_fits: Default::default(),
-            mount_targets_made: Default::default(),
+            mount_targets_failed: Default::default(),
         };
         fs::create_dir_all(store.preload_dir()).map_err(io_err(&store.preload_dir()))?;
         Ok(store)
@@ -425,22 +424,37 @@ impl ImageStore {
         if !fits {
             return None;
         }
-        let made = *self.mount_targets_made.get_or_init(|| {
-            let made = self.lock().map_err(|e| e.to_string()).and_then(|_lock| {
-                mount_targets::ensure(self.layers.dir()).map_err(|e| e.to_string())
-            });
-            match made {
-                Ok(_) => true,
-                Err(e) => {
+        // One stat per start: the layer is never garbage-collected (three empty files), but
+        // a hand or `rm -rf` may have removed it, and a lower layer that is gone would fail
+        // the overlay mount.
+        if self
+            .layers
+            .dir()
+            .join(mount_targets::LAYER_NAME)
+            .join("etc")
+            .is_dir()
+        {
+            return Some(mount_targets::LAYER_NAME);
+        }
+        let made = self
+            .lock()
+            .map_err(|e| e.to_string())
+            .and_then(|_lock| mount_targets::ensure(self.layers.dir()).map_err(|e| e.to_string()));
+        match made {
+            Ok(_) => Some(mount_targets::LAYER_NAME),
+            Err(e) => {
+                if !self
+                    .mount_targets_failed
+                    .swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
                     log::warn!(
                         "mount-targets layer: {e}; containers create their /etc mount points \
                          in their writable layer"
                     );
-                    false
                 }
+                None
             }
-        });
-        made.then_some(mount_targets::LAYER_NAME)
+        }
     }
 
     /// Removes an image name and garbage-collects content nothing references any more.

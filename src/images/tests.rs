@@ -816,6 +816,68 @@ fn layer_dirs_unpacks_a_missing_layer_again() {
     assert_eq!(fs::read(again[0].join("x")).expect("x"), b"1");
 }
 
+/// The mount-targets layer is made on first use, checked at every use, and made again when
+/// something removed it; an image with its own /etc/hosts gets none. As root only: the
+/// layer's /etc must be root's, as the image's is.
+#[test]
+fn the_mount_targets_layer_is_made_again_when_removed() {
+    use std::os::unix::fs::PermissionsExt;
+    if !nix::unistd::Uid::effective().is_root() {
+        return;
+    }
+    let e = env();
+    let mut oci = Oci::default();
+    let img = oci.image(&[(layer_tar(&[("x", b"1")]), Compression::Zstd)], "m");
+    oci.add(img.manifest, named("targets:1"));
+    let rec = e
+        .import("m.tar", &oci.tar(), &no_opts())
+        .expect("import")
+        .remove(0);
+    let plain = e.t.path().join("plain");
+    fs::create_dir_all(plain.join("etc")).expect("mkdir");
+    fs::set_permissions(plain.join("etc"), fs::Permissions::from_mode(0o755)).expect("chmod");
+    let layer = e.store.layers_dir().join(super::mount_targets::LAYER_NAME);
+    assert_eq!(
+        e.store
+            .mount_targets_layer(&rec, std::slice::from_ref(&plain)),
+        Some(super::mount_targets::LAYER_NAME)
+    );
+    assert!(layer.join("etc/resolv.conf").is_file());
+    fs::remove_dir_all(&layer).expect("rm");
+    assert_eq!(
+        e.store
+            .mount_targets_layer(&rec, std::slice::from_ref(&plain)),
+        Some(super::mount_targets::LAYER_NAME)
+    );
+    assert!(layer.join("etc/hosts").is_file(), "made again");
+    // Layers and GC leave it alone.
+    assert!(e
+        .store
+        .layer_dirs(&rec)
+        .expect("dirs")
+        .iter()
+        .all(|d| d != &layer));
+    e.store.remove("targets:1").expect("rm image");
+    assert!(layer.is_dir());
+    // Another image, with its own /etc/hosts: no layer (the decision is cached per image).
+    let mut oci = Oci::default();
+    let img = oci.image(&[(layer_tar(&[("y", b"2")]), Compression::Zstd)], "n");
+    oci.add(img.manifest, named("own-hosts:1"));
+    let other = e
+        .import("n.tar", &oci.tar(), &no_opts())
+        .expect("import")
+        .remove(0);
+    let own = e.t.path().join("own");
+    fs::create_dir_all(own.join("etc")).expect("mkdir");
+    fs::set_permissions(own.join("etc"), fs::Permissions::from_mode(0o755)).expect("chmod");
+    fs::write(own.join("etc/hosts"), "127.0.0.1 localhost\n").expect("hosts");
+    assert_eq!(
+        e.store
+            .mount_targets_layer(&other, std::slice::from_ref(&own)),
+        None
+    );
+}
+
 #[test]
 fn open_removes_crash_leftovers_and_orphans() {
     let e = env();
