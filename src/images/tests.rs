@@ -816,66 +816,57 @@ fn layer_dirs_unpacks_a_missing_layer_again() {
     assert_eq!(fs::read(again[0].join("x")).expect("x"), b"1");
 }
 
+/// A one-layer image named `name` (its layer holds `file`), imported.
+fn one_layer_image(e: &Env, name: &str, file: &str) -> ImageRecord {
+    let mut oci = Oci::default();
+    let img = oci.image(&[(layer_tar(&[(file, b"1")]), Compression::Zstd)], file);
+    oci.add(img.manifest, named(name));
+    e.import(&format!("{file}.tar"), &oci.tar(), &no_opts())
+        .expect("import")
+        .remove(0)
+}
+
+/// A hand-made layer directory `name` with a root-owned 0755 `etc` holding `files`.
+fn etc_layer(e: &Env, name: &str, files: &[&str]) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = e.t.path().join(name);
+    fs::create_dir_all(dir.join("etc")).expect("mkdir");
+    fs::set_permissions(dir.join("etc"), fs::Permissions::from_mode(0o755)).expect("chmod");
+    for f in files {
+        fs::write(dir.join("etc").join(f), "x\n").expect("write");
+    }
+    dir
+}
+
 /// The mount-targets layer is made on first use, checked at every use, and made again when
 /// something removed it; an image with its own /etc/hosts gets none. As root only: the
 /// layer's /etc must be root's, as the image's is.
 #[test]
 fn the_mount_targets_layer_is_made_again_when_removed() {
-    use std::os::unix::fs::PermissionsExt;
     if !nix::unistd::Uid::effective().is_root() {
         return;
     }
     let e = env();
-    let mut oci = Oci::default();
-    let img = oci.image(&[(layer_tar(&[("x", b"1")]), Compression::Zstd)], "m");
-    oci.add(img.manifest, named("targets:1"));
-    let rec = e
-        .import("m.tar", &oci.tar(), &no_opts())
-        .expect("import")
-        .remove(0);
-    let plain = e.t.path().join("plain");
-    fs::create_dir_all(plain.join("etc")).expect("mkdir");
-    fs::set_permissions(plain.join("etc"), fs::Permissions::from_mode(0o755)).expect("chmod");
+    let name = Some(super::mount_targets::LAYER_NAME);
+    let rec = one_layer_image(&e, "targets:1", "x");
+    let plain = etc_layer(&e, "plain", &[]);
     let layer = e.store.layers_dir().join(super::mount_targets::LAYER_NAME);
-    assert_eq!(
-        e.store
-            .mount_targets_layer(&rec, std::slice::from_ref(&plain)),
-        Some(super::mount_targets::LAYER_NAME)
-    );
+    let stacked = |rec: &ImageRecord, dir: &PathBuf| {
+        e.store.mount_targets_layer(rec, std::slice::from_ref(dir))
+    };
+    assert_eq!(stacked(&rec, &plain), name);
     assert!(layer.join("etc/resolv.conf").is_file());
     fs::remove_dir_all(&layer).expect("rm");
-    assert_eq!(
-        e.store
-            .mount_targets_layer(&rec, std::slice::from_ref(&plain)),
-        Some(super::mount_targets::LAYER_NAME)
-    );
+    assert_eq!(stacked(&rec, &plain), name);
     assert!(layer.join("etc/hosts").is_file(), "made again");
     // Layers and GC leave it alone.
-    assert!(e
-        .store
-        .layer_dirs(&rec)
-        .expect("dirs")
-        .iter()
-        .all(|d| d != &layer));
+    let dirs = e.store.layer_dirs(&rec).expect("dirs");
+    assert!(dirs.iter().all(|d| d != &layer));
     e.store.remove("targets:1").expect("rm image");
     assert!(layer.is_dir());
     // Another image, with its own /etc/hosts: no layer (the decision is cached per image).
-    let mut oci = Oci::default();
-    let img = oci.image(&[(layer_tar(&[("y", b"2")]), Compression::Zstd)], "n");
-    oci.add(img.manifest, named("own-hosts:1"));
-    let other = e
-        .import("n.tar", &oci.tar(), &no_opts())
-        .expect("import")
-        .remove(0);
-    let own = e.t.path().join("own");
-    fs::create_dir_all(own.join("etc")).expect("mkdir");
-    fs::set_permissions(own.join("etc"), fs::Permissions::from_mode(0o755)).expect("chmod");
-    fs::write(own.join("etc/hosts"), "127.0.0.1 localhost\n").expect("hosts");
-    assert_eq!(
-        e.store
-            .mount_targets_layer(&other, std::slice::from_ref(&own)),
-        None
-    );
+    let other = one_layer_image(&e, "own-hosts:1", "y");
+    assert_eq!(stacked(&other, &etc_layer(&e, "own", &["hosts"])), None);
 }
 
 #[test]
