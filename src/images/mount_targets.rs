@@ -34,6 +34,7 @@ use std::path::{Path, PathBuf};
 
 use super::blobs::unique_tmp_name;
 use super::layer::TMP_LAYER_PREFIX;
+use super::unpack::OPAQUE_XATTR;
 
 /// The layer's directory name under the layers directory (never a digest, so layer listing,
 /// GC and `check` leave it alone).
@@ -41,9 +42,6 @@ pub const LAYER_NAME: &str = "mount-targets";
 
 /// The files under `etc/` that every container has a mount on.
 pub const TARGETS: [&str; 3] = ["hosts", "hostname", "resolv.conf"];
-
-/// The overlayfs xattr that makes a directory opaque.
-const OPAQUE_XATTR: &str = "trusted.overlay.opaque";
 
 /// What one layer holds at one path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,43 +79,48 @@ pub enum MountTargetsError {
 
 /// Whether the layer fits an image whose unpacked layers are `layers_top_first`.
 pub fn fits(fs: &impl LayerEntries, layers_top_first: &[PathBuf]) -> io::Result<bool> {
-    // The merged /etc: the topmost layer's entry decides its type and attributes.
-    let mut etc_plain = false;
+    let Some(etc_layers) = merged_etc(fs, layers_top_first)? else {
+        return Ok(false);
+    };
+    for name in TARGETS {
+        let rel = format!("etc/{name}");
+        for layer in &etc_layers {
+            match fs.entry(layer, &rel)? {
+                Entry::Whiteout => break,
+                Entry::Absent => {}
+                Entry::Dir { .. } | Entry::Other => return Ok(false),
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// The layers whose `etc` directories make up the merged `/etc`, topmost first, when that is a
+/// plain directory (the topmost one decides its attributes); `None` otherwise. The merge stops
+/// below a whiteout or non-directory `etc`, and at an opaque `etc` or layer root.
+fn merged_etc<'a>(
+    fs: &impl LayerEntries,
+    layers_top_first: &'a [PathBuf],
+) -> io::Result<Option<Vec<&'a PathBuf>>> {
+    let mut plain = None;
+    let mut etc_layers = Vec::new();
     for layer in layers_top_first {
         match fs.entry(layer, "etc")? {
             Entry::Absent => {}
-            Entry::Dir { plain, .. } => {
-                etc_plain = plain;
-                break;
+            Entry::Whiteout | Entry::Other => break,
+            Entry::Dir { opaque, plain: p } => {
+                plain.get_or_insert(p);
+                etc_layers.push(layer);
+                if opaque {
+                    break;
+                }
             }
-            Entry::Whiteout | Entry::Other => return Ok(false),
         }
         if root_is_opaque(fs, layer)? {
             break;
         }
     }
-    if !etc_plain {
-        return Ok(false);
-    }
-    for name in TARGETS {
-        let rel = format!("etc/{name}");
-        for layer in layers_top_first {
-            match fs.entry(layer, "etc")? {
-                Entry::Absent => {}
-                Entry::Whiteout | Entry::Other => break,
-                Entry::Dir { opaque, .. } => match fs.entry(layer, &rel)? {
-                    Entry::Whiteout => break,
-                    Entry::Absent if opaque => break,
-                    Entry::Absent => {}
-                    Entry::Dir { .. } | Entry::Other => return Ok(false),
-                },
-            }
-            if root_is_opaque(fs, layer)? {
-                break;
-            }
-        }
-    }
-    Ok(true)
+    Ok((plain == Some(true)).then_some(etc_layers))
 }
 
 fn root_is_opaque(fs: &impl LayerEntries, layer: &Path) -> io::Result<bool> {
@@ -151,7 +154,9 @@ impl LayerEntries for OnDisk {
             return Ok(Entry::Other);
         }
         let names = xattr_names(&path)?;
-        let opaque = names.iter().any(|n| n == OPAQUE_XATTR)
+        let opaque = names
+            .iter()
+            .any(|n| n.as_bytes() == OPAQUE_XATTR.to_bytes())
             && xattr_value(&path, OPAQUE_XATTR)?.as_deref() == Some(b"y".as_slice());
         let plain = meta.uid() == 0
             && meta.gid() == 0
@@ -193,13 +198,18 @@ fn xattr_names(path: &Path) -> io::Result<Vec<String>> {
 }
 
 /// The value of `path`'s extended attribute `name` (up to 256 bytes), `None` when unset.
-fn xattr_value(path: &Path, name: &str) -> io::Result<Option<Vec<u8>>> {
+fn xattr_value(path: &Path, name: &std::ffi::CStr) -> io::Result<Option<Vec<u8>>> {
     let p = c_path(path)?;
-    let k = std::ffi::CString::new(name)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "xattr name holds a NUL byte"))?;
     let mut buf = [0u8; 256];
-    // SAFETY: `p` and `k` are NUL-terminated and `buf` is writable for its length.
-    let n = unsafe { libc::lgetxattr(p.as_ptr(), k.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    // SAFETY: `p` and `name` are NUL-terminated and `buf` is writable for its length.
+    let n = unsafe {
+        libc::lgetxattr(
+            p.as_ptr(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
     if n >= 0 {
         return Ok(Some(buf[..n as usize].to_vec()));
     }

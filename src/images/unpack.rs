@@ -25,7 +25,7 @@ const WHITEOUT_PREFIX: &[u8] = b".wh.";
 /// Name of the OCI opaque-directory marker.
 const OPAQUE_MARKER: &[u8] = b".wh..wh..opq";
 /// The xattr overlayfs reads to treat a directory as opaque.
-const OPAQUE_XATTR: &CStr = c"trusted.overlay.opaque";
+pub(super) const OPAQUE_XATTR: &CStr = c"trusted.overlay.opaque";
 /// Xattrs under this prefix steer overlayfs; they are never taken from an archive.
 const OVERLAY_XATTR_PREFIX: &str = "trusted.overlay.";
 
