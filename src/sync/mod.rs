@@ -18,7 +18,7 @@
 //! containers, app containers, exits); `removal` stops and removes a pod generation;
 //! `results` applies the results of executor jobs; `probes` what probes and hooks do;
 //! [`engine`] wires runtime, workers, prober and loop for the daemon and `podvisor play`;
-//! [`backoff`] is the crash-loop backoff; [`executor`] runs jobs off-thread; [`podstatus`]
+//! [`backoff`] is the crash-loop backoff; `batch` which queued events one turn handles; [`executor`] runs jobs off-thread; [`podstatus`]
 //! computes v1 PodStatus in the kubelet's vocabulary; [`store`] persists the desired pods so a
 //! restarted daemon re-adopts its containers even when a source is down; `rollback` rolls a
 //! failing edit back to the pod's last Ready generation, which [`generations`] persists.
@@ -27,6 +27,7 @@ mod actions;
 mod admission;
 pub mod apipods;
 pub mod backoff;
+mod batch;
 pub mod engine;
 pub(super) mod eviction;
 pub mod executor;
@@ -52,6 +53,7 @@ use std::time::{Duration, Instant, SystemTime};
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use self::backoff::{CrashLoopBackoff, ImagePullBackoff};
+use self::batch::drain_batch;
 use self::executor::{Executor, JobResult};
 use self::generations::{GenerationStore, LastReady};
 use self::podconfig::PodConfig;
@@ -628,6 +630,25 @@ impl SyncLoop {
 
     /// Handles one event, then brings every pod closer to its desired state.
     pub fn handle(&mut self, ev: SyncEvent) {
+        self.apply(ev);
+        self.reconcile();
+        self.publish();
+    }
+
+    /// Handles every event of `batch` in order, then reconciles and publishes once: events
+    /// that queued while the loop was busy (ten manifests written at once, the start results
+    /// of a burst) cost one pass over the pods, not one each. The kubelet's config merge hands
+    /// its sync loop a file source's pods as one update the same way.
+    pub fn handle_batch(&mut self, batch: impl IntoIterator<Item = SyncEvent>) {
+        for ev in batch {
+            self.apply(ev);
+        }
+        self.reconcile();
+        self.publish();
+    }
+
+    /// One event's effect on the loop's state, without the reconcile that follows it.
+    fn apply(&mut self, ev: SyncEvent) {
         match ev {
             SyncEvent::Source(se) => self.on_source(se),
             SyncEvent::Runtime(RuntimeEvent::ContainerExited { id, pod_uid, exit }) => {
@@ -644,8 +665,6 @@ impl SyncLoop {
             } => self.event(EventType::Warning, &pod, None, reason, &message),
             SyncEvent::Shutdown => {}
         }
-        self.reconcile();
-        self.publish();
     }
 
     /// Resyncs every pod each `period` (`syncFrequency`), even without an event, and asks
@@ -878,7 +897,13 @@ impl SyncLoop {
                 .unwrap_or(Duration::from_secs(60));
             match rx.recv_timeout(timeout) {
                 Ok(SyncEvent::Shutdown) | Err(RecvTimeoutError::Disconnected) => break,
-                Ok(ev) => self.handle(ev),
+                Ok(ev) => {
+                    let (batch, stop) = drain_batch(ev, &rx);
+                    self.handle_batch(batch);
+                    if stop {
+                        break;
+                    }
+                }
                 Err(RecvTimeoutError::Timeout) => self.tick(),
             }
         }
