@@ -623,6 +623,11 @@ fn a_crash_looping_edit_rolls_back_to_the_last_ready_generation() {
     let id = running_id(&d, "web").expect("id");
 
     // A restarted daemon runs the rolled-back generation and does not retry the bad spec.
+    // The rollback is durable once its record is written (on the daemon's writer thread).
+    let record = env.root.join("pod-generations/default_web-testnode.json");
+    wait_until("the rollback recorded", T, || {
+        fs::read_to_string(&record).is_ok_and(|t| t.contains("\"rolledBack\":{"))
+    });
     d.kill9();
     let d = Daemon::start(&env, &dir);
     wait_until("web re-adopted", T, || running_id(&d, "web").is_some());
@@ -641,12 +646,13 @@ fn a_crash_looping_edit_rolls_back_to_the_last_ready_generation() {
     );
     fs::remove_file(dir.join("web.yaml")).expect("rm");
     d.wait_all_gone(&env, T);
+    // The record is removed on the daemon's writer thread, which a stop drains.
+    d.stop();
     assert!(
         !env.root
             .join("pod-generations/default_web-testnode.json")
             .exists(),
         "the generation record goes with the pod"
     );
-    d.stop();
     env.assert_clean();
 }

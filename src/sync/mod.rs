@@ -322,10 +322,9 @@ pub struct SyncLoop {
     clock: Box<dyn Clock>,
     /// Where desired pods are persisted (`None` for `podvisor play`).
     store: Option<DesiredStore>,
-    /// Writes and deletes the records, off the loop's thread.
+    /// Writes and deletes the desired-pod records and each pod's last Ready generation
+    /// (`<root>/pod-generations`), off the loop's thread (`None` for `podvisor play`).
     store_writer: Option<store::Writer>,
-    /// Where each pod's last Ready generation is persisted (`None` for `podvisor play`).
-    generations: Option<GenerationStore>,
     /// Where pushed pods' manifests are stored (`<root>/api-pods`; `None` for `podvisor play`).
     api_store: Option<crate::sources::api::ApiPodStore>,
     /// Each pod's last Ready generation and the generation rolled back from, by full name.
@@ -488,15 +487,15 @@ impl SyncLoop {
             .into_iter()
             .filter(|u| in_scope(u))
             .collect();
-        let store_writer = match &store {
-            Some(st) => Some(store::Writer::start(st.clone()).map_err(|source| {
+        let store_writer = match (&store, generations) {
+            (Some(st), Some(g)) => Some(store::Writer::start(st.clone(), g).map_err(|source| {
                 crate::runtime::RuntimeError::Io {
                     what: "start the desired-pod record writer for",
                     path: cfg.store_dir.clone(),
                     source,
                 }
             })?),
-            None => None,
+            _ => None,
         };
         let started = clock.now();
         let mut s = SyncLoop {
@@ -509,7 +508,6 @@ impl SyncLoop {
             clock,
             store,
             store_writer,
-            generations,
             api_store,
             last_ready,
             workers: BTreeMap::new(),

@@ -393,10 +393,8 @@ impl SyncLoop {
                 .collect();
             for name in gone {
                 self.last_ready.remove(&name);
-                if let Some(g) = &self.generations {
-                    if let Err(e) = g.remove(&name) {
-                        log::warn!("{name}: {e}");
-                    }
+                if let Some(w) = &self.store_writer {
+                    w.remove_generation(&name);
                 }
             }
         }
@@ -417,11 +415,11 @@ impl SyncLoop {
         (lr.pod.uid() == w.uid).then(|| rb.why.clone())
     }
 
+    /// Persists `lr` (nothing under `podvisor play`) through the writer thread: the loop does
+    /// not wait for its fsyncs.
     fn save_generation(&self, lr: &LastReady) {
-        if let Some(g) = &self.generations {
-            if let Err(e) = g.save(lr) {
-                log::warn!("{}: {e}", lr.pod.full_name);
-            }
+        if let Some(w) = &self.store_writer {
+            w.save_generation(lr);
         }
     }
 }

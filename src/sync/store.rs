@@ -7,7 +7,9 @@
 //! adopted or started and when its metadata changes, and deleted once the pod has been removed.
 //! The sync loop hands both to a [`Writer`] thread, in order, so it never waits for a disk
 //! while a pod starts (two fsyncs: 6-12 ms on the development machine's virtio disk, tens of
-//! ms on an SD card, paid before every first start when the loop wrote them itself).
+//! ms on an SD card, paid before every first start when the loop wrote them itself). The
+//! pod-generation records go through the same thread, for the same reason: a burst of pods
+//! proving Ready at once made the loop wait for one record's fsyncs after another.
 //! A record a power cut left empty or torn is an interrupted write: the daemon removes it at
 //! start and says so once ([`DesiredStore::recover`]).
 
@@ -21,6 +23,7 @@ use k8s_openapi::api::core::v1::Pod;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use super::generations::{GenerationStore, LastReady};
 use crate::fsutil::{self, Loaded};
 use crate::pod::static_pod::StaticPod;
 
@@ -133,11 +136,14 @@ impl DesiredStore {
 enum Op {
     Save(Box<StaticPod>),
     Remove(String),
+    SaveGeneration(Box<LastReady>),
+    RemoveGeneration(String),
     Flush(mpsc::SyncSender<()>),
 }
 
-/// Writes and deletes desired-pod records on a thread of its own (`desired-store`), in the
-/// order they were asked for. A failure is logged there, naming the pod, as a warning the first
+/// Writes and deletes desired-pod records, and the pod-generation records of
+/// [`super::generations`], on a thread of its own (`desired-store`), in the order they were
+/// asked for. A failure is logged there, naming the pod, as a warning the first
 /// time and then at debug level until the record is written; a record a full disk refused is
 /// asked for again at the next resync. Dropping the writer waits for everything
 /// asked before (a daemon stopped with SIGTERM leaves its records complete).
@@ -147,7 +153,7 @@ pub struct Writer {
 }
 
 impl Writer {
-    pub fn start(store: DesiredStore) -> io::Result<Writer> {
+    pub fn start(store: DesiredStore, generations: GenerationStore) -> io::Result<Writer> {
         let (tx, rx) = mpsc::channel::<Op>();
         let thread = thread::Builder::new()
             .name("desired-store".into())
@@ -180,6 +186,18 @@ impl Writer {
                                 log::warn!("pod {uid}: {e}");
                             }
                         }
+                        // A generation record is written once per generation and at each
+                        // rollback; one a full disk refused is lost until the next of those.
+                        Op::SaveGeneration(lr) => {
+                            if let Err(e) = generations.save(&lr) {
+                                log::warn!("{}: {e}", lr.pod.full_name);
+                            }
+                        }
+                        Op::RemoveGeneration(full_name) => {
+                            if let Err(e) = generations.remove(&full_name) {
+                                log::warn!("{full_name}: {e}");
+                            }
+                        }
                         Op::Flush(done) => {
                             let _ = done.send(());
                         }
@@ -207,6 +225,17 @@ impl Writer {
     /// Deletes pod `uid`'s record, after everything asked before.
     pub fn remove(&self, uid: &str) {
         self.send(Op::Remove(uid.to_string()));
+    }
+
+    /// Writes a pod's last Ready generation (and what was rolled back from it) durably,
+    /// after everything asked before.
+    pub fn save_generation(&self, lr: &LastReady) {
+        self.send(Op::SaveGeneration(Box::new(lr.clone())));
+    }
+
+    /// Deletes the generation record of `full_name`, after everything asked before.
+    pub fn remove_generation(&self, full_name: &str) {
+        self.send(Op::RemoveGeneration(full_name.to_string()));
     }
 
     /// Waits until everything asked before is done.
