@@ -96,7 +96,8 @@ mod tests {
         for c in cases {
             let (tx, rx) = channel();
             for q in &c.queued {
-                tx.send(q.map_or(SyncEvent::Shutdown, removed)).expect("send");
+                tx.send(q.map_or(SyncEvent::Shutdown, removed))
+                    .expect("send");
             }
             let (batch, stop) = drain_batch(removed(0), &rx);
             assert_eq!(paths(&batch), c.want, "{}", c.name);
