@@ -51,7 +51,10 @@
 //!    lists no pod and no sandbox or container directory is left (timed, for information).
 //! 3. **Ten manifests at once.** Each round writes ten dot-files, renames them into place
 //!    back to back and times until all ten `started_at` stamps exist (the latest stamp minus
-//!    the first rename); then removes all and waits until everything is gone.
+//!    the first rename); then removes all and waits until everything is gone. The CPU rows
+//!    (info) are on-CPU times (`schedstat`) in the same span: the machine's, less the bench's
+//!    own poll, and of it the daemon's, split by thread (the sync loop, the workers, the
+//!    record writer), the spawner's and the ten monitors'.
 //! 4. **Memory** with ten pods running: the daemon's and its spawner's VmRSS (/proc/<pid>/status) and their
 //!    Pss and USS (Private_Clean + Private_Dirty) from /proc/<pid>/smaps_rollup, and the same
 //!    for every monitor (`podvisor shim run`, found through `state.json` `shim.pid`), plus
@@ -686,8 +689,47 @@ struct BurstRows {
     /// monitors and sandbox helpers; the helpers themselves are gone and not counted) and of
     /// the ten new monitors since their fork (libcontainer's build and start run there).
     daemon_cpu: Row,
+    /// The daemon's part by thread: the sync loop's (the main thread), the four workers', and
+    /// the desired-store writer's (records and their fsyncs).
+    loop_cpu: Row,
+    workers_cpu: Row,
+    writer_cpu: Row,
     spawner_cpu: Row,
     monitor_cpu: Row,
+}
+
+/// On-CPU time of the daemon's threads, in three groups: (the main thread: the sync loop;
+/// `worker-N`; `desired-store`). Threads that ended since the listing count nothing.
+fn daemon_threads_cpu(pid: i32) -> Result<(Duration, Duration, Duration)> {
+    let tasks = format!("/proc/{pid}/task");
+    let (mut main, mut workers, mut writer) = (0u64, 0u64, 0u64);
+    for t in fs::read_dir(&tasks).with_context(|| format!("read {tasks}"))? {
+        let dir = t.with_context(|| format!("read {tasks}"))?.path();
+        let (Ok(comm), Ok(stat)) = (
+            fs::read_to_string(dir.join("comm")),
+            fs::read_to_string(dir.join("schedstat")),
+        ) else {
+            continue;
+        };
+        let ns = stat
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<u64>().ok())
+            .ok_or_else(|| anyhow!("parse {}/schedstat", dir.display()))?;
+        let comm = comm.trim();
+        if dir.file_name().and_then(|n| n.to_str()) == Some(pid.to_string().as_str()) {
+            main += ns;
+        } else if comm.starts_with("worker-") {
+            workers += ns;
+        } else if comm == "desired-store" {
+            writer += ns;
+        }
+    }
+    Ok((
+        Duration::from_nanos(main),
+        Duration::from_nanos(workers),
+        Duration::from_nanos(writer),
+    ))
 }
 
 fn burst_rounds(env: &Env, d: &Daemon, dir: &Path, rounds: usize) -> Result<BurstRows> {
@@ -698,6 +740,9 @@ fn burst_rounds(env: &Env, d: &Daemon, dir: &Path, rounds: usize) -> Result<Burs
         gone: Row::new("  10 removed -> all gone (info)"),
         machine_cpu: Row::new("  machine CPU busy until all seen (info)"),
         daemon_cpu: Row::new("    of it the daemon (info)"),
+        loop_cpu: Row::new("      the sync loop's thread (info)"),
+        workers_cpu: Row::new("      the workers (info)"),
+        writer_cpu: Row::new("      the record writer (info)"),
         spawner_cpu: Row::new("    of it the spawner (info)"),
         monitor_cpu: Row::new("    of it the 10 monitors (info)"),
     };
@@ -708,6 +753,7 @@ fn burst_rounds(env: &Env, d: &Daemon, dir: &Path, rounds: usize) -> Result<Burs
             .collect::<Result<Vec<_>>>()?;
         let poller = Poller::new(env);
         let (daemon0, spawner0) = (common::process_cpu(d.pid)?, common::process_cpu(spawner)?);
+        let threads0 = daemon_threads_cpu(d.pid)?;
         let own0 = common::process_cpu(std::process::id() as i32)?;
         let busy0 = common::machine_busy()?;
         let t0_wall = SystemTime::now();
@@ -724,6 +770,7 @@ fn burst_rounds(env: &Env, d: &Daemon, dir: &Path, rounds: usize) -> Result<Burs
             .saturating_sub(busy0)
             .saturating_sub(own);
         let daemon_cpu = common::process_cpu(d.pid)?.saturating_sub(daemon0);
+        let threads = daemon_threads_cpu(d.pid)?;
         let spawner_cpu = common::process_cpu(spawner)?.saturating_sub(spawner0);
         let mut monitor_cpu = Duration::ZERO;
         for s in &seen {
@@ -747,6 +794,9 @@ fn burst_rounds(env: &Env, d: &Daemon, dir: &Path, rounds: usize) -> Result<Burs
             rows.gone.push(gone);
             rows.machine_cpu.push(busy);
             rows.daemon_cpu.push(daemon_cpu);
+            rows.loop_cpu.push(threads.0.saturating_sub(threads0.0));
+            rows.workers_cpu.push(threads.1.saturating_sub(threads0.1));
+            rows.writer_cpu.push(threads.2.saturating_sub(threads0.2));
             rows.spawner_cpu.push(spawner_cpu);
             rows.monitor_cpu.push(monitor_cpu);
         }
@@ -1011,6 +1061,9 @@ fn report(r: &Results) -> Result<()> {
         &r.burst.observed,
         &r.burst.machine_cpu,
         &r.burst.daemon_cpu,
+        &r.burst.loop_cpu,
+        &r.burst.workers_cpu,
+        &r.burst.writer_cpu,
         &r.burst.spawner_cpu,
         &r.burst.monitor_cpu,
         &r.burst.gone,
