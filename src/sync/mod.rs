@@ -18,8 +18,9 @@
 //! containers, app containers, exits); `removal` stops and removes a pod generation;
 //! `results` applies the results of executor jobs; `probes` what probes and hooks do;
 //! [`engine`] wires runtime, workers, prober and loop for the daemon and `podvisor play`;
-//! [`backoff`] is the crash-loop backoff; `batch` which queued events one turn handles; [`executor`] runs jobs off-thread; [`podstatus`]
-//! computes v1 PodStatus in the kubelet's vocabulary; [`store`] persists the desired pods so a
+//! [`backoff`] is the crash-loop backoff; `batch` which queued events one turn handles;
+//! [`executor`] runs jobs off-thread; [`podstatus`] computes v1 PodStatus in the kubelet's
+//! vocabulary; [`store`] persists the desired pods so a
 //! restarted daemon re-adopts its containers even when a source is down; `rollback` rolls a
 //! failing edit back to the pod's last Ready generation, which [`generations`] persists.
 
@@ -628,9 +629,7 @@ impl SyncLoop {
 
     /// Handles one event, then brings every pod closer to its desired state.
     pub fn handle(&mut self, ev: SyncEvent) {
-        self.apply(ev);
-        self.reconcile();
-        self.publish();
+        self.handle_batch(std::iter::once(ev));
     }
 
     /// Handles every event of `batch` in order, then reconciles and publishes once: events
