@@ -702,22 +702,18 @@ struct BurstRows {
 /// `worker-N`; `desired-store`). Threads that ended since the listing count nothing.
 fn daemon_threads_cpu(pid: i32) -> Result<(Duration, Duration, Duration)> {
     let tasks = format!("/proc/{pid}/task");
+    let main_tid = pid.to_string();
     let (mut main, mut workers, mut writer) = (0u64, 0u64, 0u64);
     for t in fs::read_dir(&tasks).with_context(|| format!("read {tasks}"))? {
         let dir = t.with_context(|| format!("read {tasks}"))?.path();
-        let (Ok(comm), Ok(stat)) = (
+        let (Ok(comm), Some(ns)) = (
             fs::read_to_string(dir.join("comm")),
-            fs::read_to_string(dir.join("schedstat")),
+            common::task_cpu_ns(&dir)?,
         ) else {
             continue;
         };
-        let ns = stat
-            .split_whitespace()
-            .next()
-            .and_then(|v| v.parse::<u64>().ok())
-            .ok_or_else(|| anyhow!("parse {}/schedstat", dir.display()))?;
         let comm = comm.trim();
-        if dir.file_name().and_then(|n| n.to_str()) == Some(pid.to_string().as_str()) {
+        if dir.file_name().and_then(|n| n.to_str()) == Some(main_tid.as_str()) {
             main += ns;
         } else if comm.starts_with("worker-") {
             workers += ns;

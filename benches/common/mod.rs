@@ -175,20 +175,23 @@ pub fn process_cpu(pid: i32) -> Result<Duration> {
     let tasks = format!("/proc/{pid}/task");
     let mut ns = 0u64;
     for t in fs::read_dir(&tasks).with_context(|| format!("read {tasks}"))? {
-        let path = t
-            .with_context(|| format!("read {tasks}"))?
-            .path()
-            .join("schedstat");
-        // A thread that ended since the listing has no file any more: it counts nothing.
-        if let Ok(s) = fs::read_to_string(&path) {
-            ns += s
-                .split_whitespace()
-                .next()
-                .and_then(|v| v.parse::<u64>().ok())
-                .ok_or_else(|| anyhow!("parse {}", path.display()))?;
-        }
+        ns += task_cpu_ns(&t.with_context(|| format!("read {tasks}"))?.path())?.unwrap_or(0);
     }
     Ok(Duration::from_nanos(ns))
+}
+
+/// On-CPU time of one thread so far, in ns, from its `/proc/<pid>/task/<tid>` directory;
+/// `None` for a thread that ended since the listing (it has no file any more).
+pub fn task_cpu_ns(task: &Path) -> Result<Option<u64>> {
+    let path = task.join("schedstat");
+    let Ok(s) = fs::read_to_string(&path) else {
+        return Ok(None);
+    };
+    s.split_whitespace()
+        .next()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(Some)
+        .ok_or_else(|| anyhow!("parse {}", path.display()))
 }
 
 /// Linear-interpolated percentile (q in 0..=1) of unsorted samples.

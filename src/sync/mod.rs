@@ -636,7 +636,7 @@ impl SyncLoop {
     /// that queued while the loop was busy (ten manifests written at once, the start results
     /// of a burst) cost one pass over the pods, not one each. The kubelet's config merge hands
     /// its sync loop a file source's pods as one update the same way.
-    pub fn handle_batch(&mut self, batch: impl IntoIterator<Item = SyncEvent>) {
+    fn handle_batch(&mut self, batch: impl IntoIterator<Item = SyncEvent>) {
         for ev in batch {
             self.apply(ev);
         }
