@@ -7,7 +7,7 @@
 //! restarted while a new generation is still on probation can still roll back to it, and the
 //! spec hash of the generation that was rolled back, so a restarted daemon does not retry it.
 //! Records are written atomically and durably ([`fsutil::write_json_atomic`]) by the
-//! `desired-store` thread ([`super::store::Writer`]), so the sync loop never waits for them;
+//! `desired-store` thread ([`super::record_writer`]), so the sync loop never waits for them;
 //! a torn one is an interrupted write, removed at start. A record whose pod no source defines
 //! once the sources reported is deleted.
 

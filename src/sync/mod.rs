@@ -37,6 +37,7 @@ pub mod podconfig;
 pub mod podstatus;
 mod probes;
 mod reconcile;
+mod record_writer;
 mod removal;
 mod results;
 mod rollback;
@@ -325,7 +326,7 @@ pub struct SyncLoop {
     store: Option<DesiredStore>,
     /// Writes and deletes the desired-pod records and each pod's last Ready generation
     /// (`<root>/pod-generations`), off the loop's thread (`None` for `podvisor play`).
-    store_writer: Option<store::Writer>,
+    store_writer: Option<record_writer::Writer>,
     /// Where pushed pods' manifests are stored (`<root>/api-pods`; `None` for `podvisor play`).
     api_store: Option<crate::sources::api::ApiPodStore>,
     /// Each pod's last Ready generation and the generation rolled back from, by full name.
@@ -489,13 +490,13 @@ impl SyncLoop {
             .filter(|u| in_scope(u))
             .collect();
         let store_writer = match (&store, generations) {
-            (Some(st), Some(g)) => Some(store::Writer::start(st.clone(), g).map_err(|source| {
-                crate::runtime::RuntimeError::Io {
+            (Some(st), Some(g)) => Some(record_writer::Writer::start(st.clone(), g).map_err(
+                |source| crate::runtime::RuntimeError::Io {
                     what: "start the desired-pod record writer for",
                     path: cfg.store_dir.clone(),
                     source,
-                }
-            })?),
+                },
+            )?),
             _ => None,
         };
         let started = clock.now();

@@ -5,8 +5,8 @@
 //! stopped, and pods come back after a reboot even before their source answers. Records are
 //! written atomically and durably (fsync of the file and the directory) when a pod is first
 //! adopted or started and when its metadata changes, and deleted once the pod has been removed.
-//! The sync loop hands both to a [`Writer`] thread, in order, so it never waits for a disk
-//! while a pod starts (two fsyncs: 6-12 ms on the development machine's virtio disk, tens of
+//! The sync loop hands both to the `desired-store` thread ([`super::record_writer`]), in order,
+//! so it never waits for a disk while a pod starts (two fsyncs: 6-12 ms on the development machine's virtio disk, tens of
 //! ms on an SD card, paid before every first start when the loop wrote them itself). The
 //! pod-generation records go through the same thread, for the same reason: a burst of pods
 //! proving Ready at once made the loop wait for one record's fsyncs after another.
@@ -16,14 +16,11 @@
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
-use std::thread;
 
 use k8s_openapi::api::core::v1::Pod;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::generations::{GenerationStore, LastReady};
 use crate::fsutil::{self, Loaded};
 use crate::pod::static_pod::StaticPod;
 
@@ -129,129 +126,6 @@ impl DesiredStore {
                 warnings: Vec::new(),
             })
             .collect()
-    }
-}
-
-/// One request to the [`Writer`] thread.
-enum Op {
-    Save(Box<StaticPod>),
-    Remove(String),
-    SaveGeneration(Box<LastReady>),
-    RemoveGeneration(String),
-    Flush(mpsc::SyncSender<()>),
-}
-
-/// Writes and deletes desired-pod records, and the pod-generation records of
-/// [`super::generations`], on a thread of its own (`desired-store`), in the order they were
-/// asked for. A failure is logged there, naming the pod, as a warning the first
-/// time and then at debug level until the record is written; a record a full disk refused is
-/// asked for again at the next resync. Dropping the writer waits for everything
-/// asked before (a daemon stopped with SIGTERM leaves its records complete).
-pub struct Writer {
-    tx: Option<mpsc::Sender<Op>>,
-    thread: Option<thread::JoinHandle<()>>,
-}
-
-impl Writer {
-    pub fn start(store: DesiredStore, generations: GenerationStore) -> io::Result<Writer> {
-        let (tx, rx) = mpsc::channel::<Op>();
-        let thread = thread::Builder::new()
-            .name("desired-store".into())
-            .spawn(move || {
-                // Pods whose last save failed: a full disk refuses the same record again at
-                // every resync, and only the first refusal is worth a warning (flash).
-                let mut failing = std::collections::HashSet::new();
-                for op in rx {
-                    match op {
-                        Op::Save(sp) => match store.save(&sp) {
-                            Ok(()) => {
-                                if failing.remove(sp.uid()) {
-                                    log::info!(
-                                        "pod {}: desired-pod record written again",
-                                        sp.uid()
-                                    );
-                                }
-                            }
-                            Err(e) if failing.contains(sp.uid()) => {
-                                log::debug!("{}: {e}", sp.full_name)
-                            }
-                            Err(e) => {
-                                log::warn!("{}: {e}", sp.full_name);
-                                failing.insert(sp.uid().to_string());
-                            }
-                        },
-                        Op::Remove(uid) => {
-                            failing.remove(&uid);
-                            if let Err(e) = store.remove(&uid) {
-                                log::warn!("pod {uid}: {e}");
-                            }
-                        }
-                        // A generation record is written once per generation and at each
-                        // rollback; one a full disk refused is lost until the next of those.
-                        Op::SaveGeneration(lr) => {
-                            if let Err(e) = generations.save(&lr) {
-                                log::warn!("{}: {e}", lr.pod.full_name);
-                            }
-                        }
-                        Op::RemoveGeneration(full_name) => {
-                            if let Err(e) = generations.remove(&full_name) {
-                                log::warn!("{full_name}: {e}");
-                            }
-                        }
-                        Op::Flush(done) => {
-                            let _ = done.send(());
-                        }
-                    }
-                }
-            })?;
-        Ok(Writer {
-            tx: Some(tx),
-            thread: Some(thread),
-        })
-    }
-
-    fn send(&self, op: Op) {
-        if let Some(tx) = &self.tx {
-            // The thread ends only when this writer is dropped.
-            let _ = tx.send(op);
-        }
-    }
-
-    /// Writes `p`'s record durably, after everything asked before.
-    pub fn save(&self, p: &StaticPod) {
-        self.send(Op::Save(Box::new(p.clone())));
-    }
-
-    /// Deletes pod `uid`'s record, after everything asked before.
-    pub fn remove(&self, uid: &str) {
-        self.send(Op::Remove(uid.to_string()));
-    }
-
-    /// Writes a pod's last Ready generation (and what was rolled back from it) durably,
-    /// after everything asked before.
-    pub fn save_generation(&self, lr: &LastReady) {
-        self.send(Op::SaveGeneration(Box::new(lr.clone())));
-    }
-
-    /// Deletes the generation record of `full_name`, after everything asked before.
-    pub fn remove_generation(&self, full_name: &str) {
-        self.send(Op::RemoveGeneration(full_name.to_string()));
-    }
-
-    /// Waits until everything asked before is done.
-    pub fn flush(&self) {
-        let (done, wait) = mpsc::sync_channel(1);
-        self.send(Op::Flush(done));
-        let _ = wait.recv();
-    }
-}
-
-impl Drop for Writer {
-    fn drop(&mut self) {
-        drop(self.tx.take());
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 
