@@ -16,14 +16,14 @@
 //! the daemon's own pid into its own cgroup (a move that changes nothing) takes the same
 //! lock, and a container placement that comes during or soon after it waits only for what is
 //! left (measured in the VM: 13.5 / 10.6 / 7.1 / 0.7 ms for a warm-up 2 / 5 / 10 / 20 ms
-//! earlier). The runtime issues one ([`AttachWarmer`]) on a short-lived thread when a pod's
-//! sandbox or a container start begins and when a container's exit is recorded (a restart
-//! follows), at most once per 20 ms, and not at all under `favordynmods`.
+//! earlier). The runtime asks for one ([`AttachWarmer`], on a thread that sleeps between
+//! them) when a pod's sandbox or a container start begins and when a container's exit is
+//! recorded (a restart follows), at most once per 20 ms, and not at all under `favordynmods`.
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{mpsc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -68,7 +68,15 @@ pub fn warm_attach_lock(procs: &Path) -> io::Result<()> {
 pub struct AttachWarmer {
     /// `None`: nothing to do (`favordynmods`, or no own cgroup found).
     procs: Option<PathBuf>,
-    last: Mutex<Option<Instant>>,
+    /// The last warm-up asked for, and the channel to the `cgroup-warm` thread (started at
+    /// the first warm-up, so never before the spawner is forked).
+    state: Mutex<WarmState>,
+}
+
+#[derive(Debug, Default)]
+struct WarmState {
+    last: Option<Instant>,
+    thread: Option<mpsc::SyncSender<()>>,
 }
 
 impl AttachWarmer {
@@ -85,29 +93,49 @@ impl AttachWarmer {
         };
         AttachWarmer {
             procs,
-            last: Mutex::new(None),
+            state: Mutex::default(),
         }
     }
 
-    /// Issues a warm-up on a short-lived thread unless one was issued within the last 20 ms.
-    /// Never blocks; a failure (a read-only cgroup filesystem) is not worth a word.
+    /// Asks the `cgroup-warm` thread for a warm-up unless one was asked for within the last
+    /// 20 ms. Never blocks; a failure (a read-only cgroup filesystem) is not worth a word.
+    ///
+    /// The thread lives as long as the warmer and sleeps between warm-ups. A thread made for
+    /// each warm-up (as before) started its write late when both cores were busy with the
+    /// start it was for: a new thread waits its turn behind the runnable ones, while a woken
+    /// sleeper runs at once. A write that lands just as the placement comes costs more than
+    /// none (the placement then waits for the warm-up's whole grace period and then some:
+    /// 11.6 ms against 7.9 ms with no warm-up on a 6.18 kernel, where a write 2 ms ahead
+    /// left 5.3 ms; docs/start-timeline.md, round ten), so it must start early.
     pub fn warm(&self) {
         let Some(procs) = &self.procs else { return };
-        {
-            let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-            let now = Instant::now();
-            if last.is_some_and(|t| now.duration_since(t) < WARM_FOR) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        if st.last.is_some_and(|t| now.duration_since(t) < WARM_FOR) {
+            return;
+        }
+        st.last = Some(now);
+        if st.thread.is_none() {
+            let (tx, rx) = mpsc::sync_channel::<()>(1);
+            let procs = procs.clone();
+            let spawned = thread::Builder::new()
+                .name("cgroup-warm".into())
+                .stack_size(64 * 1024)
+                .spawn(move || {
+                    // Ends when the warmer (the runtime) is dropped.
+                    for () in rx {
+                        let _ = warm_attach_lock(&procs);
+                    }
+                });
+            if spawned.is_err() {
                 return;
             }
-            *last = Some(now);
+            st.thread = Some(tx);
         }
-        let procs = procs.clone();
-        let _ = thread::Builder::new()
-            .name("cgroup-warm".into())
-            .stack_size(64 * 1024)
-            .spawn(move || {
-                let _ = warm_attach_lock(&procs);
-            });
+        if let Some(tx) = &st.thread {
+            // Full: a warm-up is still waiting to be made, which serves this one too.
+            let _ = tx.try_send(());
+        }
     }
 }
 
@@ -157,13 +185,13 @@ mod tests {
         let procs = dir.path().join("cgroup.procs");
         let w = AttachWarmer {
             procs: Some(procs.clone()),
-            last: Mutex::new(None),
+            state: Mutex::default(),
         };
         w.warm();
-        let first = *w.last.lock().expect("lock");
+        let first = w.state.lock().expect("lock").last;
         w.warm();
         assert_eq!(
-            *w.last.lock().expect("lock"),
+            w.state.lock().expect("lock").last,
             first,
             "within 20 ms: no second one"
         );
@@ -173,11 +201,20 @@ mod tests {
             assert!(Instant::now() < deadline, "no warm-up write");
             thread::sleep(Duration::from_millis(5));
         }
+        // A second warm-up, past the 20 ms, goes to the same thread.
+        fs::write(&procs, "").expect("clear");
+        w.state.lock().expect("lock").last = Instant::now().checked_sub(2 * WARM_FOR);
+        w.warm();
+        while fs::read_to_string(&procs).unwrap_or_default() != std::process::id().to_string() {
+            assert!(Instant::now() < deadline, "no second warm-up write");
+            thread::sleep(Duration::from_millis(5));
+        }
         let none = AttachWarmer {
             procs: None,
-            last: Mutex::new(None),
+            state: Mutex::default(),
         };
         none.warm();
-        assert!(none.last.lock().expect("lock").is_none());
+        let st = none.state.lock().expect("lock");
+        assert!(st.last.is_none() && st.thread.is_none());
     }
 }
