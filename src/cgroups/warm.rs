@@ -201,7 +201,7 @@ mod tests {
             assert!(Instant::now() < deadline, "no warm-up write");
             thread::sleep(Duration::from_millis(5));
         }
-        // A second warm-up, past the 20 ms, goes to the same thread.
+        // A second warm-up, past the 20 ms, is made as well (the thread sleeps between them).
         fs::write(&procs, "").expect("clear");
         w.state.lock().expect("lock").last = Instant::now().checked_sub(2 * WARM_FOR);
         w.warm();
