@@ -373,3 +373,70 @@ fn fifty_create_delete_cycles_leave_no_cgroup() {
     }
     env.assert_clean();
 }
+
+/// The unified (v2) hierarchy of this host: `/sys/fs/cgroup` on v2, `unified` below it on a
+/// hybrid host; `None` on a pure v1 host.
+fn unified_hierarchy() -> Option<PathBuf> {
+    let root = CgroupRoot::default();
+    let dir = match root.mode() {
+        CgroupMode::Unified => root.path().to_path_buf(),
+        CgroupMode::Legacy => root.path().join("unified"),
+    };
+    dir.join("cgroup.procs").exists().then_some(dir)
+}
+
+/// The unified line of `/proc/<pid>/cgroup`.
+fn unified_cgroup_of(pid: i32) -> String {
+    cgroup_of(pid, "")
+}
+
+#[test]
+#[ignore = "needs root: creates a v2 cgroup and clones into it (scripts/test runs it)"]
+fn the_intermediate_is_cloned_into_its_v2_cgroup_or_where_the_caller_is() {
+    use std::os::fd::AsFd;
+    let Some(unified) = unified_hierarchy() else {
+        eprintln!("no cgroup v2 hierarchy on this host: nothing to test");
+        return;
+    };
+    let env = TestEnv::new("cginto");
+    let rel = format!("{}-clone/into", env.cgroup_parent);
+    let dir = unified.join(&rel);
+    fs::create_dir_all(&dir).expect("mkdir");
+    let cgroup = fs::File::open(&dir).expect("open cgroup");
+    let not_a_cgroup = fs::File::open(&env.root).expect("open dir");
+    let ours = unified_cgroup_of(std::process::id() as i32);
+    for (fd, want) in [
+        (cgroup.as_fd(), format!("/{rel}")),
+        // A directory that is no cgroup: the kernel refuses the flag, the clone goes on
+        // without it.
+        (not_a_cgroup.as_fd(), ours.clone()),
+    ] {
+        // The child only waits to be killed (no allocation after the clone of this
+        // multi-threaded test process).
+        let child = libcontainer::process::fork::container_clone_into(
+            Box::new(|| {
+                // SAFETY: pause only blocks until a signal; nothing is shared.
+                unsafe { libc::pause() };
+                0
+            }),
+            false,
+            Some(fd),
+        )
+        .expect("clone");
+        let seen = unified_cgroup_of(child.as_raw());
+        nix::sys::signal::kill(child, nix::sys::signal::Signal::SIGKILL).expect("kill");
+        nix::sys::wait::waitpid(child, None).expect("wait");
+        assert_eq!(seen, want);
+    }
+    for d in [dir.clone(), dir.parent().expect("parent").to_path_buf()] {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while fs::remove_dir(&d).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} stays",
+                d.display()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}

@@ -20,13 +20,15 @@
 //! them) when a pod's sandbox or a container start begins and when a container's exit is
 //! recorded (a restart follows), at most once per 20 ms, and not at all under `favordynmods`.
 //!
-//! On v1 and hybrid hosts there is nothing to warm: the vendored libcgroups moves
-//! libcontainer's single-threaded intermediate process into each hierarchy by writing "0" to
-//! `tasks`, a move of the calling thread that the kernel makes without that lock (0.12 ms
-//! against 7.8 ms after idle, measured on a 6.18 kernel; vendor/README.md). A warm-up there
-//! would only hold the cgroup mutex through its grace period, and with it the container's
-//! cgroup mkdirs and moves. v2 has no such file for a domain cgroup (`cgroup.threads` moves
-//! threads within a threaded subtree only), so the warm-up stays for the unified hierarchy.
+//! With the cgroupfs driver there is nothing to warm, on any host: the vendored libcgroups
+//! and libcontainer place a container without that lock (vendor/README.md). On v1 and
+//! hybrid hosts libcontainer's single-threaded intermediate process moves itself into each
+//! hierarchy by writing "0" to `tasks`, a move of the calling thread that the kernel makes
+//! without it (0.12 ms against 7.8 ms after idle, measured on a 6.18 kernel); on v2 the
+//! intermediate is created in the container's cgroup (`clone3` with `CLONE_INTO_CGROUP`:
+//! 0.5 ms against 7.5 ms). A warm-up there would only hold the cgroup mutex through its
+//! grace period, and with it the container's cgroup mkdirs and that clone. The warm-up stays
+//! for the systemd driver on v2, where systemd moves the container's process into its scope.
 
 use std::fs;
 use std::io;
@@ -35,15 +37,18 @@ use std::sync::{mpsc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{CgroupMode, CgroupRoot};
+use super::{CgroupDriver, CgroupMode, CgroupRoot};
 
 /// A warm-up more recent than this leaves the lock warm (about two grace periods).
 const WARM_FOR: Duration = Duration::from_millis(20);
 
 /// The `cgroup.procs` file of the cgroup `cgroup_file` (the contents of `/proc/self/cgroup`)
-/// puts this process in, in the unified tree; `None` on v1 and hybrid hosts, where container
+/// puts this process in, in the unified tree, for the systemd driver; `None` where container
 /// placements do not take the lock (module docs).
-fn own_procs_file(root: &CgroupRoot, cgroup_file: &str) -> Option<PathBuf> {
+fn own_procs_file(root: &CgroupRoot, driver: CgroupDriver, cgroup_file: &str) -> Option<PathBuf> {
+    if driver != CgroupDriver::Systemd {
+        return None;
+    }
     match root.mode() {
         CgroupMode::Unified => {
             let rel = super::process_cgroup_path(cgroup_file, "")?.trim_start_matches('/');
@@ -85,15 +90,16 @@ struct WarmState {
 }
 
 impl AttachWarmer {
-    /// For the cgroup tree at `root`, from this process's `/proc/self/cgroup` and mounts.
-    pub fn new(root: &CgroupRoot) -> AttachWarmer {
+    /// For the cgroup tree at `root` and `driver`, from this process's `/proc/self/cgroup`
+    /// and mounts.
+    pub fn new(root: &CgroupRoot, driver: CgroupDriver) -> AttachWarmer {
         let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
         let procs = if favors_dynmods(&mounts) {
             None
         } else {
             fs::read_to_string("/proc/self/cgroup")
                 .ok()
-                .and_then(|c| own_procs_file(root, &c))
+                .and_then(|c| own_procs_file(root, driver, &c))
                 .filter(|p| p.exists())
         };
         AttachWarmer {
@@ -149,19 +155,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_own_cgroup_is_found_on_v2_and_v1_has_nothing_to_warm() {
+    fn only_the_systemd_driver_on_v2_has_a_cgroup_to_warm() {
         let v1 = tempfile::tempdir().expect("tempdir");
         let root = CgroupRoot::new(v1.path());
         let cgroup = "12:pids:/system.slice/podvisor.service\n11:cpu,cpuacct:/x\n0::/system.slice/podvisor.service\n";
-        assert_eq!(own_procs_file(&root, cgroup), None, "v1: nothing to warm");
+        assert_eq!(
+            own_procs_file(&root, CgroupDriver::Systemd, cgroup),
+            None,
+            "v1: nothing to warm"
+        );
         let v2 = tempfile::tempdir().expect("tempdir");
         fs::write(v2.path().join("cgroup.controllers"), "cpu memory\n").expect("write");
         let root = CgroupRoot::new(v2.path());
+        let own = "0::/system.slice/podvisor.service\n";
         assert_eq!(
-            own_procs_file(&root, "0::/system.slice/podvisor.service\n"),
+            own_procs_file(&root, CgroupDriver::Systemd, own),
             Some(v2.path().join("system.slice/podvisor.service/cgroup.procs"))
         );
-        assert_eq!(own_procs_file(&root, "3:pids:/a\n"), None);
+        assert_eq!(
+            own_procs_file(&root, CgroupDriver::Cgroupfs, own),
+            None,
+            "cgroupfs on v2: created in its cgroup, nothing to warm"
+        );
+        assert_eq!(
+            own_procs_file(&root, CgroupDriver::Systemd, "3:pids:/a\n"),
+            None
+        );
     }
 
     #[test]

@@ -311,7 +311,10 @@ impl LinuxRuntime {
                 })?;
         }
         remove_orphan_runtime_dirs(&cfg);
-        let warmer = Arc::new(cgroups::warm::AttachWarmer::new(&cfg.cgroup_root));
+        let warmer = Arc::new(cgroups::warm::AttachWarmer::new(
+            &cfg.cgroup_root,
+            cfg.cgroup_driver,
+        ));
         let watcher = Arc::new(
             ExitWatcher::new(cfg.clone(), events, Arc::clone(&warmer)).map_err(|source| {
                 RuntimeError::Io {

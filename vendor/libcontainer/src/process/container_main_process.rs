@@ -93,13 +93,13 @@ pub fn container_main_process(container_args: &ContainerArgs) -> Result<Pid> {
         })
     };
 
-    let container_clone_fn = if container_args.as_sibling {
-        fork::container_clone_sibling
-    } else {
-        fork::container_clone
-    };
-
-    let intermediate_pid = container_clone_fn(cb).map_err(|err| {
+    let clone_into = clone_into_cgroup(&container_args.cgroup_config);
+    let intermediate_pid = fork::container_clone_into(
+        cb,
+        container_args.as_sibling,
+        clone_into.as_ref().map(std::os::fd::AsFd::as_fd),
+    )
+    .map_err(|err| {
         tracing::error!("failed to fork intermediate process: {}", err);
         ProcessError::IntermediateProcessFailed(err)
     })?;
@@ -564,5 +564,31 @@ mod tests {
             }
         }
         Ok(())
+    }
+}
+
+/// On cgroup v2 with the cgroupfs driver, the container's cgroup made ahead and opened, so
+/// the intermediate process is created in it (`clone3` with `CLONE_INTO_CGROUP`) instead of
+/// moving itself there: that move writes `cgroup.procs`, which takes the kernel's global
+/// attach lock and after a quiet spell waits for an RCU grace period (podvisor's
+/// vendor/README.md). `None` elsewhere (v1, hybrid, systemd, rootless, or an error, which
+/// the intermediate's own move then meets and reports).
+fn clone_into_cgroup(cfg: &libcgroups::common::CgroupConfig) -> Option<std::os::fd::OwnedFd> {
+    if cfg.systemd_cgroup
+        || !matches!(
+            libcgroups::common::get_cgroup_setup(),
+            Ok(libcgroups::common::CgroupSetup::Unified)
+        )
+    {
+        return None;
+    }
+    match libcgroups::common::create_cgroup_manager(cfg.clone()) {
+        Ok(libcgroups::common::AnyCgroupManager::V2(manager)) => {
+            manager.prepare_clone_into().unwrap_or_else(|err| {
+                tracing::debug!("cgroup not made ahead of the clone: {err}");
+                None
+            })
+        }
+        _ => None,
     }
 }

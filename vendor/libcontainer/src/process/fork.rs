@@ -47,12 +47,29 @@ pub fn container_clone_sibling(cb: CloneCb) -> Result<Pid, CloneError> {
     // The older `clone` will not return EINVAL in this case. Instead it ignores
     // the exit signal bits in the glibc wrapper. Therefore, we explicitly set
     // the exit_signal to None here, so this works for both version of clone.
-    clone_internal(cb, libc::CLONE_PARENT as u64, None)
+    clone_internal(cb, libc::CLONE_PARENT as u64, None, None)
 }
 
 // Clone a child process and execute the callback.
 pub fn container_clone(cb: CloneCb) -> Result<Pid, CloneError> {
-    clone_internal(cb, 0, Some(SIGCHLD as u64))
+    clone_internal(cb, 0, Some(SIGCHLD as u64), None)
+}
+
+/// `container_clone` / `container_clone_sibling` (`sibling`) with the child created in the
+/// cgroup v2 directory `cgroup` (`clone3` with `CLONE_INTO_CGROUP`, Linux 5.7), so that no
+/// move into it follows. Where the kernel refuses that (an older kernel, a cgroup that cannot
+/// take processes), the child is cloned where the caller is, as without a cgroup.
+pub fn container_clone_into(
+    cb: CloneCb,
+    sibling: bool,
+    cgroup: Option<std::os::fd::BorrowedFd<'_>>,
+) -> Result<Pid, CloneError> {
+    let (flags, exit_signal) = if sibling {
+        (libc::CLONE_PARENT as u64, None)
+    } else {
+        (0, Some(SIGCHLD as u64))
+    };
+    clone_internal(cb, flags, exit_signal, cgroup)
 }
 
 // An internal wrapper to manage the clone3 vs clone fallback logic.
@@ -60,8 +77,20 @@ fn clone_internal(
     mut cb: CloneCb,
     flags: u64,
     exit_signal: Option<u64>,
+    cgroup: Option<std::os::fd::BorrowedFd<'_>>,
 ) -> Result<Pid, CloneError> {
-    match clone3(&mut cb, flags, exit_signal) {
+    let into = cgroup.map(|fd| std::os::fd::AsRawFd::as_raw_fd(&fd) as u64);
+    let first = match into {
+        Some(fd) => match clone3(&mut cb, flags | CLONE_INTO_CGROUP, exit_signal, fd) {
+            Err(CloneError::Clone(e)) if e != nix::Error::ENOSYS => {
+                tracing::debug!("clone3 into the cgroup refused ({e}), cloning without it");
+                clone3(&mut cb, flags, exit_signal, 0)
+            }
+            other => other,
+        },
+        None => clone3(&mut cb, flags, exit_signal, 0),
+    };
+    match first {
         Ok(pid) => Ok(pid),
         // For now, we decide to only fallback on ENOSYS
         Err(CloneError::Clone(nix::Error::ENOSYS)) => {
@@ -77,7 +106,15 @@ fn clone_internal(
 // Unlike the clone call, clone3 is currently using the kernel syscall, mimicking
 // the interface of fork. There is not need to explicitly manage the memory, so
 // we can safely passing the callback closure as reference.
-fn clone3(cb: &mut CloneCb, flags: u64, exit_signal: Option<u64>) -> Result<Pid, CloneError> {
+/// `CLONE_INTO_CGROUP` (linux/sched.h; not in every libc crate version).
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+fn clone3(
+    cb: &mut CloneCb,
+    flags: u64,
+    exit_signal: Option<u64>,
+    cgroup: u64,
+) -> Result<Pid, CloneError> {
     #[repr(C)]
     struct clone3_args {
         flags: u64,
@@ -103,7 +140,7 @@ fn clone3(cb: &mut CloneCb, flags: u64, exit_signal: Option<u64>) -> Result<Pid,
         tls: 0,
         set_tid: 0,
         set_tid_size: 0,
-        cgroup: 0,
+        cgroup,
     };
     let args_ptr = &mut args as *mut clone3_args;
     let args_size = std::mem::size_of::<clone3_args>();

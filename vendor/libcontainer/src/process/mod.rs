@@ -6,7 +6,7 @@ pub mod channel;
 pub mod container_intermediate_process;
 pub mod container_main_process;
 pub mod cpu_affinity;
-mod fork;
+pub mod fork;
 pub mod init;
 pub mod intel_rdt;
 pub mod memory_policy;

@@ -12,6 +12,10 @@ impl Manager {
     pub fn any(self) -> AnyCgroupManager {
         crate::common::AnyCgroupManager::V2(self)
     }
+
+    pub fn prepare_clone_into(&self) -> Result<Option<std::os::fd::OwnedFd>, V2ManagerError> {
+        Ok(None)
+    }
 }
 
 impl CgroupManager for Manager {
