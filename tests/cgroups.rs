@@ -385,11 +385,6 @@ fn unified_hierarchy() -> Option<PathBuf> {
     dir.join("cgroup.procs").exists().then_some(dir)
 }
 
-/// The unified line of `/proc/<pid>/cgroup`.
-fn unified_cgroup_of(pid: i32) -> String {
-    cgroup_of(pid, "")
-}
-
 #[test]
 #[ignore = "needs root: creates a v2 cgroup and clones into it (scripts/test runs it)"]
 fn the_intermediate_is_cloned_into_its_v2_cgroup_or_where_the_caller_is() {
@@ -404,7 +399,7 @@ fn the_intermediate_is_cloned_into_its_v2_cgroup_or_where_the_caller_is() {
     fs::create_dir_all(&dir).expect("mkdir");
     let cgroup = fs::File::open(&dir).expect("open cgroup");
     let not_a_cgroup = fs::File::open(&env.root).expect("open dir");
-    let ours = unified_cgroup_of(std::process::id() as i32);
+    let ours = cgroup_of(std::process::id() as i32, "");
     for (fd, want) in [
         (cgroup.as_fd(), format!("/{rel}")),
         // A directory that is no cgroup: the kernel refuses the flag, the clone goes on
@@ -423,7 +418,7 @@ fn the_intermediate_is_cloned_into_its_v2_cgroup_or_where_the_caller_is() {
             Some(fd),
         )
         .expect("clone");
-        let seen = unified_cgroup_of(child.as_raw());
+        let seen = cgroup_of(child.as_raw(), "");
         nix::sys::signal::kill(child, nix::sys::signal::Signal::SIGKILL).expect("kill");
         nix::sys::wait::waitpid(child, None).expect("wait");
         assert_eq!(seen, want);

@@ -192,6 +192,14 @@ impl CgroupManager for Manager {
     }
 
     fn add_task(&self, pid: Pid) -> Result<(), Self::Error> {
+        // A single-threaded process moving itself moves as its calling thread (pid 0), which
+        // the kernel does without the attach lock (controller::move_task). Asked once for
+        // every hierarchy.
+        let pid = if pid == nix::unistd::getpid() && super::controller::single_threaded() {
+            Pid::from_raw(0)
+        } else {
+            pid
+        };
         for (ctrl_type, cgroup_path) in &self.subsystems {
             match ctrl_type {
                 CtrlType::Cpu => Cpu::add_task(pid, cgroup_path)?,

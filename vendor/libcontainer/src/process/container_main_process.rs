@@ -574,6 +574,8 @@ mod tests {
 /// vendor/README.md). `None` elsewhere (v1, hybrid, systemd, rootless, or an error, which
 /// the intermediate's own move then meets and reports).
 fn clone_into_cgroup(cfg: &libcgroups::common::CgroupConfig) -> Option<std::os::fd::OwnedFd> {
+    // The setup first (a statfs): on v1 and hybrid hosts `create_cgroup_manager` would build
+    // a v1 manager (mountinfo and /proc/self/cgroup read) only to be dropped here.
     if cfg.systemd_cgroup
         || !matches!(
             libcgroups::common::get_cgroup_setup(),
