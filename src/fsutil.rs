@@ -142,6 +142,9 @@ pub fn load_json<T: serde::de::DeserializeOwned>(path: &Path) -> io::Result<Load
 
 /// Removes a tree, refusing to descend into mount points (a directory whose st_dev differs
 /// from the top's): a mount that survived an unmount attempt is never emptied through.
+/// Entries that vanish meanwhile are gone as wanted: another process removing the same tree
+/// (a monitor taking its runtime directory apart while the runtime removes the container)
+/// is no error.
 pub fn remove_tree_no_mounts(dir: &Path) -> io::Result<()> {
     use std::os::unix::fs::MetadataExt;
     let top = match fs::symlink_metadata(dir) {
@@ -149,8 +152,18 @@ pub fn remove_tree_no_mounts(dir: &Path) -> io::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
     };
+    fn gone_is_ok(r: io::Result<()>) -> io::Result<()> {
+        match r {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
+    }
     fn walk(p: &Path, dev: u64) -> io::Result<()> {
-        let md = fs::symlink_metadata(p)?;
+        let md = match fs::symlink_metadata(p) {
+            Ok(md) => md,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
         if md.is_dir() {
             if md.dev() != dev {
                 return Err(io::Error::other(format!(
@@ -158,12 +171,21 @@ pub fn remove_tree_no_mounts(dir: &Path) -> io::Result<()> {
                     p.display()
                 )));
             }
-            for entry in fs::read_dir(p)? {
-                walk(&entry?.path(), dev)?;
+            let entries = match fs::read_dir(p) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(e),
+            };
+            for entry in entries {
+                match entry {
+                    Ok(entry) => walk(&entry.path(), dev)?,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
             }
-            fs::remove_dir(p)
+            gone_is_ok(fs::remove_dir(p))
         } else {
-            fs::remove_file(p)
+            gone_is_ok(fs::remove_file(p))
         }
     }
     walk(dir, top.dev())
@@ -217,5 +239,38 @@ mod tests {
         fs::write(dir.path().join(".hidden"), b"x").expect("w");
         assert_eq!(remove_atomic_temps(dir.path()), 1);
         assert!(dir.path().join("a.json").exists() && dir.path().join(".hidden").exists());
+    }
+
+    /// Two removers of one tree (a monitor and the runtime) both succeed: what the other one
+    /// removed first is gone as wanted. 30 rounds of 4 threads on ~250 entries: before
+    /// vanished entries were accepted, a round lost the race within a few.
+    #[test]
+    fn concurrent_removers_of_one_tree_both_succeed() {
+        let base = tempfile::tempdir().expect("tempdir");
+        for round in 0..30 {
+            let top = base.path().join(format!("t{round}"));
+            for d in 0..10 {
+                let sub = top.join(format!("d{d}")).join("deeper");
+                fs::create_dir_all(&sub).expect("mkdir");
+                for f in 0..12 {
+                    fs::write(sub.join(format!("f{f}")), b"x").expect("write");
+                    fs::write(top.join(format!("d{d}")).join(format!("g{f}")), b"x")
+                        .expect("write");
+                }
+            }
+            let results: Vec<io::Result<()>> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..4)
+                    .map(|_| s.spawn(|| remove_tree_no_mounts(&top)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("remover thread"))
+                    .collect()
+            });
+            for r in results {
+                r.unwrap_or_else(|e| panic!("round {round}: {e}"));
+            }
+            assert!(!top.exists(), "round {round}: tree left");
+        }
     }
 }
