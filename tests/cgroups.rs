@@ -223,6 +223,24 @@ fn guaranteed_and_best_effort_pods_are_placed_by_qos() {
                 );
             }
         }
+        // Every empty cpuset level got its values from the nearest ancestor that has them
+        // (the move would have failed with ENOSPC otherwise): the test's parent, the pod and
+        // the container, whichever were empty (vendor/README.md).
+        let cpuset = CgroupRoot::default().path().join("cpuset");
+        if cpuset.is_dir() {
+            for file in ["cpuset.cpus", "cpuset.mems"] {
+                let want = read(cpuset.join(file));
+                let mut dir = cpuset.clone();
+                for part in [
+                    env.cgroup_parent.clone(),
+                    format!("pod{guid}"),
+                    gi.meta.id.clone(),
+                ] {
+                    dir.push(part);
+                    assert_eq!(read(dir.join(file)), want, "{}", dir.display());
+                }
+            }
+        }
     }
     rt.signal_container(&gi.meta.id, libc::SIGKILL)
         .expect("kill");
