@@ -147,7 +147,8 @@ pub(super) fn create_and_start(
         }
         spec.set_process(Some(process));
     }
-    fsutil::write_json_atomic_volatile(&config_path, &spec).map_err(io_err(&config_path))?;
+    // libcontainer takes the spec as built here; config.json gets it once the container
+    // started (below), off the path to the process, before anything can exec into it.
 
     let tty = spec
         .process()
@@ -199,6 +200,7 @@ pub(super) fn create_and_start(
     let build = builder
         .validate_id()?
         .as_init(&paths.dir)
+        .with_spec(spec.clone())
         .with_systemd(cfg.systemd_cgroup)
         .as_sibling(false)
         .with_detach(true)
@@ -261,6 +263,9 @@ pub(super) fn create_and_start(
     }
     container.start()?;
     let started_at = crate::runtime::now_rfc3339();
+    // What an exec into the container reads (its user resolved above). The runtime learns of
+    // the start only after this, so no exec can come first.
+    fsutil::write_json_atomic_volatile(&config_path, &spec).map_err(io_err(&config_path))?;
     state.started_at = Some(started_at.clone());
     fsutil::write_json_atomic_volatile(&paths.state(), &state).map_err(io_err(&paths.state()))?;
     Ok(Started {

@@ -25,6 +25,7 @@ pub struct InitContainerBuilder {
     detached: bool,
     no_pivot: bool,
     as_sibling: bool,
+    spec: Option<Spec>,
 }
 
 impl InitContainerBuilder {
@@ -38,6 +39,7 @@ impl InitContainerBuilder {
             detached: true,
             no_pivot: false,
             as_sibling: false,
+            spec: None,
         }
     }
 
@@ -51,6 +53,14 @@ impl InitContainerBuilder {
     /// the calling process
     pub fn as_sibling(mut self, as_sibling: bool) -> Self {
         self.as_sibling = as_sibling;
+        self
+    }
+
+    /// Uses this spec instead of reading the bundle's config.json (it is validated and its
+    /// rootfs canonicalized against the bundle the same way). The caller keeps config.json
+    /// in step for whatever reads it later (exec into the container).
+    pub fn with_spec(mut self, spec: Spec) -> Self {
+        self.spec = Some(spec);
         self
     }
 
@@ -73,8 +83,9 @@ impl InitContainerBuilder {
     }
 
     /// Creates a new container
-    pub fn build(self) -> Result<Container, LibcontainerError> {
-        let spec = self.load_spec()?;
+    pub fn build(mut self) -> Result<Container, LibcontainerError> {
+        let given = self.spec.take();
+        let spec = self.load_spec(given)?;
         // validate terminal field against console socket presence before any side effects
         // (mirrors runc's checkTerminal called at the top of runner.run())
         self.base.check_terminal(&spec, self.detached)?;
@@ -163,9 +174,11 @@ impl InitContainerBuilder {
         Ok(container_dir)
     }
 
-    fn load_spec(&self) -> Result<Spec, LibcontainerError> {
-        let source_spec_path = self.bundle.join("config.json");
-        let mut spec = Spec::load(source_spec_path)?;
+    fn load_spec(&self, given: Option<Spec>) -> Result<Spec, LibcontainerError> {
+        let mut spec = match given {
+            Some(spec) => spec,
+            None => Spec::load(self.bundle.join("config.json"))?,
+        };
         Self::validate_spec(&spec)?;
 
         spec.canonicalize_rootfs(&self.bundle).map_err(|err| {
