@@ -3,8 +3,8 @@
 //!
 //! Nothing of a container's rootfs depends on the sandbox, so the worker resolves the image,
 //! makes the container's directories, takes the image lease and has the spawner fork the
-//! monitor before it makes the sandbox; the monitor mounts the overlay rootfs meanwhile and
-//! waits. Once the sandbox exists the worker writes the spec (its namespaces, volumes, /etc
+//! monitor while a short-lived `pod-sandbox` thread makes the sandbox; the monitor mounts the
+//! overlay rootfs meanwhile and waits. Once the sandbox exists the worker writes the spec (its namespaces, volumes, /etc
 //! files and IPs are the sandbox's) and the rest of the container's files, and sends the go on
 //! the monitor's fd 3, a socket here instead of the pipe of [`LinuxRuntime::spawn_monitor`];
 //! the monitor reads its `shim.json` again and goes on as any monitor does, reporting its start
@@ -64,8 +64,7 @@ impl LinuxRuntime {
         };
         // Until its start is reported the container is incomplete: listings leave it alone.
         let _busy = self.busy_containers.enter(&id);
-        let staged = self.stage(req, &id, &paths);
-        let sandbox = self.run_pod_sandbox(pod);
+        let (staged, sandbox) = self.stage_beside_sandbox(pod, req, &id, &paths);
         sandbox_done(&sandbox);
         match (sandbox, staged) {
             (Ok(_), Ok(staged)) => Some(self.start_staged(req, &id, &paths, staged)),
@@ -76,6 +75,36 @@ impl LinuxRuntime {
             }
             (Err(_), Err(_)) => None,
         }
+    }
+
+    /// Stages the container on this thread while a `pod-sandbox` thread makes the sandbox:
+    /// neither needs the other, and the monitor's fork and rootfs mount then overlap the pod
+    /// cgroup and namespaces instead of preceding them. Without a thread (the system refuses
+    /// one) the sandbox is made after the staging, on this thread.
+    fn stage_beside_sandbox(
+        &self,
+        pod: &Pod,
+        req: &ContainerRequest<'_>,
+        id: &str,
+        paths: &ContainerPaths,
+    ) -> (
+        Result<StagedMonitor, RuntimeError>,
+        Result<SandboxInfo, RuntimeError>,
+    ) {
+        thread::scope(|s| {
+            let sandbox = thread::Builder::new()
+                .name("pod-sandbox".into())
+                .spawn_scoped(s, || self.run_pod_sandbox(pod));
+            let staged = self.stage(req, id, paths);
+            let sandbox = match sandbox {
+                // A panic on the thread is this job's, as it would have been here.
+                Ok(handle) => handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                Err(_) => self.run_pod_sandbox(pod),
+            };
+            (staged, sandbox)
+        })
     }
 
     /// Everything of the start that needs no sandbox: directories, image, a `shim.json` without
