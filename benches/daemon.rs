@@ -249,6 +249,7 @@ fn measure(env: &Env, runs: usize, rounds: usize) -> Result<Results> {
         let idle = (
             ProcMemory::of(daemon.pid)?,
             spawner_of(daemon.pid).map(ProcMemory::of).transpose()?,
+            spares_of(daemon.pid, &[])?,
         );
         let single = single_runs(env, &daemon, &manifests, runs)?;
         let burst = burst_rounds(env, &daemon, &manifests, rounds)?;
@@ -840,7 +841,39 @@ struct Memory {
     daemon: ProcMemory,
     spawner: Option<ProcMemory>,
     monitors: Vec<ProcMemory>,
+    /// The spawner's children that are no pod's monitor (its spare monitor), before any pod
+    /// and with the pods.
+    spares_idle: Vec<ProcMemory>,
+    spares: Vec<ProcMemory>,
     settle: Duration,
+}
+
+/// Every child of the daemon's spawner that is not one of `monitors` (pids): the spare
+/// monitor it forks ahead (`podvisor shim spare-monitor`), part of the supervisor's memory.
+fn spares_of(daemon: i32, monitors: &[i32]) -> Result<Vec<ProcMemory>> {
+    let Some(spawner) = spawner_of(daemon) else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for e in fs::read_dir("/proc").context("read /proc")?.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 2..].split_whitespace().nth(1))
+            .and_then(|p| p.parse::<i32>().ok());
+        if ppid == Some(spawner) && !monitors.contains(&pid) {
+            // (one that just exited is skipped)
+            if let Ok(m) = ProcMemory::of(pid) {
+                out.push(m);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The daemon's spawner (`podvisor shim spawner`, its child), if one runs.
@@ -862,7 +895,7 @@ fn memory(
     env: &Env,
     d: &Daemon,
     dir: &Path,
-    (daemon_idle, spawner_idle): (ProcMemory, Option<ProcMemory>),
+    (daemon_idle, spawner_idle, spares_idle): (ProcMemory, Option<ProcMemory>, Vec<ProcMemory>),
 ) -> Result<Memory> {
     let staged = (0..BURST)
         .map(|k| stage(dir, &format!("mem-{k}")))
@@ -882,6 +915,8 @@ fn memory(
     let daemon = ProcMemory::of(d.pid)?;
     let spawner = spawner_of(d.pid).map(ProcMemory::of).transpose()?;
     let mut monitors = Vec::new();
+    let monitor_pids: Vec<i32> = seen.iter().map(|s| s.shim_pid).collect();
+    let spares = spares_of(d.pid, &monitor_pids)?;
     for s in &seen {
         check_sleeping(s.init_pid)?;
         let cmd = fs::read(format!("/proc/{}/cmdline", s.shim_pid)).unwrap_or_default();
@@ -908,6 +943,8 @@ fn memory(
         daemon,
         spawner,
         monitors,
+        spares_idle,
+        spares,
         settle,
     })
 }
@@ -1128,9 +1165,15 @@ fn report(r: &Results) -> Result<()> {
     if let Some(sp) = &m.spawner_idle {
         mem_line(&mut out, "spawner, idle", sp)?;
     }
+    for sp in &m.spares_idle {
+        mem_line(&mut out, "spare monitor, idle", sp)?;
+    }
     mem_line(&mut out, &format!("daemon, {BURST} pods"), &m.daemon)?;
     if let Some(sp) = &m.spawner {
         mem_line(&mut out, &format!("spawner, {BURST} pods"), sp)?;
+    }
+    for sp in &m.spares {
+        mem_line(&mut out, &format!("spare monitor, {BURST} pods"), sp)?;
     }
     let n = m.monitors.len().max(1) as f64;
     let mean = |f: fn(&ProcMemory) -> u64| m.monitors.iter().map(f).sum::<u64>() as f64 / n;
@@ -1178,12 +1221,15 @@ fn report(r: &Results) -> Result<()> {
         mb(uss),
         verdict(mb(uss) <= TARGET_MONITOR_MB)
     )?;
-    let pss_of = |d: &ProcMemory, sp: &Option<ProcMemory>| d.pss + sp.map_or(0, |p| p.pss);
-    let idle_total = pss_of(&m.daemon_idle, &m.spawner_idle);
-    let total = pss_of(&m.daemon, &m.spawner) + m.monitors.iter().map(|p| p.pss).sum::<u64>();
+    let pss_of = |d: &ProcMemory, sp: &Option<ProcMemory>, spares: &[ProcMemory]| {
+        d.pss + sp.map_or(0, |p| p.pss) + spares.iter().map(|p| p.pss).sum::<u64>()
+    };
+    let idle_total = pss_of(&m.daemon_idle, &m.spawner_idle, &m.spares_idle);
+    let total =
+        pss_of(&m.daemon, &m.spawner, &m.spares) + m.monitors.iter().map(|p| p.pss).sum::<u64>();
     writeln!(
         out,
-        "supervisor side (daemon + spawner + monitors) with {BURST} pods: PSS {:.2} MB (idle, no pod: {:.2} MB; {:.2} MB more per pod)",
+        "supervisor side (daemon + spawner + its spare + monitors) with {BURST} pods: PSS {:.2} MB (idle, no pod: {:.2} MB; {:.2} MB more per pod)",
         mb(total as f64),
         mb(idle_total as f64),
         mb((total as f64 - idle_total as f64) / BURST as f64)

@@ -1112,6 +1112,83 @@ fn a_pod_joins_the_namespaces_the_spawner_made_ahead_and_new_spares_follow() {
     finish(&rt, &env, &b);
 }
 
+/// The spawner's children whose command line is `<binary> shim spare-monitor`.
+fn spare_monitors(spawner: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(cmd) = fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        if !String::from_utf8_lossy(&cmd).contains("shim\0spare-monitor") {
+            continue;
+        }
+        // (one that ended between the two reads has no stat left)
+        let ppid = fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                let rest = stat[stat.rfind(')')? + 2..].to_string();
+                rest.split_whitespace().nth(1)?.parse::<i32>().ok()
+            });
+        if ppid == Some(spawner) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
+fn a_container_gets_the_spare_monitor_and_a_new_spare_follows() {
+    let env = TestEnv::new("sparemon");
+    let (rt, rx) = env.runtime();
+    let p = pod(&simple_pod("sparemon", "sleep 1000"));
+    rt.run_pod_sandbox(&p).expect("sandbox");
+    let spawner = rt.spawner_pid().expect("spawner");
+    // Forked once the spawner has been quiet for a moment: one, waiting.
+    let mut spare = Vec::new();
+    wait_until("a spare monitor", T, || {
+        spare = spare_monitors(spawner);
+        !spare.is_empty()
+    });
+    assert_eq!(spare.len(), 1, "one spare at a time: {spare:?}");
+    let info = start(&rt, &p, 0);
+    // The container's monitor is that process, now `shim run <dir>` in a session of its own.
+    let shim = monitor_pid(&env, &info.meta.id);
+    assert_eq!(shim, spare[0], "the spare became the monitor");
+    let cmdline = fs::read(format!("/proc/{shim}/cmdline")).expect("cmdline");
+    let dir = env.run.join("containers").join(&info.meta.id);
+    assert!(
+        String::from_utf8_lossy(&cmdline).contains(&format!("shim\0run\0{}\0", dir.display())),
+        "{:?}",
+        String::from_utf8_lossy(&cmdline)
+    );
+    let ContainerState::Running { pid, .. } = info.state else {
+        panic!("not running: {:?}", info.state)
+    };
+    assert_eq!(parent_of(pid), shim, "the init is the monitor's child");
+    // A new spare follows.
+    let mut next = Vec::new();
+    wait_until("a new spare monitor", T, || {
+        next = spare_monitors(spawner);
+        next.len() == 1 && next[0] != shim
+    });
+    rt.signal_container(&info.meta.id, libc::SIGKILL)
+        .expect("kill");
+    let exit = wait_exit(&rx, &info.meta.id, T);
+    assert_eq!(exit.signal, Some(libc::SIGKILL));
+    finish(&rt, &env, &p);
+    // The unused spare ends with its spawner: nothing is left once the runtime is dropped.
+    drop(rt);
+    assert!(
+        !std::path::Path::new(&format!("/proc/{}", next[0])).exists(),
+        "the spare {} outlived its spawner",
+        next[0]
+    );
+}
+
 #[test]
 #[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn a_new_pod_whose_sandbox_fails_keeps_no_pod_cgroup() {

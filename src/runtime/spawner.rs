@@ -50,6 +50,7 @@ use crate::sys::fdpass;
 
 mod serve;
 mod spare;
+mod spare_monitor;
 pub use serve::serve;
 
 /// The spawner's socket (fd 3 in the spawner process).

@@ -16,6 +16,7 @@ use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{fork, ForkResult, Pid};
 
 use super::spare::{HostnameError, SpareMaker, SpareNamespaces, SPARE_AFTER};
+use super::spare_monitor::SpareMonitor;
 use super::{Reply, Request, MAX_MESSAGE, SOCKET_FD};
 use crate::runtime::sandbox;
 use crate::runtime::shim;
@@ -95,6 +96,10 @@ fn run() -> io::Result<()> {
         let _ = signal::kill(maker.pid(), Signal::SIGKILL);
         let _ = waitpid(maker.pid(), None);
     }
+    // So does the spare monitor, which holds nothing yet.
+    if let Some(spare) = state.spare_monitor.take() {
+        spare.retire();
+    }
     outcome
 }
 
@@ -110,6 +115,10 @@ struct SpawnerState {
     spare: Option<SpareNamespaces>,
     /// Spare namespaces could not be made: none are made again in this spawner's life.
     spares_off: bool,
+    /// A monitor forked ahead, for the next container (`spare_monitor`).
+    spare_monitor: Option<SpareMonitor>,
+    /// A spare monitor could not be forked: none is forked again in this spawner's life.
+    spare_monitors_off: bool,
     /// The spawner's own UTS namespace, to return to after setting a pod's hostname in spare
     /// namespaces (none: no spares).
     own_uts: Option<OwnedFd>,
@@ -123,6 +132,9 @@ impl Default for SpawnerState {
             maker: None,
             spare: None,
             spares_off: false,
+            spare_monitor: None,
+            spare_monitors_off: std::env::var_os(super::spare_monitor::NO_SPARE_ENV)
+                .is_some_and(|v| v == "1"),
             own_uts: None,
         }
     }
@@ -133,11 +145,15 @@ impl SpawnerState {
         self.maker.is_none() && self.spare.is_none() && !self.spares_off
     }
 
+    fn wants_spare_monitor(&self) -> bool {
+        self.spare_monitor.is_none() && !self.spare_monitors_off
+    }
+
     /// How long to wait for the next request before the idle work (a spare, the release).
     fn timeout(&self) -> PollTimeout {
         let since = self.last_fork.elapsed();
         let mut wait: Option<Duration> = None;
-        if self.wants_spare() {
+        if self.wants_spare() || self.wants_spare_monitor() {
             wait = Some(SPARE_AFTER.saturating_sub(since));
         }
         if self.busy {
@@ -150,7 +166,7 @@ impl SpawnerState {
         }
     }
 
-    /// The idle work that is due: a new spare first. Returns whether the pages are to be
+    /// The idle work that is due: new spare namespaces first, then a spare monitor. Returns whether the pages are to be
     /// released now (the caller does it, [`release_and_wait`]).
     fn on_idle(&mut self) -> bool {
         let since = self.last_fork.elapsed();
@@ -160,6 +176,16 @@ impl SpawnerState {
                 Err(e) => {
                     eprintln!("podvisor spawner: no spare pod namespaces: fork: {e}");
                     self.spares_off = true;
+                }
+            }
+            return false;
+        }
+        if self.wants_spare_monitor() && since >= SPARE_AFTER {
+            match SpareMonitor::fork() {
+                Ok(spare) => self.spare_monitor = Some(spare),
+                Err(e) => {
+                    eprintln!("podvisor spawner: no spare monitor: fork: {e}");
+                    self.spare_monitors_off = true;
                 }
             }
             return false;
@@ -279,7 +305,7 @@ fn serve_requests(
         state.last_fork = Instant::now();
         let (reply, files) = match serde_json::from_slice::<Request>(&buf[..n]) {
             Ok(Request::TakeSpare { hostname }) => take_spare(state, &hostname)?,
-            Ok(req) => handle(req, received, &mut state.spare),
+            Ok(req) => handle(req, received, state),
             Err(e) => (
                 Reply::Failed {
                     message: format!("malformed request: {e}"),
@@ -326,11 +352,7 @@ fn reap_children() {
     }
 }
 
-fn handle(
-    req: Request,
-    fds: Vec<OwnedFd>,
-    spare: &mut Option<SpareNamespaces>,
-) -> (Reply, Vec<OwnedFd>) {
+fn handle(req: Request, fds: Vec<OwnedFd>, state: &mut SpawnerState) -> (Reply, Vec<OwnedFd>) {
     let failed = |message: String| (Reply::Failed { message }, Vec::new());
     let want = match &req {
         Request::Monitor { .. } => 3,
@@ -343,12 +365,21 @@ fn handle(
             fds.len()
         ));
     }
+    // A monitor the spare becomes, when there is one (a spare that died gives the
+    // descriptors back, and one is forked as without it).
+    let mut fds = fds;
+    if let (Request::Monitor { dir }, Some(monitor)) = (&req, state.spare_monitor.take()) {
+        match monitor.hand_over(dir, fds) {
+            Ok((pid, pidfd)) => return (Reply::Forked { pid: pid.as_raw() }, vec![pidfd]),
+            Err(back) => fds = back,
+        }
+    }
     if let Err(e) = check_single_threaded() {
         return failed(e.to_string());
     }
     // The spare namespaces go to the first pod that fits; the child holds them from the fork.
     let spare = if SpareNamespaces::fits(&req) {
-        spare.take()
+        state.spare.take()
     } else {
         None
     };
@@ -451,7 +482,7 @@ fn dup_to(from: RawFd, to: RawFd) -> io::Result<()> {
 /// The process state a monitor had when it was exec'd with its descriptors: its own session,
 /// /dev/null as stdin and stdout, `shim.log` as stderr, the ready pipe as fd 3, the lock as
 /// fd 4, nothing else open, no signal blocked, its command line `podvisor shim run <dir>`.
-fn become_monitor(dir: &Path, fds: Vec<OwnedFd>) -> io::Result<()> {
+pub(super) fn become_monitor(dir: &Path, fds: Vec<OwnedFd>) -> io::Result<()> {
     let mut fds = fds.into_iter();
     let (Some(ready), Some(lock), Some(log)) = (fds.next(), fds.next(), fds.next()) else {
         return Err(io::Error::other("missing descriptors"));
@@ -486,14 +517,19 @@ fn become_monitor(dir: &Path, fds: Vec<OwnedFd>) -> io::Result<()> {
 pub(super) fn prepare_helper(dir: &Path, keep: RawFd) -> io::Result<()> {
     nix::unistd::setsid().map_err(io::Error::from)?;
     null_stdio()?;
-    // The spawner's socket, signalfd and anything else but `keep`.
+    close_except(keep);
+    unblock_signals();
+    set_title(&["shim", "sandbox"], dir);
+    Ok(())
+}
+
+/// Closes every descriptor above stdio but `keep`: the spawner's socket, signalfd and
+/// anything else a child inherited.
+pub(super) fn close_except(keep: RawFd) {
     if keep > 3 {
         close_range(3, keep - 1);
     }
     close_from(keep.max(2) + 1);
-    unblock_signals();
-    set_title(&["shim", "sandbox"], dir);
-    Ok(())
 }
 
 fn unblock_signals() {
@@ -543,12 +579,15 @@ mod tests {
     use super::*;
 
     /// A state whose last fork was `ago` ago.
+    /// A spawner's state; no spare monitor is wanted (none can be made in a test binary,
+    /// which has threads), except where a test says so.
     fn state(busy: bool, ago: Duration, spare: bool, spares_off: bool) -> SpawnerState {
         SpawnerState {
             busy,
             last_fork: Instant::now() - ago,
             spare: spare.then(SpareNamespaces::empty_for_tests),
             spares_off,
+            spare_monitors_off: true,
             ..SpawnerState::default()
         }
     }
@@ -593,6 +632,22 @@ mod tests {
         let mut st = state(true, ms(100), true, false);
         assert!(!st.on_idle());
         assert!(st.busy);
+        // Spare namespaces held, a spare monitor wanted: it is due with them, 50 ms after
+        // the fork; released or not.
+        for busy in [true, false] {
+            let mut st = state(busy, ms(0), true, false);
+            st.spare_monitors_off = false;
+            let got = millis(st.timeout()).expect("a timeout");
+            assert!(got <= 50 && got + 40 >= 50, "busy {busy}: {got} ms");
+        }
+        // Due, in a process that cannot fork one (threads): tried once, then off for good,
+        // and the release comes next as without it.
+        let mut st = state(true, ms(60), true, false);
+        st.spare_monitors_off = false;
+        assert!(!st.on_idle(), "the fork is the idle work of this round");
+        assert!(st.spare_monitors_off && st.spare_monitor.is_none());
+        let left = millis(st.timeout()).expect("the release is due");
+        assert!(left <= 940 && left + 40 >= 940, "{left} ms to the release");
     }
 
     #[test]
