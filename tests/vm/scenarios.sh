@@ -478,7 +478,8 @@ EOF
 }
 # overlay mounts of container root filesystems still mounted
 leftover_mounts() { grep " overlay " /proc/mounts | cut -d' ' -f2; }
-# podvisor processes other than the daemon and its spawner (monitors, sandbox holders)
+# podvisor processes other than the daemon, its spawner and the spawner's spare monitor
+# (monitors, sandbox holders)
 leftover_monitors() {
   for _e in /proc/[0-9]*/exe; do
     _pid=${_e#/proc/}
@@ -489,6 +490,12 @@ leftover_monitors() {
     # The daemon's spawner (runtime::spawner) lives as long as the daemon.
     _ppid=$(sed 's/.*) [A-Z] \([0-9]*\) .*/\1/' "/proc/$_pid/stat" 2>/dev/null)
     case "$_cmd" in *" shim spawner "*) [ "$_ppid" = "$daemon" ] && continue ;; esac
+    # So does the spare monitor that spawner keeps (runtime::spawner::spare_monitor).
+    case "$_cmd" in *" shim spare-monitor "*)
+      _sp_cmd=$(tr '\0' ' ' < "/proc/$_ppid/cmdline" 2>/dev/null)
+      _sp_ppid=$(sed 's/.*) [A-Z] \([0-9]*\) .*/\1/' "/proc/$_ppid/stat" 2>/dev/null)
+      case "$_sp_cmd" in *" shim spawner "*) [ "$_sp_ppid" = "$daemon" ] && continue ;; esac ;;
+    esac
     echo "$_pid:$_cmd"
   done
 }
