@@ -859,14 +859,7 @@ fn spares_of(daemon: i32, monitors: &[i32]) -> Result<Vec<ProcMemory>> {
         let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<i32>().ok()) else {
             continue;
         };
-        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let ppid = stat
-            .rfind(')')
-            .and_then(|i| stat[i + 2..].split_whitespace().nth(1))
-            .and_then(|p| p.parse::<i32>().ok());
-        if ppid == Some(spawner) && !monitors.contains(&pid) {
+        if ppid_of(pid) == Some(spawner) && !monitors.contains(&pid) {
             // (one that just exited is skipped)
             if let Ok(m) = ProcMemory::of(pid) {
                 out.push(m);
@@ -876,16 +869,21 @@ fn spares_of(daemon: i32, monitors: &[i32]) -> Result<Vec<ProcMemory>> {
     Ok(out)
 }
 
+/// The parent of `pid` (field 4 of /proc/<pid>/stat); `None` once it is gone.
+fn ppid_of(pid: i32) -> Option<i32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 2..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
 /// The daemon's spawner (`podvisor shim spawner`, its child), if one runs.
 fn spawner_of(daemon: i32) -> Option<i32> {
     fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
         let pid: i32 = e.file_name().to_str()?.parse().ok()?;
-        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let ppid: i32 = stat[stat.rfind(')')? + 2..]
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()?;
+        let ppid = ppid_of(pid)?;
         let cmd = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
         (ppid == daemon && String::from_utf8_lossy(&cmd).contains("shim\0spawner")).then_some(pid)
     })

@@ -147,22 +147,19 @@ pub fn load_json<T: serde::de::DeserializeOwned>(path: &Path) -> io::Result<Load
 /// is no error.
 pub fn remove_tree_no_mounts(dir: &Path) -> io::Result<()> {
     use std::os::unix::fs::MetadataExt;
-    let top = match fs::symlink_metadata(dir) {
-        Ok(m) => m,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
+    let Some(top) = present(fs::symlink_metadata(dir))? else {
+        return Ok(());
     };
-    fn gone_is_ok(r: io::Result<()>) -> io::Result<()> {
+    /// `None` for what another remover took first (or what was never there).
+    fn present<T>(r: io::Result<T>) -> io::Result<Option<T>> {
         match r {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            other => other,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            other => other.map(Some),
         }
     }
     fn walk(p: &Path, dev: u64) -> io::Result<()> {
-        let md = match fs::symlink_metadata(p) {
-            Ok(md) => md,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e),
+        let Some(md) = present(fs::symlink_metadata(p))? else {
+            return Ok(());
         };
         if md.is_dir() {
             if md.dev() != dev {
@@ -171,21 +168,17 @@ pub fn remove_tree_no_mounts(dir: &Path) -> io::Result<()> {
                     p.display()
                 )));
             }
-            let entries = match fs::read_dir(p) {
-                Ok(entries) => entries,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-                Err(e) => return Err(e),
+            let Some(entries) = present(fs::read_dir(p))? else {
+                return Ok(());
             };
             for entry in entries {
-                match entry {
-                    Ok(entry) => walk(&entry.path(), dev)?,
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(e),
+                if let Some(entry) = present(entry)? {
+                    walk(&entry.path(), dev)?;
                 }
             }
-            gone_is_ok(fs::remove_dir(p))
+            present(fs::remove_dir(p)).map(drop)
         } else {
-            gone_is_ok(fs::remove_file(p))
+            present(fs::remove_file(p)).map(drop)
         }
     }
     walk(dir, top.dev())

@@ -878,14 +878,19 @@ fn share_process_namespace_has_podvisors_init_as_pid1_and_leaves_nothing() {
     assert!(!init.is_alive(), "the pod init is gone with the pod");
 }
 
-/// The parent pid (field 4 of /proc/<pid>/stat).
+/// The parent pid (field 4 of /proc/<pid>/stat); `None` once the process is gone.
+fn try_parent_of(pid: i32) -> Option<i32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 2..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// The parent pid of a live process.
 fn parent_of(pid: i32) -> i32 {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
-    let rest = &stat[stat.rfind(')').expect(")") + 2..];
-    rest.split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .expect("ppid")
+    try_parent_of(pid).unwrap_or_else(|| panic!("no parent pid for {pid}"))
 }
 
 fn monitor_pid(env: &TestEnv, id: &str) -> i32 {
@@ -1125,14 +1130,8 @@ fn spare_monitors(spawner: i32) -> Vec<i32> {
         if !String::from_utf8_lossy(&cmd).contains("shim\0spare-monitor") {
             continue;
         }
-        // (one that ended between the two reads has no stat left)
-        let ppid = fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|stat| {
-                let rest = stat[stat.rfind(')')? + 2..].to_string();
-                rest.split_whitespace().nth(1)?.parse::<i32>().ok()
-            });
-        if ppid == Some(spawner) {
+        // (one that ended between the two reads has no parent to ask for)
+        if try_parent_of(pid) == Some(spawner) {
             out.push(pid);
         }
     }

@@ -4,11 +4,11 @@
 //! Nothing of a container's rootfs depends on the sandbox, so the worker resolves the image,
 //! makes the container's directories, takes the image lease and has the spawner fork the
 //! monitor while a short-lived `pod-sandbox` thread makes the sandbox; the monitor mounts the
-//! overlay rootfs meanwhile and waits. Once the sandbox exists the worker writes the spec (its namespaces, volumes, /etc
-//! files and IPs are the sandbox's) and the rest of the container's files, and sends the go on
-//! the monitor's fd 3, a socket here instead of the pipe of [`LinuxRuntime::spawn_monitor`];
-//! the monitor reads its `shim.json` again and goes on as any monitor does, reporting its start
-//! on the same socket. When the sandbox fails, the worker closes its end instead: the monitor
+//! overlay rootfs meanwhile and waits. Once the sandbox exists the worker writes the spec (its
+//! namespaces, volumes, /etc files and IPs are the sandbox's) and the rest of the container's
+//! files, and sends the go on the monitor's fd 3, a socket here instead of the pipe of
+//! [`LinuxRuntime::spawn_monitor`]; the monitor reads its `shim.json` again and goes on as any
+//! monitor does, reporting its start on the same socket. When the sandbox fails, the worker closes its end instead: the monitor
 //! unmounts the rootfs and exits without a report, and the worker removes the directories and
 //! the lease, as for a failed start. A daemon that dies in between closes its end the same way;
 //! the directories it leaves have no `meta.json`, an interrupted creation, which the next

@@ -166,8 +166,8 @@ impl SpawnerState {
         }
     }
 
-    /// The idle work that is due: new spare namespaces first, then a spare monitor. Returns whether the pages are to be
-    /// released now (the caller does it, [`release_and_wait`]).
+    /// The idle work that is due: new spare namespaces first, then a spare monitor. Returns
+    /// whether the pages are to be released now (the caller does it, [`release_and_wait`]).
     fn on_idle(&mut self) -> bool {
         let since = self.last_fork.elapsed();
         if self.wants_spare() && since >= SPARE_AFTER {
@@ -412,14 +412,7 @@ fn child_main(req: Request, fds: Vec<OwnedFd>, spare: Option<SpareNamespaces>) -
     let code = match req {
         // Answered by the spawner itself, never forked for.
         Request::TakeSpare { .. } => 1,
-        Request::Monitor { dir } => match become_monitor(&dir, fds) {
-            Ok(()) => shim::run(&dir),
-            Err(e) => {
-                // Stderr is shim.log when the descriptors made it, the spawner's otherwise.
-                eprintln!("monitor for {}: setting up: {e}", dir.display());
-                1
-            }
-        },
+        Request::Monitor { dir } => run_monitor(&dir, fds),
         Request::Sandbox {
             dir,
             hostname,
@@ -479,10 +472,23 @@ fn dup_to(from: RawFd, to: RawFd) -> io::Result<()> {
     crate::sys::fdpass::move_fd(from, to)
 }
 
+/// A forked child (or the spare monitor) as the monitor of `dir`: set up as one, then
+/// `shim::run`. Returns its exit code.
+pub(super) fn run_monitor(dir: &Path, fds: Vec<OwnedFd>) -> i32 {
+    match become_monitor(dir, fds) {
+        Ok(()) => shim::run(dir),
+        Err(e) => {
+            // Stderr is shim.log when the descriptors made it, the spawner's otherwise.
+            eprintln!("monitor for {}: setting up: {e}", dir.display());
+            1
+        }
+    }
+}
+
 /// The process state a monitor had when it was exec'd with its descriptors: its own session,
 /// /dev/null as stdin and stdout, `shim.log` as stderr, the ready pipe as fd 3, the lock as
 /// fd 4, nothing else open, no signal blocked, its command line `podvisor shim run <dir>`.
-pub(super) fn become_monitor(dir: &Path, fds: Vec<OwnedFd>) -> io::Result<()> {
+fn become_monitor(dir: &Path, fds: Vec<OwnedFd>) -> io::Result<()> {
     let mut fds = fds.into_iter();
     let (Some(ready), Some(lock), Some(log)) = (fds.next(), fds.next(), fds.next()) else {
         return Err(io::Error::other("missing descriptors"));
