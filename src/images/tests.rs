@@ -721,6 +721,32 @@ fn lease_blocks_rm_and_keeps_content_of_a_retagged_image() {
 }
 
 #[test]
+fn a_lease_on_a_resolved_image_holds_after_a_retag_and_not_after_a_removal() {
+    let e = env();
+    let a = one_layer_image(&e, "img-a:1", "a");
+    let _other = one_layer_image(&e, "img-b:1", "b");
+    e.store.add_lease_on("c1", &a).expect("lease by name");
+    e.store.remove_lease("c1").expect("unlease");
+    // img-a:1 now names another image, and a second name still holds a's digest: the
+    // record by name no longer matches, the listing finds the digest.
+    let mut oci = Oci::default();
+    let img = oci.image(&[(layer_tar(&[("a", b"1")]), Compression::Zstd)], "a");
+    oci.add(img.manifest, named("img-a-alias:1"));
+    e.import("alias.tar", &oci.tar(), &no_opts())
+        .expect("alias");
+    let n = one_layer_image(&e, "img-a:1", "n");
+    assert_ne!(n.digest, a.digest);
+    e.store
+        .add_lease_on("c2", &a)
+        .expect("lease through the listing");
+    e.store.remove_lease("c2").expect("unlease");
+    // Without any record of its digest, no lease.
+    e.store.remove("img-a-alias:1").expect("rm alias");
+    let err = e.store.add_lease_on("c3", &a).expect_err("gone");
+    assert!(matches!(err, ImageError::NotFound { .. }), "{err}");
+}
+
+#[test]
 fn preload_imports_pinned_and_skips_unchanged() {
     let e = env();
     let preload = e.store.preload_dir();

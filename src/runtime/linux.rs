@@ -642,7 +642,7 @@ impl Runtime for LinuxRuntime {
         self.make_container_dirs(req, &paths)?;
         let prepared = self.resolve_image(req).and_then(|image| {
             let (meta, _) = self.prepare(req, &id, &paths, &image, false)?;
-            self.add_lease(&id, image.digest())?;
+            self.add_lease(&id, &image)?;
             Ok(meta)
         });
         let meta = match prepared {

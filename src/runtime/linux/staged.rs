@@ -135,7 +135,7 @@ impl LinuxRuntime {
                 path: paths.exit_reserve(),
                 source,
             })?;
-            self.add_lease(id, image.digest())?;
+            self.add_lease(id, &image)?;
             let (ours, theirs) = UnixStream::pair().map_err(|source| RuntimeError::Io {
                 what: "create socket pair for",
                 path: paths.dir.clone(),

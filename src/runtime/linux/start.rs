@@ -17,12 +17,6 @@ pub(super) struct ResolvedImage {
     lower: Vec<String>,
 }
 
-impl ResolvedImage {
-    pub(super) fn digest(&self) -> &str {
-        &self.image.digest
-    }
-}
-
 /// A monitor just forked: its pid and pidfd, `None` when the spawner's answer was lost.
 pub(super) struct Monitor {
     pub(super) pid: Option<i32>,
@@ -62,9 +56,9 @@ impl LinuxRuntime {
     }
 
     /// The container's lease on its image: image GC leaves the image alone while it exists.
-    pub(super) fn add_lease(&self, id: &str, digest: &str) -> Result<(), RuntimeError> {
+    pub(super) fn add_lease(&self, id: &str, image: &ResolvedImage) -> Result<(), RuntimeError> {
         self.images
-            .add_lease(id, digest)
+            .add_lease_on(id, &image.image)
             .map_err(|source| RuntimeError::Lease {
                 id: id.to_string(),
                 source: Box::new(source),
