@@ -195,7 +195,7 @@ fn gc_never_removes_pinned_in_use_or_young_images() {
     let e = env();
     let preloaded = import_images(&e, &["pre"], true);
     let recs = import_images(&e, &["manifest", "leased", "victim"], false);
-    e.store.add_lease("pod_c1", &recs[1].digest).expect("lease");
+    e.store.add_lease("pod_c1", &recs[1]).expect("lease");
     let pinned = PinnedImages::from_images(["gc-manifest:1", "unparsable image!"]);
     let policy = ImageGcPolicy {
         high_threshold_percent: 50,
@@ -269,7 +269,7 @@ fn prune_removes_every_unused_unpinned_image_and_dry_run_nothing() {
     let e = env();
     import_images(&e, &["pre"], true);
     let recs = import_images(&e, &["keep", "drop1", "drop2"], false);
-    e.store.add_lease("pod_c", &recs[0].digest).expect("lease");
+    e.store.add_lease("pod_c", &recs[0]).expect("lease");
     let would = e
         .store
         .prune(&PinnedImages::default(), true)
@@ -377,7 +377,7 @@ fn delete_unused_images_keeps_images_younger_than_the_minimum_age() {
         .expect("reclaim");
     assert!(removed.is_empty(), "just imported: {removed:?}");
     assert_eq!(refs(&e).len(), 2);
-    e.store.add_lease("pod_c", &recs[0].digest).expect("lease");
+    e.store.add_lease("pod_c", &recs[0]).expect("lease");
     let removed = e
         .store
         .delete_unused_images(

@@ -503,36 +503,20 @@ impl ImageStore {
         Ok(rec)
     }
 
-    /// Records that `holder` (a container) uses image `image_digest`; rm and GC keep it.
-    pub fn add_lease(&self, holder: &str, image_digest: &str) -> Result<(), ImageError> {
-        self.lease_checked(holder, image_digest, None)
-    }
-
-    /// [`ImageStore::add_lease`] for the image `rec` the caller resolved by name: under the
-    /// lock its record is read again by that name (one file), and the store is listed only
-    /// when the name no longer holds `rec`'s digest (retagged meanwhile). A container start
-    /// leases its image this way, so its cost does not grow with the number of images.
-    pub fn add_lease_on(&self, holder: &str, rec: &ImageRecord) -> Result<(), ImageError> {
-        self.lease_checked(holder, &rec.digest, Some(&rec.reference))
-    }
-
-    fn lease_checked(
-        &self,
-        holder: &str,
-        image_digest: &str,
-        named: Option<&str>,
-    ) -> Result<(), ImageError> {
+    /// Records that `holder` (a container) uses the image `rec` it resolved by name; rm and GC
+    /// keep it. Under the lock the record is read again by that name (one file); the store is
+    /// listed only when the name no longer holds `rec`'s digest (retagged meanwhile), so a
+    /// container start's lease does not cost more with more images.
+    pub fn add_lease(&self, holder: &str, rec: &ImageRecord) -> Result<(), ImageError> {
+        let image_digest = rec.digest.as_str();
         let _lock = self.lock()?;
         let digest = Digest::parse(image_digest).map_err(|_| ReferenceError::InvalidDigest {
             reference: image_digest.to_string(),
             digest: image_digest.to_string(),
         })?;
-        let by_name = match named {
-            Some(reference) => self
-                .read_named(reference)?
-                .is_some_and(|r| r.digest == image_digest),
-            None => false,
-        };
+        let by_name = self
+            .read_named(&rec.reference)?
+            .is_some_and(|r| r.digest == image_digest);
         if !by_name && !self.list()?.iter().any(|r| r.digest == image_digest) {
             return Err(ImageError::NotFound {
                 query: image_digest.to_string(),

@@ -697,12 +697,16 @@ fn rm_garbage_collects_but_keeps_shared_layers() {
 fn lease_blocks_rm_and_keeps_content_of_a_retagged_image() {
     let e = env();
     let (a, _b, _) = two_images_sharing_base(&e);
-    e.store.add_lease("pod1_ctr", &a.digest).expect("lease");
+    e.store.add_lease("pod1_ctr", &a).expect("lease");
     let err = e.store.remove("img-a:1").expect_err("leased");
     assert!(matches!(err, ImageError::Leased { .. }), "{err}");
     assert!(err.to_string().contains("pod1_ctr"), "{err}");
-    assert!(e.store.add_lease("../x", &a.digest).is_err());
-    assert!(e.store.add_lease("c2", &sha(b"unknown")).is_err());
+    assert!(e.store.add_lease("../x", &a).is_err());
+    let unknown = ImageRecord {
+        digest: sha(b"unknown"),
+        ..a.clone()
+    };
+    assert!(e.store.add_lease("c2", &unknown).is_err());
 
     // Re-tagging img-a:1 to another image while leased keeps the old layers.
     let mut oci = Oci::default();
@@ -721,11 +725,11 @@ fn lease_blocks_rm_and_keeps_content_of_a_retagged_image() {
 }
 
 #[test]
-fn a_lease_on_a_resolved_image_holds_after_a_retag_and_not_after_a_removal() {
+fn a_lease_holds_after_its_name_is_retagged_and_not_after_a_removal() {
     let e = env();
     let a = one_layer_image(&e, "img-a:1", "a");
     let _other = one_layer_image(&e, "img-b:1", "b");
-    e.store.add_lease_on("c1", &a).expect("lease by name");
+    e.store.add_lease("c1", &a).expect("lease by name");
     e.store.remove_lease("c1").expect("unlease");
     // img-a:1 now names another image, and a second name still holds a's digest: the
     // record by name no longer matches, the listing finds the digest.
@@ -737,12 +741,12 @@ fn a_lease_on_a_resolved_image_holds_after_a_retag_and_not_after_a_removal() {
     let n = one_layer_image(&e, "img-a:1", "n");
     assert_ne!(n.digest, a.digest);
     e.store
-        .add_lease_on("c2", &a)
+        .add_lease("c2", &a)
         .expect("lease through the listing");
     e.store.remove_lease("c2").expect("unlease");
     // Without any record of its digest, no lease.
     e.store.remove("img-a-alias:1").expect("rm alias");
-    let err = e.store.add_lease_on("c3", &a).expect_err("gone");
+    let err = e.store.add_lease("c3", &a).expect_err("gone");
     assert!(matches!(err, ImageError::NotFound { .. }), "{err}");
 }
 

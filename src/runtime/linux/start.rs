@@ -58,7 +58,7 @@ impl LinuxRuntime {
     /// The container's lease on its image: image GC leaves the image alone while it exists.
     pub(super) fn add_lease(&self, id: &str, image: &ResolvedImage) -> Result<(), RuntimeError> {
         self.images
-            .add_lease_on(id, &image.image)
+            .add_lease(id, &image.image)
             .map_err(|source| RuntimeError::Lease {
                 id: id.to_string(),
                 source: Box::new(source),
