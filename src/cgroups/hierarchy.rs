@@ -132,8 +132,8 @@ impl CgroupRoot {
 
     /// Creates the last directory of `relative` (in every hierarchy [`Self::create_path`]
     /// would) when its parent exists everywhere; false, with nothing to undo, when a parent is
-    /// missing. A pod's start takes this path whenever another pod of its QoS class runs: the
-    /// tiers exist as long as any pod does, so its cgroup is one `mkdir` per hierarchy (plus
+    /// missing. A pod's start takes this path whenever its tier exists: the tiers are kept
+    /// once made (for the node's life), so its cgroup is one `mkdir` per hierarchy (plus
     /// enabling the controllers below it, v2) instead of a `mkdir` of every level, the
     /// controllers enabled again at every level and the BestEffort weight written again.
     fn create_in_existing_parent(&self, relative: &str) -> Result<bool, CgroupError> {
@@ -291,46 +291,13 @@ impl CgroupRoot {
         Ok(())
     }
 
-    /// Whether any pod cgroup is left below `parent` (in any tier, any hierarchy).
-    fn any_pod_left(&self, parent: &str) -> bool {
-        [
-            QosClass::Guaranteed,
-            QosClass::Burstable,
-            QosClass::BestEffort,
-        ]
-        .into_iter()
-        .flat_map(|qos| self.dirs_for(&qos_cgroup(parent, qos)))
-        .filter_map(|dir| fs::read_dir(dir).ok())
-        .flat_map(|entries| entries.flatten())
-        .any(|e| {
-            e.file_name().to_string_lossy().starts_with("pod")
-                && e.file_type().is_ok_and(|t| t.is_dir())
-        })
-    }
-
     /// Removes the pod cgroup of `pod_uid` wherever it is (all three QoS places are probed).
-    /// The tiers are removed with the last pod, so they exist whenever a pod does and nothing
-    /// but `/<parent>` is left once every pod is gone.
+    /// The tiers stay, as the kubelet keeps its QoS cgroups for the node's life: the next
+    /// pod of a node whose last pod went is one `mkdir` per hierarchy, not the tiers made
+    /// again (and, on v1, libcontainer making them again in the hierarchies it adds).
     pub fn remove_pod(&self, parent: &str, pod_uid: &str) -> Result<(), CgroupError> {
         for rel in pod_cgroup_candidates(parent, pod_uid) {
             self.remove(&rel)?;
-        }
-        if self.any_pod_left(parent) {
-            return Ok(());
-        }
-        for qos in [QosClass::Burstable, QosClass::BestEffort] {
-            for dir in self.dirs_for(&qos_cgroup(parent, qos)) {
-                // Still holding pods (or being filled concurrently): keep it.
-                match fs::remove_dir(&dir) {
-                    Ok(()) => {}
-                    Err(e)
-                        if matches!(
-                            e.raw_os_error(),
-                            Some(libc::ENOTEMPTY) | Some(libc::EBUSY) | Some(libc::ENOENT)
-                        ) => {}
-                    Err(source) => return Err(CgroupError::Remove { path: dir, source }),
-                }
-            }
         }
         Ok(())
     }
@@ -577,7 +544,7 @@ mod tests {
     }
 
     #[test]
-    fn remove_pod_probes_every_tier_and_drops_tiers_with_the_last_pod() {
+    fn remove_pod_probes_every_tier_and_keeps_the_tiers() {
         let dir = tempfile::tempdir().expect("tempdir");
         let r = dir.path();
         for h in ["cpu", "memory"] {
@@ -589,16 +556,19 @@ mod tests {
         root.remove_pod("pv", "u1").expect("remove");
         for h in ["cpu", "memory"] {
             assert!(!r.join(h).join("pv/burstable/podu1").exists(), "{h}");
-            // A Guaranteed pod is left: both tiers stay.
-            assert!(r.join(h).join("pv/burstable").exists(), "{h}");
-            assert!(r.join(h).join("pv/besteffort").exists(), "{h}");
+            assert!(r.join(h).join("pv/podg").exists(), "{h}");
         }
         root.remove_pod("pv", "g").expect("remove last");
         for h in ["cpu", "memory"] {
-            assert!(!r.join(h).join("pv/burstable").exists(), "{h}");
-            assert!(!r.join(h).join("pv/besteffort").exists(), "{h}");
-            assert!(r.join(h).join("pv").exists(), "{h}");
+            assert!(!r.join(h).join("pv/podg").exists(), "{h}");
+            // The last pod gone: the tiers stay for the next one.
+            assert!(r.join(h).join("pv/burstable").exists(), "{h}");
+            assert!(r.join(h).join("pv/besteffort").exists(), "{h}");
         }
+        // The next pod of the class is one mkdir per hierarchy below the kept tier.
+        assert!(root
+            .create_in_existing_parent("pv/burstable/podu2")
+            .expect("create"));
         // Removing a pod that is gone is fine.
         root.remove_pod("pv", "u1").expect("remove again");
     }

@@ -8,8 +8,8 @@
 //!   `/<parent>/<tier>/pod<uid>`; each container at `<pod cgroup>/<container-id>` (the same
 //!   relative path in every v1 hierarchy, or once in the unified v2 tree),
 //! - creating the tiers and the pod cgroup with the pod-level limits, enabling controllers
-//!   top-down on v2, and removing the pod cgroup when the pod goes (the tiers go with the
-//!   last pod) ([`hierarchy`]),
+//!   top-down on v2, and removing the pod cgroup when the pod goes (the tiers stay for the
+//!   node's life, as the kubelet's QoS cgroups do) ([`hierarchy`]),
 //! - the kubelet's conversions and pod-level resource arithmetic ([`resources`]),
 //! - the OOM-kill counter and usage statistics of a cgroup ([`stats`]),
 //! - node allocatable and pod admission ([`allocatable`]),

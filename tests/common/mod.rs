@@ -298,12 +298,28 @@ impl TestEnv {
         let mounts = mounts_under(self.dir.path());
         assert!(mounts.is_empty(), "mounts left behind: {mounts:?}");
         let mut cgroups = Vec::new();
+        let subdirs = |dir: &Path| -> Vec<PathBuf> {
+            fs::read_dir(dir)
+                .map(|entries| {
+                    entries
+                        .flatten()
+                        .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
+                        .map(|e| e.path())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
         for top in cgroup_dirs(&self.cgroup_parent) {
-            if let Ok(entries) = fs::read_dir(&top) {
-                for e in entries.flatten() {
-                    if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                        cgroups.push(e.path());
-                    }
+            for dir in subdirs(&top) {
+                // The QoS tiers stay for the node's life, as the kubelet's do: left empty,
+                // they are not a pod's leftovers.
+                let tier = dir
+                    .file_name()
+                    .is_some_and(|n| n == "burstable" || n == "besteffort");
+                if tier {
+                    cgroups.extend(subdirs(&dir));
+                } else {
+                    cgroups.push(dir);
                 }
             }
         }
