@@ -42,18 +42,25 @@
 //!    its clock. The reported latency is `started_at` (the monitor's wall-clock stamp, ns
 //!    precision) minus the wall-clock time of the rename, so the 1 ms poll adds nothing to
 //!    it; the time the poll saw the file is reported too (it trails by < 1 ms + a read).
+//!    For a breakdown the poll also records when the pod's sandbox directory
+//!    (`<runtime-dir>/pods/<uid>`) and the container's directory appeared (the "(part)"
+//!    rows). The raw baseline runs with no observer beside it; whether the poll's CPU beside
+//!    a start changes it is measured by `PODVISOR_BENCH_DETECT=both`: single runs alternate
+//!    with runs the bench sleeps through (40 ms after the rename or the kill, longer than a
+//!    start takes here, before it polls), `RUNS` runs each, reported as info rows
+//!    (`PODVISOR_BENCH_DETECT=quiet`: only those). Round fourteen of issue 19 found no
+//!    difference (`docs/start-timeline.md`).
 //!    The pod's cgroup was not used: its `cgroup.procs` lists the init as soon as
 //!    libcontainer's `build()` placed it there, before `start()`, while it is still a clone
 //!    of the monitor waiting to exec, so it marks "created", not "started".
-//!    For a breakdown the poll also records when the pod's sandbox directory
-//!    (`<runtime-dir>/pods/<uid>`) and the container's directory appeared. After each run the bench
-//!    checks that the init runs the workload, and after the teardown waits until the API
-//!    lists no pod and no sandbox or container directory is left (timed, for information).
+//!    After each run the bench checks that the init runs the workload, and after the
+//!    teardown waits until the API lists no pod and no sandbox or container directory is
+//!    left (timed, for information).
 //! 3. **Ten manifests at once.** Each round writes ten dot-files, renames them into place
 //!    back to back and times until all ten `started_at` stamps exist (the latest stamp minus
 //!    the first rename); then removes all and waits until everything is gone. The CPU rows
 //!    (info) are on-CPU times (`schedstat`) in the same span: the machine's, less the bench's
-//!    own poll, and of it the daemon's, split by thread (the sync loop, the workers, the
+//!    own, and of it the daemon's, split by thread (the sync loop, the workers, the
 //!    record writer), the spawner's and the ten monitors'.
 //! 4. **Memory** with ten pods running: the daemon's and its spawner's VmRSS (/proc/<pid>/status) and their
 //!    Pss and USS (Private_Clean + Private_Dirty) from /proc/<pid>/smaps_rollup, and the same
@@ -95,6 +102,9 @@ const DEFAULT_RUNS: usize = 20;
 const DEFAULT_ROUNDS: usize = 5;
 const BURST: usize = 10;
 const POLL: Duration = Duration::from_millis(1);
+/// How long [`Detect::Quiet`] sleeps after a rename or a kill before it polls: longer than
+/// a single start or restart takes here (9-15 ms), shorter than the idle pause.
+const QUIET_FOR: Duration = Duration::from_millis(40);
 const IDLE_PAUSE: Duration = Duration::from_millis(100);
 const NODE: &str = "benchnode";
 /// Targets of the report.
@@ -179,6 +189,7 @@ struct Results {
 }
 
 fn measure(env: &Env, runs: usize, rounds: usize) -> Result<Results> {
+    let modes = detect_modes()?;
     let images = import_busybox(env)?;
     let pod = template_pod()?;
 
@@ -251,9 +262,9 @@ fn measure(env: &Env, runs: usize, rounds: usize) -> Result<Results> {
             spawner_of(daemon.pid).map(ProcMemory::of).transpose()?,
             spares_of(daemon.pid, &[])?,
         );
-        let single = single_runs(env, &daemon, &manifests, runs)?;
-        let burst = burst_rounds(env, &daemon, &manifests, rounds)?;
-        let memory = memory(env, &daemon, &manifests, idle)?;
+        let single = single_runs(env, &daemon, &manifests, runs, &modes)?;
+        let burst = burst_rounds(env, &daemon, &manifests, rounds, modes[0])?;
+        let memory = memory(env, &daemon, &manifests, idle, modes[0])?;
         Ok((single, burst, memory))
     };
     let measured = run().map_err(|e| e.context(daemon.log_tail()));
@@ -391,7 +402,31 @@ impl Drop for Daemon {
     }
 }
 
-/// What the poll saw of one container, times since the first rename.
+/// How the bench sees a container start. The figures are the monitors' `started_at` stamps
+/// either way; what differs is whether the bench itself takes CPU while a start runs on a
+/// 2-core machine (the raw baseline has no observer).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Detect {
+    /// Asleep for [`QUIET_FOR`] after the rename (or the kill), then as [`Detect::Poll`]:
+    /// a start that takes less than that runs with nothing of the bench beside it.
+    Quiet,
+    /// Every [`POLL`] from the rename on: both directories listed and each new container's
+    /// `state.json` read. The "(part)" rows come from these runs.
+    Poll,
+}
+
+/// `PODVISOR_BENCH_DETECT`: `poll` (default), `quiet`, or `both` (single runs alternate
+/// between the two, the quiet runs reported as info rows).
+fn detect_modes() -> Result<Vec<Detect>> {
+    match std::env::var("PODVISOR_BENCH_DETECT").as_deref() {
+        Err(_) | Ok("") | Ok("poll") => Ok(vec![Detect::Poll]),
+        Ok("quiet") => Ok(vec![Detect::Quiet]),
+        Ok("both") => Ok(vec![Detect::Poll, Detect::Quiet]),
+        Ok(other) => bail!("PODVISOR_BENCH_DETECT={other:?}: expected quiet, poll or both"),
+    }
+}
+
+/// What the bench saw of one container, times since the first rename.
 struct Seen {
     /// The container directory appeared (poll).
     dir: Duration,
@@ -415,6 +450,7 @@ struct Poller {
     containers: PathBuf,
     known_pods: HashSet<OsString>,
     known_containers: HashSet<OsString>,
+    detect: Detect,
 }
 
 fn entries(dir: &Path) -> HashSet<OsString> {
@@ -424,7 +460,7 @@ fn entries(dir: &Path) -> HashSet<OsString> {
 }
 
 impl Poller {
-    fn new(env: &Env) -> Poller {
+    fn new(env: &Env, detect: Detect) -> Poller {
         let pods = env.run.join("pods");
         let containers = env.run.join("containers");
         Poller {
@@ -432,17 +468,22 @@ impl Poller {
             known_containers: entries(&containers),
             pods,
             containers,
+            detect,
         }
     }
 
-    /// Polls every [`POLL`] until `n` new containers have a `started_at`. Returns them (in
-    /// the order they were seen) and the times new sandbox directories appeared.
+    /// Polls every [`POLL`] (with [`Detect::Quiet`], from [`QUIET_FOR`] after `t0` on) until
+    /// `n` new containers have a `started_at`. Returns them (in the order they were seen) and
+    /// the times new sandbox directories appeared.
     fn wait_started(
         &self,
         n: usize,
         t0: Instant,
         t0_wall: SystemTime,
     ) -> Result<(Vec<Seen>, Vec<Duration>)> {
+        if self.detect == Detect::Quiet {
+            std::thread::sleep(QUIET_FOR.saturating_sub(t0.elapsed()));
+        }
         let mut sandboxes: HashMap<OsString, Duration> = HashMap::new();
         let mut dirs: HashMap<OsString, Duration> = HashMap::new();
         let mut monitors: HashMap<OsString, Duration> = HashMap::new();
@@ -578,6 +619,9 @@ struct SingleRows {
     started: Row,
     observed: Row,
     restart: Row,
+    /// With `PODVISOR_BENCH_DETECT=both`: the runs the bench slept through.
+    started_quiet: Row,
+    restart_quiet: Row,
     stopped: Row,
     gone: Row,
 }
@@ -612,24 +656,35 @@ fn wait_exited(pid: i32, since: Instant) -> Result<Duration> {
     }
 }
 
-fn single_runs(env: &Env, d: &Daemon, dir: &Path, runs: usize) -> Result<SingleRows> {
+fn single_runs(
+    env: &Env,
+    d: &Daemon,
+    dir: &Path,
+    runs: usize,
+    modes: &[Detect],
+) -> Result<SingleRows> {
     let mut rows = SingleRows {
-        sandbox: Row::new("  -> sandbox dir seen (poll, part)"),
-        dir: Row::new("  -> container dir seen (poll, part)"),
-        monitor: Row::new("  -> monitor's state.json (poll, part)"),
-        built: Row::new("  -> init created (poll, part)"),
+        sandbox: Row::new("  -> sandbox dir seen (part)"),
+        dir: Row::new("  -> container dir seen (part)"),
+        monitor: Row::new("  -> monitor's state.json (part)"),
+        built: Row::new("  -> init created (part)"),
         started: Row::new("1 manifest -> process started"),
-        observed: Row::new("  -> started seen by poll (info)"),
+        observed: Row::new("  -> started seen by the bench (info)"),
         restart: Row::new("restart: SIGKILL -> new process started"),
+        started_quiet: Row::new("  start, the bench asleep through it (info)"),
+        restart_quiet: Row::new("  restart, the bench asleep through it (info)"),
         stopped: Row::new("teardown: manifest removed -> process gone"),
         gone: Row::new("  manifest removed -> all removed (info)"),
     };
-    for i in 0..WARMUP + runs {
+    // With both ways of detecting, they alternate run by run: each gets `runs` runs, in
+    // the same minutes of the same daemon.
+    for i in 0..WARMUP * modes.len() + runs * modes.len() {
+        let detect = modes[i % modes.len()];
         let name = format!("single-{i}");
         let (tmp, fin) = stage(dir, &name)?;
         // As the raw "after idle" baseline: a manifest arriving on a quiet node.
         std::thread::sleep(IDLE_PAUSE);
-        let poller = Poller::new(env);
+        let poller = Poller::new(env, detect);
         let t0_wall = SystemTime::now();
         let t0 = Instant::now();
         fs::rename(&tmp, &fin).with_context(|| format!("rename to {}", fin.display()))?;
@@ -643,7 +698,7 @@ fn single_runs(env: &Env, d: &Daemon, dir: &Path, runs: usize) -> Result<SingleR
         // A crash: the init SIGKILLed, restarted at once (no backoff before the first
         // restart); timed to the new process's `started_at`, as the start.
         std::thread::sleep(IDLE_PAUSE);
-        let poller = Poller::new(env);
+        let poller = Poller::new(env, detect);
         let t_kill_wall = SystemTime::now();
         let t_kill = Instant::now();
         kill(Pid::from_raw(s.init_pid), Signal::SIGKILL).context("SIGKILL the workload")?;
@@ -659,9 +714,11 @@ fn single_runs(env: &Env, d: &Daemon, dir: &Path, runs: usize) -> Result<SingleR
         fs::remove_file(&fin).with_context(|| format!("remove {}", fin.display()))?;
         let stopped = wait_exited(r.init_pid, t_rm)?;
         let gone = wait_gone(env, d, t_rm)?;
-        if i >= WARMUP {
-            rows.restart.push(r.started);
-            rows.stopped.push(stopped);
+        if i < WARMUP * modes.len() {
+            continue;
+        }
+        // When the bench saw the steps of a start: only a polled run saw them as they came.
+        if detect == Detect::Poll {
             if let Some(sb) = sandboxes.iter().min() {
                 rows.sandbox.push(*sb);
             }
@@ -670,10 +727,17 @@ fn single_runs(env: &Env, d: &Daemon, dir: &Path, runs: usize) -> Result<SingleR
             if let Some(b) = s.built {
                 rows.built.push(b);
             }
-            rows.started.push(s.started);
-            rows.observed.push(s.observed);
-            rows.gone.push(gone);
         }
+        if detect == Detect::Quiet && modes.len() > 1 {
+            rows.started_quiet.push(s.started);
+            rows.restart_quiet.push(r.started);
+            continue;
+        }
+        rows.restart.push(r.started);
+        rows.stopped.push(stopped);
+        rows.started.push(s.started);
+        rows.observed.push(s.observed);
+        rows.gone.push(gone);
     }
     Ok(rows)
 }
@@ -683,8 +747,8 @@ struct BurstRows {
     all: Row,
     observed: Row,
     gone: Row,
-    /// Busy CPU time of the machine from the first rename until the poll saw all ten, less
-    /// the bench's own (its poll).
+    /// Busy CPU time of the machine from the first rename until the bench saw all ten, less
+    /// the bench's own.
     machine_cpu: Row,
     /// On-CPU time in the same span of the daemon's threads, of the spawner (it forks the
     /// monitors and sandbox helpers; the helpers themselves are gone and not counted) and of
@@ -729,11 +793,17 @@ fn daemon_threads_cpu(pid: i32) -> Result<(Duration, Duration, Duration)> {
     ))
 }
 
-fn burst_rounds(env: &Env, d: &Daemon, dir: &Path, rounds: usize) -> Result<BurstRows> {
+fn burst_rounds(
+    env: &Env,
+    d: &Daemon,
+    dir: &Path,
+    rounds: usize,
+    detect: Detect,
+) -> Result<BurstRows> {
     let mut rows = BurstRows {
         first: Row::new("  -> first of 10 started (info)"),
         all: Row::new("10 manifests -> all 10 started"),
-        observed: Row::new("  -> all 10 seen by poll (info)"),
+        observed: Row::new("  -> all 10 seen by the bench (info)"),
         gone: Row::new("  10 removed -> all gone (info)"),
         machine_cpu: Row::new("  machine CPU busy until all seen (info)"),
         daemon_cpu: Row::new("    of it the daemon (info)"),
@@ -748,7 +818,7 @@ fn burst_rounds(env: &Env, d: &Daemon, dir: &Path, rounds: usize) -> Result<Burs
         let staged = (0..BURST)
             .map(|k| stage(dir, &format!("burst-{r}-{k}")))
             .collect::<Result<Vec<_>>>()?;
-        let poller = Poller::new(env);
+        let poller = Poller::new(env, detect);
         let (daemon0, spawner0) = (common::process_cpu(d.pid)?, common::process_cpu(spawner)?);
         let threads0 = daemon_threads_cpu(d.pid)?;
         let own0 = common::process_cpu(std::process::id() as i32)?;
@@ -761,7 +831,7 @@ fn burst_rounds(env: &Env, d: &Daemon, dir: &Path, rounds: usize) -> Result<Burs
         let (seen, _) = poller
             .wait_started(BURST, t0, t0_wall)
             .with_context(|| format!("burst round {r}"))?;
-        // The bench's own 1 ms poll is not the burst's work (the raw burst has none).
+        // The bench's own watching is not the burst's work (the raw burst has none).
         let own = common::process_cpu(std::process::id() as i32)?.saturating_sub(own0);
         let busy = common::machine_busy()?
             .saturating_sub(busy0)
@@ -894,11 +964,12 @@ fn memory(
     d: &Daemon,
     dir: &Path,
     (daemon_idle, spawner_idle, spares_idle): (ProcMemory, Option<ProcMemory>, Vec<ProcMemory>),
+    detect: Detect,
 ) -> Result<Memory> {
     let staged = (0..BURST)
         .map(|k| stage(dir, &format!("mem-{k}")))
         .collect::<Result<Vec<_>>>()?;
-    let poller = Poller::new(env);
+    let poller = Poller::new(env, detect);
     let t0_wall = SystemTime::now();
     let t0 = Instant::now();
     for (tmp, fin) in &staged {
@@ -1084,7 +1155,9 @@ fn report(r: &Results) -> Result<()> {
         &r.single.monitor,
         &r.single.built,
         &r.single.observed,
+        &r.single.started_quiet,
         &r.single.restart,
+        &r.single.restart_quiet,
         &r.single.stopped,
         &r.single.gone,
         &r.burst.all,
@@ -1099,7 +1172,11 @@ fn report(r: &Results) -> Result<()> {
         &r.burst.monitor_cpu,
         &r.burst.gone,
     ] {
-        line(&mut out, row)?;
+        // The quiet runs' rows exist only with PODVISOR_BENCH_DETECT=both, the "(part)"
+        // rows only when some runs polled.
+        if !row.ms.is_empty() {
+            line(&mut out, row)?;
+        }
     }
     writeln!(out)?;
     let single = r.single.started.percentile(0.5);
