@@ -122,6 +122,19 @@ fn burstable_pod_lands_in_its_tier_with_pod_limits_and_is_removed() {
                 read(root.path().join("pids").join(rel).join("pids.max")),
                 "64"
             );
+            // The pod cgroup is made in every hierarchy the container is placed in (the
+            // kubelet's pod cgroups are in every subsystem), its cpuset filled from the tier's.
+            for h in ["cpuset", "freezer", "devices", "blkio", "cpuacct"] {
+                if !root.path().join(h).is_dir() {
+                    continue;
+                }
+                assert_eq!(cgroup_of(pid, h), want, "{h}");
+            }
+            let cpuset = root.path().join("cpuset").join(rel);
+            if cpuset.is_dir() {
+                assert!(!read(cpuset.join("cpuset.cpus")).is_empty());
+                assert!(!read(cpuset.join("cpuset.mems")).is_empty());
+            }
             // The Burstable tier's shares follow the pods' summed requests (100m -> 102).
             assert_eq!(
                 read(

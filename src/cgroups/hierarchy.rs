@@ -30,8 +30,28 @@ use crate::pod::qos::QosClass;
 
 /// The v2 controllers podvisor enables down to the pod level, when the kernel offers them.
 pub const V2_CONTROLLERS: [&str; 6] = ["cpuset", "cpu", "io", "memory", "hugetlb", "pids"];
-/// The v1 hierarchies podvisor creates pod cgroups in and writes values to.
+/// The v1 hierarchies podvisor writes pod values to (and places a shared-PID pod's init in).
 const V1_HIERARCHIES: [&str; 3] = ["cpu", "memory", "pids"];
+/// The v1 hierarchies the tiers and pod cgroups are made in: every one libcontainer places a
+/// container in (libcgroups' v1 controllers), as the kubelet makes its pod cgroups in every
+/// subsystem. Made here, beside the pod's other sandbox work, each level exists before the
+/// container's placement, which is then one `mkdir` per hierarchy, as a restart's is (round
+/// fourteen of issue 19: libcgroups made the pod level in five hierarchies inside the start).
+/// Not mounted ones are skipped; co-mounted ones (`cpu,cpuacct`) are one directory.
+const V1_POD_HIERARCHIES: [&str; 12] = [
+    "cpu",
+    "cpuacct",
+    "cpuset",
+    "devices",
+    "hugetlb",
+    "memory",
+    "pids",
+    "perf_event",
+    "blkio",
+    "net_prio",
+    "net_cls",
+    "freezer",
+];
 
 /// Writes `value` to `path` unless the file does not exist. Returns whether it was written.
 /// The open says whether it exists (cgroup files are never created by writing), so a file
@@ -53,6 +73,28 @@ fn write_if_present(path: &Path, value: &str) -> Result<bool, CgroupError> {
     io::Write::write_all(&mut file, value.as_bytes())
         .map(|()| true)
         .map_err(err)
+}
+
+/// A v1 cpuset cgroup starts with no CPUs and no memory nodes, and takes no process until
+/// it has both: an empty `cpuset.cpus` or `cpuset.mems` of `dir` gets its parent's (the
+/// parents are filled first, top-down), as libcontainer does for the levels it makes.
+fn fill_cpuset(dir: &Path) -> Result<(), CgroupError> {
+    for file in ["cpuset.cpus", "cpuset.mems"] {
+        let path = dir.join(file);
+        let Some(own) = read_optional(&path)? else {
+            continue;
+        };
+        if !own.trim().is_empty() {
+            continue;
+        }
+        let Some(parent) = dir.parent() else { continue };
+        if let Some(value) = read_optional(&parent.join(file))? {
+            if !value.trim().is_empty() {
+                write_if_present(&path, value.trim())?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn mkdir(path: &Path) -> Result<(), CgroupError> {
@@ -104,9 +146,9 @@ impl CgroupRoot {
         Ok(())
     }
 
-    /// Creates the directories of `relative` in every hierarchy podvisor writes to (v2: the
-    /// unified tree, enabling controllers at every level from the root down to `relative`
-    /// itself; v1: cpu, memory, pids).
+    /// Creates the directories of `relative` in every hierarchy (v2: the unified tree,
+    /// enabling controllers at every level from the root down to `relative` itself; v1:
+    /// every mounted one of [`V1_POD_HIERARCHIES`], cpuset levels filled from their parent).
     fn create_path(&self, relative: &str) -> Result<(), CgroupError> {
         let rel = relative.trim_matches('/');
         match self.mode() {
@@ -121,7 +163,7 @@ impl CgroupRoot {
                 }
             }
             CgroupMode::Legacy => {
-                for h in V1_HIERARCHIES {
+                for h in V1_POD_HIERARCHIES {
                     let base = self.root.join(h);
                     if !base.is_dir() {
                         continue;
@@ -130,6 +172,9 @@ impl CgroupRoot {
                     for part in rel.split('/') {
                         dir.push(part);
                         mkdir(&dir)?;
+                        if h == "cpuset" {
+                            fill_cpuset(&dir)?;
+                        }
                     }
                 }
             }
@@ -171,11 +216,18 @@ impl CgroupRoot {
                 self.enable_controllers(&dir, &offered)?;
             }
             CgroupMode::Legacy => {
-                for h in V1_HIERARCHIES {
+                for h in V1_POD_HIERARCHIES {
                     let base = self.root.join(h);
                     // (a hierarchy that is not mounted is skipped, as by `create_path`)
-                    if base.is_dir() && !made(&base.join(rel))? {
+                    if !base.is_dir() {
+                        continue;
+                    }
+                    let dir = base.join(rel);
+                    if !made(&dir)? {
                         return Ok(false);
+                    }
+                    if h == "cpuset" {
+                        fill_cpuset(&dir)?;
                     }
                 }
             }
@@ -343,7 +395,10 @@ mod tests {
         for h in ["cpu", "memory", "pids"] {
             assert_eq!(read(&r.join(h).join("pv/podu/pod-init/cgroup.procs")), "7");
         }
-        assert!(!r.join("blkio/pv").exists());
+        // Its parent, the pod cgroup, is made in every hierarchy, as `create_pod` makes it;
+        // the leaf only where the init is placed.
+        assert!(r.join("blkio/pv/podu").is_dir());
+        assert!(!r.join("blkio/pv/podu/pod-init").exists());
     }
 
     /// Pre-creates a v2 cgroup dir with the files the kernel would show.
@@ -508,6 +563,58 @@ mod tests {
         root.create_pod("pv", "g", &config(QosClass::Guaranteed))
             .expect("create");
         assert!(exists("pv/podg"));
+    }
+
+    #[test]
+    fn v1_pod_cgroups_are_made_in_every_hierarchy_libcontainer_places_containers_in() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let r = dir.path();
+        for h in [
+            "cpu", "memory", "pids", "cpuset", "freezer", "blkio", "devices",
+        ] {
+            fs::create_dir(r.join(h)).expect("mkdir");
+        }
+        // Co-mounted: `cpuacct` is the `cpu` hierarchy under a second name.
+        std::os::unix::fs::symlink(r.join("cpu"), r.join("cpuacct")).expect("symlink");
+        let root = CgroupRoot::new(r);
+        root.create_pod("pv", "a", &config(QosClass::BestEffort))
+            .expect("first pod");
+        root.create_pod("pv", "b", &config(QosClass::BestEffort))
+            .expect("next pod");
+        for h in [
+            "cpu", "cpuacct", "memory", "pids", "cpuset", "freezer", "blkio", "devices",
+        ] {
+            for pod in ["a", "b"] {
+                let d = r.join(h).join(format!("pv/besteffort/pod{pod}"));
+                assert!(d.is_dir(), "{}", d.display());
+            }
+        }
+        // Not mounted: nothing made.
+        assert!(!r.join("hugetlb").exists());
+        root.remove_pod("pv", "a").expect("remove");
+        assert!(!r.join("freezer/pv/besteffort/poda").exists());
+        assert!(!r.join("cpuset/pv/besteffort/poda").exists());
+    }
+
+    #[test]
+    fn an_empty_cpuset_level_takes_its_parents_cpus_and_mems() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let parent = dir.path();
+        fs::write(parent.join("cpuset.cpus"), "0-3\n").expect("write");
+        fs::write(parent.join("cpuset.mems"), "0\n").expect("write");
+        let child = parent.join("pod");
+        fs::create_dir(&child).expect("mkdir");
+        fs::write(child.join("cpuset.cpus"), "\n").expect("write");
+        // One already set is left as it is.
+        fs::write(child.join("cpuset.mems"), "1\n").expect("write");
+        fill_cpuset(&child).expect("fill");
+        assert_eq!(read(&child.join("cpuset.cpus")), "0-3");
+        assert_eq!(read(&child.join("cpuset.mems")), "1");
+        // A directory without the files (not a cpuset cgroup) is left alone.
+        let other = parent.join("other");
+        fs::create_dir(&other).expect("mkdir");
+        fill_cpuset(&other).expect("fill");
+        assert!(!other.join("cpuset.cpus").exists());
     }
 
     #[test]
