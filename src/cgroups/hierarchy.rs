@@ -97,6 +97,16 @@ fn fill_cpuset(dir: &Path) -> Result<(), CgroupError> {
     Ok(())
 }
 
+/// `mkdir` of one level in v1 hierarchy `h` (or the unified tree, `h` empty): a new cpuset
+/// level gets its parent's CPUs and memory nodes.
+fn mkdir_v1(h: &str, dir: &Path) -> Result<(), CgroupError> {
+    mkdir(dir)?;
+    if h == "cpuset" {
+        fill_cpuset(dir)?;
+    }
+    Ok(())
+}
+
 fn mkdir(path: &Path) -> Result<(), CgroupError> {
     match fs::create_dir(path) {
         Ok(()) => Ok(()),
@@ -109,6 +119,16 @@ fn mkdir(path: &Path) -> Result<(), CgroupError> {
 }
 
 impl CgroupRoot {
+    /// The mounted ones of [`V1_POD_HIERARCHIES`], looked up once per `CgroupRoot`.
+    fn v1_pod_hierarchies(&self) -> &[&'static str] {
+        self.v1_mounted.get_or_init(|| {
+            V1_POD_HIERARCHIES
+                .into_iter()
+                .filter(|h| self.root.join(h).is_dir())
+                .collect()
+        })
+    }
+
     /// The v2 controllers of [`V2_CONTROLLERS`] the root offers, in that order.
     pub fn offered_controllers(&self) -> Result<Vec<&'static str>, CgroupError> {
         let path = self.root.join("cgroup.controllers");
@@ -163,18 +183,11 @@ impl CgroupRoot {
                 }
             }
             CgroupMode::Legacy => {
-                for h in V1_POD_HIERARCHIES {
-                    let base = self.root.join(h);
-                    if !base.is_dir() {
-                        continue;
-                    }
-                    let mut dir = base;
+                for h in self.v1_pod_hierarchies() {
+                    let mut dir = self.root.join(h);
                     for part in rel.split('/') {
                         dir.push(part);
-                        mkdir(&dir)?;
-                        if h == "cpuset" {
-                            fill_cpuset(&dir)?;
-                        }
+                        mkdir_v1(h, &dir)?;
                     }
                 }
             }
@@ -190,8 +203,8 @@ impl CgroupRoot {
     /// controllers enabled again at every level and the BestEffort weight written again.
     fn create_in_existing_parent(&self, relative: &str) -> Result<bool, CgroupError> {
         let rel = relative.trim_matches('/');
-        // `mkdir`, with a missing parent as `false`.
-        let made = |dir: &Path| match mkdir(dir) {
+        // `mkdir` (v1: of hierarchy `h`), with a missing parent as `false`.
+        let made = |h: &str, dir: &Path| match mkdir_v1(h, dir) {
             Ok(()) => Ok(true),
             Err(CgroupError::Create { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
                 Ok(false)
@@ -201,7 +214,7 @@ impl CgroupRoot {
         match self.mode() {
             CgroupMode::Unified => {
                 let dir = self.root.join(rel);
-                if !made(&dir)? {
+                if !made("", &dir)? {
                     return Ok(false);
                 }
                 // What the parents enabled reaches the new cgroup; when that is not every
@@ -216,18 +229,9 @@ impl CgroupRoot {
                 self.enable_controllers(&dir, &offered)?;
             }
             CgroupMode::Legacy => {
-                for h in V1_POD_HIERARCHIES {
-                    let base = self.root.join(h);
-                    // (a hierarchy that is not mounted is skipped, as by `create_path`)
-                    if !base.is_dir() {
-                        continue;
-                    }
-                    let dir = base.join(rel);
-                    if !made(&dir)? {
+                for h in self.v1_pod_hierarchies() {
+                    if !made(h, &self.root.join(h).join(rel))? {
                         return Ok(false);
-                    }
-                    if h == "cpuset" {
-                        fill_cpuset(&dir)?;
                     }
                 }
             }

@@ -76,6 +76,9 @@ pub struct CgroupRoot {
     /// The layout, found on first use: it is fixed at boot, and every path below the root
     /// depends on it (one `statx` fewer per cgroup file podvisor touches).
     mode: std::sync::OnceLock<CgroupMode>,
+    /// v1: which of the hierarchies pod cgroups are made in are mounted, found on first use
+    /// (as fixed as the layout; [`hierarchy`]).
+    v1_mounted: std::sync::OnceLock<Vec<&'static str>>,
 }
 
 impl Default for CgroupRoot {
@@ -89,6 +92,7 @@ impl CgroupRoot {
         CgroupRoot {
             root: root.into(),
             mode: std::sync::OnceLock::new(),
+            v1_mounted: std::sync::OnceLock::new(),
         }
     }
 
