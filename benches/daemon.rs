@@ -48,8 +48,8 @@
 //!    a start changes it is measured by `PODVISOR_BENCH_DETECT=both`: single runs alternate
 //!    with runs the bench sleeps through (40 ms after the rename or the kill, longer than a
 //!    start takes here, before it polls), `RUNS` runs each, reported as info rows
-//!    (`PODVISOR_BENCH_DETECT=quiet`: only those). Round fourteen of issue 19 found no
-//!    difference (`docs/start-timeline.md`).
+//!    (`PODVISOR_BENCH_DETECT=quiet`: only those; bursts and the memory phase always
+//!    poll). Round fourteen of issue 19 found no difference (`docs/start-timeline.md`).
 //!    The pod's cgroup was not used: its `cgroup.procs` lists the init as soon as
 //!    libcontainer's `build()` placed it there, before `start()`, while it is still a clone
 //!    of the monitor waiting to exec, so it marks "created", not "started".
@@ -263,8 +263,8 @@ fn measure(env: &Env, runs: usize, rounds: usize) -> Result<Results> {
             spares_of(daemon.pid, &[])?,
         );
         let single = single_runs(env, &daemon, &manifests, runs, &modes)?;
-        let burst = burst_rounds(env, &daemon, &manifests, rounds, modes[0])?;
-        let memory = memory(env, &daemon, &manifests, idle, modes[0])?;
+        let burst = burst_rounds(env, &daemon, &manifests, rounds)?;
+        let memory = memory(env, &daemon, &manifests, idle)?;
         Ok((single, burst, memory))
     };
     let measured = run().map_err(|e| e.context(daemon.log_tail()));
@@ -416,7 +416,8 @@ enum Detect {
 }
 
 /// `PODVISOR_BENCH_DETECT`: `poll` (default), `quiet`, or `both` (single runs alternate
-/// between the two, the quiet runs reported as info rows).
+/// between the two, the quiet runs reported as info rows). Bursts and the memory phase always
+/// poll.
 fn detect_modes() -> Result<Vec<Detect>> {
     match std::env::var("PODVISOR_BENCH_DETECT").as_deref() {
         Err(_) | Ok("") | Ok("poll") => Ok(vec![Detect::Poll]),
@@ -678,7 +679,7 @@ fn single_runs(
     };
     // With both ways of detecting, they alternate run by run: each gets `runs` runs, in
     // the same minutes of the same daemon.
-    for i in 0..WARMUP * modes.len() + runs * modes.len() {
+    for i in 0..(WARMUP + runs) * modes.len() {
         let detect = modes[i % modes.len()];
         let name = format!("single-{i}");
         let (tmp, fin) = stage(dir, &name)?;
@@ -793,13 +794,7 @@ fn daemon_threads_cpu(pid: i32) -> Result<(Duration, Duration, Duration)> {
     ))
 }
 
-fn burst_rounds(
-    env: &Env,
-    d: &Daemon,
-    dir: &Path,
-    rounds: usize,
-    detect: Detect,
-) -> Result<BurstRows> {
+fn burst_rounds(env: &Env, d: &Daemon, dir: &Path, rounds: usize) -> Result<BurstRows> {
     let mut rows = BurstRows {
         first: Row::new("  -> first of 10 started (info)"),
         all: Row::new("10 manifests -> all 10 started"),
@@ -818,7 +813,7 @@ fn burst_rounds(
         let staged = (0..BURST)
             .map(|k| stage(dir, &format!("burst-{r}-{k}")))
             .collect::<Result<Vec<_>>>()?;
-        let poller = Poller::new(env, detect);
+        let poller = Poller::new(env, Detect::Poll);
         let (daemon0, spawner0) = (common::process_cpu(d.pid)?, common::process_cpu(spawner)?);
         let threads0 = daemon_threads_cpu(d.pid)?;
         let own0 = common::process_cpu(std::process::id() as i32)?;
@@ -831,7 +826,7 @@ fn burst_rounds(
         let (seen, _) = poller
             .wait_started(BURST, t0, t0_wall)
             .with_context(|| format!("burst round {r}"))?;
-        // The bench's own watching is not the burst's work (the raw burst has none).
+        // The bench's own 1 ms poll is not the burst's work (the raw burst has none).
         let own = common::process_cpu(std::process::id() as i32)?.saturating_sub(own0);
         let busy = common::machine_busy()?
             .saturating_sub(busy0)
@@ -964,12 +959,11 @@ fn memory(
     d: &Daemon,
     dir: &Path,
     (daemon_idle, spawner_idle, spares_idle): (ProcMemory, Option<ProcMemory>, Vec<ProcMemory>),
-    detect: Detect,
 ) -> Result<Memory> {
     let staged = (0..BURST)
         .map(|k| stage(dir, &format!("mem-{k}")))
         .collect::<Result<Vec<_>>>()?;
-    let poller = Poller::new(env, detect);
+    let poller = Poller::new(env, Detect::Poll);
     let t0_wall = SystemTime::now();
     let t0 = Instant::now();
     for (tmp, fin) in &staged {
