@@ -358,3 +358,65 @@ fn host_users_false_needs_linux_6_3_and_says_so() {
         }
     }
 }
+
+// ---- a spec built before its sandbox exists ----
+
+/// `same_spec_for` says whether a spec built against one sandbox is the one built against
+/// another: what it calls the same builds the same spec.
+#[test]
+fn same_spec_for_tells_when_a_spec_built_before_the_sandbox_still_holds() {
+    let plain = pod_with(json!({}), json!({}));
+    let with_ip = pod_with(
+        json!({"env": [
+            {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+        ]}),
+        json!({}),
+    );
+    let with_ips = pod_with(
+        json!({"env": [
+            {"name": "IPS", "valueFrom": {"fieldRef": {"fieldPath": "status.podIPs"}}}
+        ]}),
+        json!({}),
+    );
+    let expected = sandbox(false);
+    let mut networked = sandbox(false);
+    networked.pod_ips = vec!["10.88.0.5".into()];
+    let mut moved_volume = sandbox(false);
+    moved_volume
+        .volumes
+        .insert("data".into(), PathBuf::from("/elsewhere"));
+    let mut shared_pid = sandbox(false);
+    shared_pid.pid_ns = Some(PathBuf::from("/run/podvisor/ns/pid"));
+    let mounting = pod_with(
+        json!({"volumeMounts": [{"name": "data", "mountPath": "/data"}]}),
+        json!({"volumes": [{"name": "data", "emptyDir": {}}]}),
+    );
+    let img = image(json!({"Entrypoint": ["/bin/app"]}));
+    // It may also call different what builds the same spec (a volume no container mounts):
+    // the runtime then builds it again. These cases are exact both ways.
+    let cases: [(&str, &Pod, &SandboxMounts, bool); 6] = [
+        ("the same sandbox", &plain, &expected, true),
+        ("IPs the spec does not hold", &plain, &networked, true),
+        ("IPs in status.podIP", &with_ip, &networked, false),
+        ("IPs in status.podIPs", &with_ips, &networked, false),
+        (
+            "a mounted volume elsewhere",
+            &mounting,
+            &moved_volume,
+            false,
+        ),
+        ("a shared PID namespace", &plain, &shared_pid, false),
+    ];
+    for (what, p, actual, same) in cases {
+        let container = &p.spec.as_ref().expect("spec").containers[0];
+        assert_eq!(expected.same_spec_for(actual, container), same, "{what}");
+        let before = build_with(p, &img, &expected).map(|s| s.spec);
+        let after = build_with(p, &img, actual).map(|s| s.spec);
+        // A shared PID namespace the pod does not ask for is refused: not the same either.
+        assert_eq!(
+            before.ok() == after.ok(),
+            same,
+            "{what}: the built specs disagree with same_spec_for"
+        );
+    }
+}
