@@ -30,8 +30,8 @@ use std::os::unix::net::UnixStream;
 use nix::sys::socket::{send, MsgFlags};
 
 use super::start::{
-    mounts_of, read_report, write_container_files, BuiltContainer, Monitor, MonitorStart,
-    ResolvedImage,
+    mounts_of, read_report, write_container_files, BuiltContainer, ContainerFacts, Monitor,
+    MonitorStart, ResolvedImage,
 };
 use super::*;
 
@@ -45,8 +45,9 @@ pub(super) struct StagedMonitor {
     monitor: Monitor,
     /// Ours of the monitor's fd 3: the go goes out on it and the start report comes back.
     ready: UnixStream,
-    /// The spec written at the staging and the sandbox it expects.
-    spec: Option<(SandboxMounts, BuiltContainer)>,
+    /// The sandbox the spec written at the staging expects, and what the identity takes from
+    /// that spec (the spec itself is not kept: ten pods at once would hold ten).
+    spec: Option<(SandboxMounts, ContainerFacts)>,
 }
 
 impl LinuxRuntime {
@@ -133,9 +134,11 @@ impl LinuxRuntime {
         self.make_container_dirs(req, paths)?;
         let staged = (|| {
             let image = self.resolve_image(req)?;
-            let spec = self.stage_spec(req, id, paths, &image);
-            match &spec {
-                Some((_, container)) => write_container_files(paths, container)?,
+            let spec = match self.stage_spec(req, id, paths, &image) {
+                Some((mounts, container)) => {
+                    write_container_files(paths, &container)?;
+                    Some((mounts, container.facts()))
+                }
                 None => {
                     let cfg = self.shim_config(
                         req,
@@ -151,9 +154,10 @@ impl LinuxRuntime {
                             path: paths.shim_config(),
                             source,
                         },
-                    )?
+                    )?;
+                    None
                 }
-            }
+            };
             // A container starts only if its exit can be recorded on a full disk.
             shim::reserve_exit_record(paths).map_err(|source| RuntimeError::Io {
                 what: "write",
@@ -243,9 +247,9 @@ impl LinuxRuntime {
         let expected = staged.spec.take();
         let prepared = (|| {
             let mounts = self.sandbox_mounts(req)?;
-            let (container, go) = match expected {
-                Some((expected, container)) if expected.same_spec_for(&mounts, req.container) => {
-                    (container, shim::GO)
+            let (facts, go) = match expected {
+                Some((expected, facts)) if expected.same_spec_for(&mounts, req.container) => {
+                    (facts, shim::GO)
                 }
                 expected => {
                     let container = self.build_container(
@@ -262,10 +266,10 @@ impl LinuxRuntime {
                     } else {
                         shim::GO
                     };
-                    (container, go)
+                    (container.facts(), go)
                 }
             };
-            let meta = self.write_meta(req, id, paths, &staged.image, &container)?;
+            let meta = self.write_meta(req, id, paths, &staged.image, &facts)?;
             Ok((meta, go))
         })();
         let (meta, go) = match prepared {

@@ -36,6 +36,22 @@ pub(super) struct BuiltContainer {
     pub(super) shim: ShimConfig,
 }
 
+/// What the container's identity takes from its spec and monitor config: kept where the
+/// spec, written, need not be (a staged container waiting for its sandbox).
+pub(super) struct ContainerFacts {
+    pub(super) log_path: PathBuf,
+    pub(super) stop_signal: i32,
+}
+
+impl BuiltContainer {
+    pub(super) fn facts(&self) -> ContainerFacts {
+        ContainerFacts {
+            log_path: self.shim.log_path.clone(),
+            stop_signal: self.built.stop_signal,
+        }
+    }
+}
+
 /// The sandbox's files and namespaces as a spec joins them, from where the sandbox keeps them.
 pub(super) fn mounts_of(
     sb_paths: &SandboxPaths,
@@ -347,7 +363,7 @@ impl LinuxRuntime {
         id: &str,
         paths: &ContainerPaths,
         image: &ResolvedImage,
-        container: &BuiltContainer,
+        facts: &ContainerFacts,
     ) -> Result<ContainerMeta, RuntimeError> {
         let pod = req.pod;
         let meta = ContainerMeta {
@@ -364,8 +380,8 @@ impl LinuxRuntime {
             restart_count: req.restart_count,
             image: req.container.image.clone().unwrap_or_default(),
             image_digest: image.image.digest.clone(),
-            log_path: container.shim.log_path.clone(),
-            stop_signal: container.built.stop_signal,
+            log_path: facts.log_path.clone(),
+            stop_signal: facts.stop_signal,
             created_at: super::super::now_rfc3339(),
             boot_id: self.boot_id.clone(),
         };
@@ -394,7 +410,7 @@ impl LinuxRuntime {
         write_container_files(paths, &container)?;
         // A container starts only if its exit can be recorded on a full disk.
         write_file(paths.exit_reserve(), shim::reserve_exit_record(paths))?;
-        self.write_meta(req, id, paths, image, &container)
+        self.write_meta(req, id, paths, image, &container.facts())
     }
 
     /// Loads podvisor's default AppArmor profile if the spec uses it and a policy reload (or
