@@ -1265,9 +1265,8 @@ fn first_app(p: &k8s_openapi::api::core::v1::Pod) -> ContainerRequest<'_> {
 }
 
 /// A pod's first container staged beside its sandbox (`run_pod_sandbox_and_start`: the
-/// monitor forked and the rootfs mounted while the sandbox is made, the spec built against the
-/// paths the sandbox is to have and confirmed once it exists) runs in that sandbox: its
-/// hostname, /etc/hosts and network namespace.
+/// monitor forked and the rootfs mounted while the sandbox is made, the spec written once it
+/// exists) runs in that sandbox: its hostname, /etc/hosts and network namespace.
 #[test]
 #[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn a_first_container_staged_beside_its_sandbox_runs_in_it() {
@@ -1297,8 +1296,6 @@ fn a_first_container_staged_beside_its_sandbox_runs_in_it() {
     let shim: serde_json::Value =
         serde_json::from_slice(&fs::read(&shim).expect("shim.json")).expect("json");
     assert_eq!(shim["staged"], true, "{shim}");
-    // The go confirmed the spec of the staging (a respec writes shim.json again without it).
-    assert_eq!(shim["staged_spec"], true, "{shim}");
     wait_until("the container's output", T, || {
         started.meta.log_path.exists() && log_lines(&started.meta.log_path).len() >= 3
     });
@@ -1343,81 +1340,6 @@ fn a_first_container_staged_beside_its_sandbox_runs_in_it() {
         "the writable layer holds {written:?}"
     );
     finish(&rt, &env, &p);
-}
-
-/// The sandbox paths a staged spec is built against are the ones the sandbox then has: with an
-/// emptyDir, a hostPath and a shared PID namespace the go confirms the staged spec, and the
-/// container sees both volumes and the pod's PID namespace. A container mounting a subPath
-/// (made inside its volume, so only once the sandbox exists) gets its spec after the sandbox.
-#[test]
-#[ignore = "needs root: runs real containers (scripts/test runs it)"]
-fn a_staged_spec_finds_the_sandbox_it_expected() {
-    let env = TestEnv::new("staged-spec");
-    let (rt, rx) = env.runtime();
-    let host = env.root.join("host-data");
-    fs::create_dir_all(&host).expect("host dir");
-    fs::write(host.join("marker"), "from the host\n").expect("marker");
-    for (name, sub_path, want_staged_spec) in [("expected", "", true), ("subpath", "sub", false)] {
-        let mount_extra = if sub_path.is_empty() {
-            String::new()
-        } else {
-            format!(", subPath: {sub_path}")
-        };
-        let p = pod(&format!(
-            "{}    volumeMounts:\n    - {{name: scratch, mountPath: /scratch{mount_extra}}}\n    \
-             - {{name: host, mountPath: /host, readOnly: true}}\n  shareProcessNamespace: true\n  \
-             volumes:\n  - {{name: scratch, emptyDir: {{}}}}\n  \
-             - name: host\n    hostPath: {{path: {}, type: Directory}}\n",
-            simple_pod(
-                name,
-                "cat /host/marker; echo ok > /scratch/written; readlink /proc/self/ns/pid; exec sleep 60"
-            ),
-            host.display()
-        ));
-        let uid = p.metadata.uid.clone().expect("uid");
-        let started = rt
-            .run_pod_sandbox_and_start(&p, &first_app(&p), &mut |_| {})
-            .expect("the sandbox was made")
-            .expect("started");
-        let shim = env
-            .run
-            .join("containers")
-            .join(&started.meta.id)
-            .join("shim.json");
-        let shim: serde_json::Value =
-            serde_json::from_slice(&fs::read(&shim).expect("shim.json")).expect("json");
-        assert_eq!(shim["staged_spec"], want_staged_spec, "{name}: {shim}");
-        wait_until("the container's output", T, || {
-            started.meta.log_path.exists() && log_lines(&started.meta.log_path).len() >= 2
-        });
-        let lines = log_lines(&started.meta.log_path);
-        assert_eq!(
-            lines.first().map(String::as_str),
-            Some("from the host"),
-            "{name}: {lines:?}"
-        );
-        let pinned = env.run.join("pods").join(&uid).join("ns/pid");
-        let pod_pid = fs::metadata(&pinned).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
-        let want = format!("pid:[{}]", pod_pid.expect("pinned pid namespace"));
-        assert_eq!(lines.get(1), Some(&want), "{name}: {lines:?}");
-        let volume = env
-            .root
-            .join("pods")
-            .join(&uid)
-            .join("volumes/scratch")
-            .join(sub_path)
-            .join("written");
-        assert_eq!(
-            fs::read_to_string(&volume).ok().as_deref(),
-            Some("ok\n"),
-            "{name}: {}",
-            volume.display()
-        );
-        rt.signal_container(&started.meta.id, libc::SIGKILL)
-            .expect("kill");
-        wait_exit(&rx, &started.meta.id, T);
-        finish(&rt, &env, &p);
-    }
 }
 
 /// A staged container whose sandbox cannot be made is called off: no start, and nothing of it

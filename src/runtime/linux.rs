@@ -641,7 +641,7 @@ impl Runtime for LinuxRuntime {
         let _busy = self.busy_containers.enter(&id);
         self.make_container_dirs(req, &paths)?;
         let prepared = self.resolve_image(req).and_then(|image| {
-            let meta = self.prepare(req, &id, &paths, &image)?;
+            let (meta, _) = self.prepare(req, &id, &paths, &image, false)?;
             self.add_lease(&id, &image)?;
             Ok(meta)
         });

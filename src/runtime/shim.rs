@@ -137,25 +137,16 @@ pub struct ShimConfig {
     #[serde(default)]
     pub stdin_once: bool,
     /// Forked while its pod's sandbox is still being made (the pod's first container): the
-    /// monitor mounts the rootfs, then waits for the runtime's go on fd 3, a socket ([`GO`] or
-    /// [`GO_RESPEC`]). The runtime's end closing instead means the sandbox failed or the
-    /// daemon died: the monitor takes the rootfs apart and exits without a report.
+    /// monitor mounts the rootfs, then waits for the runtime's go on fd 3, a socket ([`GO`];
+    /// `shim.json` is then complete and the spec written), and reads this file again. The
+    /// runtime's end closing instead means the sandbox failed or the daemon died: the monitor
+    /// takes the rootfs apart and exits without a report.
     #[serde(default)]
     pub staged: bool,
-    /// A staged monitor's spec and `user` were written at the staging, against the paths the
-    /// sandbox was to have: the monitor makes the container ready to build from them while it
-    /// waits. Without it, `user` is empty and the spec is written before the go.
-    #[serde(default)]
-    pub staged_spec: bool,
 }
 
-/// The go a staged monitor waits for ([`ShimConfig::staged`]): the sandbox is there, and the
-/// spec and `shim.json` read at the staging ([`ShimConfig::staged_spec`]) are the final ones;
-/// a monitor without them reads both now.
+/// The byte a staged monitor waits for ([`ShimConfig::staged`]).
 pub const GO: u8 = b'g';
-/// The go after the runtime wrote the spec and `shim.json` again (the sandbox was not as
-/// expected at the staging): the monitor reads both again.
-pub const GO_RESPEC: u8 = b'r';
 
 /// What the monitor records about itself and the container (`state.json`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -69,15 +69,6 @@ pub enum VolumeKind {
     Projected,
 }
 
-/// Where a volume is on the host once [`prepare`]d: a hostPath at its path, any other kind
-/// at `data_dir`.
-pub fn host_path(v: &Volume, data_dir: &Path) -> PathBuf {
-    match &v.host_path {
-        Some(hp) => PathBuf::from(&hp.path),
-        None => data_dir.to_path_buf(),
-    }
-}
-
 /// Prepares volume `v` (`spec.volumes[index]`) of `pod` whose data directory is `data_dir`
 /// (`<root-dir>/pods/<uid>/volumes/<name>`); returns the host path to bind-mount.
 pub fn prepare(

@@ -4,18 +4,11 @@
 //! Nothing of a container's rootfs depends on the sandbox, so the worker resolves the image,
 //! makes the container's directories, takes the image lease and has the spawner fork the
 //! monitor while a short-lived `pod-sandbox` thread makes the sandbox; the monitor mounts the
-//! overlay rootfs meanwhile and waits. The spec joins the sandbox's namespaces, /etc files
-//! and volumes by paths the sandbox's directory fixes in advance, so the worker builds it at
-//! the staging against those expected paths ([`LinuxRuntime::expected_mounts`]), and the
-//! monitor makes the container ready to build from it while it waits (the user resolved, the
-//! pipes and the attach socket made). Once the sandbox exists the worker compares the
-//! sandbox's real paths (and IPs, for a spec that holds them) with the expected ones: the
-//! same, it writes the container's identity and sends the go ([`shim::GO`]) on the monitor's
-//! fd 3, a socket here instead of the pipe of [`LinuxRuntime::spawn_monitor`]; not the same
-//! (or no spec could be built at the staging: subPath mounts, made inside the volumes), it
-//! writes the spec and `shim.json` again and sends [`shim::GO_RESPEC`], and the monitor reads
-//! both again. The monitor then goes on as any monitor does, reporting its start on the same
-//! socket. When the sandbox fails, the worker closes its end instead: the monitor
+//! overlay rootfs meanwhile and waits. Once the sandbox exists the worker writes the spec (its
+//! namespaces, volumes, /etc files and IPs are the sandbox's) and the rest of the container's
+//! files, and sends the go on the monitor's fd 3, a socket here instead of the pipe of
+//! [`LinuxRuntime::spawn_monitor`]; the monitor reads its `shim.json` again and goes on as any
+//! monitor does, reporting its start on the same socket. When the sandbox fails, the worker closes its end instead: the monitor
 //! unmounts the rootfs and exits without a report, and the worker removes the directories and
 //! the lease, as for a failed start. A daemon that dies in between closes its end the same way;
 //! the directories it leaves have no `meta.json`, an interrupted creation, which the next
@@ -29,10 +22,7 @@ use std::os::unix::net::UnixStream;
 
 use nix::sys::socket::{send, MsgFlags};
 
-use super::start::{
-    mounts_of, read_report, write_container_files, BuiltContainer, ContainerFacts, Monitor,
-    MonitorStart, ResolvedImage,
-};
+use super::start::{read_report, Monitor, ResolvedImage};
 use super::*;
 
 /// How long a called-off monitor may take to take its rootfs apart before the worker removes
@@ -45,9 +35,6 @@ pub(super) struct StagedMonitor {
     monitor: Monitor,
     /// Ours of the monitor's fd 3: the go goes out on it and the start report comes back.
     ready: UnixStream,
-    /// The sandbox the spec written at the staging expects, and what the identity takes from
-    /// that spec (the spec itself is not kept: ten pods at once would hold ten).
-    spec: Option<(SandboxMounts, ContainerFacts)>,
 }
 
 impl LinuxRuntime {
@@ -120,9 +107,8 @@ impl LinuxRuntime {
         })
     }
 
-    /// Everything of the start that needs no sandbox: directories, image, the spec against
-    /// the sandbox's expected paths and `shim.json` (or `shim.json` without the user, when
-    /// no spec can be built yet), the exit record's reserve, the lease, the monitor forked.
+    /// Everything of the start that needs no sandbox: directories, image, a `shim.json` without
+    /// the user (the spec says it), the exit record's reserve, the lease, the monitor forked.
     /// Nothing is left when it fails.
     fn stage(
         &self,
@@ -134,30 +120,15 @@ impl LinuxRuntime {
         self.make_container_dirs(req, paths)?;
         let staged = (|| {
             let image = self.resolve_image(req)?;
-            let spec = match self.stage_spec(req, id, paths, &image) {
-                Some((mounts, container)) => {
-                    write_container_files(paths, &container)?;
-                    Some((mounts, container.facts()))
+            let cfg =
+                self.shim_config(req, id, paths, &image, spec::UserRequest::default(), true)?;
+            fsutil::write_json_atomic_volatile(&paths.shim_config(), &cfg).map_err(|source| {
+                RuntimeError::Io {
+                    what: "write",
+                    path: paths.shim_config(),
+                    source,
                 }
-                None => {
-                    let cfg = self.shim_config(
-                        req,
-                        id,
-                        paths,
-                        &image,
-                        spec::UserRequest::default(),
-                        MonitorStart::Staged,
-                    )?;
-                    fsutil::write_json_atomic_volatile(&paths.shim_config(), &cfg).map_err(
-                        |source| RuntimeError::Io {
-                            what: "write",
-                            path: paths.shim_config(),
-                            source,
-                        },
-                    )?;
-                    None
-                }
-            };
+            })?;
             // A container starts only if its exit can be recorded on a full disk.
             shim::reserve_exit_record(paths).map_err(|source| RuntimeError::Io {
                 what: "write",
@@ -175,7 +146,6 @@ impl LinuxRuntime {
                 image,
                 monitor,
                 ready: ours,
-                spec,
             })
         })();
         if staged.is_err() {
@@ -185,95 +155,16 @@ impl LinuxRuntime {
         staged
     }
 
-    /// The spec built before the sandbox exists, against the paths it is to have, with the
-    /// expected sandbox; `None` where the spec needs the sandbox itself (subPath mounts are
-    /// made inside the volumes) or cannot be built now (the build after the sandbox then says
-    /// why).
-    fn stage_spec(
-        &self,
-        req: &ContainerRequest<'_>,
-        id: &str,
-        paths: &ContainerPaths,
-        image: &ResolvedImage,
-    ) -> Option<(SandboxMounts, BuiltContainer)> {
-        if has_sub_paths(req.container) {
-            return None;
-        }
-        let mounts = self.expected_mounts(req.pod)?;
-        let container = self
-            .build_container(req, id, paths, image, &mounts, MonitorStart::StagedWithSpec)
-            .ok()?;
-        Some((mounts, container))
-    }
-
-    /// The sandbox's mounts as [`Self::sandbox_mounts`] will find them once the sandbox is
-    /// made: its directory fixes every path, the volumes are where [`volumes::host_path`] puts
-    /// them; the IPs are not known before the network answers. `None` for a pod that is not
-    /// staged (`hostUsers: false`) or whose uid is not a valid directory name.
-    pub(super) fn expected_mounts(&self, pod: &Pod) -> Option<SandboxMounts> {
-        let spec = pod.spec.as_ref()?;
-        if spec.host_users == Some(false) {
-            return None;
-        }
-        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
-        let sb_paths = SandboxPaths::new(&self.cfg.sandbox_dirs(), uid).ok()?;
-        let volumes = spec
-            .volumes
-            .iter()
-            .flatten()
-            .map(|v| {
-                let path = super::super::volumes::host_path(v, &sb_paths.volume(&v.name));
-                (v.name.clone(), path)
-            })
-            .collect();
-        Some(mounts_of(
-            &sb_paths,
-            spec.host_network.unwrap_or(false),
-            sandbox::share_process_namespace(pod),
-            None,
-            volumes,
-            Vec::new(),
-        ))
-    }
-
-    /// The sandbox is there: the spec checked against it (or written), the identity, the go.
+    /// The sandbox is there: the spec and the rest of the container's files, then the go.
     fn start_staged(
         &self,
         req: &ContainerRequest<'_>,
         id: &str,
         paths: &ContainerPaths,
-        mut staged: StagedMonitor,
+        staged: StagedMonitor,
     ) -> Result<ContainerInfo, RuntimeError> {
-        let expected = staged.spec.take();
-        let prepared = (|| {
-            let mounts = self.sandbox_mounts(req)?;
-            let (facts, go) = match expected {
-                Some((expected, facts)) if expected.same_spec_for(&mounts, req.container) => {
-                    (facts, shim::GO)
-                }
-                expected => {
-                    let container = self.build_container(
-                        req,
-                        id,
-                        paths,
-                        &staged.image,
-                        &mounts,
-                        MonitorStart::Staged,
-                    )?;
-                    write_container_files(paths, &container)?;
-                    let go = if expected.is_some() {
-                        shim::GO_RESPEC
-                    } else {
-                        shim::GO
-                    };
-                    (container.facts(), go)
-                }
-            };
-            let meta = self.write_meta(req, id, paths, &staged.image, &facts)?;
-            Ok((meta, go))
-        })();
-        let (meta, go) = match prepared {
-            Ok(prepared) => prepared,
+        let meta = match self.prepare(req, id, paths, &staged.image, true) {
+            Ok((meta, _)) => meta,
             Err(e) => {
                 // A monitor that failed on its own (the rootfs mount) has said why, which is
                 // the cause of whatever the files then lacked.
@@ -287,7 +178,11 @@ impl LinuxRuntime {
             }
         };
         // A monitor already gone has reported why on the socket (or nothing): the report says.
-        let _ = send(staged.ready.as_raw_fd(), &[go], MsgFlags::MSG_NOSIGNAL);
+        let _ = send(
+            staged.ready.as_raw_fd(),
+            &[shim::GO],
+            MsgFlags::MSG_NOSIGNAL,
+        );
         let ready = OwnedFd::from(staged.ready);
         self.await_report(&meta, paths, staged.monitor, &ready)
     }
@@ -311,12 +206,4 @@ impl LinuxRuntime {
         self.discard_failed(id, paths);
         failed
     }
-}
-
-/// Whether the container mounts a volume's subPath (or subPathExpr).
-fn has_sub_paths(container: &k8s_openapi::api::core::v1::Container) -> bool {
-    container.volume_mounts.iter().flatten().any(|m| {
-        m.sub_path.as_deref().is_some_and(|p| !p.is_empty())
-            || m.sub_path_expr.as_deref().is_some_and(|p| !p.is_empty())
-    })
 }

@@ -17,88 +17,6 @@ pub(super) struct ResolvedImage {
     lower: Vec<String>,
 }
 
-/// How a container's monitor is started.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum MonitorStart {
-    /// Once the sandbox exists, its files all written.
-    Direct,
-    /// Beside the sandbox being made; the spec is written once it is there
-    /// ([`ShimConfig::staged`]).
-    Staged,
-    /// Beside the sandbox being made, the spec written at the staging against the paths the
-    /// sandbox is to have ([`ShimConfig::staged_spec`]).
-    StagedWithSpec,
-}
-
-/// A container's spec and its monitor's config, built together.
-pub(super) struct BuiltContainer {
-    pub(super) built: spec::ContainerSpec,
-    pub(super) shim: ShimConfig,
-}
-
-/// What the container's identity takes from its spec and monitor config: kept where the
-/// spec, written, need not be (a staged container waiting for its sandbox).
-pub(super) struct ContainerFacts {
-    pub(super) log_path: PathBuf,
-    pub(super) stop_signal: i32,
-}
-
-impl BuiltContainer {
-    pub(super) fn facts(&self) -> ContainerFacts {
-        ContainerFacts {
-            log_path: self.shim.log_path.clone(),
-            stop_signal: self.built.stop_signal,
-        }
-    }
-}
-
-/// The sandbox's files and namespaces as a spec joins them, from where the sandbox keeps them.
-pub(super) fn mounts_of(
-    sb_paths: &SandboxPaths,
-    host_network: bool,
-    shares_pid: bool,
-    user_ns: Option<(PathBuf, u32)>,
-    volumes: std::collections::BTreeMap<String, PathBuf>,
-    pod_ips: Vec<String>,
-) -> SandboxMounts {
-    SandboxMounts {
-        network_ns: (!host_network).then(|| sb_paths.ns("net")),
-        ipc_ns: sb_paths.ns("ipc"),
-        uts_ns: (!host_network).then(|| sb_paths.ns("uts")),
-        pid_ns: shares_pid.then(|| sb_paths.ns("pid")),
-        user_ns,
-        hosts: sb_paths.etc("hosts"),
-        hostname: sb_paths.etc("hostname"),
-        resolv_conf: sb_paths.etc("resolv.conf"),
-        shm: sb_paths.shm(),
-        volumes,
-        pod_ips,
-    }
-}
-
-fn write_file(path: PathBuf, r: io::Result<()>) -> Result<(), RuntimeError> {
-    r.map_err(|source| RuntimeError::Io {
-        what: "write",
-        path,
-        source,
-    })
-}
-
-/// Writes the container's spec and `shim.json` (the runtime files, on a tmpfs: no fsync).
-pub(super) fn write_container_files(
-    paths: &ContainerPaths,
-    container: &BuiltContainer,
-) -> Result<(), RuntimeError> {
-    write_file(
-        paths.config(),
-        fsutil::write_json_atomic_volatile(&paths.config(), &container.built.spec),
-    )?;
-    write_file(
-        paths.shim_config(),
-        fsutil::write_json_atomic_volatile(&paths.shim_config(), &container.shim),
-    )
-}
-
 /// A monitor just forked: its pid and pidfd, `None` when the spawner's answer was lost.
 pub(super) struct Monitor {
     pub(super) pid: Option<i32>,
@@ -199,7 +117,7 @@ impl LinuxRuntime {
         paths: &ContainerPaths,
         image: &ResolvedImage,
         user: UserRequest,
-        start: MonitorStart,
+        staged: bool,
     ) -> Result<ShimConfig, RuntimeError> {
         let pod = req.pod;
         let uid = pod.metadata.uid.clone().unwrap_or_default();
@@ -231,20 +149,30 @@ impl LinuxRuntime {
             systemd_cgroup: driver == cgroups::CgroupDriver::Systemd,
             stdin: req.container.stdin.unwrap_or(false),
             stdin_once: req.container.stdin_once.unwrap_or(false),
-            staged: start != MonitorStart::Direct,
-            staged_spec: start == MonitorStart::StagedWithSpec,
+            staged,
         })
     }
 
-    /// The pod's sandbox as a container's spec sees it: loaded from its record, its
-    /// namespaces checked live.
-    pub(super) fn sandbox_mounts(
+    /// Writes everything the monitor reads: the spec (which needs the pod's sandbox),
+    /// `shim.json`, the exit record's reserve and, last, the container's identity.
+    pub(super) fn prepare(
         &self,
         req: &ContainerRequest<'_>,
-    ) -> Result<SandboxMounts, RuntimeError> {
+        id: &str,
+        paths: &ContainerPaths,
+        image: &ResolvedImage,
+        staged: bool,
+    ) -> Result<(ContainerMeta, ShimConfig), RuntimeError> {
         let pod = req.pod;
         let pod_name = pod.metadata.name.clone().unwrap_or_default();
+        let pod_ns = pod
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
         let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let cname = req.container.name.clone();
+        let image_ref = req.container.image.clone().unwrap_or_default();
         let sb_paths = SandboxPaths::new(&self.cfg.sandbox_dirs(), &uid).map_err(|source| {
             RuntimeError::Sandbox {
                 pod: pod_name.clone(),
@@ -282,33 +210,22 @@ impl LinuxRuntime {
         } else {
             None
         };
-        Ok(mounts_of(
-            &sb_paths,
-            sb.host_network,
-            sb_paths.shares_pid(),
+        let mounts = SandboxMounts {
+            network_ns: (!sb.host_network).then(|| sb_paths.ns("net")),
+            ipc_ns: sb_paths.ns("ipc"),
+            uts_ns: (!sb.host_network).then(|| sb_paths.ns("uts")),
+            pid_ns: sb_paths.shares_pid().then(|| sb_paths.ns("pid")),
             user_ns,
-            sb.volumes,
-            sb.pod_ips,
-        ))
-    }
-
-    /// The spec of the request's container against the sandbox `mounts`, and the monitor's
-    /// config that goes with it.
-    pub(super) fn build_container(
-        &self,
-        req: &ContainerRequest<'_>,
-        id: &str,
-        paths: &ContainerPaths,
-        image: &ResolvedImage,
-        mounts: &SandboxMounts,
-        start: MonitorStart,
-    ) -> Result<BuiltContainer, RuntimeError> {
-        let pod = req.pod;
-        let pod_name = pod.metadata.name.clone().unwrap_or_default();
-        let uid = pod.metadata.uid.clone().unwrap_or_default();
+            hosts: sb_paths.etc("hosts"),
+            hostname: sb_paths.etc("hostname"),
+            resolv_conf: sb_paths.etc("resolv.conf"),
+            shm: sb_paths.shm(),
+            volumes: sb.volumes.clone(),
+            pod_ips: sb.pod_ips.clone(),
+        };
         let qos = crate::pod::qos::qos_class(pod).map_err(|source| RuntimeError::Spec {
             pod: pod_name.clone(),
-            container: req.container.name.clone(),
+            container: cname.clone(),
             source: Box::new(spec::SpecError::from(source)),
         })?;
         let oci_cgroups_path =
@@ -332,7 +249,7 @@ impl LinuxRuntime {
             container: req.container,
             image: &image.config,
             rootfs: &rootfs,
-            sandbox: mounts,
+            sandbox: &mounts,
             cgroups_path: &oci_cgroups_path,
             node: &self.cfg.node,
             // Static pods are critical; the kubelet's -997 is for node-critical ones.
@@ -347,70 +264,55 @@ impl LinuxRuntime {
         })
         .map_err(|source| RuntimeError::Spec {
             pod: pod_name.clone(),
-            container: req.container.name.clone(),
+            container: cname.clone(),
             source: Box::new(source),
         })?;
         self.ensure_apparmor_profile(&built.spec, id)?;
-        let shim = self.shim_config(req, id, paths, image, built.user.clone(), start)?;
-        Ok(BuiltContainer { built, shim })
-    }
-
-    /// Writes the container's identity, last of its files: its presence marks the container
-    /// complete.
-    pub(super) fn write_meta(
-        &self,
-        req: &ContainerRequest<'_>,
-        id: &str,
-        paths: &ContainerPaths,
-        image: &ResolvedImage,
-        facts: &ContainerFacts,
-    ) -> Result<ContainerMeta, RuntimeError> {
-        let pod = req.pod;
+        let shim_cfg = self.shim_config(req, id, paths, image, built.user, staged)?;
         let meta = ContainerMeta {
             id: id.to_string(),
-            pod_uid: pod.metadata.uid.clone().unwrap_or_default(),
-            pod_namespace: pod
-                .metadata
-                .namespace
-                .clone()
-                .unwrap_or_else(|| "default".into()),
-            pod_name: pod.metadata.name.clone().unwrap_or_default(),
-            container_name: req.container.name.clone(),
+            pod_uid: uid,
+            pod_namespace: pod_ns,
+            pod_name,
+            container_name: cname,
             kind: req.kind,
             restart_count: req.restart_count,
-            image: req.container.image.clone().unwrap_or_default(),
+            image: image_ref,
             image_digest: image.image.digest.clone(),
-            log_path: facts.log_path.clone(),
-            stop_signal: facts.stop_signal,
+            log_path: shim_cfg.log_path.clone(),
+            stop_signal: built.stop_signal,
             created_at: super::super::now_rfc3339(),
             boot_id: self.boot_id.clone(),
         };
-        // No fsync on the start path: the monitor makes meta.json durable once the container
-        // started (a torn one after a power cut is an interrupted creation: the directories
-        // are removed).
-        write_file(
+        let write = |path: PathBuf, r: io::Result<()>| {
+            r.map_err(|source| RuntimeError::Io {
+                what: "write",
+                path,
+                source,
+            })
+        };
+        write(
+            paths.config(),
+            fsutil::write_json_atomic_volatile(&paths.config(), &built.spec),
+        )?;
+        write(
+            paths.shim_config(),
+            fsutil::write_json_atomic_volatile(&paths.shim_config(), &shim_cfg),
+        )?;
+        // No fsync on the start path: the runtime files live on a tmpfs, and the monitor makes
+        // meta.json durable once the container started (a torn one after a power cut is an
+        // interrupted creation: the directories are removed).
+        // A container starts only if its exit can be recorded on a full disk (a staged one
+        // reserved it before its monitor was forked).
+        if !staged {
+            write(paths.exit_reserve(), shim::reserve_exit_record(paths))?;
+        }
+        // meta.json last: its presence marks a container as complete.
+        write(
             paths.meta(),
             fsutil::write_json_atomic_volatile(&paths.meta(), &meta),
         )?;
-        Ok(meta)
-    }
-
-    /// Writes everything the monitor reads: the spec (which needs the pod's sandbox),
-    /// `shim.json`, the exit record's reserve and, last, the container's identity.
-    pub(super) fn prepare(
-        &self,
-        req: &ContainerRequest<'_>,
-        id: &str,
-        paths: &ContainerPaths,
-        image: &ResolvedImage,
-    ) -> Result<ContainerMeta, RuntimeError> {
-        let mounts = self.sandbox_mounts(req)?;
-        let container =
-            self.build_container(req, id, paths, image, &mounts, MonitorStart::Direct)?;
-        write_container_files(paths, &container)?;
-        // A container starts only if its exit can be recorded on a full disk.
-        write_file(paths.exit_reserve(), shim::reserve_exit_record(paths))?;
-        self.write_meta(req, id, paths, image, &container.facts())
+        Ok((meta, shim_cfg))
     }
 
     /// Loads podvisor's default AppArmor profile if the spec uses it and a policy reload (or

@@ -53,25 +53,15 @@ fn bind_in(dir: &Path, name: &str) -> Result<std::os::unix::net::UnixListener, S
     bound.map_err(io_err(&path))
 }
 
-/// What a staged monitor's go says about the files it read at the staging.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Go {
-    /// [`GO`]: they are final.
-    AsStaged,
-    /// [`GO_RESPEC`]: the runtime wrote them again.
-    Respec,
-}
-
 /// A staged monitor ([`ShimConfig::staged`]) waits here for the runtime's go on `ready`.
-fn await_go(ready: Option<&fs::File>) -> Result<Go, ShimError> {
+fn await_go(ready: Option<&fs::File>) -> Result<(), ShimError> {
     let Some(mut ready) = ready else {
         return Err(ShimError::CalledOff);
     };
     let mut byte = [0u8; 1];
     loop {
         match ready.read(&mut byte) {
-            Ok(1) if byte[0] == GO => return Ok(Go::AsStaged),
-            Ok(1) if byte[0] == GO_RESPEC => return Ok(Go::Respec),
+            Ok(1) if byte[0] == GO => return Ok(()),
             Ok(_) => return Err(ShimError::CalledOff),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(source) => {
@@ -84,35 +74,8 @@ fn await_go(ready: Option<&fs::File>) -> Result<Go, ShimError> {
     }
 }
 
-/// The container's ends of its stdio.
-struct Stdio {
-    stdin: OwnedFd,
-    stdout: OwnedFd,
-    stderr: OwnedFd,
-}
-
-/// Everything libcontainer's build takes, made ready from the spec and the mounted rootfs.
-/// Dropped unused, it closes its descriptors (a staged monitor told to read its spec again).
-struct Prepared {
-    /// The spec as libcontainer gets it: the user resolved, oom_score_adj checked, idmapped
-    /// bind sources.
-    spec: oci_spec::runtime::Spec,
-    cpu_shares: Option<u64>,
-    device_rules: Option<Vec<oci_spec::runtime::LinuxDeviceCgroup>>,
-    /// Our own oom_score_adj, put back after the build (which writes the container's).
-    own_oom: Option<String>,
-    tty: bool,
-    output: Output,
-    stdio: Stdio,
-    /// The write end of the container's stdin pipe (`stdin: true`, no tty).
-    stdin_w: Option<OwnedFd>,
-    attach_listener: std::os::unix::net::UnixListener,
-}
-
-/// Creates and starts the container. A staged monitor mounts the rootfs first and, with a
-/// spec written at the staging ([`ShimConfig::staged_spec`]), makes the container ready to
-/// build from it; then it waits for the go on `ready`, and reads `cfg` and the spec again
-/// when the go says they were written again or it had none.
+/// Creates and starts the container. A staged monitor mounts the rootfs first, waits for the
+/// go on `ready`, then reads `cfg` again (the runtime completed it with the spec).
 pub(super) fn create_and_start(
     paths: &ContainerPaths,
     cfg: &mut ShimConfig,
@@ -120,30 +83,15 @@ pub(super) fn create_and_start(
     ready: Option<&fs::File>,
 ) -> Result<Started, ShimError> {
     let rootfs = paths.rootfs();
-    let prepared = if cfg.staged {
+    let staged = cfg.staged;
+    if staged {
         rootfs::mount_rootfs(&rootfs, &cfg.layers_dir, &cfg.lower_layers, None)?;
-        // A failure here is only reported once the go confirms the files it came from.
-        let early = cfg.staged_spec.then(|| prepare(paths, cfg, true));
-        match (await_go(ready)?, early) {
-            (Go::AsStaged, Some(early)) => early?,
-            (_, early) => {
-                drop(early);
-                *cfg = ContainerPaths::open(&paths.dir)?.1;
-                prepare(paths, cfg, true)?
-            }
-        }
-    } else {
-        prepare(paths, cfg, false)?
-    };
-    start(paths, cfg, state, prepared)
-}
-
-/// Reads the spec, mounts the rootfs unless `mounted` (idmapped through the pod's user
-/// namespace where the spec joins one), resolves the image user against it, and opens the
-/// container's stdio and attach socket.
-fn prepare(paths: &ContainerPaths, cfg: &ShimConfig, mounted: bool) -> Result<Prepared, ShimError> {
-    let rootfs = paths.rootfs();
-    let mut spec: oci_spec::runtime::Spec = read_json(&paths.config())?;
+        await_go(ready)?;
+        *cfg = ContainerPaths::open(&paths.dir)?.1;
+    }
+    let cfg = &*cfg;
+    let config_path = paths.config();
+    let mut spec: oci_spec::runtime::Spec = read_json(&config_path)?;
     // hostUsers: false: the pod's user namespace, which the rootfs and every bind mount are
     // idmapped through (the spec joins it by path; its uidMappings say where it starts).
     let userns = user_namespace(&spec)
@@ -157,7 +105,7 @@ fn prepare(paths: &ContainerPaths, cfg: &ShimConfig, mounted: bool) -> Result<Pr
         userns: f.as_fd(),
         base: *base,
     });
-    if !mounted {
+    if !staged {
         rootfs::mount_rootfs(&rootfs, &cfg.layers_dir, &cfg.lower_layers, idmap)?;
     } else if idmap.is_some() {
         return Err(ShimError::StagedUserNamespace);
@@ -170,11 +118,17 @@ fn prepare(paths: &ContainerPaths, cfg: &ShimConfig, mounted: bool) -> Result<Pr
     // Resolve the user against the image's /etc/passwd and /etc/group, now that the rootfs
     // is mounted, and put it into the spec libcontainer will read.
     let user = crate::runtime::spec::resolve_user(&rootfs.rootfs, &cfg.user)?;
-    let resources = spec.linux().as_ref().and_then(|l| l.resources().as_ref());
-    let cpu_shares = resources
+    let cpu_shares = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.resources().as_ref())
         .and_then(|r| r.cpu().as_ref())
         .and_then(|c| c.shares());
-    let device_rules = resources.and_then(|r| r.devices().clone());
+    let device_rules = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.resources().as_ref())
+        .and_then(|r| r.devices().clone());
     let own_oom = fs::read_to_string("/proc/self/oom_score_adj").ok();
     if let Some(mut process) = spec.process().clone() {
         process.set_user(user);
@@ -194,7 +148,7 @@ fn prepare(paths: &ContainerPaths, cfg: &ShimConfig, mounted: bool) -> Result<Pr
         spec.set_process(Some(process));
     }
     // libcontainer takes the spec as built here; config.json gets it once the container
-    // started (`start`), off the path to the process, before anything can exec into it.
+    // started (below), off the path to the process, before anything can exec into it.
 
     let tty = spec
         .process()
@@ -213,15 +167,20 @@ fn prepare(paths: &ContainerPaths, cfg: &ShimConfig, mounted: bool) -> Result<Pr
             .into())
     };
     let attach_listener = bind_in(&paths.dir, attach::ATTACH_SOCKET)?;
+    let mut builder = libcontainer::container::builder::ContainerBuilder::new(
+        cfg.id.clone(),
+        libcontainer::syscall::syscall::SyscallType::default(),
+    )
+    .with_root_path(&cfg.youki_root)?;
     let mut stdin_w = None;
-    let (output, stdio) = if tty {
+    let output = if tty {
         let listener = bind_in(&paths.dir, attach::CONSOLE_SOCKET)?;
-        let stdio = Stdio {
-            stdin: null()?,
-            stdout: null()?,
-            stderr: null()?,
-        };
-        (Output::Console(listener), stdio)
+        builder = builder
+            .with_console_socket(Some(paths.dir.join(attach::CONSOLE_SOCKET)))
+            .with_stdin(null()?)
+            .with_stdout(null()?)
+            .with_stderr(null()?);
+        Output::Console(listener)
     } else {
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
@@ -232,57 +191,12 @@ fn prepare(paths: &ContainerPaths, cfg: &ShimConfig, mounted: bool) -> Result<Pr
         } else {
             null()?
         };
-        let stdio = Stdio {
-            stdin,
-            stdout: out_w,
-            stderr: err_w,
-        };
-        (Output::Pipes(out_r, err_r), stdio)
+        builder = builder
+            .with_stdin(stdin)
+            .with_stdout(out_w)
+            .with_stderr(err_w);
+        Output::Pipes(out_r, err_r)
     };
-    Ok(Prepared {
-        spec,
-        cpu_shares,
-        device_rules,
-        own_oom,
-        tty,
-        output,
-        stdio,
-        stdin_w,
-        attach_listener,
-    })
-}
-
-/// libcontainer's create and start of the prepared container.
-fn start(
-    paths: &ContainerPaths,
-    cfg: &ShimConfig,
-    state: &mut ShimState,
-    prepared: Prepared,
-) -> Result<Started, ShimError> {
-    let Prepared {
-        spec,
-        cpu_shares,
-        device_rules,
-        own_oom,
-        tty,
-        output,
-        stdio,
-        stdin_w,
-        attach_listener,
-    } = prepared;
-    let config_path = paths.config();
-    let mut builder = libcontainer::container::builder::ContainerBuilder::new(
-        cfg.id.clone(),
-        libcontainer::syscall::syscall::SyscallType::default(),
-    )
-    .with_root_path(&cfg.youki_root)?;
-    if let Output::Console(_) = output {
-        builder = builder.with_console_socket(Some(paths.dir.join(attach::CONSOLE_SOCKET)));
-    }
-    builder = builder
-        .with_stdin(stdio.stdin)
-        .with_stdout(stdio.stdout)
-        .with_stderr(stdio.stderr);
     let build = builder
         .validate_id()?
         .as_init(&paths.dir)

@@ -190,21 +190,6 @@ pub fn downward_volume_value(
     })
 }
 
-/// The downward API fields that hold the pod's IPs (the only part of a spec that comes from
-/// the pod's network).
-const POD_IP: &str = "status.podIP";
-const POD_IPS: &str = "status.podIPs";
-
-/// Whether the container's spec holds the pod's IPs: an env var from `status.podIP(s)`.
-pub fn reads_pod_ips(container: &Container) -> bool {
-    container.env.iter().flatten().any(|var| {
-        var.value_from
-            .as_ref()
-            .and_then(|from| from.field_ref.as_ref())
-            .is_some_and(|f| f.field_path == POD_IP || f.field_path == POD_IPS)
-    })
-}
-
 /// The pod's IPs, as status, the downward API, probes and hooks see them: those its network
 /// gave it (IPv4 first), the host's with hostNetwork, loopback without a pod network.
 pub fn pod_ips(pod: &Pod, host_ip: &str, network_ips: &[String]) -> Vec<String> {
@@ -260,9 +245,9 @@ pub(super) fn field_ref(
             .unwrap_or_else(|| ctx.node.name.clone()),
         "spec.serviceAccountName" => ctx.spec.service_account_name.clone().unwrap_or_default(),
         "status.hostIP" | "status.hostIPs" => ctx.node.host_ip.clone(),
-        POD_IP => pod_ip(ctx.pod, &ctx.node.host_ip, ctx.pod_ips),
+        "status.podIP" => pod_ip(ctx.pod, &ctx.node.host_ip, ctx.pod_ips),
         // The kubelet's downward API: the IPs comma-separated.
-        POD_IPS => pod_ips(ctx.pod, &ctx.node.host_ip, ctx.pod_ips).join(","),
+        "status.podIPs" => pod_ips(ctx.pod, &ctx.node.host_ip, ctx.pod_ips).join(","),
         _ => {
             if let Some(key) = subscript("metadata.labels['") {
                 meta.labels

@@ -84,7 +84,7 @@ mod security;
 mod testutil;
 
 use env::{container_env, replace_or_append};
-pub use env::{downward_volume_value, expand, pod_ip, pod_ips, reads_pod_ips};
+pub use env::{downward_volume_value, expand, pod_ip, pod_ips};
 use mounts::mounts;
 pub use process::parse_signal;
 use process::{process_args, stop_signal, user_request, working_dir};
@@ -119,40 +119,6 @@ pub struct SandboxMounts {
     pub volumes: BTreeMap<String, PathBuf>,
     /// The pod's IPs from its network (`status.podIP(s)`), IPv4 first; empty without one.
     pub pod_ips: Vec<String>,
-}
-
-impl SandboxMounts {
-    /// Whether `container`'s spec built against `self` is the one built against `other`:
-    /// every path is the same, and so are the pod's IPs where the spec holds them.
-    pub fn same_spec_for(&self, other: &SandboxMounts, container: &Container) -> bool {
-        let ips_differ = self.pod_ips != other.pod_ips;
-        if ips_differ && reads_pod_ips(container) {
-            return false;
-        }
-        let SandboxMounts {
-            network_ns,
-            ipc_ns,
-            uts_ns,
-            pid_ns,
-            user_ns,
-            hosts,
-            hostname,
-            resolv_conf,
-            shm,
-            volumes,
-            pod_ips: _,
-        } = self;
-        *network_ns == other.network_ns
-            && *ipc_ns == other.ipc_ns
-            && *uts_ns == other.uts_ns
-            && *pid_ns == other.pid_ns
-            && *user_ns == other.user_ns
-            && *hosts == other.hosts
-            && *hostname == other.hostname
-            && *resolv_conf == other.resolv_conf
-            && *shm == other.shm
-            && *volumes == other.volumes
-    }
 }
 
 /// The node as the spec needs it.

@@ -230,34 +230,3 @@ fn hugepage_media_and_item_paths() {
     }
     check_item_path("a/b..c", "f").expect("dots inside a name");
 }
-
-/// `host_path` says where `prepare` puts each kind of volume, before it is prepared (a staged
-/// spec is built against it).
-#[test]
-fn host_path_is_where_prepare_puts_each_volume() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let host = dir.path().join("host");
-    fs::create_dir(&host).expect("host dir");
-    let p = pod(serde_json::json!({
-        "metadata": {"name": "p", "uid": "u"},
-        "spec": {"containers": [{"name": "c", "image": "i"}], "volumes": [
-            {"name": "h", "hostPath": {"path": host, "type": "Directory"}},
-            {"name": "e", "emptyDir": {}},
-            {"name": "d", "downwardAPI": {"items": [
-                {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}}]}},
-            {"name": "pr", "projected": {"sources": [{"downwardAPI": {"items": [
-                {"path": "uid", "fieldRef": {"fieldPath": "metadata.uid"}}]}}]}},
-            {"name": "none"}
-        ]}
-    }));
-    let volumes = p
-        .spec
-        .as_ref()
-        .and_then(|s| s.volumes.clone())
-        .expect("volumes");
-    for (i, v) in volumes.iter().enumerate() {
-        let data = dir.path().join("volumes").join(&v.name);
-        let (path, _) = prepare(&p, &node(), v, i, &data).expect("prepare");
-        assert_eq!(host_path(v, &data), path, "{}", v.name);
-    }
-}
