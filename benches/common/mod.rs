@@ -294,9 +294,20 @@ pub fn new_runtime(
     env: &Env,
     images: &Arc<ImageStore>,
 ) -> Result<(LinuxRuntime, Receiver<RuntimeEvent>)> {
+    new_runtime_in(env, images, &env.run)
+}
+
+/// A runtime with its own runtime dir `run` (the state root, log dir and cgroup parent are
+/// the bench's): sandboxes made in it are none of a daemon's on the bench's runtime dir.
+pub fn new_runtime_in(
+    env: &Env,
+    images: &Arc<ImageStore>,
+    run: &Path,
+) -> Result<(LinuxRuntime, Receiver<RuntimeEvent>)> {
     let (tx, rx) = mpsc::channel();
-    let rt = LinuxRuntime::new(env.runtime_config()?, Arc::clone(images), tx)
-        .context("create runtime")?;
+    let mut cfg = env.runtime_config()?;
+    cfg.run_dir = run.to_path_buf();
+    let rt = LinuxRuntime::new(cfg, Arc::clone(images), tx).context("create runtime")?;
     Ok((rt, rx))
 }
 
@@ -326,6 +337,16 @@ pub fn template_spec(
     pod: &Pod,
     env: &Env,
 ) -> Result<Spec> {
+    template_spec_in(rt, rx, pod, &env.run)
+}
+
+/// [`template_spec`] from a runtime whose runtime dir is `run`.
+pub fn template_spec_in(
+    rt: &LinuxRuntime,
+    rx: &Receiver<RuntimeEvent>,
+    pod: &Pod,
+    run: &Path,
+) -> Result<Spec> {
     let template = pod_container(pod)?;
     let mut container = template.clone();
     container.command = Some(vec!["sleep".into(), "3600".into()]);
@@ -337,8 +358,7 @@ pub fn template_spec(
             restart_count: 0,
         })
         .context("start template container")?;
-    let path = env
-        .run
+    let path = run
         .join("containers")
         .join(&info.meta.id)
         .join("config.json");
