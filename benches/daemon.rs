@@ -1128,19 +1128,17 @@ fn verdict(ok: bool) -> &'static str {
     }
 }
 
+/// `f` of two rows' samples taken in the same runs, run by run.
+fn pairwise(a: &Row, b: &Row, f: impl Fn(f64, f64) -> f64) -> Vec<f64> {
+    a.ms.iter().zip(&b.ms).map(|(x, y)| f(*x, *y)).collect()
+}
+
 fn report(r: &Results) -> Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "load average after: {}", load_average())?;
     writeln!(out)?;
     let raw = r.raw.create_start.percentile(0.5);
-    let sums: Vec<f64> = r
-        .raw
-        .mount
-        .ms
-        .iter()
-        .zip(&r.raw.create_start.ms)
-        .map(|(a, b)| a + b)
-        .collect();
+    let sums = pairwise(&r.raw.mount, &r.raw.create_start, |a, b| a + b);
     let raw_full = percentile(&sums, 0.5);
     writeln!(
         out,
@@ -1215,14 +1213,7 @@ fn report(r: &Results) -> Result<()> {
     let idle = r.raw_idle.percentile(0.5);
     let beside = r.single.raw_beside.percentile(0.5);
     // Each start over the raw run just before it.
-    let pairs: Vec<f64> = r
-        .single
-        .started
-        .ms
-        .iter()
-        .zip(&r.single.raw_beside.ms)
-        .map(|(s, b)| s / b)
-        .collect();
+    let pairs = pairwise(&r.single.started, &r.single.raw_beside, |s, b| s / b);
     writeln!(
         out,
         "1 manifest -> started (after {IDLE_PAUSE:?} idle): {single:.2} ms = {:.2}x raw create+start after the same idle beside the starts ({beside:.2} ms; target <= {TARGET_SINGLE_RATIO}x: {}); per start over the raw run before it, median {:.2}x; {:.2}x raw's own phase after idle ({idle:.2} ms), {:.2}x raw back to back, {:.2}x raw mount+create+start",
