@@ -59,9 +59,9 @@
 //!    **Raw beside the starts.** Before each single run, after the same 100 ms of idle, the
 //!    bench also runs one raw create+start (as in 1., joining the template sandbox, which
 //!    lives in a runtime dir of its own the daemon does not know) while the daemon idles
-//!    beside it: the raw baseline in the same seconds and on the same churned disk as the
-//!    start after it. The start's verdict is against these runs. Raw's own phase (1.) drifts
-//!    apart from the daemon's runs by seconds of churn: five runs of one build said 1.33x to
+//!    beside it: the raw baseline in the same seconds as the start after it. The start's
+//!    verdict is against these runs. Raw's own phase (1.) drifts apart from the daemon's runs
+//!    (the machine's minute, the state disk's churn): five runs of one build said 1.33x to
 //!    2.10x against it (issue 19, round fifteen); its ratio is still printed.
 //! 3. **Ten manifests at once.** Each round writes ten dot-files, renames them into place
 //!    back to back and times until all ten `started_at` stamps exist (the latest stamp minus
@@ -1227,7 +1227,7 @@ fn report(r: &Results) -> Result<()> {
     let restart = r.single.restart.percentile(0.5);
     writeln!(
         out,
-        "restart after a crash (no backoff pending): {restart:.2} ms (target <= {TARGET_RESTART_MS} ms: {}), {:.2}x raw create+start after idle",
+        "restart after a crash (no backoff pending): {restart:.2} ms (target <= {TARGET_RESTART_MS} ms: {}), {:.2}x raw create+start after idle beside the starts",
         verdict(restart <= TARGET_RESTART_MS),
         restart / beside
     )?;
