@@ -217,17 +217,15 @@ fn measure(env: &Env, runs: usize, rounds: usize) -> Result<Results> {
     // ~50 ms of idle, the first write to a v1 `cgroup.procs` waits for an RCU grace period.
     let mut raw_idle = Row::new("  raw create+start after 100 ms idle");
     let layers = common::lower_layers(&images)?;
+    let after_idle = RawAfterIdle {
+        template: &template,
+        layers_dir: images.layers_dir(),
+        layers: &layers,
+    };
     for i in 0..WARMUP + runs {
-        std::thread::sleep(IDLE_PAUSE);
-        let (_, took, _) = common::raw_run(
-            env,
-            &template,
-            &images.layers_dir(),
-            &layers,
-            1000 + i,
-            false,
-        )
-        .with_context(|| format!("raw run {i} after idle"))?;
+        let took = after_idle
+            .run(env, 1000 + i)
+            .with_context(|| format!("raw run {i} after idle"))?;
         if i >= WARMUP {
             raw_idle.push(took);
         }
@@ -247,11 +245,6 @@ fn measure(env: &Env, runs: usize, rounds: usize) -> Result<Results> {
             raw_burst_cpu.push(busy);
         }
     }
-    let beside = RawBeside {
-        template: &template,
-        layers_dir: images.layers_dir(),
-        layers: &layers,
-    };
 
     // Monitors orphaned by a daemon killed on an error path come to us (not to PID 1, which
     // may not reap here) and are reaped at the end.
@@ -270,7 +263,7 @@ fn measure(env: &Env, runs: usize, rounds: usize) -> Result<Results> {
             spawner_of(daemon.pid).map(ProcMemory::of).transpose()?,
             spares_of(daemon.pid, &[])?,
         );
-        let single = single_runs(env, &daemon, &manifests, runs, &modes, &beside)?;
+        let single = single_runs(env, &daemon, &manifests, runs, &modes, &after_idle)?;
         let burst = burst_rounds(env, &daemon, &manifests, rounds)?;
         let memory = memory(env, &daemon, &manifests, idle)?;
         Ok((single, burst, memory))
@@ -626,11 +619,22 @@ fn wait_gone(env: &Env, d: &Daemon, since: Instant) -> Result<Duration> {
     }
 }
 
-/// What a raw run beside the daemon's starts needs: the template spec and the image's layers.
-struct RawBeside<'a> {
+/// A raw create+start after [`IDLE_PAUSE`] of idle, joining the template sandbox: in raw's
+/// own phase and beside the daemon's starts.
+struct RawAfterIdle<'a> {
     template: &'a oci_spec::runtime::Spec,
     layers_dir: PathBuf,
     layers: &'a [String],
+}
+
+impl RawAfterIdle<'_> {
+    /// Run `n` (a container ID of its own): the idle pause, then the timed create+start.
+    fn run(&self, env: &Env, n: usize) -> Result<Duration> {
+        std::thread::sleep(IDLE_PAUSE);
+        let (_, took, _) =
+            common::raw_run(env, self.template, &self.layers_dir, self.layers, n, false)?;
+        Ok(took)
+    }
 }
 
 struct SingleRows {
@@ -686,7 +690,7 @@ fn single_runs(
     dir: &Path,
     runs: usize,
     modes: &[Detect],
-    beside: &RawBeside<'_>,
+    beside: &RawAfterIdle<'_>,
 ) -> Result<SingleRows> {
     let mut rows = SingleRows {
         raw_beside: Row::new("  raw after idle, beside the starts"),
@@ -708,16 +712,9 @@ fn single_runs(
         let detect = modes[i % modes.len()];
         let name = format!("single-{i}");
         // Raw in the same seconds, after the same idle, the daemon idle beside it.
-        std::thread::sleep(IDLE_PAUSE);
-        let (_, raw, _) = common::raw_run(
-            env,
-            beside.template,
-            &beside.layers_dir,
-            beside.layers,
-            2000 + i,
-            false,
-        )
-        .with_context(|| format!("raw run beside single run {i}"))?;
+        let raw = beside
+            .run(env, 2000 + i)
+            .with_context(|| format!("raw run beside single run {i}"))?;
         let (tmp, fin) = stage(dir, &name)?;
         // As the raw "after idle" baseline: a manifest arriving on a quiet node.
         std::thread::sleep(IDLE_PAUSE);
