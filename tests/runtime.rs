@@ -83,6 +83,42 @@ fn container_output_and_exit_code_are_recorded() {
     finish(&rt, &env, &p);
 }
 
+/// ext2/3/4's superblock magic (`statfs` f_type).
+const EXT_SUPER_MAGIC: i64 = 0xEF53;
+
+#[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
+fn the_roots_of_records_pod_data_and_logs_spread_their_children_on_ext4() {
+    use rustix::fs::{ioctl_getflags, IFlags};
+    let env = TestEnv::new("topdir");
+    let (rt, rx) = env.runtime();
+    let dirs = [
+        env.root.join("containers"),
+        env.root.join("pods"),
+        env.logs.clone(),
+    ];
+    #[allow(clippy::unnecessary_cast)] // f_type is an i32 on 32-bit targets
+    let ext = rustix::fs::statfs(&env.root).expect("statfs").f_type as i64 == EXT_SUPER_MAGIC;
+    for d in &dirs {
+        let f = fs::File::open(d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
+        match ioctl_getflags(&f) {
+            Ok(flags) => assert_eq!(
+                flags.contains(IFlags::TOPDIR),
+                ext,
+                "{}: {flags:?}",
+                d.display()
+            ),
+            Err(e) => assert!(!ext, "{}: {e}", d.display()),
+        }
+    }
+    // A container runs and is taken apart below them as anywhere else.
+    let p = pod(&simple_pod("topdir", "echo spread"));
+    let (info, exit) = run_to_exit(&rt, &rx, &p, T);
+    assert_eq!(exit.exit_code, 0);
+    assert_eq!(log_lines(&info.meta.log_path), vec!["spread".to_string()]);
+    finish(&rt, &env, &p);
+}
+
 #[test]
 #[ignore = "needs root: runs real containers (scripts/test runs it)"]
 fn command_args_env_and_working_dir_follow_kubernetes() {
