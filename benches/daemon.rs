@@ -170,10 +170,11 @@ fn bench() -> Result<()> {
     );
     println!(
         "podvisor daemon bench: {runs} raw and single-manifest runs, {rounds} rounds of {BURST} \
-         manifests (+{WARMUP} warm-up runs, +1 warm-up round), temp dir {}, cgroup parent {}; {}",
+         manifests (+{WARMUP} warm-up runs, +1 warm-up round), temp dir {}, cgroup parent {}; {}; {}",
         env.dir.path().display(),
         env.cgroup_parent,
-        env.run_fs()
+        env.run_fs(),
+        env.state_fs()
     );
     let reported = measure(&env, runs, rounds).and_then(|r| report(&r));
     // Cleanup runs whatever happened; its verdict is printed even when measuring failed.

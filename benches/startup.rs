@@ -114,10 +114,11 @@ fn bench() -> Result<()> {
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     println!(
-        "podvisor startup bench: {runs} runs per row (+{WARMUP} warm-up), temp dir {}, cgroup parent {}; {}",
+        "podvisor startup bench: {runs} runs per row (+{WARMUP} warm-up), temp dir {}, cgroup parent {}; {}; {}",
         env.dir.path().display(),
         env.cgroup_parent,
-        env.run_fs()
+        env.run_fs(),
+        env.state_fs()
     );
     let reported = measure(&env, runs).and_then(|rows| report(&rows, &env.bin));
     // Cleanup runs whatever happened; its verdict is printed even when measuring failed.

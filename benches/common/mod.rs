@@ -110,6 +110,33 @@ impl Env {
         }
     }
 
+    /// What the state root is on, for the report. An ext4 without a journal is named as
+    /// such: every inode it allocates skips the inodes deleted in the last minutes, so a
+    /// run's figures there depend on how much the runs before it deleted (docs/start-timeline.md,
+    /// round sixteen; `TMPDIR=<dir>` puts the state root elsewhere).
+    pub fn state_fs(&self) -> String {
+        /// ext2/3/4 and tmpfs, as `statfs` names them.
+        const EXT_SUPER_MAGIC: i64 = 0xEF53;
+        const TMPFS_MAGIC: i64 = 0x0102_1994;
+        #[allow(clippy::unnecessary_cast)] // f_type is an i32 on 32-bit targets
+        let fs_type = nix::sys::statfs::statfs(&self.root)
+            .map(|s| s.filesystem_type().0 as i64)
+            .ok();
+        match fs_type {
+            Some(EXT_SUPER_MAGIC) => match ext4_journal(&self.root) {
+                Some(true) => "state root on an ext4 with a journal".into(),
+                Some(false) => "state root on an ext4 WITHOUT a journal: its figures grow with \
+                                the inodes the runs of the last minutes deleted (TMPDIR=<dir> \
+                                to move it)"
+                    .into(),
+                None => "state root on an ext4".into(),
+            },
+            Some(TMPFS_MAGIC) => "state root on a tmpfs".into(),
+            Some(t) => format!("state root on a file system of type {t:#x}"),
+            None => "state root on an unknown file system".into(),
+        }
+    }
+
     pub fn runtime_config(&self) -> Result<RuntimeConfig> {
         let mut cfg = RuntimeConfig::new(self.root.clone(), self.run.clone(), self.logs.clone())
             .context("runtime config")?;
@@ -122,6 +149,18 @@ impl Env {
     pub fn raw_dir(&self) -> PathBuf {
         self.raw.clone()
     }
+}
+
+/// Whether the ext4 holding `path` has a journal: its `journal_task` in sysfs reads `<none>`
+/// without one. `None` when the kernel does not say.
+fn ext4_journal(path: &Path) -> Option<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = fs::metadata(path).ok()?.dev();
+    let (major, minor) = (nix::sys::stat::major(dev), nix::sys::stat::minor(dev));
+    let block = fs::read_link(format!("/sys/dev/block/{major}:{minor}")).ok()?;
+    let name = block.file_name()?.to_str()?.to_string();
+    let task = fs::read_to_string(format!("/sys/fs/ext4/{name}/journal_task")).ok()?;
+    Some(task.trim() != "<none>")
 }
 
 /// Durations of one row, in milliseconds.
