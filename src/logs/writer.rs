@@ -97,8 +97,8 @@ pub const DROP_MARKER: &str = "[podvisor] log output dropped:";
 
 /// Log files may hold secrets a container prints: owner read-write, group read (as containerd).
 const LOG_FILE_MODE: u32 = 0o640;
-/// Mode of the log directories podvisor creates.
-const LOG_DIR_MODE: u32 = 0o755;
+/// Mode of the log directories podvisor creates (the kubelet's).
+pub const LOG_DIR_MODE: u32 = 0o755;
 
 fn open_append(path: &Path) -> Result<(File, u64), LogError> {
     let open_err = |source| LogError::Open {

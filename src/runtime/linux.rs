@@ -176,13 +176,13 @@ impl RuntimeConfig {
 /// containers' records with their writable layers, the pods' data, the pods' logs) so that
 /// ext4 spreads their children over the file system (`sys::topdir`: on an ext4 without a
 /// journal each start otherwise scans past the last minutes' deletions). The log root is made
-/// here if missing, with the mode the log writer gives it. A file system without the flag is
+/// here if missing, with the log writer's mode. A file system without the flag is
 /// left as it is; nothing here stops the daemon.
 fn spread_churned_dirs(cfg: &RuntimeConfig) {
     let mut dirs = vec![cfg.records_dir(), cfg.sandbox_dirs().data];
     match fs::DirBuilder::new()
         .recursive(true)
-        .mode(0o755)
+        .mode(crate::logs::writer::LOG_DIR_MODE)
         .create(&cfg.log_dir)
     {
         Ok(()) => dirs.push(cfg.log_dir.clone()),
