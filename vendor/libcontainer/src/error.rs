@@ -34,6 +34,8 @@ pub enum LibcontainerError {
     MissingSpec(#[from] MissingSpecError),
     #[error(transparent)]
     InvalidSpec(#[from] ErrInvalidSpec),
+    #[error(transparent)]
+    Preflight(#[from] crate::container::preflight::PreflightError),
 
     // Errors from submodules and other errors
     #[error(transparent)]

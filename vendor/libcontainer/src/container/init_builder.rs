@@ -14,7 +14,6 @@ use crate::error::{ErrInvalidSpec, LibcontainerError, MissingSpecError};
 use crate::notify_socket::NOTIFY_FILE;
 use crate::process::args::ContainerType;
 use crate::syscall::syscall::create_syscall;
-use crate::validator::Validator;
 use crate::{apparmor, tty, user_ns, utils};
 
 // Builder that can be used to configure the properties of a new container
@@ -190,16 +189,11 @@ impl InitContainerBuilder {
     }
 
     fn validate_spec(spec: &Spec) -> Result<(), LibcontainerError> {
-        let version = spec.version();
-        if !version.starts_with("1.") {
-            tracing::error!(
-                "runtime spec has incompatible version '{}'. Only 1.X.Y is supported",
-                spec.version()
-            );
-            Err(ErrInvalidSpec::UnsupportedVersion)?;
-        }
-
-        Validator::validate_spec(spec)?;
+        // podvisor patch (vendor/README.md): the spec-only checks are one public function,
+        // which a caller can run ahead of time.
+        super::preflight::check_spec(spec).inspect_err(|err| {
+            tracing::error!(%err, "the spec fails its checks");
+        })?;
 
         if let Some(process) = spec.process() {
             if let Some(profile) = process.apparmor_profile() {

@@ -18,6 +18,7 @@ mod container_resume;
 mod container_start;
 pub mod init_builder;
 mod mount_validation;
+pub mod preflight;
 pub mod state;
 pub mod tenant_builder;
 pub use container::{CheckpointOptions, Container};

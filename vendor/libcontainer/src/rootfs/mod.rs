@@ -3,13 +3,13 @@
 
 #[allow(clippy::module_inception)]
 pub(crate) mod rootfs;
-pub use rootfs::RootFS;
+pub use rootfs::{RootFS, RootfsPropagation};
 
 pub mod device;
 pub use device::Device;
 
 pub(super) mod mount;
-pub use mount::Mount;
+pub use mount::{Mount, MountError};
 
 pub(super) mod symlink;
 
@@ -21,7 +21,7 @@ pub enum RootfsError {
     Syscall(#[from] crate::syscall::SyscallError),
     #[error(transparent)]
     MissingSpec(#[from] crate::error::MissingSpecError),
-    #[error("unknown rootfs propagation")]
+    #[error("unknown rootfs propagation {0:?}")]
     UnknownRootfsPropagation(String),
     #[error(transparent)]
     Symlink(#[from] symlink::SymlinkError),

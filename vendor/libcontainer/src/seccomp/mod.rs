@@ -148,6 +148,30 @@ fn check_seccomp(seccomp: &LinuxSeccomp) -> Result<()> {
 
 #[tracing::instrument(level = "trace", skip(seccomp))]
 pub fn initialize_seccomp(seccomp: &LinuxSeccomp) -> Result<Option<io::RawFd>> {
+    let ctx = build_filter(seccomp)?;
+
+    // In order to use the SECCOMP_SET_MODE_FILTER operation, either the calling
+    // thread must have the CAP_SYS_ADMIN capability in its user namespace, or
+    // the thread must already have the no_new_privs bit set.
+    // Ref: https://man7.org/linux/man-pages/man2/seccomp.2.html
+    ctx.load()
+        .map_err(|err| SeccompError::LoadContext { source: err })?;
+
+    let fd = if is_notify(seccomp) {
+        Some(
+            ctx.get_notify_fd()
+                .map_err(|err| SeccompError::GetNotifyId { source: err })?,
+        )
+    } else {
+        None
+    };
+
+    Ok(fd)
+}
+
+/// Compiles the spec's filter in memory without loading it (podvisor patch, vendor/README.md:
+/// `initialize_seccomp` is this and the load; container::preflight checks a spec with it).
+pub fn build_filter(seccomp: &LinuxSeccomp) -> Result<ScmpFilterContext> {
     check_seccomp(seccomp)?;
 
     tracing::trace!(default_action = ?seccomp.default_action(), errno = ?seccomp.default_errno_ret(), "initializing seccomp");
@@ -297,23 +321,7 @@ pub fn initialize_seccomp(seccomp: &LinuxSeccomp) -> Result<Option<io::RawFd>> {
         }
     }
 
-    // In order to use the SECCOMP_SET_MODE_FILTER operation, either the calling
-    // thread must have the CAP_SYS_ADMIN capability in its user namespace, or
-    // the thread must already have the no_new_privs bit set.
-    // Ref: https://man7.org/linux/man-pages/man2/seccomp.2.html
-    ctx.load()
-        .map_err(|err| SeccompError::LoadContext { source: err })?;
-
-    let fd = if is_notify(seccomp) {
-        Some(
-            ctx.get_notify_fd()
-                .map_err(|err| SeccompError::GetNotifyId { source: err })?,
-        )
-    } else {
-        None
-    };
-
-    Ok(fd)
+    Ok(ctx)
 }
 
 pub fn is_notify(seccomp: &LinuxSeccomp) -> bool {
