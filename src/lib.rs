@@ -60,6 +60,7 @@ pub mod reason;
 pub mod runtime;
 pub mod security;
 pub mod sources;
+pub mod staticpod;
 pub mod status;
 pub mod sync;
 pub mod sys;

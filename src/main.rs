@@ -750,7 +750,7 @@ fn validate(
     );
     let mut bad = 0;
     for f in files {
-        match podvisor::pod::static_pod::validate_file(f, &node, &security) {
+        match podvisor::staticpod::validate_file(f, &node, &security) {
             Ok(pods) => {
                 for p in pods {
                     println!("{}: ok: pod {} (uid {})", f.display(), p.full_name, p.uid());

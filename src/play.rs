@@ -31,11 +31,11 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use crate::images::ImageStore;
 use crate::logs::{FollowStart, LogFollower, Stream};
 use crate::pod::manifest;
-use crate::pod::static_pod::{self, StaticPod};
 use crate::runtime::linux::RuntimeConfig;
 use crate::runtime::RuntimeEvent;
 use crate::security::apparmor::AppArmorHost;
 use crate::sources::SourceEvent;
+use crate::staticpod::{self, StaticPod};
 use crate::status::{PodView, Snapshot, SnapshotCell};
 use crate::sync::engine::{self, Engine, StoreImageService};
 use crate::sync::{SyncConfig, SyncEvent};
@@ -77,7 +77,7 @@ pub fn play(opts: &PlayOptions) -> Result<i32, PlayError> {
     // Load the default AppArmor profile now, so that a failure is known before validation.
     runtime_cfg.security.apparmor = AppArmorHost::detect_and_load();
     let data = manifest::read_manifest_file(&opts.manifest)?;
-    let pod = static_pod::load_manifest_for_play(
+    let pod = staticpod::load_manifest_for_play(
         &data,
         &opts.manifest.display().to_string(),
         &runtime_cfg.security,

@@ -26,7 +26,7 @@ fn pod(yaml: &str) -> Pod {
         std::process::id(),
         std::time::Instant::now()
     );
-    podvisor::pod::static_pod::apply_defaults(&mut p, &seed, yaml.as_bytes());
+    podvisor::staticpod::apply_defaults(&mut p, &seed, yaml.as_bytes());
     p
 }
 

@@ -355,7 +355,7 @@ pub fn template_pod() -> Result<Pod> {
     let data = TEMPLATE_POD.as_bytes();
     let mut pod = podvisor::pod::manifest::parse_pod(data, name).context("parse template pod")?;
     podvisor::pod::validation::validate(&pod, name).context("validate template pod")?;
-    podvisor::pod::static_pod::apply_defaults(&mut pod, name, data);
+    podvisor::staticpod::apply_defaults(&mut pod, name, data);
     Ok(pod)
 }
 

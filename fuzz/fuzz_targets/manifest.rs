@@ -8,7 +8,7 @@
 use libfuzzer_sys::fuzz_target;
 use podvisor::cgroups::resources::PodCgroupConfig;
 use podvisor::pod::qos::{oom_score_adj, qos_class};
-use podvisor::pod::static_pod::{load_manifest, SourceKind};
+use podvisor::staticpod::{load_manifest, SourceKind};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(pods) = load_manifest(

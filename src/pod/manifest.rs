@@ -6,7 +6,7 @@
 //! locates field paths (`spec.containers[1].ports[0].containerPort`) for validation errors,
 //! gives the canonical JSON the static-pod hashes are computed from, and is deserialized into
 //! k8s-openapi's `Pod`, type errors naming the field path and its line:column.
-//! [`super::validation`] checks the Pod; [`super::static_pod`] applies the kubelet's defaults.
+//! [`super::validation`] checks the Pod; [`crate::staticpod`] applies the kubelet's defaults.
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -17,10 +17,10 @@ use std::time::Instant;
 
 use super::backoff;
 use super::{restart_policy, PodWorker, Removal, SandboxPhase};
-use crate::pod::static_pod::StaticPod;
 use crate::prober::ProbeKind;
 use crate::reason::WaitingReason;
 use crate::runtime::ContainerKind;
+use crate::staticpod::StaticPod;
 
 /// What the loop knows about one pod when it decides.
 #[derive(Debug)]

@@ -102,7 +102,7 @@ pub enum ImageOutcome {
 pub fn pull_policy(c: &Container) -> &str {
     match c.image_pull_policy.as_deref() {
         Some(p) if !p.is_empty() => p,
-        _ => crate::pod::static_pod::default_pull_policy(c.image.as_deref().unwrap_or("")),
+        _ => crate::staticpod::default_pull_policy(c.image.as_deref().unwrap_or("")),
     }
 }
 

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::store::{read_records, remove_record, scan_records, write_record, StoreError};
 use crate::fsutil;
-use crate::pod::static_pod::StaticPod;
+use crate::staticpod::StaticPod;
 
 /// A generation rolled back from: not started again while the manifest keeps its spec hash.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -122,10 +122,10 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = GenerationStore::new(dir.path().join("g"));
         let m = b"apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - {name: c, image: busybox}\n";
-        let pod = crate::pod::static_pod::load_manifest_on(
+        let pod = crate::staticpod::load_manifest_on(
             m,
             "/m/web.yaml",
-            crate::pod::static_pod::SourceKind::File,
+            crate::staticpod::SourceKind::File,
             "n",
             "2026-01-01T00:00:00Z",
             &NodeSecurity::default(),

@@ -60,10 +60,10 @@ use self::executor::{Executor, JobResult};
 use self::generations::{GenerationStore, LastReady};
 use self::podconfig::PodConfig;
 use self::store::DesiredStore;
-use crate::pod::static_pod::{SourceKind, StaticPod};
 use crate::reason::{EventReason, PodReason, WaitingReason};
 use crate::runtime::{ContainerInfo, ContainerKind, ExitRecord, Runtime, RuntimeEvent};
 use crate::sources::SourceEvent;
+use crate::staticpod::{SourceKind, StaticPod};
 use crate::status::{EventLog, EventType, PodView, Snapshot, SnapshotCell};
 
 /// Everything the sync loop reacts to.

@@ -19,10 +19,10 @@
 use std::collections::BTreeMap;
 
 use crate::pod::manifest::ManifestError;
-use crate::pod::static_pod::{load_api_pod, load_manifest_on, SourceKind, StaticPod};
 use crate::security::NodeSecurity;
 use crate::sources::api::{source_key, Applied, StoredPod, API_SOURCE_PREFIX};
 use crate::sources::SourceEvent;
+use crate::staticpod::{load_api_pod, load_manifest_on, SourceKind, StaticPod};
 use crate::status::SourceErrorView;
 
 /// What happened, for events and logs (the sync loop records them).

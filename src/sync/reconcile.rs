@@ -12,10 +12,10 @@ use std::time::Duration;
 use super::actions::{compute_pod_change, PodChange};
 use super::podconfig::ConfigNotice;
 use super::{Removal, SyncLoop};
-use crate::pod::static_pod::StaticPod;
 use crate::reason::EventReason;
 use crate::runtime::ContainerState;
 use crate::sources::SourceEvent;
+use crate::staticpod::StaticPod;
 use crate::status::EventType;
 
 impl SyncLoop {

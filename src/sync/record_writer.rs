@@ -9,7 +9,7 @@ use std::thread;
 
 use super::generations::{GenerationStore, LastReady};
 use super::store::DesiredStore;
-use crate::pod::static_pod::StaticPod;
+use crate::staticpod::StaticPod;
 
 /// One request to the [`Writer`] thread.
 enum Op {

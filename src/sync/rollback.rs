@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 
 use super::generations::{LastReady, RolledBack};
 use super::{PodWorker, SyncLoop};
-use crate::pod::static_pod::StaticPod;
 use crate::reason::{EventReason, WaitingReason};
+use crate::staticpod::StaticPod;
 use crate::status::EventType;
 
 /// One container of a generation on probation, as the decision sees it.

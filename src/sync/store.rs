@@ -22,7 +22,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::fsutil::{self, Loaded};
-use crate::pod::static_pod::StaticPod;
+use crate::staticpod::StaticPod;
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

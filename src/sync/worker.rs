@@ -14,9 +14,9 @@ use super::actions::{apps_finished, compute_actions, Action, Actions, PodState, 
 use super::backoff;
 use super::executor::{ContainerStart, Job};
 use super::{probes, restart_policy, Finished, Instance, PodWorker, SandboxPhase, Slot, SyncLoop};
-use crate::pod::static_pod::StaticPod;
 use crate::reason::{EventReason, WaitingReason};
 use crate::runtime::{ContainerKind, ContainerState, ExitRecord};
+use crate::staticpod::StaticPod;
 use crate::status::EventType;
 
 impl SyncLoop {
@@ -67,9 +67,9 @@ impl SyncLoop {
                 .metadata
                 .annotations
                 .as_ref()
-                .and_then(|a| a.get(crate::pod::static_pod::CONFIG_SOURCE_ANNOTATION))
+                .and_then(|a| a.get(crate::staticpod::CONFIG_SOURCE_ANNOTATION))
                 .map(String::as_str)
-                != Some(crate::pod::static_pod::SourceKind::Api.as_str());
+                != Some(crate::staticpod::SourceKind::Api.as_str());
             self.cfg
                 .metrics
                 .restarted_pods

@@ -513,7 +513,7 @@ pub fn pod(yaml: &str) -> Pod {
         SEQ.fetch_add(1, Ordering::Relaxed),
         Instant::now()
     );
-    podvisor::pod::static_pod::apply_defaults(&mut pod, &seed, yaml.as_bytes());
+    podvisor::staticpod::apply_defaults(&mut pod, &seed, yaml.as_bytes());
     pod
 }
 

@@ -22,7 +22,7 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::patch::merge_diff;
-use crate::pod::static_pod::{CONFIG_HASH_ANNOTATION, CONFIG_SEEN_ANNOTATION};
+use crate::staticpod::{CONFIG_HASH_ANNOTATION, CONFIG_SEEN_ANNOTATION};
 use crate::status::{full_name, PodView, Snapshot};
 
 /// The mirror annotation (its value: the static pod's config hash).

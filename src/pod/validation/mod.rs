@@ -3,7 +3,7 @@
 //! field errors that name the field path (`spec.containers[1].ports[0].containerPort`).
 //!
 //! Every problem of a pod is collected, not just the first. Locations (line:column) are added
-//! by the caller, which has the manifest text ([`super::static_pod`]).
+//! by the caller, which has the manifest text ([`crate::staticpod`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -59,7 +59,7 @@ pub fn validate_pod(pod: &Pod, opts: &ValidationOptions<'_>) -> Vec<FieldError> 
 }
 
 /// Validates a parsed Pod as a static pod (its name as written), reporting every problem
-/// (without line numbers: use [`super::static_pod::load_manifest`] for those).
+/// (without line numbers: use [`crate::staticpod::load_manifest`] for those).
 pub fn validate(pod: &Pod, source_name: &str) -> Result<(), ManifestError> {
     let errors = validate_pod(pod, &ValidationOptions::default());
     if errors.is_empty() {

@@ -1,4 +1,4 @@
-//! static_pod: manifests from a file or URL -> validated static pods with the kubelet's
+//! staticpod: manifests from a file or URL -> validated static pods with the kubelet's
 //! defaults (pkg/kubelet/config/common.go applyDefaults) and podvisor's content hashes.
 //!
 //! A file holds exactly one Pod; a URL body holds a Pod, a PodList (kind `PodList` or `List`
@@ -19,8 +19,8 @@ use std::path::Path;
 use k8s_openapi::api::core::v1::{Pod, Toleration};
 use sha2::{Digest, Sha256};
 
-use super::manifest::{self, FieldError, ManifestError, RawNode};
-use super::validation::{self, ValidationOptions};
+use crate::pod::manifest::{self, FieldError, ManifestError, RawNode};
+use crate::pod::validation::{self, ValidationOptions};
 use crate::security::NodeSecurity;
 
 /// Annotation naming the source kind (`file`, `http` or `api`).
@@ -730,5 +730,4 @@ pub fn default_pull_policies(pod: &mut Pod) {
 }
 
 #[cfg(test)]
-#[path = "static_pod_tests.rs"]
 mod tests;
