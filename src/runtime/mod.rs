@@ -10,6 +10,8 @@
 //!
 //! Submodules:
 //! - [`spec`]: OCI runtime spec from a Pod container and its image config.
+//! - [`check`]: the runtime's refusals of a pod decided before it runs (the static-pod
+//!   loader reports them: `validate` accepts a pod if and only if the runtime builds it).
 //! - [`rundir`]: the runtime dir (per-boot state, default /run/podvisor) and the boot ID.
 //! - [`sandbox`]: the pod sandbox (runtime part and pod data) and its pinned namespaces.
 //! - [`shim`]: the per-container monitor process (hidden `podvisor shim ...` subcommands).
@@ -19,6 +21,7 @@
 //! - [`exec`]: commands run inside a running container (`podvisor shim exec`).
 //! - [`linux`]: [`linux::LinuxRuntime`], the real [`Runtime`].
 
+pub mod check;
 pub mod console;
 pub mod dns;
 pub mod exec;

@@ -69,15 +69,37 @@ pub enum VolumeKind {
     Projected,
 }
 
-/// Prepares volume `v` (`spec.volumes[index]`) of `pod` whose data directory is `data_dir`
-/// (`<root-dir>/pods/<uid>/volumes/<name>`); returns the host path to bind-mount.
-pub fn prepare(
+/// What preparing a volume will do, decided from the pod and the node alone: every refusal
+/// of a volume is made here, before anything on the host is touched, so that the static-pod
+/// loader refuses what [`prepare`] would ([`plan`] is the one function both call).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VolumePlan {
+    /// A host path, checked against its `type` when the sandbox is made (host state).
+    HostPath {
+        field: String,
+        path: PathBuf,
+        kind: String,
+    },
+    /// downwardAPI or projected files, written with the atomic writer.
+    Projected {
+        field: String,
+        payload: BTreeMap<String, (Vec<u8>, u32)>,
+    },
+    /// An emptyDir: a directory, or a tmpfs / hugetlbfs (`fstype`) mounted with `options`.
+    EmptyDir {
+        field: String,
+        fstype: &'static str,
+        options: Option<String>,
+    },
+}
+
+/// Plans volume `v` (`spec.volumes[index]`) of `pod`; pure.
+pub fn plan(
     pod: &Pod,
     node: &NodeInfo,
     v: &Volume,
     index: usize,
-    data_dir: &Path,
-) -> Result<(PathBuf, VolumeKind), VolumeError> {
+) -> Result<VolumePlan, VolumeError> {
     let field = format!("spec.volumes[{index}]");
     if let Some(key) = unsupported_source(v) {
         return Err(VolumeError::Invalid {
@@ -96,21 +118,19 @@ pub fn prepare(
                 message: format!("{:?} must be an absolute path without '..'", hp.path),
             });
         }
-        check_host_path(&p, hp.type_.as_deref().unwrap_or(""), &field)?;
-        return Ok((p, VolumeKind::HostPath));
+        let kind = hp.type_.clone().unwrap_or_default();
+        host_path_kind(&kind, &field)?;
+        return Ok(VolumePlan::HostPath {
+            field,
+            path: p,
+            kind,
+        });
     }
     if let Some(d) = &v.downward_api {
         let field = format!("{field}.downwardAPI");
         let mode = file_mode(d.default_mode, &format!("{field}.defaultMode"))?;
         let payload = downward_payload(pod, node, d.items.as_deref().unwrap_or(&[]), mode, &field)?;
-        make_dir(data_dir, 0o755, &field)?;
-        write_atomic(data_dir, &payload).map_err(|source| VolumeError::Io {
-            field,
-            what: "write",
-            path: data_dir.to_path_buf(),
-            source,
-        })?;
-        return Ok((data_dir.to_path_buf(), VolumeKind::Projected));
+        return Ok(VolumePlan::Projected { field, payload });
     }
     if let Some(p) = &v.projected {
         let field = format!("{field}.projected");
@@ -134,22 +154,54 @@ pub fn prepare(
                 &format!("{sf}.downwardAPI"),
             )?);
         }
-        make_dir(data_dir, 0o755, &field)?;
-        write_atomic(data_dir, &payload).map_err(|source| VolumeError::Io {
-            field,
-            what: "write",
-            path: data_dir.to_path_buf(),
-            source,
-        })?;
-        return Ok((data_dir.to_path_buf(), VolumeKind::Projected));
+        return Ok(VolumePlan::Projected { field, payload });
     }
     // The API server's SetDefaults_Volume: a volume without a source is an emptyDir (the
     // manifest loader has already set it and warned about the key it did not know).
     let default_empty_dir = Default::default();
     let ed = v.empty_dir.as_ref().unwrap_or(&default_empty_dir);
     let field = format!("{field}.emptyDir");
-    prepare_empty_dir(ed, data_dir, &field)?;
-    Ok((data_dir.to_path_buf(), VolumeKind::EmptyDir))
+    let (fstype, options) = empty_dir_medium(ed, &field)?;
+    Ok(VolumePlan::EmptyDir {
+        field,
+        fstype,
+        options,
+    })
+}
+
+/// Prepares volume `v` (`spec.volumes[index]`) of `pod` whose data directory is `data_dir`
+/// (`<root-dir>/pods/<uid>/volumes/<name>`); returns the host path to bind-mount.
+pub fn prepare(
+    pod: &Pod,
+    node: &NodeInfo,
+    v: &Volume,
+    index: usize,
+    data_dir: &Path,
+) -> Result<(PathBuf, VolumeKind), VolumeError> {
+    match plan(pod, node, v, index)? {
+        VolumePlan::HostPath { field, path, kind } => {
+            check_host_path(&path, &kind, &field)?;
+            Ok((path, VolumeKind::HostPath))
+        }
+        VolumePlan::Projected { field, payload } => {
+            make_dir(data_dir, 0o755, &field)?;
+            write_atomic(data_dir, &payload).map_err(|source| VolumeError::Io {
+                field,
+                what: "write",
+                path: data_dir.to_path_buf(),
+                source,
+            })?;
+            Ok((data_dir.to_path_buf(), VolumeKind::Projected))
+        }
+        VolumePlan::EmptyDir {
+            field,
+            fstype,
+            options,
+        } => {
+            prepare_empty_dir(fstype, options, data_dir, &field)?;
+            Ok((data_dir.to_path_buf(), VolumeKind::EmptyDir))
+        }
+    }
 }
 
 /// The JSON names of the fields set on `v`.
@@ -200,13 +252,13 @@ fn make_dir(p: &Path, mode: u32, field: &str) -> Result<(), VolumeError> {
     })
 }
 
-fn prepare_empty_dir(
+/// The filesystem and mount options of an emptyDir's medium (none: a plain directory).
+fn empty_dir_medium(
     ed: &k8s_openapi::api::core::v1::EmptyDirVolumeSource,
-    p: &Path,
     field: &str,
-) -> Result<(), VolumeError> {
+) -> Result<(&'static str, Option<String>), VolumeError> {
     let medium = ed.medium.as_deref().filter(|m| !m.is_empty());
-    let (fstype, options): (&'static str, Option<String>) = match medium {
+    Ok(match medium {
         None => ("", None),
         Some("Memory") => {
             let mut opts = String::from("mode=1777");
@@ -233,7 +285,15 @@ fn prepare_empty_dir(
                 })
             }
         },
-    };
+    })
+}
+
+fn prepare_empty_dir(
+    fstype: &'static str,
+    options: Option<String>,
+    p: &Path,
+    field: &str,
+) -> Result<(), VolumeError> {
     // A memory volume still mounted (a sandbox created again without a reboot) is reused.
     if options.is_some() && is_mounted(p) {
         return Ok(());
@@ -259,7 +319,21 @@ fn prepare_empty_dir(
 
 /// The kubelet's hostPath type checks (pkg/volume/hostpath `checkType`), plus containerd's
 /// directory creation for an untyped path that does not exist.
+/// The hostPath types the kubelet knows (`""` is untyped); any other is refused before the
+/// host is looked at.
+fn host_path_kind(kind: &str, field: &str) -> Result<(), VolumeError> {
+    match kind {
+        "" | "Directory" | "DirectoryOrCreate" | "File" | "FileOrCreate" | "Socket"
+        | "CharDevice" | "BlockDevice" => Ok(()),
+        other => Err(VolumeError::Invalid {
+            field: format!("{field}.type"),
+            message: format!("unknown hostPath type {other:?}"),
+        }),
+    }
+}
+
 pub fn check_host_path(p: &Path, kind: &str, field: &str) -> Result<(), VolumeError> {
+    host_path_kind(kind, field)?;
     let problem = |what: &str| VolumeError::HostPathType {
         field: field.to_string(),
         path: p.to_path_buf(),

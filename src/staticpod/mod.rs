@@ -1,6 +1,13 @@
 //! staticpod: manifests from a file or URL -> validated static pods with the kubelet's
 //! defaults (pkg/kubelet/config/common.go applyDefaults) and podvisor's content hashes.
 //!
+//! A pod is accepted if and only if the runtime will run it: besides the API server's and the
+//! kubelet's validation ([`crate::pod::validation`]), every pod goes through the runtime's own
+//! spec build and libcontainer's spec checks ([`crate::runtime::check::check_pod`]), so
+//! every refusal of the runtime is a field error here, and last-known-good keeps the running
+//! pod. Only what depends on the host or the image at start is left to the start (that
+//! module's header lists it).
+//!
 //! A file holds exactly one Pod; a URL body holds a Pod, a PodList (kind `PodList` or `List`
 //! with `items`) or several YAML documents, each a Pod or a PodList. apiVersion/kind are checked
 //! on the raw document first (k8s-openapi's `Pod` does not keep them), then each pod is
@@ -517,7 +524,16 @@ fn build(
         written_name: Some(written_name),
         security: Some(security),
     };
-    let errors = validation::validate_pod(&pod, &opts);
+    let mut errors = validation::validate_pod(&pod, &opts);
+    // The runtime's refusals that validation did not already report at the same field.
+    for r in crate::runtime::check::check_pod(&pod, security) {
+        let known = errors
+            .iter()
+            .any(|e| r.field.starts_with(&e.field) || e.field.starts_with(&r.field));
+        if !known {
+            errors.push(FieldError::new(r.field, r.message));
+        }
+    }
     if !errors.is_empty() {
         return Err(ManifestError::Invalid {
             source_name: source.into(),

@@ -260,7 +260,7 @@ impl LinuxRuntime {
                 == Some("system-node-critical"),
             security: &self.cfg.security,
             host_devices: &host_devices,
-            sub_path_pins: Some(&paths.rootfs().sub_paths),
+            sub_paths: spec::SubPaths::Pin(&paths.rootfs().sub_paths),
         })
         .map_err(|source| RuntimeError::Spec {
             pod: pod_name.clone(),

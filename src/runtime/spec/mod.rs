@@ -180,9 +180,21 @@ pub struct SpecRequest<'a> {
     /// The host's device nodes, given to privileged containers (see
     /// [`crate::security::devices::host_devices`]); unused otherwise.
     pub host_devices: &'a [LinuxDevice],
-    /// Where subPath sources are pinned (see [`super::rootfs::pin_sub_path`]); `None` mounts
-    /// the checked path itself (tests).
-    pub sub_path_pins: Option<&'a Path>,
+    /// What is done with subPath sources.
+    pub sub_paths: SubPaths<'a>,
+}
+
+/// What [`build_spec`] does with a volume mount's `subPath`.
+#[derive(Debug, Clone, Copy)]
+pub enum SubPaths<'a> {
+    /// Resolved below the volume, created, and pinned in this directory (see
+    /// [`super::rootfs::pin_sub_path`]): a container start.
+    Pin(&'a Path),
+    /// Resolved below the volume and created; the checked path itself is mounted (tests).
+    Open,
+    /// Only its form is checked; the volume is not looked at (the static-pod loader's
+    /// [`crate::runtime::check::check_pod`]: the volume's content is host state at start).
+    Planned,
 }
 
 /// The generated spec and what is left to do with it.
@@ -423,7 +435,7 @@ pub fn build_spec(req: &SpecRequest<'_>) -> Result<ContainerSpec, SpecError> {
         req.sandbox,
         privileged,
         read_only_root,
-        req.sub_path_pins,
+        req.sub_paths,
         &container_env,
     )?;
 
@@ -688,7 +700,5 @@ fn namespaces(sandbox: &SandboxMounts, host_pid: bool, host_ipc: bool) -> Vec<Li
     list
 }
 
-#[cfg(test)]
-mod refusals;
 #[cfg(test)]
 mod tests;

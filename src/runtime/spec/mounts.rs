@@ -35,7 +35,7 @@ pub(super) fn mounts(
     sandbox: &SandboxMounts,
     privileged: bool,
     read_only_root: bool,
-    pin_dir: Option<&Path>,
+    sub_paths: SubPaths<'_>,
     container_env: &[(String, String)],
 ) -> Result<(Vec<Mount>, Option<String>), SpecError> {
     // hostIPC: the host's /dev/shm, as containerd gives such a sandbox.
@@ -233,25 +233,27 @@ pub(super) fn mounts(
                 format!("{field}.subPath"),
             ),
         };
-        let source = match sub {
-            None => volume_path.clone(),
-            Some(sub) => {
-                let (path, fd) = prepare_sub_path(volume_path, sub, &sub_field)?;
-                match pin_dir {
-                    Some(dir) => {
-                        super::super::rootfs::pin_sub_path(dir, j, &fd).map_err(|source| {
-                            SpecError::SubPath {
+        let source =
+            match sub {
+                None => volume_path.clone(),
+                Some(sub) if matches!(sub_paths, SubPaths::Planned) => {
+                    check_sub_path_form(sub, &sub_field)?;
+                    volume_path.join(sub)
+                }
+                Some(sub) => {
+                    let (path, fd) = prepare_sub_path(volume_path, sub, &sub_field)?;
+                    match sub_paths {
+                        SubPaths::Pin(dir) => super::super::rootfs::pin_sub_path(dir, j, &fd)
+                            .map_err(|source| SpecError::SubPath {
                                 field: sub_field,
                                 sub_path: sub.to_string(),
                                 volume_path: volume_path.clone(),
                                 source,
-                            }
-                        })?
+                            })?,
+                        SubPaths::Open | SubPaths::Planned => path,
                     }
-                    None => path,
                 }
-            }
-        };
+            };
         let mut options = vec![
             "rbind".to_string(),
             propagation.to_string(),
@@ -274,14 +276,8 @@ pub(super) fn mounts(
     Ok((all, propagation_needed.map(str::to_string)))
 }
 
-/// Checks that `sub` stays below `volume` (relative, no `..`, symlinks resolved beneath the
-/// volume) and creates missing directories with the volume's mode, like the kubelet. Returns
-/// the path and the resolved file or directory, open with `O_PATH`.
-pub(super) fn prepare_sub_path(
-    volume: &Path,
-    sub: &str,
-    field: &str,
-) -> Result<(PathBuf, OwnedFd), SpecError> {
+/// What a subPath may be, whatever the volume holds: relative, without `..`.
+fn check_sub_path_form(sub: &str, field: &str) -> Result<(), SpecError> {
     let rel = Path::new(sub);
     if rel.is_absolute() || rel.components().any(|c| c == Component::ParentDir) {
         return Err(invalid(
@@ -290,6 +286,19 @@ pub(super) fn prepare_sub_path(
             "must be a relative path without '..'",
         ));
     }
+    Ok(())
+}
+
+/// Checks that `sub` stays below `volume` (relative, no `..`, symlinks resolved beneath the
+/// volume) and creates missing directories with the volume's mode, like the kubelet. Returns
+/// the path and the resolved file or directory, open with `O_PATH`.
+pub(super) fn prepare_sub_path(
+    volume: &Path,
+    sub: &str,
+    field: &str,
+) -> Result<(PathBuf, OwnedFd), SpecError> {
+    check_sub_path_form(sub, field)?;
+    let rel = Path::new(sub);
     let err = |source| SpecError::SubPath {
         field: field.to_string(),
         sub_path: sub.to_string(),

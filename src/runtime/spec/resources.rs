@@ -148,7 +148,7 @@ mod tests {
             critical: true,
             security: &NodeSecurity::default(),
             host_devices: &[],
-            sub_path_pins: None,
+            sub_paths: SubPaths::Open,
         })
         .expect("build");
         assert_eq!(process(&cs).oom_score_adj(), Some(-997));

@@ -513,7 +513,7 @@ mod tests {
                 critical: false,
                 security: &NodeSecurity::default(),
                 host_devices: &[],
-                sub_path_pins: None,
+                sub_paths: SubPaths::Open,
             })
         };
         let cs = run(json!({"privileged": true}), &n).expect("privileged");

@@ -229,7 +229,7 @@ fn init_containers_are_found_and_named() {
         critical: false,
         security: &NodeSecurity::default(),
         host_devices: &[],
-        sub_path_pins: None,
+        sub_paths: SubPaths::Open,
     };
     let e = build_spec(&req).expect_err("procMount");
     assert_eq!(

@@ -91,7 +91,7 @@ pub(super) fn build_with(
             ..NodeSecurity::default()
         },
         host_devices: &[],
-        sub_path_pins: None,
+        sub_paths: SubPaths::Open,
     })
 }
 
@@ -112,7 +112,7 @@ pub(super) fn build_on(
         critical: false,
         security,
         host_devices,
-        sub_path_pins: None,
+        sub_paths: SubPaths::Open,
     })
 }
 
