@@ -130,3 +130,91 @@ fn a_failed_mount_is_named_in_the_start_error() {
         .expect("remove sandbox");
     env.assert_clean();
 }
+
+/// A mount the host makes below a `HostToContainer` hostPath after the container started
+/// reaches the container (containerd gives such a pod `rootfsPropagation: rslave` and the
+/// mount `rslave`; libcontainer 0.7 refused the recursive name until the vendored patch).
+#[test]
+#[ignore = "needs root: runs real containers (scripts/test runs it)"]
+fn host_to_container_propagation_shows_a_later_host_mount() {
+    use nix::mount::{mount, umount2, MntFlags, MsFlags};
+    /// Detaches the test's own mounts, whatever the test's outcome.
+    struct Unmount(Vec<std::path::PathBuf>);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            for p in self.0.iter().rev() {
+                let _ = umount2(p, MntFlags::MNT_DETACH);
+            }
+        }
+    }
+    let env = TestEnv::new("h2c");
+    let shared = env.dir.path().join("shared");
+    fs::create_dir_all(&shared).expect("mkdir shared");
+    let later = shared.join("later");
+    let _unmount = Unmount(vec![shared.clone(), later.clone()]);
+    // The hostPath is a shared mount of its own, so that what is mounted below it propagates
+    // to its slaves whatever the propagation of the test's directory is.
+    mount(
+        Some("tmpfs"),
+        &shared,
+        Some("tmpfs"),
+        MsFlags::empty(),
+        Some("size=1m"),
+    )
+    .expect("mount tmpfs on the hostPath");
+    mount(
+        None::<&str>,
+        &shared,
+        None::<&str>,
+        MsFlags::MS_SHARED,
+        None::<&str>,
+    )
+    .expect("make the hostPath shared");
+    fs::create_dir_all(shared.join("later")).expect("mkdir later");
+    let yaml = format!(
+        r#"
+metadata: {{name: h2c, uid: u-h2c, namespace: default}}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: busybox:1.35
+    command: [sh, -c, 'echo started; i=0; while [ ! -e /host/later/marker ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done; cat /host/later/marker']
+    volumeMounts:
+    - {{name: host, mountPath: /host, mountPropagation: HostToContainer}}
+  volumes:
+  - name: host
+    hostPath: {{path: {}, type: Directory}}
+"#,
+        shared.display()
+    );
+    let (rt, rx) = env.runtime();
+    let p = pod(&yaml);
+    rt.run_pod_sandbox(&p).expect("sandbox");
+    let info = common::start_container(&rt, &p, 0, 0);
+    common::wait_until("the container to start", T, || {
+        info.meta.log_path.exists()
+            && log_lines(&info.meta.log_path).first().map(String::as_str) == Some("started")
+    });
+    // After the start: a new mount on the host, below the hostPath.
+    mount(
+        Some("tmpfs"),
+        &later,
+        Some("tmpfs"),
+        MsFlags::empty(),
+        Some("size=1m"),
+    )
+    .expect("mount below the hostPath");
+    fs::write(later.join("marker"), "from the host\n").expect("write marker");
+    let exit = wait_exit(&rx, &info.meta.id, T);
+    let lines = log_lines(&info.meta.log_path);
+    let uid = p.metadata.uid.clone().expect("uid");
+    rt.remove_container(&info.meta.id)
+        .expect("remove container");
+    rt.remove_pod_sandbox(&uid).expect("remove sandbox");
+    umount2(&later, MntFlags::MNT_DETACH).expect("umount later");
+    umount2(&shared, MntFlags::MNT_DETACH).expect("umount shared");
+    env.assert_clean();
+    assert_eq!(exit.exit_code, 0, "{lines:?}");
+    assert_eq!(lines, ["started", "from the host"]);
+}
