@@ -24,6 +24,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::Pod;
+use libcontainer::container::preflight::PreflightError;
 use oci_spec::image::{ConfigBuilder, ImageConfiguration, ImageConfigurationBuilder};
 use oci_spec::runtime::Spec;
 
@@ -83,7 +84,7 @@ pub fn check_pod(pod: &Pod, security: &NodeSecurity) -> Vec<Refusal> {
             Ok(built) => {
                 if let Err(e) = check_built_spec(&built.spec) {
                     out.push(Refusal {
-                        field: container_field(pod, &c.name),
+                        field: preflight_field(pod, &c.name, &e),
                         message: format!("the container runtime refuses its OCI spec: {e}"),
                     });
                 }
@@ -110,6 +111,37 @@ pub fn check_built_spec(
         }
     }
     libcontainer::container::preflight::check_spec(&spec)
+}
+
+/// The manifest field behind a refusal of libcontainer's checks: a sysctl's entry in
+/// `spec.securityContext.sysctls` (the pod's, copied into every container's spec), else the
+/// container.
+fn preflight_field(pod: &Pod, container: &str, e: &PreflightError) -> String {
+    use libcontainer::error::ErrInvalidSpec as E;
+    let sysctl = match e {
+        PreflightError::InvalidSpec(
+            E::SysctlNotAllowedInHostIpc(name)
+            | E::SysctlNotAllowedInHostNet(name)
+            | E::SysctlConflictsWithOci(name, _)
+            | E::SysctlNotAllowedInHostUser(name)
+            | E::SysctlNotInSeparateNamespace(name),
+        ) => Some(name),
+        _ => None,
+    };
+    let index = sysctl.and_then(|name| {
+        pod.spec
+            .as_ref()?
+            .security_context
+            .as_ref()?
+            .sysctls
+            .as_ref()?
+            .iter()
+            .position(|s| s.name.replace('/', ".") == *name)
+    });
+    match index {
+        Some(i) => format!("spec.securityContext.sysctls[{i}].name"),
+        None => container_field(pod, container),
+    }
 }
 
 /// The refusals that depend on the image or on the host at start time.

@@ -209,7 +209,10 @@ fn start_path(pod: &Pod, scratch: &Path) -> Result<(), Option<String>> {
         network_ns: (!host_network).then(|| ns("net")),
         ipc_ns: ns("ipc"),
         uts_ns: (!host_network).then(|| ns("uts")),
-        pid_ns: spec.share_process_namespace.unwrap_or(false).then(|| ns("pid")),
+        pid_ns: spec
+            .share_process_namespace
+            .unwrap_or(false)
+            .then(|| ns("pid")),
         user_ns: (spec.host_users == Some(false)).then(|| (ns("user"), 65536)),
         hosts: scratch.join("hosts"),
         hostname: scratch.join("hostname"),
@@ -258,14 +261,19 @@ fn validation_accepts_a_pod_if_and_only_if_the_start_path_runs_it() {
                 accepted += 1;
                 let pod = &pods[0].pod;
                 if let Err(Some(why)) = start_path(pod, dir.path()) {
-                    panic!("pod {i} passes validation but the start refuses it: {why}\n{manifest:#}");
+                    panic!(
+                        "pod {i} passes validation but the start refuses it: {why}\n{manifest:#}"
+                    );
                 }
             }
             Err(_) => refused += 1,
         }
     }
     // The table reaches both sides, often.
-    assert!(accepted > 200 && refused > 200, "accepted {accepted}, refused {refused}");
+    assert!(
+        accepted > 200 && refused > 200,
+        "accepted {accepted}, refused {refused}"
+    );
 }
 
 #[test]
@@ -292,4 +300,51 @@ fn a_start_refusal_of_the_pod_is_a_validation_error() {
         }
     }
     assert!(seen > 200, "only {seen} pods refused by the start path");
+}
+
+#[test]
+fn a_libcontainer_refusal_names_the_field_behind_it() {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "p", "namespace": "default", "uid": "u"},
+        "spec": {
+            "hostIPC": true,
+            "securityContext": {"sysctls": [
+                {"name": "net.ipv4.ip_unprivileged_port_start", "value": "0"},
+                {"name": "kernel.shm_rmid_forced", "value": "1"}
+            ]},
+            "containers": [{"name": "c", "image": "i", "command": ["/x"]}]
+        }
+    }))
+    .expect("pod");
+    let refusals = check_pod(&pod, &NodeSecurity::default());
+    assert_eq!(refusals.len(), 1, "{refusals:#?}");
+    assert_eq!(refusals[0].field, "spec.securityContext.sysctls[1].name");
+    assert_eq!(
+        refusals[0].message,
+        "the container runtime refuses its OCI spec: sysctl kernel.shm_rmid_forced is not allowed in the hosts ipc namespace"
+    );
+}
+
+#[test]
+fn host_to_container_propagation_is_accepted_and_unknown_values_are_named() {
+    let pod = |propagation: &str| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "default", "uid": "u"},
+            "spec": {
+                "containers": [{"name": "c", "image": "i", "command": ["/x"],
+                    "volumeMounts": [{"name": "h", "mountPath": "/h", "mountPropagation": propagation}]}],
+                "volumes": [{"name": "h", "hostPath": {"path": "/var/lib/h"}}]
+            }
+        }))
+        .expect("pod")
+    };
+    assert_eq!(
+        check_pod(&pod("HostToContainer"), &NodeSecurity::default()),
+        vec![]
+    );
+    let refused = check_pod(&pod("Sideways"), &NodeSecurity::default());
+    assert_eq!(
+        refused.iter().map(|r| r.field.as_str()).collect::<Vec<_>>(),
+        ["spec.containers[0].volumeMounts[0].mountPropagation"]
+    );
 }
