@@ -15,7 +15,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -28,10 +28,12 @@ use super::stats::StatsSource;
 use super::{parse_request, ApiError, ApiRequest};
 use crate::logs::LogFollower;
 use crate::status::SnapshotCell;
+use crate::sys::stop::{wait_readable, StopSignal};
 
 /// How long a connection may take to send its request, and a write may block.
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often the accept loop and followers look at the stop flag, the log and the client.
+/// How often a log follower looks at the stop flag, the log and the client (the accept loop
+/// blocks on the socket and the stop signal together: an idle server is never woken).
 const TICK: Duration = Duration::from_millis(100);
 /// The largest request head (request line and headers) accepted.
 const MAX_HEAD: usize = 16 * 1024;
@@ -61,7 +63,7 @@ struct Conn {
 }
 
 struct Shared {
-    stop: AtomicBool,
+    stop: StopSignal,
     snapshots: SnapshotCell,
     limits: Limits,
     stats: Option<StatsSource>,
@@ -139,6 +141,8 @@ pub fn serve_with_stats(
     limits: Limits,
     stats: Option<StatsSource>,
 ) -> Result<ApiServer, ApiError> {
+    // Before the bind: nothing to undo when it fails.
+    let stop = StopSignal::new().map_err(|source| ApiError::Spawn { source })?;
     let listener = bind_socket(socket)?;
     let meta = fs::symlink_metadata(socket).map_err(|source| ApiError::Bind {
         path: socket.to_owned(),
@@ -146,7 +150,7 @@ pub fn serve_with_stats(
     })?;
     let identity = (meta.dev(), meta.ino());
     let shared = Arc::new(Shared {
-        stop: AtomicBool::new(false),
+        stop,
         snapshots,
         limits,
         stats,
@@ -199,7 +203,7 @@ impl ApiServer {
         let Some(accept) = self.accept.take() else {
             return;
         };
-        self.shared.stop.store(true, Ordering::SeqCst);
+        self.shared.stop.stop();
         if accept.join().is_err() {
             log::error!("api accept thread panicked");
         }
@@ -309,15 +313,13 @@ fn poll_timeout(d: Duration) -> PollTimeout {
 }
 
 fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
-    while !shared.stop.load(Ordering::SeqCst) {
-        let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
-        match nix::poll::poll(&mut fds, poll_timeout(TICK)) {
-            Ok(0) => continue,
-            Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => continue,
+    while !shared.stop.is_stopped() {
+        match wait_readable(listener.as_fd(), &shared.stop) {
+            Ok(true) => {}
+            Ok(false) => continue,
             Err(e) => {
                 log::error!("api: cannot poll the listening socket: {e}");
-                std::thread::sleep(TICK);
+                shared.stop.wait(TICK);
                 continue;
             }
         }
@@ -666,7 +668,7 @@ fn follow(
         if !lines.is_empty() {
             write_chunk(stream, &log_text(&lines), chunked)?;
         }
-        if last_round || shared.stop.load(Ordering::SeqCst) {
+        if last_round || shared.stop.is_stopped() {
             break;
         }
         if client_gone(stream, TICK) {

@@ -10,15 +10,15 @@
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use nix::poll::{PollFd, PollFlags, PollTimeout};
+use crate::sys::stop::{wait_readable, StopSignal};
 
-/// How often the accept loop looks at the stop flag: once a second, so an idle node wakes
-/// each port's thread once a second only (stopping takes up to that long).
+/// The pause after an accept or poll error (the accept loop otherwise blocks on the socket
+/// and the stop signal together: an idle port's thread is never woken).
 const TICK: Duration = Duration::from_secs(1);
 /// Bind retry period.
 const RETRY: Duration = Duration::from_secs(5);
@@ -32,7 +32,7 @@ pub type Refuse = Arc<dyn Fn(TcpStream) + Send + Sync>;
 /// connections in flight.
 pub struct Listener {
     name: &'static str,
-    stop: Arc<AtomicBool>,
+    stop: Arc<StopSignal>,
     active: Arc<AtomicUsize>,
     accept: Option<JoinHandle<()>>,
     bound: Arc<std::sync::Mutex<Option<SocketAddr>>>,
@@ -65,7 +65,7 @@ impl Listener {
         handler: Handler,
         refuse: Refuse,
     ) -> io::Result<(Listener, Option<io::Error>)> {
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(StopSignal::new()?);
         let active = Arc::new(AtomicUsize::new(0));
         let bound = Arc::new(std::sync::Mutex::new(None));
         let (first, first_err) = match bind(addr) {
@@ -110,7 +110,7 @@ impl Listener {
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
+        self.stop.stop();
         if let Some(h) = self.accept.take() {
             if h.join().is_err() {
                 log::error!("{}: accept thread panicked", self.name);
@@ -130,16 +130,11 @@ fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
     Ok(l)
 }
 
-fn bind_retrying(name: &str, addr: SocketAddr, stop: &AtomicBool) -> Option<TcpListener> {
+fn bind_retrying(name: &str, addr: SocketAddr, stop: &StopSignal) -> Option<TcpListener> {
     let mut last: Option<String> = None;
     loop {
-        let mut waited = Duration::ZERO;
-        while waited < RETRY {
-            if stop.load(Ordering::SeqCst) {
-                return None;
-            }
-            std::thread::sleep(TICK);
-            waited += TICK;
+        if stop.wait(RETRY) {
+            return None;
         }
         match bind(addr) {
             Ok(l) => {
@@ -161,20 +156,19 @@ fn bind_retrying(name: &str, addr: SocketAddr, stop: &AtomicBool) -> Option<TcpL
 fn accept_loop(
     name: &'static str,
     listener: &TcpListener,
-    stop: &AtomicBool,
+    stop: &StopSignal,
     active: &Arc<AtomicUsize>,
     max_connections: usize,
     handler: &Handler,
     refuse: &Refuse,
 ) {
-    while !stop.load(Ordering::SeqCst) {
-        let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
-        match nix::poll::poll(&mut fds, PollTimeout::from(1000u16)) {
-            Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
-            Ok(_) => {}
+    while !stop.is_stopped() {
+        match wait_readable(listener.as_fd(), stop) {
+            Ok(true) => {}
+            Ok(false) => continue,
             Err(e) => {
                 log::error!("{name}: cannot poll the listening socket: {e}");
-                std::thread::sleep(TICK);
+                stop.wait(TICK);
                 continue;
             }
         }
@@ -183,7 +177,7 @@ fn accept_loop(
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             Err(e) => {
                 log::warn!("{name}: cannot accept a connection: {e}");
-                std::thread::sleep(TICK);
+                stop.wait(TICK);
                 continue;
             }
         };

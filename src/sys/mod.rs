@@ -15,7 +15,8 @@
 //! - [`proctitle`]: the command line a process forked without exec shows;
 //! - [`pages`]: a long-lived process's code pages given back after its busy start;
 //! - [`mountpoint`]: whether a path is the root of a mount (statx, Linux 5.8);
-//! - [`topdir`]: ext4's hint to spread a directory's children over the file system.
+//! - [`topdir`]: ext4's hint to spread a directory's children over the file system;
+//! - [`stop`]: a stop request a thread polls beside its sockets (an eventfd), instead of a tick.
 //!
 //! Calls that must run between fork and exec (async-signal-safe only) stay where the
 //! `pre_exec` closure is: rustix's calls are raw syscalls without allocation, so they may be
@@ -31,5 +32,6 @@ pub mod pages;
 pub mod pidfd;
 pub mod prctl;
 pub mod proctitle;
+pub mod stop;
 pub mod topdir;
 pub mod tty;
