@@ -506,3 +506,74 @@ fn sources_file_ends_when_receiver_dropped() {
     }
     assert!(!handle.is_running());
 }
+
+/// Opens of the files in the watched directory since the last call (the directory's own
+/// opens, by the scan's read_dir, carry no name and are not counted).
+fn opens(inotify: &nix::sys::inotify::Inotify) -> usize {
+    match inotify.read_events() {
+        Ok(events) => events
+            .iter()
+            .filter(|e| {
+                e.name.is_some() && e.mask.contains(nix::sys::inotify::AddWatchFlags::IN_OPEN)
+            })
+            .count(),
+        Err(nix::errno::Errno::EAGAIN) => 0,
+        Err(e) => panic!("inotify read: {e}"),
+    }
+}
+
+#[test]
+fn sources_file_rescan_opens_only_changed_or_unsettled_files() {
+    use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("m");
+    fs::create_dir(&dir).expect("mkdir");
+    fs::write(dir.join("a.yaml"), b"a").expect("write");
+    fs::write(dir.join("b.yaml"), b"b").expect("write");
+    let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).expect("inotify");
+    inotify
+        .add_watch(&dir, AddWatchFlags::IN_OPEN)
+        .expect("watch");
+    let mut scanner = Scanner::new(dir.clone());
+    let mut out = Vec::new();
+
+    // Written just now: read, but not settled (a same-size write in the same timestamp
+    // tick could follow unseen), so the next scan reads them again.
+    scanner.scan(&HashSet::new(), &mut out).expect("scan");
+    assert_eq!(out.len(), 2);
+    assert_eq!(opens(&inotify), 2);
+    out.clear();
+    scanner.scan(&HashSet::new(), &mut out).expect("scan");
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(opens(&inotify), 2, "unsettled files are read again");
+
+    // Settled: the stat tells, nothing is opened, nothing is sent.
+    scanner.settle = Duration::ZERO;
+    scanner.scan(&HashSet::new(), &mut out).expect("scan");
+    assert_eq!(opens(&inotify), 2, "read once more, now settled");
+    for _ in 0..3 {
+        scanner.scan(&HashSet::new(), &mut out).expect("scan");
+    }
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(opens(&inotify), 0, "unchanged settled files are not opened");
+
+    // A write of the same size changes ctime: read again and sent.
+    fs::write(dir.join("a.yaml"), b"x").expect("write");
+    let _ = opens(&inotify); // the test's own write
+    scanner.scan(&HashSet::new(), &mut out).expect("scan");
+    assert_eq!(out, vec![changed(&dir.join("a.yaml"), b"x")]);
+    assert_eq!(opens(&inotify), 1);
+    // Replaced by rename (new inode) with the same content: read, nothing sent.
+    out.clear();
+    fs::write(dir.join(".b.tmp"), b"b").expect("write");
+    fs::rename(dir.join(".b.tmp"), dir.join("b.yaml")).expect("rename");
+    let _ = opens(&inotify);
+    scanner.scan(&HashSet::new(), &mut out).expect("scan");
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(opens(&inotify), 1);
+    // A failed scan re-reads every file afterwards (resync), settled or not.
+    scanner.resync = true;
+    scanner.scan(&HashSet::new(), &mut out).expect("scan");
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert_eq!(opens(&inotify), 2);
+}
