@@ -4,10 +4,12 @@
 //! `Pod`s (errors carry file:line:column), [`validation`] checks a Pod the way the API server
 //! and kubelet do for static pods, and [`static_pod`] ties them together with the kubelet's
 //! static-pod defaults and content hashes. [`quantity`] parses resource quantities, [`resources`]
-//! sums a pod's requests and limits; [`qos`] computes QoS classes and OOM scores.
+//! sums a pod's requests and limits; [`qos`] computes QoS classes and OOM scores; [`priority`]
+//! says how important a pod is to the eviction manager.
 
 pub mod manifest;
 pub mod netargs;
+pub mod priority;
 pub mod qos;
 pub mod quantity;
 pub mod resources;
