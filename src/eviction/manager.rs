@@ -146,7 +146,7 @@ pub struct Manager {
     evicted: BTreeMap<String, Stopping>,
     /// Pods over a local storage limit that are never evicted (critical ones; every pod with
     /// `--eviction-policy never`), already logged.
-    critical_over_limit: BTreeSet<String>,
+    kept_over_limit: BTreeSet<String>,
     /// The last reason for evicting nothing announced, and when.
     announced: Option<((Signal, u8), Instant)>,
 }
@@ -167,7 +167,7 @@ impl Manager {
             state: EvictionState::default(),
             conditions: BTreeSet::new(),
             evicted: BTreeMap::new(),
-            critical_over_limit: BTreeSet::new(),
+            kept_over_limit: BTreeSet::new(),
             announced: None,
         }
     }
@@ -222,6 +222,7 @@ impl Manager {
             }
             if reclaim_sufficed(&eval.to_reclaim, &obs) {
                 report.reclaim_sufficed = true;
+                self.announced = None;
                 return report;
             }
         }
@@ -288,7 +289,8 @@ impl Manager {
     }
 
     /// Every running pod over one of its local storage limits, evicted without grace
-    /// (critical pods are logged once and never evicted).
+    /// (critical pods, and every pod with `--eviction-policy never`, are logged once and never
+    /// evicted).
     fn local_storage_eviction(
         &mut self,
         now: Instant,
@@ -296,7 +298,7 @@ impl Manager {
         send: &dyn Fn(EvictionEvent),
     ) -> Vec<LimitEviction> {
         let mut out = Vec::new();
-        let mut critical_over = BTreeSet::new();
+        let mut kept_over = BTreeSet::new();
         for p in pods.local_storage() {
             if self.evicted.contains_key(&p.uid) {
                 continue;
@@ -305,7 +307,7 @@ impl Manager {
                 continue;
             };
             if p.critical || self.cfg.policy == EvictionPolicy::Never {
-                if !self.critical_over_limit.contains(&p.uid) {
+                if !self.kept_over_limit.contains(&p.uid) {
                     let why = if p.critical {
                         "critical pod"
                     } else {
@@ -317,7 +319,7 @@ impl Manager {
                         message.trim_end()
                     );
                 }
-                critical_over.insert(p.uid);
+                kept_over.insert(p.uid);
                 continue;
             }
             self.evicted.insert(
@@ -336,7 +338,7 @@ impl Manager {
             send(EvictionEvent::EvictForLimit(e.clone()));
             out.push(e);
         }
-        self.critical_over_limit = critical_over;
+        self.kept_over_limit = kept_over;
         out
     }
 

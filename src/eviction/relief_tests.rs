@@ -641,3 +641,56 @@ fn the_reason_is_said_again_after_the_repeat_period_and_at_once_when_it_changes(
     let r = pass(NOT_EVICTING_REPEAT + Duration::from_secs(20));
     assert!(r.threshold.is_none() && r.not_evicting.is_none());
 }
+
+struct OverLimit;
+
+impl PodSource for OverLimit {
+    fn candidates(&self, _: Signal) -> Vec<PodCandidate> {
+        vec![]
+    }
+    fn local_storage(&self) -> Vec<crate::eviction::ephemeral::PodStorage> {
+        use crate::eviction::ephemeral::{ContainerStorage, Limit, PodStorage};
+        vec![PodStorage {
+            uid: "uid-over".into(),
+            name: "default/over".into(),
+            critical: false,
+            pod_limit: Some(Limit {
+                bytes: MI,
+                text: "1Mi".into(),
+            }),
+            containers: vec![ContainerStorage {
+                name: "main".into(),
+                limit: Some(Limit {
+                    bytes: MI,
+                    text: "1Mi".into(),
+                }),
+                used: 2 * MI,
+            }],
+            volumes: vec![],
+        }]
+    }
+}
+
+#[test]
+fn a_pod_over_its_storage_limit_is_evicted_unless_the_policy_is_never() {
+    let node = FakeNode::new(50 * MI, vec![]);
+    for (policy, want) in [
+        (EvictionPolicy::Helpful, vec!["default/over"]),
+        (EvictionPolicy::Never, vec![]),
+    ] {
+        let mut m = Manager::new(cfg(policy));
+        let report = m.synchronize(
+            Instant::now(),
+            &node,
+            &OverLimit,
+            &mut CountReclaim(vec![]),
+            &|_| {},
+        );
+        let got: Vec<&str> = report
+            .limit_evicted
+            .iter()
+            .map(|e| e.name.as_str())
+            .collect();
+        assert_eq!(got, want, "{policy}");
+    }
+}
