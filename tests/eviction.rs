@@ -7,7 +7,8 @@
 //!   gone pod's logs) first, then the pod filling an emptyDir is evicted, its volume removed,
 //!   and it starts again once DiskPressure has cleared;
 //! - a filler file outside the pods: DiskPressure, new pods refused, but no pod evicted (none
-//!   can give the space back), the reason in `podvisor node` and an `EvictionSkipped` event;
+//!   can give the space back), the reason naming the filler in `podvisor node` and an
+//!   `EvictionSkipped` event;
 //!   the critical pod listed as never evicted; once the filler goes, admission resumes.
 
 mod common;
@@ -431,6 +432,15 @@ fn a_filler_outside_the_pods_evicts_nothing_and_says_why() {
             || reason.contains("no pod that may be evicted uses any ephemeral-storage"),
         "{reason}"
     );
+    println!("podvisor node: {reason}");
+    // What uses the space is named: the filler, not podvisor's own dirs.
+    let filler_path = fs::canonicalize(&filler).expect("filler path");
+    let names = format!("; what uses it: {} (", filler_path.display());
+    assert!(reason.contains(&names), "{reason}");
+    assert!(
+        !reason.contains("/root (") && !reason.contains("/logs ("),
+        "{reason}"
+    );
     let (ok, text, _) = d.cli(&env, &["node"]);
     assert!(ok && text.contains("  Not Evicting:\tnot evicting for nodefs.available: "));
     assert!(text.contains("  Never Evicted:\tdefault/crit-testnode (system-node-critical)"));
@@ -461,6 +471,7 @@ fn a_filler_outside_the_pods_evicts_nothing_and_says_why() {
         .filter(|e| e.reason == "EvictionSkipped")
         .collect();
     assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert!(skipped[0].message.contains(&names), "{skipped:?}");
     assert_eq!(skipped[0].count, 1, "{skipped:?}");
     assert_eq!(condition(&d, &env, "DiskPressure").as_deref(), Some("True"));
     assert!(d.log().contains("node-level reclaim"), "reclaim still runs");

@@ -149,6 +149,8 @@ pub struct Manager {
     kept_over_limit: BTreeSet<String>,
     /// The last reason for evicting nothing announced, and when.
     announced: Option<((Signal, u8), Instant)>,
+    /// What used the filesystem when that reason was announced.
+    top_dirs: Option<((Signal, u8), super::topdirs::TopDirs)>,
 }
 
 /// A pod evicted recently, still being stopped.
@@ -169,6 +171,7 @@ impl Manager {
             evicted: BTreeMap::new(),
             kept_over_limit: BTreeSet::new(),
             announced: None,
+            top_dirs: None,
         }
     }
 
@@ -249,8 +252,23 @@ impl Manager {
             &candidates,
         ) {
             Decision::Evict(v) => v,
-            Decision::NotEvicting(n) => {
-                self.announce(now, &n, send);
+            Decision::NotEvicting(mut n) => {
+                let announce = self.should_announce(now, &n);
+                if announce {
+                    // What uses the filesystem, walked again only when the reason is said.
+                    self.top_dirs = signals.top_dirs(n.signal).map(|t| (n.key(), t));
+                    self.announced = Some((n.key(), now));
+                }
+                n.users = self
+                    .top_dirs
+                    .as_ref()
+                    .filter(|(k, _)| *k == n.key())
+                    .map(|(_, t)| t.clone());
+                if announce {
+                    send(EvictionEvent::NotEvicting {
+                        message: n.message(),
+                    });
+                }
                 report.not_evicting = Some(n);
                 return report;
             }
@@ -269,23 +287,15 @@ impl Manager {
         report
     }
 
-    /// Sends why no pod is evicted when the reason is new, or again after
+    /// Whether to say why no pod is evicted: when the reason is new, or again after
     /// [`NOT_EVICTING_REPEAT`]; a pass waiting for evicted pods to stop says nothing.
-    fn announce(&mut self, now: Instant, n: &NotEvicting, send: &dyn Fn(EvictionEvent)) {
+    fn should_announce(&self, now: Instant, n: &NotEvicting) -> bool {
         if matches!(n.reason, super::relief::NotEvictingReason::Stopping { .. }) {
-            return;
+            return false;
         }
-        let key = n.key();
-        let repeat = self.announced.is_some_and(|(k, at)| {
-            k == key && now.saturating_duration_since(at) < NOT_EVICTING_REPEAT
-        });
-        if repeat {
-            return;
-        }
-        self.announced = Some((key, now));
-        send(EvictionEvent::NotEvicting {
-            message: n.message(),
-        });
+        !self.announced.is_some_and(|(k, at)| {
+            k == n.key() && now.saturating_duration_since(at) < NOT_EVICTING_REPEAT
+        })
     }
 
     /// Every running pod over one of its local storage limits, evicted without grace

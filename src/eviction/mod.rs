@@ -6,7 +6,8 @@
 //! ([`decisions`]: thresholds met, grace periods, node conditions with the pressure transition
 //! period; [`ranking`]: the kubelet's victim order, critical pods, the eviction message;
 //! [`relief`]: podvisor's rule that only a pod whose own usage can relieve the pressure is
-//! evicted, and `--eviction-policy never`, the kubelet's rule of evicting no static pod), one
+//! evicted, and `--eviction-policy never`, the kubelet's rule of evicting no static pod;
+//! [`topdirs`]: what uses a filesystem outside podvisor's dirs, when no eviction can help), one
 //! housekeeping pass and the `eviction-manager` thread ([`manager`]), the memory wake-up
 //! ([`notifier`]: memcg threshold on v1, PSI, a close watch near the threshold) and the real
 //! node's seams ([`node`]), and the local storage limits: the decision ([`ephemeral`]: container
@@ -32,6 +33,7 @@ pub mod relief;
 pub mod signals;
 pub mod storage;
 pub mod threshold;
+pub mod topdirs;
 pub mod usage;
 
 #[cfg(test)]

@@ -125,6 +125,9 @@ pub struct NotEvicting {
     /// Pods using the resource that are never evicted for it (critical ones, Guaranteed ones
     /// within their requests): `namespace/name` and their usage.
     pub protected: Vec<(String, u64)>,
+    /// What uses the filesystem outside podvisor's dirs (disk signals; the manager fills it
+    /// in when it announces the reason).
+    pub users: Option<super::topdirs::TopDirs>,
 }
 
 impl NotEvicting {
@@ -168,6 +171,24 @@ impl NotEvicting {
                 .map(|(n, u)| format!("{n} ({})", amount(s, *u)))
                 .collect();
             m.push_str(&format!("; never evicted: {}", names.join(", ")));
+        }
+        if let Some(t) = self.users.as_ref().filter(|t| !t.entries.is_empty()) {
+            let inodes = matches!(s, Signal::NodeFsInodesFree | Signal::ImageFsInodesFree);
+            let names: Vec<String> = t
+                .entries
+                .iter()
+                .map(|(p, b, i)| {
+                    format!(
+                        "{} ({})",
+                        p.display(),
+                        amount(s, if inodes { *i } else { *b })
+                    )
+                })
+                .collect();
+            m.push_str(&format!("; what uses it: {}", names.join(", ")));
+            if t.partial {
+                m.push_str(" (at least: the walk was cut short)");
+            }
         }
         m
     }
@@ -229,6 +250,7 @@ pub fn decide<'a>(
             shortfall,
             reason,
             protected: protected.clone(),
+            users: None,
         })
     };
     if policy == EvictionPolicy::Never {

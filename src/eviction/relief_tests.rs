@@ -371,6 +371,7 @@ fn policy_names_and_messages() {
             usage: 12 * KI,
         },
         protected: vec![("kube-system/etcd-n1".into(), 3 * MI)],
+        users: None,
     };
     assert_eq!(
         n.message(),
@@ -383,11 +384,45 @@ fn policy_names_and_messages() {
         shortfall: 40,
         reason: NotEvictingReason::NoPodUses,
         protected: vec![],
+        users: None,
     };
     assert_eq!(
         n.message(),
         "not evicting for pid.available: 40 short, and no pod that may be evicted uses any pids: \
          what uses it is not a pod's, evicting would free nothing"
+    );
+    let users = |partial| super::topdirs::TopDirs {
+        entries: vec![
+            ("/var/log/journal".into(), 3 * MI, 12),
+            ("/srv/filler".into(), 5 * MI + 512 * KI, 1),
+        ],
+        partial,
+    };
+    let n = NotEvicting {
+        signal: Signal::NodeFsAvailable,
+        shortfall: 5 * MI,
+        reason: NotEvictingReason::NoPodUses,
+        protected: vec![],
+        users: Some(users(false)),
+    };
+    assert!(
+        n.message().ends_with(
+            "evicting would free nothing; what uses it: /var/log/journal (3Mi), /srv/filler (5.5Mi)"
+        ),
+        "{}",
+        n.message()
+    );
+    let n = NotEvicting {
+        signal: Signal::NodeFsInodesFree,
+        users: Some(users(true)),
+        ..n
+    };
+    assert!(
+        n.message().ends_with(
+            "what uses it: /var/log/journal (12), /srv/filler (1) (at least: the walk was cut short)"
+        ),
+        "{}",
+        n.message()
     );
     for (n, want) in [(0, "0B"), (1023, "1023B"), (1024, "1Ki"), (1536, "1.5Ki")] {
         assert_eq!(amount(Signal::MemoryAvailable, n), want);
@@ -401,6 +436,8 @@ struct World {
     available: u64,
     pods: Vec<PodCandidate>,
     evicted: Vec<String>,
+    /// How often the manager asked what uses the filesystem.
+    walks: u32,
 }
 
 #[derive(Clone)]
@@ -412,6 +449,7 @@ impl FakeNode {
             available,
             pods,
             evicted: vec![],
+            walks: 0,
         })))
     }
 
@@ -437,6 +475,14 @@ impl FakeNode {
 }
 
 impl SignalSource for FakeNode {
+    fn top_dirs(&self, _: Signal) -> Option<super::topdirs::TopDirs> {
+        self.world().walks += 1;
+        Some(super::topdirs::TopDirs {
+            entries: vec![("/filler".into(), 90 * MI, 1)],
+            partial: false,
+        })
+    }
+
     fn observe(&self) -> Observations {
         let a = self.world().available;
         [(
@@ -623,10 +669,19 @@ fn the_reason_is_said_again_after_the_repeat_period_and_at_once_when_it_changes(
     let first = pass(Duration::ZERO);
     assert!(first.not_evicting.is_some());
     pass(Duration::from_secs(10));
-    pass(NOT_EVICTING_REPEAT - Duration::from_secs(1));
+    let last = pass(NOT_EVICTING_REPEAT - Duration::from_secs(1));
     assert_eq!(said.borrow().len(), 1, "rate-limited");
+    assert_eq!(
+        node.world().walks,
+        1,
+        "the filesystem is walked when the reason is said"
+    );
+    let shown = last.not_evicting.expect("not evicting").message();
+    assert!(shown.ends_with("; what uses it: /filler (90Mi)"), "{shown}");
+    assert_eq!(said.borrow()[0], shown);
     pass(NOT_EVICTING_REPEAT);
     assert_eq!(said.borrow().len(), 2, "repeated after the period");
+    assert_eq!(node.world().walks, 2);
     // The pod's usage goes: a new reason, said at once.
     node.world().pods[0].disk = Some(0);
     pass(NOT_EVICTING_REPEAT + Duration::from_secs(10));
