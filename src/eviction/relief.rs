@@ -157,7 +157,7 @@ impl NotEvicting {
                 amount(s, *freeing)
             ),
             NotEvictingReason::NoPodUses => format!(
-                "not evicting for {s}: {need} short, and no pod that may be evicted uses any {resource}: what uses it is not a pod's, evicting would free nothing"
+                "not evicting for {s}: {need} short, and no pod that may be evicted uses any {resource}: evicting would free nothing"
             ),
             NotEvictingReason::TooLittle { pods, usage } => format!(
                 "not evicting for {s}: {need} short, and the {pods} pod(s) that may be evicted use {} of {resource} together: evicting them all would not relieve it",

@@ -389,7 +389,7 @@ fn policy_names_and_messages() {
     assert_eq!(
         n.message(),
         "not evicting for pid.available: 40 short, and no pod that may be evicted uses any pids: \
-         what uses it is not a pod's, evicting would free nothing"
+         evicting would free nothing"
     );
     let users = |partial| super::topdirs::TopDirs {
         entries: vec![

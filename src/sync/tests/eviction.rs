@@ -268,7 +268,7 @@ fn the_reason_for_evicting_nothing_is_a_node_event_and_the_pods_run_on() {
     h.scan_done();
     let id = h.rt.running_ids().pop().expect("running");
     conditions(&mut h, &[Pressure::Disk]);
-    let reason = "not evicting for nodefs.available: 5Mi short, and no pod that may be evicted uses any ephemeral-storage: what uses it is not a pod's, evicting would free nothing";
+    let reason = "not evicting for nodefs.available: 5Mi short, and no pod that may be evicted uses any ephemeral-storage: evicting would free nothing";
     h.send(SyncEvent::Eviction(EvictionEvent::NotEvicting {
         message: reason.into(),
     }));
