@@ -146,8 +146,19 @@ fn fuller(a: Observation, b: Observation) -> Observation {
 
 impl SignalSource for NodeSignals {
     fn top_dirs(&self, signal: Signal) -> Option<super::topdirs::TopDirs> {
+        let by_inodes = matches!(signal, Signal::NodeFsInodesFree | Signal::ImageFsInodesFree);
         let of = match signal {
-            Signal::NodeFsAvailable | Signal::NodeFsInodesFree => self.nodefs.first()?,
+            // The filesystem the signal was read from: the fuller of the root and log dirs'.
+            Signal::NodeFsAvailable | Signal::NodeFsInodesFree => {
+                self.nodefs
+                    .iter()
+                    .filter_map(|p| {
+                        let (space, inodes) = fs_observations(p)?;
+                        Some((p, if by_inodes { inodes } else { space }))
+                    })
+                    .reduce(|a, b| if fuller(a.1, b.1) == b.1 { b } else { a })?
+                    .0
+            }
             Signal::ImageFsAvailable | Signal::ImageFsInodesFree => &self.imagefs,
             Signal::MemoryAvailable | Signal::PidAvailable => return None,
         };
@@ -158,7 +169,6 @@ impl SignalSource for NodeSignals {
             .chain(std::iter::once(&self.imagefs))
             .filter_map(|p| fs::canonicalize(p).ok())
             .collect();
-        let by_inodes = matches!(signal, Signal::NodeFsInodesFree | Signal::ImageFsInodesFree);
         Some(super::topdirs::top_dirs(
             &root,
             &skip,
