@@ -145,3 +145,40 @@ pub fn node_json(snap: &Snapshot, src: &NodeSource) -> Value {
     }
     node
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::handlers::tests::view;
+
+    #[test]
+    fn the_eviction_state_policy_reason_and_critical_pods() {
+        let mut etcd = view("kube-system", "etcd-n1", &["etcd"]);
+        if let Some(spec) = etcd.pod.spec.as_mut() {
+            spec.priority_class_name = Some("system-node-critical".into());
+        }
+        let snap = Snapshot {
+            node_name: "n1".into(),
+            pods: vec![view("default", "web-n1", &["app"]), etcd],
+            ..Default::default()
+        };
+        let src = NodeSource {
+            eviction_policy: "helpful".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            node_json(&snap, &src)["eviction"],
+            json!({"policy": "helpful", "neverEvicted": ["kube-system/etcd-n1 (system-node-critical)"]})
+        );
+        src.not_evicting
+            .set(Some("not evicting for nodefs.available: 5Mi short".into()));
+        assert_eq!(
+            node_json(&snap, &src)["eviction"]["notEvicting"],
+            "not evicting for nodefs.available: 5Mi short"
+        );
+        src.not_evicting.set(None);
+        assert!(node_json(&snap, &src)["eviction"]
+            .get("notEvicting")
+            .is_none());
+    }
+}
