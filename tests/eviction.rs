@@ -6,7 +6,7 @@
 //! - disk: the root and log dirs on a small tmpfs filled on purpose: node-level reclaim (a
 //!   gone pod's logs) first, then the pod filling an emptyDir is evicted, its volume removed,
 //!   and it starts again once DiskPressure has cleared;
-//! - a filler file outside the pods: DiskPressure, new pods refused, but no pod evicted (none
+//! - a filler file outside the pods (on a tmpfs and on a loop ext4): DiskPressure, new pods refused, but no pod evicted (none
 //!   can give the space back), the reason naming the filler in `podvisor node` and an
 //!   `EvictionSkipped` event;
 //!   the critical pod listed as never evicted; once the filler goes, admission resumes.
@@ -348,14 +348,21 @@ fn disk_pressure_reclaims_first_then_evicts_the_pod_filling_its_emptydir() {
 
 #[test]
 #[ignore = "needs root: mounts a tmpfs and runs the daemon with real containers (scripts/test runs it)"]
-fn a_filler_outside_the_pods_evicts_nothing_and_says_why() {
-    let mut env = TestEnv::new("evict-filler");
-    let small = SmallFs::mount_sized(
-        Kind::Tmpfs,
-        64,
-        &env.dir.path().join("small"),
-        &env.cgroup_parent,
-    );
+fn a_filler_outside_the_pods_evicts_nothing_and_says_why_tmpfs() {
+    filler_outside_the_pods(Kind::Tmpfs, "evict-filler-tmpfs");
+}
+
+#[test]
+#[ignore = "needs root: mounts a loop ext4 and runs the daemon with real containers (scripts/test runs it)"]
+fn a_filler_outside_the_pods_evicts_nothing_and_says_why_ext4() {
+    filler_outside_the_pods(Kind::LoopExt4, "evict-filler-ext4");
+}
+
+/// A file no pod wrote leaves 8 MiB free on a small filesystem (64 MiB tmpfs or 48 MiB
+/// ext4) whose threshold is 25%.
+fn filler_outside_the_pods(kind: Kind, name: &str) {
+    let mut env = TestEnv::new(name);
+    let small = SmallFs::mount_sized(kind, 64, &env.dir.path().join("small"), &env.cgroup_parent);
     env.root = small.dir.join("root");
     env.logs = small.dir.join("logs");
     fs::create_dir_all(&env.root).expect("root");
@@ -403,8 +410,8 @@ fn a_filler_outside_the_pods_evicts_nothing_and_says_why() {
         "{eviction}"
     );
 
-    // A file no pod wrote leaves 8 MiB of 64 (the threshold is 16 MiB): the pods use a few
-    // KiB each, evicting them would free nothing.
+    // A file no pod wrote leaves 8 MiB (the threshold is 16 MiB on the tmpfs, 12 on the
+    // ext4): the pods use a few KiB each, evicting them would free nothing.
     let st = nix::sys::statvfs::statvfs(&small.dir).expect("statvfs");
     let avail = st.blocks_available() * st.fragment_size();
     let filler = small.dir.join("filler");

@@ -215,10 +215,12 @@ fn short_bytes(n: u64) -> String {
         v /= 1024.0;
         unit += 1;
     }
-    if v >= 100.0 || v.fract() < 0.05 {
+    // One decimal below 100, none when it is zero: 4.9Mi, 2Mi, 512Ki.
+    let tenths = (v * 10.0).round();
+    if v >= 100.0 || tenths % 10.0 == 0.0 {
         format!("{v:.0}{}", UNITS[unit])
     } else {
-        format!("{v:.1}{}", UNITS[unit])
+        format!("{:.1}{}", tenths / 10.0, UNITS[unit])
     }
 }
 

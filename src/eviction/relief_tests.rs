@@ -424,7 +424,17 @@ fn policy_names_and_messages() {
         "{}",
         n.message()
     );
-    for (n, want) in [(0, "0B"), (1023, "1023B"), (1024, "1Ki"), (1536, "1.5Ki")] {
+    for (n, want) in [
+        (0, "0B"),
+        (1023, "1023B"),
+        (1024, "1Ki"),
+        (1536, "1.5Ki"),
+        (2 * MI + 60 * KI, "2.1Mi"),
+        (2 * MI + 52 * KI, "2.1Mi"),
+        (2 * MI + 50 * KI, "2Mi"),
+        (2 * MI - 50 * KI, "2Mi"),
+        (150 * MI + 900 * KI, "151Mi"),
+    ] {
         assert_eq!(amount(Signal::MemoryAvailable, n), want);
     }
     assert_eq!(amount(Signal::NodeFsAvailable, 3 << 30), "3Gi");
