@@ -132,6 +132,8 @@ struct EvictionPaths {
     cgroup_parent: String,
     /// Where the pods' ephemeral storage is published for `/stats`.
     storage_usage: crate::status::StorageUsageCell,
+    /// Where the reason for evicting nothing under pressure is published for `/node`.
+    not_evicting: crate::status::NotEvictingCell,
 }
 
 /// Starts the eviction manager (and its memory notifier): signals from the host (or the
@@ -210,6 +212,7 @@ fn spawn_eviction_manager(
         }),
         wake_rx,
         Box::new(move |e| tx.send(SyncEvent::Eviction(e)).is_ok()),
+        p.not_evicting,
     )
     .map_err(io)?;
     Ok(())
@@ -429,6 +432,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         metrics.clone(),
     )?;
     let storage_usage = crate::status::StorageUsageCell::default();
+    let not_evicting = crate::status::NotEvictingCell::default();
     spawn_eviction_manager(
         &cfg,
         EvictionPaths {
@@ -437,6 +441,7 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
             cgroups: stats_root.clone(),
             cgroup_parent: stats_parent.clone(),
             storage_usage: storage_usage.clone(),
+            not_evicting: not_evicting.clone(),
         },
         Arc::clone(&images),
         snapshots.clone(),
@@ -459,6 +464,8 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
         allocatable,
         ephemeral_storage,
         storage: storage_usage,
+        eviction_policy: cfg.eviction.policy.to_string(),
+        not_evicting,
         images_dir: Some(paths.root_dir.join("images")),
         api_server: crate::status::ApiServerCell::default(),
     };

@@ -263,6 +263,9 @@ reasons! {
         NodeHasSufficientPID => "NodeHasSufficientPID",
         /// podvisor: an evicted pod starts again, its node pressure cleared.
         EvictionRecovered => "EvictionRecovered",
+        /// podvisor: node: a threshold is met and no pod is evicted, because evicting cannot
+        /// relieve it (or `--eviction-policy never`); the message says why.
+        EvictionSkipped => "EvictionSkipped",
         /// podvisor: the API server (NodeRestriction, its validation or admission) refuses
         /// the pod's mirror pod; the pod runs locally only.
         MirrorPodRefused => "MirrorPodRefused",
@@ -459,6 +462,7 @@ mod tests {
                 "NodeHasInsufficientPID",
                 "NodeHasSufficientPID",
                 "EvictionRecovered",
+                "EvictionSkipped",
                 "MirrorPodRefused",
             ]
         );

@@ -316,6 +316,24 @@ impl ApiServerCell {
     }
 }
 
+/// Where the eviction manager publishes, at every pass, why it evicts no pod although a
+/// threshold is met (`None`: no threshold met, or it evicts), for `podvisor node`.
+#[derive(Debug, Clone, Default)]
+pub struct NotEvictingCell {
+    inner: Arc<RwLock<Option<Arc<str>>>>,
+}
+
+impl NotEvictingCell {
+    pub fn get(&self) -> Option<Arc<str>> {
+        // Writers only swap an Arc: a poisoned lock still holds a complete message.
+        self.inner.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn set(&self, message: Option<String>) {
+        *self.inner.write().unwrap_or_else(|p| p.into_inner()) = message.map(Arc::from);
+    }
+}
+
 /// A pod's ephemeral storage as the eviction manager last measured it (`/stats`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

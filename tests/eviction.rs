@@ -1,11 +1,15 @@
 //! Root integration tests of the eviction manager in `podvisor run`:
 //! - memory: the memory signal read from a fake /proc and cgroup tree (the test hook
 //!   `PODVISOR_TEST_NODE_SIGNALS`; the host's memory cannot be pressed safely): crossing
-//!   memory.available evicts the BestEffort pod, never the Guaranteed or the critical one,
-//!   with the kubelet's message; MemoryPressure shows and clears; the evicted pod starts again;
+//!   memory.available evicts the BestEffort pod (its working set covers what the node lacks),
+//!   never the Guaranteed or the critical one, with the kubelet's message; MemoryPressure shows and clears; the evicted pod starts again;
 //! - disk: the root and log dirs on a small tmpfs filled on purpose: node-level reclaim (a
 //!   gone pod's logs) first, then the pod filling an emptyDir is evicted, its volume removed,
-//!   and it starts again once DiskPressure has cleared.
+//!   and it starts again once DiskPressure has cleared;
+//! - a filler file outside the pods (on a tmpfs and on a loop ext4): DiskPressure, new pods refused, but no pod evicted (none
+//!   can give the space back), the reason naming the filler in `podvisor node` and an
+//!   `EvictionSkipped` event;
+//!   the critical pod listed as never evicted; once the filler goes, admission resumes.
 
 mod common;
 
@@ -48,6 +52,12 @@ fn condition(d: &Daemon, env: &TestEnv, t: &str) -> Option<String> {
         .iter()
         .find(|c| c["type"] == t)
         .map(|c| c["status"].as_str().unwrap_or_default().to_string())
+}
+
+fn node_json(d: &Daemon, env: &TestEnv) -> serde_json::Value {
+    let (ok, out, err) = d.cli(env, &["node", "-o", "json"]);
+    assert!(ok, "podvisor node: {err}");
+    serde_json::from_str(&out).expect("node json")
 }
 
 fn write_meminfo(dir: &Path, total_mb: u64, free_mb: u64) {
@@ -99,7 +109,18 @@ fn memory_pressure_evicts_best_effort_first_and_it_comes_back() {
         &[("PODVISOR_TEST_NODE_SIGNALS", &signals)],
     );
     let sleeper = "trap \"exit 0\" TERM; while true; do sleep 1; done";
-    fs::write(manifests.join("be.yaml"), pod("be", "", "", sleeper)).expect("write");
+    // The BestEffort pod holds 8 MiB in a memory-backed emptyDir (its working set): enough
+    // to give back the 4 MiB the node will lack, so evicting it helps.
+    fs::write(
+        manifests.join("be.yaml"),
+        pod(
+            "be",
+            "  volumes:\n  - name: mem\n    emptyDir: {medium: Memory}\n",
+            "    volumeMounts:\n    - {name: mem, mountPath: /mem}\n",
+            &format!("dd if=/dev/zero of=/mem/fill bs=1M count=8; {sleeper}"),
+        ),
+    )
+    .expect("write");
     fs::write(
         manifests.join("g.yaml"),
         pod(
@@ -133,7 +154,7 @@ fn memory_pressure_evicts_best_effort_first_and_it_comes_back() {
     write_meminfo(&signals, 4096, 150);
     std::thread::sleep(Duration::from_secs(11));
     let crossed = Instant::now();
-    write_meminfo(&signals, 4096, 50);
+    write_meminfo(&signals, 4096, 96);
     wait_until("be evicted", T, || {
         d.pod("be")
             .is_some_and(|v| phase(&v) == ("Failed".into(), "Evicted".into()))
@@ -152,7 +173,7 @@ fn memory_pressure_evicts_best_effort_first_and_it_comes_back() {
     let msg = v.pod.status.and_then(|s| s.message).unwrap_or_default();
     assert!(
         msg.starts_with(
-            "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. "
+            "The node was low on resource: memory. Threshold quantity: 100Mi, available: 96Mi. "
         ),
         "{msg}"
     );
@@ -323,4 +344,160 @@ fn disk_pressure_reclaims_first_then_evicts_the_pod_filling_its_emptydir() {
     }
     d.wait_all_gone(&env, T);
     d.stop();
+}
+
+#[test]
+#[ignore = "needs root: mounts a tmpfs and runs the daemon with real containers (scripts/test runs it)"]
+fn a_filler_outside_the_pods_evicts_nothing_and_says_why_tmpfs() {
+    filler_outside_the_pods(Kind::Tmpfs, "evict-filler-tmpfs");
+}
+
+#[test]
+#[ignore = "needs root: mounts a loop ext4 and runs the daemon with real containers (scripts/test runs it)"]
+fn a_filler_outside_the_pods_evicts_nothing_and_says_why_ext4() {
+    filler_outside_the_pods(Kind::LoopExt4, "evict-filler-ext4");
+}
+
+/// A file no pod wrote leaves 8 MiB free on a small filesystem (64 MiB tmpfs or 48 MiB
+/// ext4) whose threshold is 25%.
+fn filler_outside_the_pods(kind: Kind, name: &str) {
+    let mut env = TestEnv::new(name);
+    let small = SmallFs::mount_sized(kind, 64, &env.dir.path().join("small"), &env.cgroup_parent);
+    env.root = small.dir.join("root");
+    env.logs = small.dir.join("logs");
+    fs::create_dir_all(&env.root).expect("root");
+    let _ = env.images();
+    let _keep = KeepLogOnPanic(env.dir.path().join("daemon.log"));
+    let manifests = env.dir.path().join("manifests");
+    fs::create_dir_all(&manifests).expect("mkdir");
+    let config = env.dir.path().join("config.yaml");
+    fs::write(
+        &config,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionPressureTransitionPeriod: 3s\n",
+    )
+    .expect("config");
+    let d = Daemon::start_with(
+        &env,
+        &manifests,
+        &[
+            "--config",
+            config.to_str().expect("utf8"),
+            "--eviction-hard=nodefs.available<25%,imagefs.available<25%",
+        ],
+    );
+    let sleeper = "trap \"exit 0\" TERM; echo up; while true; do sleep 1; done";
+    fs::write(manifests.join("a.yaml"), pod("a", "", "", sleeper)).expect("write");
+    fs::write(manifests.join("b.yaml"), pod("b", "", "", sleeper)).expect("write");
+    fs::write(
+        manifests.join("crit.yaml"),
+        pod(
+            "crit",
+            "  priorityClassName: system-node-critical\n",
+            "",
+            sleeper,
+        ),
+    )
+    .expect("write");
+    for p in ["a", "b", "crit"] {
+        wait_until(&format!("{p} running"), T, || running(&d, p));
+    }
+    let eviction = node_json(&d, &env)["eviction"].clone();
+    assert_eq!(eviction["policy"], "helpful", "{eviction}");
+    assert!(eviction.get("notEvicting").is_none(), "{eviction}");
+    assert_eq!(
+        eviction["neverEvicted"],
+        serde_json::json!(["default/crit-testnode (system-node-critical)"]),
+        "{eviction}"
+    );
+
+    // A file no pod wrote leaves 8 MiB (the threshold is 16 MiB on the tmpfs, 12 on the
+    // ext4): the pods use a few KiB each, evicting them would free nothing.
+    let st = nix::sys::statvfs::statvfs(&small.dir).expect("statvfs");
+    let avail = st.blocks_available() * st.fragment_size();
+    let filler = small.dir.join("filler");
+    fs::File::create(&filler).expect("filler");
+    let ok = std::process::Command::new("fallocate")
+        .args(["-l", &(avail - 8 * 1024 * 1024).to_string()])
+        .arg(&filler)
+        .status()
+        .expect("fallocate");
+    assert!(ok.success(), "fallocate");
+    wait_until("DiskPressure True", T, || {
+        condition(&d, &env, "DiskPressure").as_deref() == Some("True")
+    });
+    wait_until("the reason in podvisor node", T, || {
+        node_json(&d, &env)["eviction"]["notEvicting"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("not evicting for nodefs.available: "))
+    });
+    let reason = node_json(&d, &env)["eviction"]["notEvicting"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        reason.contains("evicting them all would not relieve it")
+            || reason.contains("no pod that may be evicted uses any ephemeral-storage"),
+        "{reason}"
+    );
+    println!("podvisor node: {reason}");
+    // What uses the space is named: the filler, not podvisor's own dirs.
+    let filler_path = fs::canonicalize(&filler).expect("filler path");
+    let names = format!("; what uses it: {} (", filler_path.display());
+    assert!(reason.contains(&names), "{reason}");
+    assert!(
+        !reason.contains("/root (") && !reason.contains("/logs ("),
+        "{reason}"
+    );
+    let (ok, text, _) = d.cli(&env, &["node"]);
+    assert!(ok && text.contains("  Not Evicting:\tnot evicting for nodefs.available: "));
+    assert!(text.contains("  Never Evicted:\tdefault/crit-testnode (system-node-critical)"));
+    wait_until("the EvictionSkipped event", T, || {
+        d.events().iter().any(|e| e.reason == "EvictionSkipped")
+    });
+    // A new pod is refused under DiskPressure, as before.
+    fs::write(manifests.join("late.yaml"), pod("late", "", "", sleeper)).expect("write");
+    wait_until("late refused", T, || {
+        d.pod("late")
+            .is_some_and(|v| phase(&v) == ("Failed".into(), "Evicted".into()))
+    });
+    // Three more housekeeping passes (with reclaim at each): every pod keeps running, the
+    // reason is said once (rate-limited), and the condition holds.
+    std::thread::sleep(Duration::from_secs(31));
+    for p in ["a", "b", "crit"] {
+        assert!(running(&d, p), "{p} was evicted:\n{}", d.log());
+    }
+    let events = d.events();
+    assert!(
+        !events
+            .iter()
+            .any(|e| e.reason == "Evicted" && !e.pod.contains("late")),
+        "{events:?}"
+    );
+    let skipped: Vec<_> = events
+        .iter()
+        .filter(|e| e.reason == "EvictionSkipped")
+        .collect();
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert!(skipped[0].message.contains(&names), "{skipped:?}");
+    assert_eq!(skipped[0].count, 1, "{skipped:?}");
+    assert_eq!(condition(&d, &env, "DiskPressure").as_deref(), Some("True"));
+    assert!(d.log().contains("node-level reclaim"), "reclaim still runs");
+
+    // The filler goes: the condition clears, the reason with it, and a new pod is admitted.
+    fs::remove_file(&filler).expect("rm filler");
+    wait_until("DiskPressure False", T, || {
+        condition(&d, &env, "DiskPressure").as_deref() == Some("False")
+    });
+    wait_until("the reason gone from podvisor node", T, || {
+        node_json(&d, &env)["eviction"].get("notEvicting").is_none()
+    });
+    fs::write(manifests.join("after.yaml"), pod("after", "", "", sleeper)).expect("write");
+    wait_until("after running", T, || running(&d, "after"));
+    for f in ["a.yaml", "b.yaml", "crit.yaml", "late.yaml", "after.yaml"] {
+        fs::remove_file(manifests.join(f)).expect("rm");
+    }
+    d.wait_all_gone(&env, T);
+    d.stop();
+    drop(small);
+    env.assert_clean();
 }

@@ -1,7 +1,9 @@
 //! api::node: `GET /node` — the node as a v1 Node (kubectl's shape): name, capacity and
 //! allocatable (cpu, memory, ephemeral-storage), the pressure conditions the eviction manager publishes, the
 //! images in the store, and (podvisor's addition, for `podvisor node`) the pods with their
-//! requests and their ephemeral storage as the eviction manager last measured it. Built as JSON values: no new serde code for the Kubernetes types.
+//! requests and their ephemeral storage as the eviction manager last measured it, and its
+//! eviction state (`eviction`: the policy, why it evicts nothing under pressure, the pods it
+//! never evicts). Built as JSON values: no new serde code for the Kubernetes types.
 
 use std::path::PathBuf;
 
@@ -21,6 +23,10 @@ pub struct NodeSource {
     pub ephemeral_storage: Option<(u64, u64)>,
     /// The pods' ephemeral storage, as the eviction manager last measured it.
     pub storage: crate::status::StorageUsageCell,
+    /// `--eviction-policy` (`helpful` or `never`; empty when there is no eviction manager).
+    pub eviction_policy: String,
+    /// Why the eviction manager evicted nothing at its last pass although a threshold is met.
+    pub not_evicting: crate::status::NotEvictingCell,
     /// The image store (`<root>/images`), listed read-only per request.
     pub images_dir: Option<PathBuf>,
     /// The API server connection (`--kubeconfig`), shown as `apiServer`.
@@ -58,6 +64,24 @@ fn short_bytes(b: u64) -> String {
         b if b >= 1 << 20 => format!("{}Mi", b >> 20),
         b => format!("{}Ki", b.div_ceil(1024)),
     }
+}
+
+/// podvisor's eviction state: the policy, why nothing is evicted under pressure (if so), and
+/// the pods never evicted (critical ones, with their priority class).
+fn eviction_json(snap: &Snapshot, src: &NodeSource) -> Value {
+    let never: Vec<String> = snap
+        .pods
+        .iter()
+        .filter_map(|v| {
+            let why = crate::pod::priority::critical_reason(&v.pod)?;
+            Some(format!("{} ({why})", crate::status::full_name(&v.pod)))
+        })
+        .collect();
+    let mut e = json!({"policy": src.eviction_policy, "neverEvicted": never});
+    if let Some(m) = src.not_evicting.get() {
+        e["notEvicting"] = json!(&*m);
+    }
+    e
 }
 
 /// The node as JSON.
@@ -115,8 +139,46 @@ pub fn node_json(snap: &Snapshot, src: &NodeSource) -> Value {
         },
         "pods": pods,
     });
+    node["eviction"] = eviction_json(snap, src);
     if let Some(view) = src.api_server.get() {
         node["apiServer"] = serde_json::to_value(&*view).unwrap_or_default();
     }
     node
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::handlers::tests::view;
+
+    #[test]
+    fn the_eviction_state_policy_reason_and_critical_pods() {
+        let mut etcd = view("kube-system", "etcd-n1", &["etcd"]);
+        if let Some(spec) = etcd.pod.spec.as_mut() {
+            spec.priority_class_name = Some("system-node-critical".into());
+        }
+        let snap = Snapshot {
+            node_name: "n1".into(),
+            pods: vec![view("default", "web-n1", &["app"]), etcd],
+            ..Default::default()
+        };
+        let src = NodeSource {
+            eviction_policy: "helpful".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            node_json(&snap, &src)["eviction"],
+            json!({"policy": "helpful", "neverEvicted": ["kube-system/etcd-n1 (system-node-critical)"]})
+        );
+        src.not_evicting
+            .set(Some("not evicting for nodefs.available: 5Mi short".into()));
+        assert_eq!(
+            node_json(&snap, &src)["eviction"]["notEvicting"],
+            "not evicting for nodefs.available: 5Mi short"
+        );
+        src.not_evicting.set(None);
+        assert!(node_json(&snap, &src)["eviction"]
+            .get("notEvicting")
+            .is_none());
+    }
 }

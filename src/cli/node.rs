@@ -1,5 +1,6 @@
 //! cli::node: `podvisor node` — the node in `kubectl describe node`'s layout: name,
-//! conditions (MemoryPressure, DiskPressure, PIDPressure with transition times), capacity,
+//! conditions (MemoryPressure, DiskPressure, PIDPressure with transition times), eviction
+//! (the policy, why nothing is evicted under pressure, the critical pods never evicted), capacity,
 //! allocatable, images, and the pods with their requests and ephemeral storage used; `-o json`
 //! prints the v1 Node.
 
@@ -66,6 +67,22 @@ pub fn render_node(node: &Value) -> String {
     }
     for line in kubectl_table(&rows).lines() {
         out.push_str(&format!("  {line}\n"));
+    }
+    if let Some(e) = node.get("eviction").filter(|e| e.is_object()) {
+        out.push_str("Eviction:\n");
+        out.push_str(&format!("  Policy:\t{}\n", s(&e["policy"])));
+        if let Some(m) = e["notEvicting"].as_str() {
+            out.push_str(&format!("  Not Evicting:\t{m}\n"));
+        }
+        let never: Vec<String> = e["neverEvicted"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(s)
+            .collect();
+        if !never.is_empty() {
+            out.push_str(&format!("  Never Evicted:\t{}\n", never.join(", ")));
+        }
     }
     for section in ["capacity", "allocatable"] {
         let title = if section == "capacity" {
@@ -154,6 +171,37 @@ mod tests {
         assert!(text.contains("web-edge1"), "{text}");
         assert!(text.contains("Evicted"), "{text}");
         assert!(!text.contains("API Server:"), "{text}");
+    }
+
+    #[test]
+    fn describe_node_shows_why_nothing_is_evicted() {
+        let node = serde_json::json!({
+            "metadata": {"name": "edge1"},
+            "status": {"conditions": [{"type": "DiskPressure", "status": "True"}]},
+            "eviction": {
+                "policy": "helpful",
+                "notEvicting": "not evicting for nodefs.available: 5Mi short",
+                "neverEvicted": ["kube-system/etcd-edge1 (system-node-critical)", "default/dns-edge1 (priority 2000000000)"],
+            },
+        });
+        let text = render_node(&node);
+        assert!(
+            text.contains(
+                "Eviction:\n  Policy:\thelpful\n  Not Evicting:\tnot evicting for nodefs.available: 5Mi short\n  Never Evicted:\tkube-system/etcd-edge1 (system-node-critical), default/dns-edge1 (priority 2000000000)\n"
+            ),
+            "{text}"
+        );
+        // No pressure, no critical pod: the policy alone.
+        let node = serde_json::json!({
+            "metadata": {"name": "edge1"},
+            "status": {},
+            "eviction": {"policy": "never", "neverEvicted": []},
+        });
+        let text = render_node(&node);
+        assert!(
+            text.contains("Eviction:\n  Policy:\tnever\nCapacity:"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! config::eviction: the eviction settings of the KubeletConfiguration (`evictionHard`,
 //! `evictionSoft` and their grace periods, `evictionMinimumReclaim`,
 //! `evictionMaxPodGracePeriod`, `evictionPressureTransitionPeriod`,
-//! `mergeDefaultEvictionSettings`) and the `--eviction-hard` flag, each bad value an error
-//! naming the field or flag, and the reservations node allocatable subtracts (`systemReserved`,
-//! `kubeReserved`, the hard memory threshold). The thresholds themselves are parsed by
+//! `mergeDefaultEvictionSettings`), the `--eviction-hard` flag and podvisor's
+//! `--eviction-policy` (no KubeletConfiguration field: the file's schema is the kubelet's),
+//! each bad value an error naming the field or flag, and the reservations node allocatable
+//! subtracts (`systemReserved`, `kubeReserved`, the hard memory threshold). The thresholds themselves are parsed by
 //! `eviction::threshold`.
 
 use super::*;
 use crate::eviction::threshold::{EvictionMaps, DEFAULT_PRESSURE_TRANSITION_PERIOD};
+use crate::eviction::EvictionPolicy;
 
 /// `--eviction-hard`: `signal<value` pairs separated by commas replace the hard thresholds
 /// (the file's minimum reclaim of a signal stays) and node allocatable's memory threshold.
@@ -45,6 +47,15 @@ pub(super) fn apply_hard_flag(file: &mut KubeletConfig, value: &str) -> Result<(
     file.reservation.eviction_memory =
         crate::eviction::threshold::hard_memory(&file.eviction.thresholds);
     Ok(())
+}
+
+/// `--eviction-policy`: `helpful` or `never`.
+pub(super) fn parse_policy_flag(value: &str) -> Result<EvictionPolicy, ConfigError> {
+    value
+        .parse()
+        .map_err(|e: crate::eviction::relief::UnknownPolicy| {
+            invalid_flag("eviction-policy", value, e.to_string())
+        })
 }
 
 /// The eviction settings; every bad value an error naming the field (`evictionHard.<signal>`,
@@ -100,6 +111,7 @@ pub(super) fn parse(
         thresholds,
         max_pod_grace_period,
         pressure_transition_period,
+        policy: EvictionPolicy::default(),
     })
 }
 

@@ -257,6 +257,11 @@ pub struct RunFlags {
     /// nodefs.available<10%`); replaces the file's `evictionHard` ("" for none).
     #[arg(long = "eviction-hard", value_name = "THRESHOLDS")]
     pub eviction_hard: Option<String>,
+    /// Which pods the eviction manager may evict under node pressure: `helpful` (only pods
+    /// whose own usage of the starved resource can relieve it, in the kubelet's order) or
+    /// `never` (the kubelet's rule for static pods: node-level reclaim only) [default: helpful].
+    #[arg(long = "eviction-policy", value_name = "POLICY")]
+    pub eviction_policy: Option<String>,
     /// Safe updates: an edited manifest's new generation that is not Ready this long after it
     /// could start is rolled back to the pod's last Ready generation (a Go duration; "0" turns
     /// rollbacks off; a pod's `podvisor.io/rollback-after` annotation overrides it)
@@ -466,6 +471,9 @@ pub fn load(flags: &RunFlags, root_dir: &Path) -> Result<DaemonConfig, ConfigErr
     let mut file = file;
     if let Some(v) = &flags.eviction_hard {
         eviction::apply_hard_flag(&mut file, v)?;
+    }
+    if let Some(v) = &flags.eviction_policy {
+        file.eviction.policy = eviction::parse_policy_flag(v)?;
     }
 
     let static_pod_path = match &flags.pod_manifest_path {

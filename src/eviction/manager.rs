@@ -14,7 +14,10 @@ use super::decisions::{
     evaluate, eviction_grace, reclaim_sufficed, threshold_quantity, EvictionState, Observations,
 };
 use super::ephemeral::{limit_exceeded, LimitKind, PodStorage};
-use super::ranking::{eviction_message, pick_victim, PodCandidate};
+use super::ranking::{eviction_message, PodCandidate};
+use super::relief::{
+    decide, pending_relief, shortfall, usage, Decision, EvictionPolicy, NotEvicting,
+};
 use super::signals::SignalSource;
 use super::threshold::{Pressure, Signal, Threshold};
 
@@ -23,6 +26,9 @@ pub const HOUSEKEEPING_INTERVAL: Duration = Duration::from_secs(10);
 /// How long an evicted pod is left out of ranking while the sync loop stops it (the kubelet
 /// waits up to 30 s for the pod's cleanup).
 const EVICTED_HOLD: Duration = Duration::from_secs(30);
+/// How often the same reason for evicting nothing is announced again (an event and a log
+/// line; the disk may be flash): a new reason is announced at once.
+pub const NOT_EVICTING_REPEAT: Duration = Duration::from_secs(300);
 
 /// The eviction settings (KubeletConfiguration `eviction*`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +39,8 @@ pub struct EvictionConfig {
     pub max_pod_grace_period: Duration,
     /// `evictionPressureTransitionPeriod`.
     pub pressure_transition_period: Duration,
+    /// `--eviction-policy`: which pods may be evicted at all.
+    pub policy: EvictionPolicy,
 }
 
 impl Default for EvictionConfig {
@@ -43,6 +51,7 @@ impl Default for EvictionConfig {
                 .unwrap_or_default(),
             max_pod_grace_period: Duration::ZERO,
             pressure_transition_period: super::threshold::DEFAULT_PRESSURE_TRANSITION_PERIOD,
+            policy: EvictionPolicy::default(),
         }
     }
 }
@@ -75,6 +84,9 @@ pub enum EvictionEvent {
     /// Stop this pod, which exceeded a local storage limit: phase Failed, reason Evicted, no
     /// grace period; no node pressure to wait for before it starts again.
     EvictForLimit(LimitEviction),
+    /// A threshold is met and no pod is evicted: why (the node's `EvictionSkipped` event).
+    /// Sent when the reason changes, and again every [`NOT_EVICTING_REPEAT`] while it holds.
+    NotEvicting { message: String },
 }
 
 /// A pod evicted for exceeding a local storage limit (`localStorageEviction`).
@@ -118,6 +130,8 @@ pub struct PassReport {
     /// Node-level reclaim brought the signal back (no eviction).
     pub reclaim_sufficed: bool,
     pub evicted: Option<EvictPod>,
+    /// A threshold was acted on and no pod evicted: why.
+    pub not_evicting: Option<NotEvicting>,
     /// Pods evicted for their local storage limits (the pass then stops, as the kubelet's).
     pub limit_evicted: Vec<LimitEviction>,
 }
@@ -128,10 +142,24 @@ pub struct Manager {
     cfg: EvictionConfig,
     state: EvictionState,
     conditions: BTreeSet<Pressure>,
-    /// Pods evicted recently: uid -> when.
-    evicted: BTreeMap<String, Instant>,
-    /// Critical pods over a local storage limit, already logged (never evicted).
-    critical_over_limit: BTreeSet<String>,
+    /// Pods evicted recently, by uid.
+    evicted: BTreeMap<String, Stopping>,
+    /// Pods over a local storage limit that are never evicted (critical ones; every pod with
+    /// `--eviction-policy never`), already logged.
+    kept_over_limit: BTreeSet<String>,
+    /// The last reason for evicting nothing announced, and when.
+    announced: Option<((Signal, u8), Instant)>,
+    /// What used the filesystem when that reason was announced.
+    top_dirs: Option<((Signal, u8), super::topdirs::TopDirs)>,
+}
+
+/// A pod evicted recently, still being stopped.
+#[derive(Debug, Clone, Copy)]
+struct Stopping {
+    at: Instant,
+    /// The signal it was evicted for, what it used of that resource and what the signal
+    /// showed available then (`None`: evicted for its local storage limit).
+    freeing: Option<(Signal, u64, u64)>,
 }
 
 impl Manager {
@@ -141,7 +169,9 @@ impl Manager {
             state: EvictionState::default(),
             conditions: BTreeSet::new(),
             evicted: BTreeMap::new(),
-            critical_over_limit: BTreeSet::new(),
+            kept_over_limit: BTreeSet::new(),
+            announced: None,
+            top_dirs: None,
         }
     }
 
@@ -170,7 +200,7 @@ impl Manager {
         }
         report.conditions = eval.conditions.clone();
         self.evicted
-            .retain(|_, at| now.saturating_duration_since(*at) < EVICTED_HOLD);
+            .retain(|_, s| now.saturating_duration_since(s.at) < EVICTED_HOLD);
         // Local storage limits come before the node's thresholds; a pass that evicted for
         // them stops there (the kubelet's `localStorageEviction`).
         report.limit_evicted = self.local_storage_eviction(now, pods, send);
@@ -178,6 +208,7 @@ impl Manager {
             return report;
         }
         let Some(t) = eval.to_reclaim.first().copied() else {
+            self.announced = None;
             return report;
         };
         report.threshold = Some(t);
@@ -194,26 +225,82 @@ impl Manager {
             }
             if reclaim_sufficed(&eval.to_reclaim, &obs) {
                 report.reclaim_sufficed = true;
+                self.announced = None;
                 return report;
             }
         }
+        let Some(o) = obs.get(&t.signal).copied() else {
+            return report;
+        };
         let candidates: Vec<PodCandidate> = pods
             .candidates(t.signal)
             .into_iter()
             .filter(|p| !self.evicted.contains_key(&p.uid))
             .collect();
-        let Some(victim) = pick_victim(t.signal, &candidates) else {
-            return report;
+        let stopping: Vec<(u64, u64)> = self
+            .evicted
+            .values()
+            .filter_map(|s| s.freeing)
+            .filter(|(s, _, _)| *s == t.signal)
+            .map(|(_, u, a)| (u, a))
+            .collect();
+        let victim = match decide(
+            self.cfg.policy,
+            t.signal,
+            shortfall(&t, o),
+            pending_relief(&stopping, o.available),
+            &candidates,
+        ) {
+            Decision::Evict(v) => v,
+            Decision::NotEvicting(mut n) => {
+                let announce = self.should_announce(now, &n);
+                if announce {
+                    // What uses the filesystem, walked again only when the reason is said.
+                    self.top_dirs = signals.top_dirs(n.signal).map(|t| (n.key(), t));
+                    self.announced = Some((n.key(), now));
+                }
+                n.users = self
+                    .top_dirs
+                    .as_ref()
+                    .filter(|(k, _)| *k == n.key())
+                    .map(|(_, t)| t.clone());
+                if announce {
+                    send(EvictionEvent::NotEvicting {
+                        message: n.message(),
+                    });
+                }
+                report.not_evicting = Some(n);
+                return report;
+            }
         };
         let evict = self.eviction_of(&t, &obs, victim);
-        self.evicted.insert(evict.uid.clone(), now);
+        self.evicted.insert(
+            evict.uid.clone(),
+            Stopping {
+                at: now,
+                freeing: Some((t.signal, usage(t.signal, victim), o.available)),
+            },
+        );
+        self.announced = None;
         send(EvictionEvent::Evict(evict.clone()));
         report.evicted = Some(evict);
         report
     }
 
+    /// Whether to say why no pod is evicted: when the reason is new, or again after
+    /// [`NOT_EVICTING_REPEAT`]; a pass waiting for evicted pods to stop says nothing.
+    fn should_announce(&self, now: Instant, n: &NotEvicting) -> bool {
+        if matches!(n.reason, super::relief::NotEvictingReason::Stopping { .. }) {
+            return false;
+        }
+        !self.announced.is_some_and(|(k, at)| {
+            k == n.key() && now.saturating_duration_since(at) < NOT_EVICTING_REPEAT
+        })
+    }
+
     /// Every running pod over one of its local storage limits, evicted without grace
-    /// (critical pods are logged once and never evicted).
+    /// (critical pods, and every pod with `--eviction-policy never`, are logged once and never
+    /// evicted).
     fn local_storage_eviction(
         &mut self,
         now: Instant,
@@ -221,7 +308,7 @@ impl Manager {
         send: &dyn Fn(EvictionEvent),
     ) -> Vec<LimitEviction> {
         let mut out = Vec::new();
-        let mut critical_over = BTreeSet::new();
+        let mut kept_over = BTreeSet::new();
         for p in pods.local_storage() {
             if self.evicted.contains_key(&p.uid) {
                 continue;
@@ -229,18 +316,29 @@ impl Manager {
             let Some((kind, message)) = limit_exceeded(&p) else {
                 continue;
             };
-            if p.critical {
-                if !self.critical_over_limit.contains(&p.uid) {
+            if p.critical || self.cfg.policy == EvictionPolicy::Never {
+                if !self.kept_over_limit.contains(&p.uid) {
+                    let why = if p.critical {
+                        "critical pod"
+                    } else {
+                        "pod (--eviction-policy never)"
+                    };
                     log::warn!(
-                        "eviction manager: critical pod {} is not evicted: {}",
+                        "eviction manager: {why} {} is not evicted: {}",
                         p.name,
                         message.trim_end()
                     );
                 }
-                critical_over.insert(p.uid);
+                kept_over.insert(p.uid);
                 continue;
             }
-            self.evicted.insert(p.uid.clone(), now);
+            self.evicted.insert(
+                p.uid.clone(),
+                Stopping {
+                    at: now,
+                    freeing: None,
+                },
+            );
             let e = LimitEviction {
                 uid: p.uid,
                 name: p.name,
@@ -250,7 +348,7 @@ impl Manager {
             send(EvictionEvent::EvictForLimit(e.clone()));
             out.push(e);
         }
-        self.critical_over_limit = critical_over;
+        self.kept_over_limit = kept_over;
         out
     }
 
@@ -276,7 +374,8 @@ impl Manager {
 
 /// Starts the `eviction-manager` thread: a pass every [`HOUSEKEEPING_INTERVAL`], and one at
 /// once when `wake` (the memory notifier) says memory is short. `send` delivers events to
-/// the sync loop; the thread ends when it returns false (the loop is gone).
+/// the sync loop; the thread ends when it returns false (the loop is gone). Why a pass
+/// evicted nothing under pressure goes to `not_evicting` at every pass.
 pub fn spawn(
     cfg: EvictionConfig,
     signals: Box<dyn SignalSource>,
@@ -284,6 +383,7 @@ pub fn spawn(
     mut reclaimer: Box<dyn NodeReclaimer>,
     wake: Receiver<()>,
     send: Box<dyn Fn(EvictionEvent) -> bool + Send>,
+    not_evicting: crate::status::NotEvictingCell,
 ) -> std::io::Result<thread::JoinHandle<()>> {
     thread::Builder::new()
         .name("eviction-manager".into())
@@ -309,11 +409,13 @@ pub fn spawn(
                         &deliver,
                     );
                     log_pass(&r);
+                    not_evicting.set(r.not_evicting.as_ref().map(NotEvicting::message));
                     if !alive.get() {
                         return;
                     }
                     next = Instant::now() + HOUSEKEEPING_INTERVAL;
-                    if r.evicted.is_some() {
+                    // Nothing to evict is not worth a pass at every memory wake-up either.
+                    if r.evicted.is_some() || r.not_evicting.is_some() {
                         hold_until = next;
                     }
                 }
@@ -352,11 +454,9 @@ fn log_pass(r: &PassReport) {
             e.name,
             e.message.trim_end()
         );
-    } else {
-        log::debug!(
-            "eviction manager: {} threshold met; no pod left to evict (critical pods are never evicted)",
-            t.signal
-        );
+    } else if let Some(n) = &r.not_evicting {
+        // The sync loop logs the event when it is announced (rate-limited).
+        log::debug!("eviction manager: {}", n.message());
     }
 }
 

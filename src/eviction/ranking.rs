@@ -5,39 +5,9 @@
 use std::cmp::Ordering;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
-
 use super::threshold::{format_binary_si, Signal};
 
-/// The priority the API server gives `system-cluster-critical`; anything at or above it is
-/// critical (`scheduling.SystemCriticalPriority`).
-pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
-
-/// Whether a pod is never evicted: priorityClassName `system-node-critical` or
-/// `system-cluster-critical`, or a priority of at least 2000000000.
-pub fn is_critical(pod: &Pod) -> bool {
-    let Some(spec) = pod.spec.as_ref() else {
-        return false;
-    };
-    matches!(
-        spec.priority_class_name.as_deref(),
-        Some("system-node-critical" | "system-cluster-critical")
-    ) || spec.priority.is_some_and(|p| p >= SYSTEM_CRITICAL_PRIORITY)
-}
-
-/// The pod's priority for ranking (`spec.priority`; the system classes' values when only
-/// the class name is given, as a static pod's spec has no admission plugin to fill it).
-pub fn priority(pod: &Pod) -> i32 {
-    let Some(spec) = pod.spec.as_ref() else {
-        return 0;
-    };
-    spec.priority
-        .unwrap_or(match spec.priority_class_name.as_deref() {
-            Some("system-node-critical") => SYSTEM_CRITICAL_PRIORITY + 1000,
-            Some("system-cluster-critical") => SYSTEM_CRITICAL_PRIORITY,
-            _ => 0,
-        })
-}
+pub use crate::pod::priority::{is_critical, priority, SYSTEM_CRITICAL_PRIORITY};
 
 /// One container's usage against its request, for the message.
 #[derive(Debug, Clone, PartialEq, Eq)]

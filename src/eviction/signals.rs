@@ -7,6 +7,9 @@
 //! | nodefs.available / inodesFree | statvfs of the root dir and the log dir (the fuller one) | the same filesystem |
 //! | imagefs.available / inodesFree | statvfs of the image store (equal to nodefs on one device) | the same filesystem |
 //! | pid.available | limit − tasks (the total of /proc/loadavg) | min(`pid_max`, `threads-max`) |
+//!
+//! For a disk signal no eviction can relieve, it also says what uses the filesystem
+//! ([`SignalSource::top_dirs`], the walk of [`super::topdirs`]).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -18,7 +21,20 @@ use crate::cgroups::allocatable::parse_mem_total;
 /// Where the manager reads the signals (a seam for tests).
 pub trait SignalSource: Send {
     fn observe(&self) -> Observations;
+
+    /// What uses the filesystem of a disk `signal` outside podvisor's dirs, walked at a
+    /// bounded cost; `None` for other signals or where the source cannot tell.
+    fn top_dirs(&self, _signal: Signal) -> Option<super::topdirs::TopDirs> {
+        None
+    }
 }
+
+/// Entries the walk behind [`SignalSource::top_dirs`] visits at most.
+const TOP_DIRS_ENTRIES: usize = 100_000;
+/// How long that walk may take.
+const TOP_DIRS_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+/// How many entries it names.
+const TOP_DIRS_COUNT: usize = 5;
 
 /// The node's own signals.
 #[derive(Debug, Clone)]
@@ -129,6 +145,40 @@ fn fuller(a: Observation, b: Observation) -> Observation {
 }
 
 impl SignalSource for NodeSignals {
+    fn top_dirs(&self, signal: Signal) -> Option<super::topdirs::TopDirs> {
+        let by_inodes = matches!(signal, Signal::NodeFsInodesFree | Signal::ImageFsInodesFree);
+        let of = match signal {
+            // The filesystem the signal was read from: the fuller of the root and log dirs'.
+            Signal::NodeFsAvailable | Signal::NodeFsInodesFree => {
+                self.nodefs
+                    .iter()
+                    .filter_map(|p| {
+                        let (space, inodes) = fs_observations(p)?;
+                        Some((p, if by_inodes { inodes } else { space }))
+                    })
+                    .reduce(|a, b| if fuller(a.1, b.1) == b.1 { b } else { a })?
+                    .0
+            }
+            Signal::ImageFsAvailable | Signal::ImageFsInodesFree => &self.imagefs,
+            Signal::MemoryAvailable | Signal::PidAvailable => return None,
+        };
+        let root = super::topdirs::mount_root(of)?;
+        let skip: Vec<PathBuf> = self
+            .nodefs
+            .iter()
+            .chain(std::iter::once(&self.imagefs))
+            .filter_map(|p| fs::canonicalize(p).ok())
+            .collect();
+        Some(super::topdirs::top_dirs(
+            &root,
+            &skip,
+            TOP_DIRS_COUNT,
+            by_inodes,
+            TOP_DIRS_ENTRIES,
+            std::time::Instant::now() + TOP_DIRS_TIME,
+        ))
+    }
+
     fn observe(&self) -> Observations {
         let mut obs = Observations::new();
         let read = |p: PathBuf| fs::read_to_string(p).ok();

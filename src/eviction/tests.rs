@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use super::decisions::*;
 use super::manager::*;
 use super::ranking::*;
+use super::relief::EvictionPolicy;
 use super::signals::*;
 use super::threshold::*;
 use crate::cgroups::allocatable::MemoryThreshold;
@@ -613,6 +614,7 @@ fn disk_cfg() -> EvictionConfig {
         ],
         max_pod_grace_period: Duration::ZERO,
         pressure_transition_period: Duration::from_secs(300),
+        policy: EvictionPolicy::Helpful,
     }
 }
 
@@ -686,14 +688,15 @@ fn memory_is_not_reclaimed_at_node_level_and_an_evicted_pod_is_not_picked_twice(
         (Signal::MemoryAvailable, 50 * MI, 1000 * MI),
         (Signal::NodeFsAvailable, 50, 100),
     ]);
-    let pods = FakePods(vec![pod("a", 0, 300 * MI, 0), pod("b", 0, 200 * MI, 0)]);
+    // 50Mi short: neither pod alone gives enough back, both together do.
+    let pods = FakePods(vec![pod("a", 0, 30 * MI, 0), pod("b", 0, 40 * MI, 0)]);
     let signals = FakeSignals(std::sync::Mutex::new(vec![low]));
     let t0 = Instant::now();
     let first = m.synchronize(t0, &signals, &pods, &mut r, &|_| {});
     assert!(r.0.is_empty());
-    assert_eq!(first.evicted.expect("evicts").name, "default/a");
+    assert_eq!(first.evicted.expect("evicts").name, "default/b");
     let second = m.synchronize(t0 + HOUSEKEEPING_INTERVAL, &signals, &pods, &mut r, &|_| {});
-    assert_eq!(second.evicted.expect("evicts").name, "default/b");
+    assert_eq!(second.evicted.expect("evicts").name, "default/a");
     let third = m.synchronize(
         t0 + 2 * HOUSEKEEPING_INTERVAL,
         &signals,
@@ -709,7 +712,7 @@ struct FakeStorage(Vec<crate::eviction::ephemeral::PodStorage>);
 
 impl PodSource for FakeStorage {
     fn candidates(&self, _: Signal) -> Vec<PodCandidate> {
-        vec![pod("x", 0, 0, 0)]
+        vec![pod("x", 0, 60 * MI, 0)]
     }
     fn local_storage(&self) -> Vec<crate::eviction::ephemeral::PodStorage> {
         self.0.clone()

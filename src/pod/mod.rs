@@ -5,10 +5,11 @@
 //! and kubelet do for static pods; [`crate::staticpod`] ties them together with the kubelet's
 //! static-pod defaults, content hashes and the runtime's own refusals. [`quantity`] parses
 //! resource quantities, [`resources`] sums a pod's requests and limits; [`qos`] computes QoS
-//! classes and OOM scores.
+//! classes and OOM scores; [`priority`] says how important a pod is to the eviction manager.
 
 pub mod manifest;
 pub mod netargs;
+pub mod priority;
 pub mod qos;
 pub mod quantity;
 pub mod resources;

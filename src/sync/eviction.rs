@@ -23,6 +23,9 @@
 //!   alone, new BestEffort pods are refused; under any other pressure, every new pod; critical
 //!   pods are always admitted. Refused pods are Failed with reason Evicted and "The node had
 //!   condition: [DiskPressure]. ".
+//! - **No eviction that cannot help** (`EvictionEvent::NotEvicting`): the manager's reason
+//!   for evicting nothing under pressure becomes the node's Warning `EvictionSkipped` event
+//!   (the manager rate-limits it).
 //! - **Node-level reclaim**: the manager's request for a container GC pass goes to the GC
 //!   thread with the loop's view of the pods, and the report back to the manager.
 
@@ -177,6 +180,14 @@ impl SyncLoop {
                     self.cfg.metrics.record_eviction(p.signal.as_str());
                 }
             }
+            // A threshold is met and evicting cannot help (or is off): say why.
+            EvictionEvent::NotEvicting { message } => self.event(
+                EventType::Warning,
+                "",
+                None,
+                EventReason::EvictionSkipped,
+                &message,
+            ),
             // The kubelet evicts for a local storage limit with no grace period.
             EvictionEvent::EvictForLimit(l) => {
                 if self.evict(&l.uid, l.message, None, Duration::ZERO) {

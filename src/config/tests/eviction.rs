@@ -1,4 +1,4 @@
-//! Tests of the eviction settings, the reservations and `--eviction-hard`.
+//! Tests of the eviction settings, the reservations, `--eviction-hard` and `--eviction-policy`.
 
 use super::*;
 
@@ -147,5 +147,52 @@ fn eviction_hard_flag_replaces_the_files_hard_thresholds() {
         .expect_err(bad)
         .to_string();
         assert!(err.starts_with("--eviction-hard "), "{err}");
+    }
+}
+
+#[test]
+fn eviction_policy_flag() {
+    use crate::eviction::EvictionPolicy;
+    let root = Path::new("/var/lib/podvisor");
+    let cfg = load(&flags(&["--hostname-override", "n1"]), root).expect("load");
+    assert_eq!(cfg.eviction.policy, EvictionPolicy::Helpful, "the default");
+    for (arg, want) in [
+        ("helpful", EvictionPolicy::Helpful),
+        ("never", EvictionPolicy::Never),
+    ] {
+        let cfg = load(
+            &flags(&["--hostname-override", "n1", "--eviction-policy", arg]),
+            root,
+        )
+        .expect(arg);
+        assert_eq!(cfg.eviction.policy, want, "{arg}");
+    }
+    // The thresholds stay: the policy only says which pods may go.
+    let cfg = load(
+        &flags(&[
+            "--hostname-override",
+            "n1",
+            "--eviction-policy",
+            "never",
+            "--eviction-hard",
+            "nodefs.available<20%",
+        ]),
+        root,
+    )
+    .expect("load");
+    assert_eq!(cfg.eviction.thresholds.len(), 1);
+    for bad in ["", "Never", "kubelet", "helpful,never"] {
+        let err = load(
+            &flags(&["--hostname-override", "n1", "--eviction-policy", bad]),
+            root,
+        )
+        .expect_err(bad);
+        assert!(
+            matches!(&err, ConfigError::InvalidFlag { .. }),
+            "{bad:?}: {err:?}"
+        );
+        let err = err.to_string();
+        assert!(err.starts_with("--eviction-policy "), "{err}");
+        assert!(err.contains("expected helpful or never"), "{err}");
     }
 }

@@ -260,3 +260,27 @@ fn a_pod_over_its_local_storage_limit_is_evicted_at_once_and_backs_off_before_st
     h.advance(Duration::from_secs(10));
     assert_eq!(h.rt.starts().len(), 3);
 }
+
+#[test]
+fn the_reason_for_evicting_nothing_is_a_node_event_and_the_pods_run_on() {
+    let mut h = harness();
+    h.file("web.yaml", &pod_yaml("web", "busybox", ""));
+    h.scan_done();
+    let id = h.rt.running_ids().pop().expect("running");
+    conditions(&mut h, &[Pressure::Disk]);
+    let reason = "not evicting for nodefs.available: 5Mi short, and no pod that may be evicted uses any ephemeral-storage: evicting would free nothing";
+    h.send(SyncEvent::Eviction(EvictionEvent::NotEvicting {
+        message: reason.into(),
+    }));
+    let events = h.snap().events.clone();
+    let skipped: Vec<_> = events
+        .iter()
+        .filter(|e| e.reason == "EvictionSkipped")
+        .collect();
+    assert_eq!(skipped.len(), 1, "{events:?}");
+    assert!(skipped[0].pod.is_empty(), "a node event");
+    assert_eq!(skipped[0].message, reason);
+    assert_eq!(skipped[0].type_, crate::status::EventType::Warning);
+    assert_eq!(h.rt.running_ids(), vec![id], "the pod runs on");
+    assert_eq!(condition(&h, "DiskPressure"), "True");
+}
