@@ -35,10 +35,13 @@ done
 # The profiles. packages: what is extracted into the rootfs. users: "name:uid:gid:home"
 # lines for /etc/passwd and /etc/group (root, nobody and nogroup are always there). dirs:
 # "path:mode:uid" directories the program writes at run time (as the package's postinst or
-# systemd unit creates them). The config: Entrypoint, Cmd (one argument per array element),
-# User.
+# systemd unit creates them). links: "path:target" symbolic links (where the image the
+# manifests name has the program). post_extract: what the package's maintainer scripts do
+# that the image needs. The config: Entrypoint, Cmd (one argument per array element), User.
 users=()
 dirs=()
+links=()
+post_extract() { :; }
 entrypoint=()
 cmd=()
 user=""
@@ -46,8 +49,11 @@ case $image in
   etcd)
     # registry.k8s.io/etcd runs etcd as root, and kubeadm relies on it: its data dir is a
     # DirectoryOrCreate hostPath (root, 0755). The manifests set the command (`etcd ...`);
-    # the default Cmd is Debian's ExecStart (etcd.service runs it as user etcd).
-    packages=(etcd-server)
+    # the default Cmd is Debian's ExecStart (etcd.service runs it as user etcd). That image
+    # has etcd and etcdctl in /usr/local/bin and a /bin/sh: the GCE manifest runs
+    # `/bin/sh -c "... exec /usr/local/bin/etcd ..."` and probes with etcdctl.
+    packages=(etcd-server etcd-client dash)
+    links=("/usr/local/bin/etcd:/usr/bin/etcd" "/usr/local/bin/etcdctl:/usr/bin/etcdctl")
     cmd=(/usr/bin/etcd)
     ;;
   haproxy)
@@ -63,10 +69,16 @@ case $image in
   nginx)
     # The Docker library's nginx image runs `nginx -g 'daemon off;'` (Debian's nginx.service
     # forks: `daemon on`). Debian's /etc/nginx (nginx-common) is the default configuration;
-    # the stream module is Debian's dynamic module (libnginx-mod-stream).
-    packages=(nginx nginx-common libnginx-mod-stream)
+    # the stream module is Debian's dynamic module (libnginx-mod-stream). That image is
+    # Debian's, with a /bin/sh (the Kubernetes docs' lifecycle hooks run it): dash.
+    packages=(nginx nginx-common libnginx-mod-stream dash)
     users=("www-data:33:33:/var/www")
-    dirs=("/var/lib/nginx:0755:0" "/var/log/nginx:0755:0" "/run:0755:0")
+    dirs=("/var/lib/nginx:0755:0" "/var/log/nginx:0755:0" "/run:0755:0" "/var/www/html:0755:0")
+    # nginx-common's postinst enables the default site; nginx's copies the welcome page.
+    links=("/etc/nginx/sites-enabled/default:/etc/nginx/sites-available/default")
+    post_extract() {
+      cp "$rootfs/usr/share/nginx/html/index.html" "$rootfs/var/www/html/index.nginx-debian.html"
+    }
     cmd=(nginx -g "daemon off;")
     ;;
   mosquitto)
@@ -192,6 +204,13 @@ for d in ${dirs[@]+"${dirs[@]}"}; do
   chmod "$mode" "$rootfs$path"
   chown "$uid:$uid" "$rootfs$path"
 done
+for l in ${links[@]+"${links[@]}"}; do
+  IFS=: read -r path target <<<"$l"
+  [ -e "$rootfs$target" ] || die "link $path: $target is not in the packages of $image"
+  mkdir -p "$rootfs$(dirname "$path")"
+  ln -sfn "$target" "$rootfs$path"
+done
+post_extract
 
 umoci repack --image "$work/oci:latest" "$work/bundle"
 config=(--architecture "$(dpkg --print-architecture)"
