@@ -157,8 +157,12 @@ while [ ${#queue[@]} -gt 0 ]; do
     dep=$(sed -e 's/|.*//' -e 's/(.*)//' -e 's/:any//' -e 's/ //g' <<<"$alt")
     [ -n "$dep" ] || continue
     # A purely virtual name (nginx-abi-*, provided by nginx itself) has no .deb.
-    apt-cache policy "$dep" | grep -q "Candidate: [^(]" || continue
-    if ! dpkg-query -W -f='${Status}\n' "$dep" 2>/dev/null | grep -q 'ok installed$'; then
+    # (Whole outputs, not pipes into `grep -q`: under pipefail, grep's early exit would fail
+    # the pipeline with SIGPIPE.)
+    policy=$(apt-cache policy "$dep")
+    grep -q "Candidate: [^(]" <<<"$policy" || continue
+    status=$(dpkg-query -W -f='${Status}' "$dep" 2>/dev/null || true)
+    if [ "$status" != "install ok installed" ]; then
       if [ -z "${seen[$dep]:-}" ]; then
         dpkg-deb -x "$(deb_of "$dep")" "$staging" || die "dpkg-deb -x of $dep failed"
         queue+=("$dep")
