@@ -35,6 +35,8 @@ const READY: Duration = Duration::from_secs(150);
 /// How long a killed workload may take to be Ready again (the kubelet's first restart
 /// back-off is 10 s, then etcd's startup probe waits 10 s).
 const BACK: Duration = Duration::from_secs(90);
+/// Longer than the longest probe period of the corpus (10 s): every probe runs again.
+const PERIOD: Duration = Duration::from_secs(12);
 /// How long the pods may take to go once their manifests are removed.
 const GONE: Duration = Duration::from_secs(90);
 
@@ -313,6 +315,28 @@ fn adapt_host_paths(pod: &mut Value, scratch: &Path) {
     }
 }
 
+/// How long after its container starts every liveness probe of `pod` has run at least once
+/// (and its startup probe, which the liveness probe waits for): the sums of
+/// initialDelaySeconds and periodSeconds (the API's defaults: 0 and 10), plus 5 s; zero
+/// without a liveness probe.
+fn liveness_window(pod: &Value) -> Duration {
+    let mut secs = 0;
+    for c in pod["spec"]["containers"].as_array().into_iter().flatten() {
+        if c.get("livenessProbe").is_none() {
+            continue;
+        }
+        let mut s = 5;
+        for probe in ["startupProbe", "livenessProbe"] {
+            if let Some(p) = c.get(probe) {
+                s += p["initialDelaySeconds"].as_u64().unwrap_or(0);
+                s += p["periodSeconds"].as_u64().unwrap_or(10);
+            }
+        }
+        secs = secs.max(s);
+    }
+    Duration::from_secs(secs)
+}
+
 /// One pod of the test.
 struct Workload {
     file: &'static str,
@@ -360,10 +384,21 @@ impl Node {
         let scratch = env.dir.path().join("node");
         fresh_node(&scratch);
         install_host_files(spec.name, &scratch);
+        let workloads: Vec<Workload> = spec.files.iter().map(|f| load(f, &scratch)).collect();
+        // The images the node's manifests name (the others are not on this node).
+        let named = |r: &str| {
+            workloads.iter().any(|w| {
+                w.pod["spec"]["containers"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["image"] == r)
+            })
+        };
         let store = ImageStore::open(&env.root.join("images")).expect("image store");
         for (profile, refs) in IMAGES {
             let archive = &images.iter().find(|(p, _)| p == profile).expect("built").1;
-            for r in *refs {
+            for r in refs.iter().filter(|r| named(r)) {
                 store
                     .import_archive(
                         archive,
@@ -385,7 +420,6 @@ impl Node {
         });
         let manifests = env.dir.path().join("manifests");
         fs::create_dir_all(&manifests).expect("manifest dir");
-        let workloads = spec.files.iter().map(|f| load(f, &scratch)).collect();
         Node {
             spec,
             workloads,
@@ -529,6 +563,19 @@ impl Node {
         Some(why)
     }
 
+    /// How many times `w`'s liveness and startup probes failed so far (its Unhealthy events).
+    fn probe_failures(&self, w: &Workload) -> u32 {
+        let key = format!("{}/{}-testnode", w.namespace, w.name);
+        self.daemon()
+            .events()
+            .iter()
+            .filter(|e| {
+                e.pod == key && e.reason == "Unhealthy" && !e.message.starts_with("Readiness")
+            })
+            .map(|e| e.count)
+            .sum()
+    }
+
     fn restart_count(&self, w: &Workload) -> i32 {
         self.view(w)
             .and_then(|v| v.pod.status?.container_statuses?.first().cloned())
@@ -566,6 +613,7 @@ fn real_workloads_become_ready_and_come_back() {
     let images = build_images();
     let built = started.elapsed();
     let mut nodes: Vec<Node> = NODES.iter().map(|s| Node::new(s, &images)).collect();
+    let prepared = started.elapsed();
 
     // Node c pulls `nginx` (`:latest`: pull policy Always) from a loopback registry, as
     // docker.io's mirror.
@@ -589,6 +637,7 @@ fn real_workloads_become_ready_and_come_back() {
             n.start(&[&flag]);
         }
     }
+    let up = started.elapsed();
     let placed = Instant::now();
     for n in &nodes {
         n.place_manifests();
@@ -619,6 +668,14 @@ fn real_workloads_become_ready_and_come_back() {
         failures.join("\n")
     );
     let ready_after = placed.elapsed();
+    // The liveness and startup probe failures so far: a probe may fail while its server
+    // starts (podvisor probes at initialDelaySeconds, 0 by default, as documented); once the
+    // pods are Ready, none may fail again.
+    let snapshot = Instant::now();
+    let failed_before: Vec<Vec<u32>> = nodes
+        .iter()
+        .map(|n| n.workloads.iter().map(|w| n.probe_failures(w)).collect())
+        .collect();
 
     // The workloads do their jobs, seen by real clients on the node.
     let (a, b) = (&nodes[0], &nodes[1]);
@@ -703,6 +760,7 @@ fn real_workloads_become_ready_and_come_back() {
         || format!("{:?}", n.not_ready(w)),
     );
     let back_after = killed_at.elapsed();
+    let checked = Instant::now();
     let health = a.curl(
         &[
             "--cacert",
@@ -719,7 +777,53 @@ fn real_workloads_become_ready_and_come_back() {
         "etcd after restart: {health}"
     );
 
+    // Every liveness probe has run again since (the killed etcd's after its restart): none
+    // failed, no other container restarted, every pod is still Ready.
+    let mut failures = Vec::new();
+    for (i, n) in nodes.iter().enumerate() {
+        for (j, w) in n.workloads.iter().enumerate() {
+            let killed = (n.spec.name, w.file) == KILLED;
+            let since = if killed { killed_at } else { placed };
+            let until = (since + liveness_window(&w.pod)).max(snapshot + PERIOD);
+            std::thread::sleep(until.saturating_duration_since(Instant::now()));
+            let failed = n.probe_failures(w);
+            if failed != failed_before[i][j] {
+                let key = format!("{}/{}-testnode", w.namespace, w.name);
+                let events: Vec<String> = n
+                    .daemon()
+                    .events()
+                    .into_iter()
+                    .filter(|e| e.pod == key && e.reason == "Unhealthy")
+                    .map(|e| format!("{} (x{})", e.message, e.count))
+                    .collect();
+                failures.push(format!(
+                    "  node {}: {}: {} liveness/startup probe failures once Ready: {events:?}",
+                    n.spec.name,
+                    w.file,
+                    failed - failed_before[i][j]
+                ));
+            }
+            let restarts = n.restart_count(w);
+            let want = if killed { before + 1 } else { 0 };
+            if restarts != want {
+                failures.push(format!(
+                    "  node {}: {}: {restarts} restarts, want {want}",
+                    n.spec.name, w.file
+                ));
+            }
+            if let Some(why) = n.not_ready(w) {
+                failures.push(format!("  node {}: {}: {why}", n.spec.name, w.file));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "after their liveness probes ran:\n{}",
+        failures.join("\n")
+    );
+
     // Every pod goes when its manifest does; nothing is left behind.
+    let removing = Instant::now();
     for n in &nodes {
         for w in &n.workloads {
             fs::remove_file(n.manifest_path(w)).expect("remove manifest");
@@ -738,11 +842,16 @@ fn real_workloads_become_ready_and_come_back() {
     }
     eprintln!(
         "real workloads: {total} pods on {} nodes Ready {:.1}s after their manifests were placed; \
-         etcd back {:.1}s after SIGKILL; images {:.1}s; whole test {:.1}s",
+         etcd back {:.1}s after SIGKILL; images built {:.1}s, nodes prepared {:.1}s, daemons up \
+         {:.1}s, liveness checks {:.1}s, removal {:.1}s; whole test {:.1}s",
         nodes.len(),
         ready_after.as_secs_f64(),
         back_after.as_secs_f64(),
         built.as_secs_f64(),
+        prepared.as_secs_f64(),
+        up.as_secs_f64(),
+        (removing - checked).as_secs_f64(),
+        removing.elapsed().as_secs_f64(),
         started.elapsed().as_secs_f64()
     );
 }
