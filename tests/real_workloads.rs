@@ -288,6 +288,10 @@ fn install_host_files(node: &str, scratch: &Path) {
             for d in ["mnt/master-pd/var/etcd", "etc/srv/kubernetes"] {
                 fs::create_dir_all(scratch.join(d)).expect("configure-helper dir");
             }
+            // Its prepare-log-file: the etcd logs the manifests mount (FileOrCreate).
+            for log in ["var/log/etcd.log", "var/log/etcd-events.log"] {
+                install(scratch, log, b"");
+            }
             // The apiserver stand-in's certificate (a kubeadm-style PKI).
             kubeadm_pki(scratch);
             // kubespray's kubernetes/node role: /etc/haproxy/haproxy.cfg (haproxy_config_dir).

@@ -113,8 +113,12 @@ deb_of() {
   local pkg=$1 deb
   deb=$(find "$cache" -maxdepth 1 -name "${pkg}_*.deb" -print -quit)
   if [ -z "$deb" ]; then
+    # A machine whose package lists are missing or stale (a version no longer on the
+    # mirror): one `apt-get update`, then the download again.
     (cd "$cache" && apt-get -o APT::Sandbox::User=root download -qq "$pkg") >&2 ||
-      die "apt-get download $pkg failed (apt-get update first?)"
+      { apt-get -o DPkg::Lock::Timeout=600 update -qq >&2 &&
+        (cd "$cache" && apt-get -o APT::Sandbox::User=root download -qq "$pkg") >&2; } ||
+      die "apt-get download $pkg failed (after apt-get update)"
     deb=$(find "$cache" -maxdepth 1 -name "${pkg}_*.deb" -print -quit)
     [ -n "$deb" ] || die "apt-get download $pkg left no ${pkg}_*.deb in $cache"
   fi
