@@ -160,18 +160,16 @@ while [ ${#queue[@]} -gt 0 ]; do
   for alt in "${alts[@]}"; do
     dep=$(sed -e 's/|.*//' -e 's/(.*)//' -e 's/:any//' -e 's/ //g' <<<"$alt")
     [ -n "$dep" ] || continue
-    # A purely virtual name (nginx-abi-*, provided by nginx itself) has no .deb.
-    # (Whole outputs, not pipes into `grep -q`: under pipefail, grep's early exit would fail
-    # the pipeline with SIGPIPE.)
+    # A package installed here needs nothing from the archive; a purely virtual name
+    # (nginx-abi-*, provided by nginx itself) has no .deb. (Whole outputs, not pipes into
+    # `grep -q`: under pipefail, grep's early exit would fail the pipeline with SIGPIPE.)
+    [ -z "${seen[$dep]:-}" ] || continue
+    status=$(dpkg-query -W -f='${Status}' "$dep" 2>/dev/null || true)
+    [ "$status" != "install ok installed" ] || continue
     policy=$(apt-cache policy "$dep")
     grep -q "Candidate: [^(]" <<<"$policy" || continue
-    status=$(dpkg-query -W -f='${Status}' "$dep" 2>/dev/null || true)
-    if [ "$status" != "install ok installed" ]; then
-      if [ -z "${seen[$dep]:-}" ]; then
-        dpkg-deb -x "$(deb_of "$dep")" "$staging" || die "dpkg-deb -x of $dep failed"
-        queue+=("$dep")
-      fi
-    fi
+    dpkg-deb -x "$(deb_of "$dep")" "$staging" || die "dpkg-deb -x of $dep failed"
+    queue+=("$dep")
   done
 done
 libpath=$(find "$staging" -name '*.so*' -printf '%h\n' | sort -u | paste -sd:)
