@@ -137,6 +137,16 @@ fn build_images() -> Vec<(&'static str, PathBuf)> {
         .iter()
         .map(|(profile, _)| {
             let out = dir.join(format!("{profile}-{key}.tar"));
+            // Archives of an earlier script are stale: removed, not kept alongside.
+            for old in fs::read_dir(&dir).expect("deb-images dir").flatten() {
+                let name = old.file_name().to_string_lossy().into_owned();
+                if name.starts_with(&format!("{profile}-"))
+                    && name.ends_with(".tar")
+                    && old.path() != out
+                {
+                    fs::remove_file(old.path()).expect("remove a stale image archive");
+                }
+            }
             if !out.exists() {
                 run(Command::new(&script)
                     .arg(profile)
