@@ -617,6 +617,28 @@ impl Drop for Node {
             let _ = c.kill();
             let _ = c.wait();
         }
+        if std::thread::panicking() {
+            // TestEnv's drop SIGKILLs the containers and removes their cgroups at once; a
+            // cgroup whose processes have not exited yet stays behind (EBUSY). With a dozen
+            // containers that happens: stop the daemon (it would restart them), kill them
+            // and wait for them to go first.
+            drop(self.daemon.take());
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                let procs = common::processes_in_cgroup(&self.env.cgroup_parent);
+                if procs.is_empty() || Instant::now() > deadline {
+                    break;
+                }
+                for (pid, _) in procs {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+                common::reap_zombies();
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
     }
 }
 
