@@ -107,21 +107,26 @@ mkdir -p "$cache"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# The .deb of package $1 in the cache, downloaded first if missing (APT's sandbox user
-# cannot write to a root-owned cache: download as root).
+# Downloads the .debs of packages $@ that are not in the cache yet, in one apt-get call (APT's
+# sandbox user cannot write to a root-owned cache: as root). A machine whose package lists
+# are missing or stale (a version no longer on the mirror): one `apt-get update`, then again.
+fetch() {
+  local missing=() p
+  for p in "$@"; do
+    [ -n "$(find "$cache" -maxdepth 1 -name "${p}_*.deb" -print -quit)" ] || missing+=("$p")
+  done
+  [ ${#missing[@]} -gt 0 ] || return 0
+  (cd "$cache" && apt-get -o APT::Sandbox::User=root download -qq "${missing[@]}") >&2 ||
+    { apt-get -o DPkg::Lock::Timeout=600 update -qq >&2 &&
+      (cd "$cache" && apt-get -o APT::Sandbox::User=root download -qq "${missing[@]}") >&2; } ||
+    die "apt-get download ${missing[*]} failed (after apt-get update)"
+}
+
+# The cached .deb of package $1 (fetched before).
 deb_of() {
-  local pkg=$1 deb
-  deb=$(find "$cache" -maxdepth 1 -name "${pkg}_*.deb" -print -quit)
-  if [ -z "$deb" ]; then
-    # A machine whose package lists are missing or stale (a version no longer on the
-    # mirror): one `apt-get update`, then the download again.
-    (cd "$cache" && apt-get -o APT::Sandbox::User=root download -qq "$pkg") >&2 ||
-      { apt-get -o DPkg::Lock::Timeout=600 update -qq >&2 &&
-        (cd "$cache" && apt-get -o APT::Sandbox::User=root download -qq "$pkg") >&2; } ||
-      die "apt-get download $pkg failed (after apt-get update)"
-    deb=$(find "$cache" -maxdepth 1 -name "${pkg}_*.deb" -print -quit)
-    [ -n "$deb" ] || die "apt-get download $pkg left no ${pkg}_*.deb in $cache"
-  fi
+  local deb
+  deb=$(find "$cache" -maxdepth 1 -name "${1}_*.deb" -print -quit)
+  [ -n "$deb" ] || die "no ${1}_*.deb in $cache after apt-get download $1"
   echo "$deb"
 }
 
@@ -131,6 +136,7 @@ umoci init --layout "$work/oci"
 umoci new --image "$work/oci:latest"
 umoci unpack --image "$work/oci:latest" "$work/bundle" >/dev/null
 rootfs=$work/bundle/rootfs
+fetch "${packages[@]}"
 for pkg in "${packages[@]}"; do
   dpkg-deb -x "$(deb_of "$pkg")" "$rootfs" || die "dpkg-deb -x of $pkg failed"
 done
@@ -144,33 +150,39 @@ for d in bin sbin lib lib64; do
 done
 
 # Libraries the host lacks: the packages' Depends (first alternatives) that are not installed
-# here, and theirs, extracted into a staging tree that ldd searches before the host.
+# here, and theirs, level by level, extracted into a staging tree that ldd searches before
+# the host.
 staging=$work/staging
 mkdir -p "$staging"
 declare -A seen=()
-queue=("${packages[@]}")
-while [ ${#queue[@]} -gt 0 ]; do
-  pkg=${queue[0]}
-  queue=("${queue[@]:1}")
-  [ -z "${seen[$pkg]:-}" ] || continue
-  seen[$pkg]=1
-  deb=$(deb_of "$pkg")
-  depends="$(dpkg-deb -f "$deb" Depends),$(dpkg-deb -f "$deb" Pre-Depends)"
-  IFS=',' read -ra alts <<<"$depends"
-  for alt in "${alts[@]}"; do
-    dep=$(sed -e 's/|.*//' -e 's/(.*)//' -e 's/:any//' -e 's/ //g' <<<"$alt")
-    [ -n "$dep" ] || continue
-    # A package installed here needs nothing from the archive; a purely virtual name
-    # (nginx-abi-*, provided by nginx itself) has no .deb. (Whole outputs, not pipes into
-    # `grep -q`: under pipefail, grep's early exit would fail the pipeline with SIGPIPE.)
-    [ -z "${seen[$dep]:-}" ] || continue
-    status=$(dpkg-query -W -f='${Status}' "$dep" 2>/dev/null || true)
-    [ "$status" != "install ok installed" ] || continue
-    policy=$(apt-cache policy "$dep")
-    grep -q "Candidate: [^(]" <<<"$policy" || continue
-    dpkg-deb -x "$(deb_of "$dep")" "$staging" || die "dpkg-deb -x of $dep failed"
-    queue+=("$dep")
+for pkg in "${packages[@]}"; do seen[$pkg]=1; done
+level=("${packages[@]}")
+while [ ${#level[@]} -gt 0 ]; do
+  next=()
+  for pkg in "${level[@]}"; do
+    deb=$(deb_of "$pkg")
+    depends="$(dpkg-deb -f "$deb" Depends),$(dpkg-deb -f "$deb" Pre-Depends)"
+    IFS=',' read -ra alts <<<"$depends"
+    for alt in "${alts[@]}"; do
+      dep=$(sed -e 's/|.*//' -e 's/(.*)//' -e 's/:any//' -e 's/ //g' <<<"$alt")
+      [ -n "$dep" ] && [ -z "${seen[$dep]:-}" ] || continue
+      seen[$dep]=1
+      # A package installed here needs nothing from the archive.
+      status=$(dpkg-query -W -f='${Status}' "$dep" 2>/dev/null || true)
+      [ "$status" = "install ok installed" ] || next+=("$dep")
+    done
   done
+  [ ${#next[@]} -gt 0 ] || break
+  # A purely virtual name (nginx-abi-*, provided by nginx itself) has no candidate and no
+  # .deb. One apt-cache call for the level (each call reads the whole package cache).
+  mapfile -t next < <(apt-cache policy "${next[@]}" |
+    awk '/^[^ ]/ { name = $1; sub(/:$/, "", name) } /^  Candidate: / && $2 != "(none)" { print name }')
+  [ ${#next[@]} -gt 0 ] || break
+  fetch "${next[@]}"
+  for dep in "${next[@]}"; do
+    dpkg-deb -x "$(deb_of "$dep")" "$staging" || die "dpkg-deb -x of $dep failed"
+  done
+  level=("${next[@]}")
 done
 libpath=$(find "$staging" -name '*.so*' -printf '%h\n' | sort -u | paste -sd:)
 
