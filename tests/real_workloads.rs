@@ -648,7 +648,17 @@ fn real_workloads_become_ready_and_come_back() {
     let started = Instant::now();
     let images = build_images();
     let built = started.elapsed();
-    let mut nodes: Vec<Node> = NODES.iter().map(|s| Node::new(s, &images)).collect();
+    // The nodes are prepared in parallel (image imports and openssl take seconds each).
+    let mut nodes: Vec<Node> = std::thread::scope(|scope| {
+        let handles: Vec<_> = NODES
+            .iter()
+            .map(|spec| scope.spawn(|| Node::new(spec, &images)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a node's preparation panicked"))
+            .collect()
+    });
     let prepared = started.elapsed();
 
     // Node c pulls `nginx` (`:latest`: pull policy Always) from a loopback registry, as
