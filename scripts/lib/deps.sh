@@ -31,6 +31,12 @@ DEPS_RUN=(gcc libc6-dev make pkg-config libseccomp-dev libelf-dev zlib1g-dev app
 # arm64 guest, which also runs the armhf binary), and the Rust targets (DEPS_RUST_TARGETS).
 # nftables (nft): the pod network tests check the rules of a host that also runs native
 # nftables tables, and the VM's pod-network scenario copies nft into its initramfs.
+# The real-workload test (tests/real_workloads.rs) installs nothing more: it downloads the
+# .debs of its images (etcd-server, etcd-client, haproxy, nginx, libnginx-mod-stream,
+# mosquitto, prometheus-node-exporter, dash and the libraries they need that the host lacks)
+# with `apt-get download` into target/tmp/deb-images (tests/images/build-deb-image.sh), and
+# uses umoci, skopeo, docker-registry, openssl (kubeadm's PKI, the apiserver stand-in) and
+# curl (etcd's, the load balancers' and node-exporter's clients) from these lists.
 # kubernetes-client (kubectl 1.20) reads what the API server tests wrote into the test API
 # server (tests/apiserver.rs); installed only when no kubectl is on PATH, since another
 # vendor's kubectl package owns /usr/bin/kubectl where one is installed (DEPS_TEST_KUBECTL).
