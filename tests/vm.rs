@@ -3,7 +3,7 @@
 //! (qemu-system-aarch64 -M virt) against the aarch64 build of scripts/cross, which boots once
 //! more with the armv7 build as the daemon under the arm64 kernel's AArch32 compat layer (the
 //! armhf-* scenarios: limits, probes, a crash and restart, removal) and runs the reboot series
-//! with one power cut. Each fails with the script's report when any scenario fails, is
+//! (3 power cuts). Each fails with the script's report when any scenario fails, is
 //! missing, or the VM times out.
 
 use std::process::Command;

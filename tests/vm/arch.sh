@@ -11,8 +11,8 @@
 # vm_copy_cross_libs DEST TRIPLE ARCH LOADER BINARY... (the same for foreign binaries),
 # vm_add_module DIR NAME (a kernel module and its dependencies, for insmod in DIR/order),
 # vm_stage_armhf STAGE (the armv7 podvisor and its libraries, for the arm64 guest's armhf
-# boot), vm_default_scenarios (the scenarios run when PODVISOR_VM_ONLY is not set; empty: all)
-# and vm_default_cuts (the reboot series' power cuts when PODVISOR_VM_CUTS is not set).
+# boot) and vm_default_scenarios (the scenarios run when PODVISOR_VM_ONLY is not set; empty:
+# all).
 
 vm_arch=${PODVISOR_VM_ARCH:-amd64}
 vm_repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -23,7 +23,6 @@ case "$vm_arch" in
     vm_console=ttyS0
     vm_tools=(qemu-system-x86_64 apparmor_parser)
     vm_default_scenarios=""
-    vm_default_cuts=3
     ;;
   arm64)
     vm_cache_default=$vm_repo/target/vm-cache-arm64
@@ -34,11 +33,10 @@ case "$vm_arch" in
     # Bounded for CI (software emulation of another ISA is 2-4x slower than the amd64 VM):
     # every kind of scenario once, no AppArmor (no arm64 apparmor_parser in the initramfs)
     # and no 50 cycles; the armhf boot (the armv7 podvisor as the daemon, "armhf" stands for
-    # its scenarios); the reboot series ("reboot") with one power cut. PODVISOR_VM_ONLY=all
-    # runs everything but AppArmor and the series, PODVISOR_VM_CUTS=3 the amd64 guest's
-    # series (see the README).
+    # its scenarios); the reboot series ("reboot", 5 boots of ~30 s here, as many as in the
+    # amd64 guest). PODVISOR_VM_ONLY=all runs everything but AppArmor and the series (see the
+    # README).
     vm_default_scenarios=qos-guaranteed,qos-burstable,qos-besteffort,oom-killed,pids-limit,cpu-throttled,refused-outofmemory,device-filter,monitors-outside-pods,multiarch-image,probe-ready,crash-restart,boot-to-pods,pod-cgroup-removed,armhf,reboot
-    vm_default_cuts=1
     ;;
   *)
     echo "vm-test: unknown PODVISOR_VM_ARCH $vm_arch (amd64 or arm64)" >&2

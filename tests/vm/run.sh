@@ -30,8 +30,8 @@
 #                        them, is listed; memory-pressure always boots a VM of its own, and
 #                        so do the arm64 guest's armhf-* scenarios, "armhf" for all of them)
 #   PODVISOR_VM_SMP      guest cpus (default 2; each is one host thread of qemu's TCG)
-#   PODVISOR_VM_CUTS     power cuts in the reboot series (default 3, arm64 guest 1; one boot
-#                        each; 0 leaves only the orderly reboot); the churn before a cut cycles through
+#   PODVISOR_VM_CUTS     power cuts in the reboot series (default 3, one boot each; 0 leaves
+#                        only the orderly reboot); the churn before a cut cycles through
 #                        manifest edits, container kills and an image import
 #   PODVISOR_VM_CHURN    the churn cycle before the cuts (default edits,kills,import)
 #   PODVISOR_VM_DISK_MB  size of the series' ext4 disk (default 512)
@@ -50,7 +50,7 @@ overall_timeout=${PODVISOR_VM_TIMEOUT:-400}
 boot_timeout=${PODVISOR_VM_BOOT_TIMEOUT:-90}
 mem=${PODVISOR_VM_MEM:-1024}
 smp=${PODVISOR_VM_SMP:-2}
-cuts=${PODVISOR_VM_CUTS:-$vm_default_cuts}
+cuts=${PODVISOR_VM_CUTS:-3}
 churn=${PODVISOR_VM_CHURN:-edits,kills,import}
 disk_mb=${PODVISOR_VM_DISK_MB:-512}
 # Kernel modules podvisor needs that Debian builds as modules (dependencies follow); brd gives
