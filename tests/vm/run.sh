@@ -78,10 +78,11 @@ scenarios=(
 own_boot=(memory-pressure pod-network)
 # The armhf boot (arm64 guest): the armv7 podvisor is the daemon (and every podvisor command)
 # under the arm64 kernel's AArch32 compat layer, as on a Raspberry Pi running 32-bit Raspberry
-# Pi OS on a 64-bit kernel, with 32-bit ARM busybox images: a pod with limits, the probes
-# (under RuntimeDefault seccomp, the 32-bit ARM audit arch), a crash and its restart, the
-# multi-platform image's linux/arm/v7 entry, and the pods' removal. Each name is the scenario
-# of scenarios.sh it runs, prefixed with armhf-.
+# Pi OS on a 64-bit kernel, with 32-bit ARM busybox images: a pod with limits, an OOM kill,
+# the eBPF device filter (bpf(2) from a compat process), the probes (under RuntimeDefault
+# seccomp, the 32-bit ARM audit arch), a crash and its restart, the multi-platform image's
+# linux/arm/v7 entry, and the pods' removal. Each name is the scenario of scenarios.sh it
+# runs, prefixed with armhf-.
 armhf_scenarios=()
 if [ "$vm_arch" != amd64 ]; then
   # No apparmor_parser of the guest's architecture in the initramfs, and no CNI plugins,
@@ -89,8 +90,8 @@ if [ "$vm_arch" != amd64 ]; then
   scenarios=("${scenarios[@]/apparmor-*/}")
   own_boot=(memory-pressure)
   read -r -a scenarios <<< "${scenarios[*]}"
-  armhf_scenarios=(armhf-qos-guaranteed armhf-probe-ready armhf-crash-restart armhf-multiarch-image
-    armhf-pod-cgroup-removed)
+  armhf_scenarios=(armhf-qos-guaranteed armhf-oom-killed armhf-device-filter armhf-probe-ready
+    armhf-crash-restart armhf-multiarch-image armhf-pod-cgroup-removed)
   # "all": every scenario there is (the reboot series only when named); unset: the CI subset.
   [ "${PODVISOR_VM_ONLY:-}" = all ] && PODVISOR_VM_ONLY=$(IFS=,; echo "${scenarios[*]},${own_boot[*]},armhf")
   PODVISOR_VM_ONLY=${PODVISOR_VM_ONLY:-$vm_default_scenarios}
