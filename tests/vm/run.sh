@@ -238,7 +238,9 @@ if [ -n "$armhf_only" ]; then
   # the armhf boot: the armv7 podvisor with its loader and libraries, and the test image with
   # busybox-static:armhf (applets listed by the host's busybox, of the same Debian version)
   vm_stage_armhf "$stage" || die "staging the armv7 podvisor failed"
-  BUSYBOX=$(vm_busybox armhf) BUSYBOX_LIST=$(command -v busybox) IMAGE_ARCH=arm \
+  armhf_busybox=$(vm_busybox armhf)
+  [ -x "$armhf_busybox" ] || die "no busybox-static:armhf at $armhf_busybox (scripts/debian-download failed?)"
+  BUSYBOX=$armhf_busybox BUSYBOX_LIST=$(command -v busybox) IMAGE_ARCH=arm \
     "$repo/tests/images/build-busybox.sh" "$stage/vm/images/busybox-armhf.tar" >/dev/null
 fi
 # init, scenarios, manifests, configuration
