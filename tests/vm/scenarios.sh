@@ -364,8 +364,8 @@ scenario_probe_ready() {
 
 # A crash and its restart: the container exits 3 at its first start and stays up at the
 # second (an emptyDir remembers the crash); after the kubelet's 10 s back-off restartCount is
-# 1, the container runs again with a new id, lastState says exit code 3, reason Error, and
-# logs --previous shows the crashed instance.
+# 1, the container runs again (a process in its cgroup), lastState says exit code 3, reason
+# Error, and logs --previous shows the crashed instance.
 restart_count() { pod_json "$1" | sed -n 's/^ *"restartCount": \([0-9]*\).*/\1/p' | head -n1; }
 restarted() { [ "$(restart_count "$1")" -ge 1 ] 2>/dev/null && pod_json "$1" | grep -q '"running":'; }
 scenario_crash_restart() {
