@@ -1,8 +1,10 @@
 //! The VM tests as part of `cargo test`: tests/vm/run.sh (qemu, Debian's kernel, pure cgroup
 //! v2) in an amd64 guest against the podvisor binary cargo just built, and in an arm64 guest
-//! (qemu-system-aarch64 -M virt) against the aarch64 build of scripts/cross, where the armv7
-//! build also runs (the armhf-binary scenario). Each fails with the script's report when any
-//! scenario fails, is missing, or the VM times out.
+//! (qemu-system-aarch64 -M virt) against the aarch64 build of scripts/cross, which boots once
+//! more with the armv7 build as the daemon under the arm64 kernel's AArch32 compat layer (the
+//! armhf-* scenarios: limits, probes, a crash and restart, removal) and runs the reboot series
+//! (3 power cuts). Each fails with the script's report when any scenario fails, is
+//! missing, or the VM times out.
 
 use std::process::Command;
 

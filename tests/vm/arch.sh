@@ -10,8 +10,9 @@
 # vm_copy_libs STAGE BINARY... (their shared libraries and loader into the initramfs),
 # vm_copy_cross_libs DEST TRIPLE ARCH LOADER BINARY... (the same for foreign binaries),
 # vm_add_module DIR NAME (a kernel module and its dependencies, for insmod in DIR/order),
-# vm_stage_armhf DIR (the armv7 podvisor and its libraries, for the arm64 guest) and
-# vm_default_scenarios (the scenarios run when PODVISOR_VM_ONLY is not set; empty: all).
+# vm_stage_armhf STAGE (the armv7 podvisor and its libraries, for the arm64 guest's armhf
+# boot) and vm_default_scenarios (the scenarios run when PODVISOR_VM_ONLY is not set; empty:
+# all).
 
 vm_arch=${PODVISOR_VM_ARCH:-amd64}
 vm_repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -31,8 +32,11 @@ case "$vm_arch" in
     vm_tools=(qemu-system-aarch64 aarch64-linux-gnu-gcc readelf)
     # Bounded for CI (software emulation of another ISA is 2-4x slower than the amd64 VM):
     # every kind of scenario once, no AppArmor (no arm64 apparmor_parser in the initramfs)
-    # and no 50 cycles. PODVISOR_VM_ONLY=all runs everything but AppArmor (see the README).
-    vm_default_scenarios=qos-guaranteed,qos-burstable,qos-besteffort,oom-killed,pids-limit,cpu-throttled,refused-outofmemory,device-filter,monitors-outside-pods,multiarch-image,armhf-binary,boot-to-pods,pod-cgroup-removed
+    # and no 50 cycles; the armhf boot (the armv7 podvisor as the daemon, "armhf" stands for
+    # its scenarios); the reboot series ("reboot", 5 boots of ~30 s here, as many as in the
+    # amd64 guest). PODVISOR_VM_ONLY=all runs everything but AppArmor and the series (see the
+    # README).
+    vm_default_scenarios=qos-guaranteed,qos-burstable,qos-besteffort,oom-killed,pids-limit,cpu-throttled,refused-outofmemory,device-filter,monitors-outside-pods,multiarch-image,probe-ready,crash-restart,boot-to-pods,pod-cgroup-removed,armhf,reboot
     ;;
   *)
     echo "vm-test: unknown PODVISOR_VM_ARCH $vm_arch (amd64 or arm64)" >&2
@@ -58,15 +62,16 @@ vm_kernel_download() { # DIR: linux-image-<arch> and the image package it depend
   fi
 }
 
-vm_busybox() {
-  if [ "$vm_arch" = amd64 ]; then
+vm_busybox() { # [DEBIAN-ARCH]: of the guest's architecture by default (armhf: the armhf boot's image)
+  local arch=${1:-$vm_arch} bb dl
+  if [ "$arch" = amd64 ]; then
     command -v busybox
     return
   fi
-  local bb=$cache/busybox-$vm_arch dl
+  bb=$cache/busybox-$arch
   if [ ! -x "$bb" ]; then
     dl=$(mktemp -d "$cache/busybox.XXXXXX")
-    "$vm_repo/scripts/debian-download" "$vm_arch" "$dl" busybox-static >/dev/null &&
+    "$vm_repo/scripts/debian-download" "$arch" "$dl" busybox-static >/dev/null &&
       dpkg-deb -x "$dl"/busybox-static_*.deb "$dl/x" && cp "$dl/x/bin/busybox" "$bb"
     rm -rf "$dl"
   fi
@@ -119,15 +124,20 @@ vm_copy_cross_libs() {
   done
 }
 
-# vm_stage_armhf DIR: the armv7 podvisor (scripts/cross) with its dynamic loader and libraries
-# in DIR, for the armhf-binary scenario of the arm64 guest: the arm64 kernel runs 32-bit ARM
-# programs (AArch32 compat).
+# vm_stage_armhf STAGE: the armv7 podvisor (scripts/cross) at STAGE/vm/armhf/podvisor, its
+# libraries where Debian's armhf loader looks first (STAGE/lib/arm-linux-gnueabihf) and the
+# loader where the binary's PT_INTERP points (STAGE/lib/ld-linux-armhf.so.3), as on an armhf
+# system: the armhf boot of the arm64 guest runs it as /usr/bin/podvisor, executed directly by
+# the arm64 kernel (AArch32 compat), so that /proc/self/exe, which the daemon re-executes for
+# its shims, is podvisor and not the loader.
 vm_stage_armhf() {
-  local dir=$1
+  local stage=$1
   "$vm_repo/scripts/cross" armv7 build --release --locked --quiet --bin podvisor >&2 || return 1
-  mkdir -p "$dir"
-  cp "$vm_repo/target/armv7-unknown-linux-gnueabihf/release/podvisor" "$dir/podvisor"
-  vm_copy_cross_libs "$dir" arm-linux-gnueabihf armhf ld-linux-armhf.so.3 "$dir/podvisor"
+  mkdir -p "$stage/vm/armhf"
+  cp "$vm_repo/target/armv7-unknown-linux-gnueabihf/release/podvisor" "$stage/vm/armhf/podvisor"
+  vm_copy_cross_libs "$stage/lib/arm-linux-gnueabihf" arm-linux-gnueabihf armhf ld-linux-armhf.so.3 \
+    "$stage/vm/armhf/podvisor" || return 1
+  ln -s arm-linux-gnueabihf/ld-linux-armhf.so.3 "$stage/lib/ld-linux-armhf.so.3"
 }
 
 # vm_add_module DIR NAME: copies module NAME of $kernel_dir (uncompressed) into DIR and appends

@@ -14,7 +14,9 @@
 # target/vm-cache). Exit status 0 only if every expected scenario printed PASS.
 # PODVISOR_VM_ARCH=arm64 runs the same scenarios in an arm64 guest (tests/vm/arch.sh holds
 # everything that differs per architecture; it also needs qemu-system-arm and what
-# scripts/cross needs).
+# scripts/cross needs), and boots that guest once more with the armhf (armv7) podvisor as the
+# daemon, run by the arm64 kernel's AArch32 compat layer, on armhf busybox images: the
+# armhf-* scenarios.
 #
 # Environment knobs:
 #   PODVISOR_VM_CACHE    cache directory (kernel, console logs, the series' disk); default
@@ -25,7 +27,8 @@
 #   PODVISOR_VM_MEM      guest memory in MiB (default 1024)
 #   PODVISOR_VM_ONLY     comma-separated scenario names to run instead of all of them (the
 #                        reboot series runs when one of its names, or "reboot" for all of
-#                        them, is listed; memory-pressure always boots a VM of its own)
+#                        them, is listed; memory-pressure always boots a VM of its own, and
+#                        so do the arm64 guest's armhf-* scenarios, "armhf" for all of them)
 #   PODVISOR_VM_SMP      guest cpus (default 2; each is one host thread of qemu's TCG)
 #   PODVISOR_VM_CUTS     power cuts in the reboot series (default 3, one boot each; 0 leaves
 #                        only the orderly reboot); the churn before a cut cycles through
@@ -36,6 +39,8 @@
 #                        softlockup_all_cpu_backtrace=1" to see the stacks behind a soft lockup)
 set -euo pipefail
 
+log() { echo "vm-test: $*"; }
+die() { echo "vm-test: error: $*" >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 # shellcheck source=tests/vm/arch.sh
@@ -64,48 +69,60 @@ scenarios=(
   oom-killed oom-child pids-limit cpu-throttled
   refused-outofcpu refused-outofmemory
   device-filter privileged-device apparmor-default apparmor-localhost
-  multiarch-image share-pid boot-to-pods
+  multiarch-image share-pid probe-ready crash-restart boot-to-pods
   monitors-outside-pods pod-cgroup-removed cycles-50
 )
 # Scenarios that get a boot of their own (so their minutes do not count against the
 # scenarios boot's time limit): memory-pressure presses the whole VM's memory; pod-network
 # runs a daemon of its own on the pod network (amd64 guest only).
 own_boot=(memory-pressure pod-network)
+# The armhf boot (arm64 guest): the armv7 podvisor is the daemon (and every podvisor command)
+# under the arm64 kernel's AArch32 compat layer, as on a Raspberry Pi running 32-bit Raspberry
+# Pi OS on a 64-bit kernel, with 32-bit ARM busybox images: a pod with limits, an OOM kill,
+# the eBPF device filter (bpf(2) from a compat process), the probes (under RuntimeDefault
+# seccomp, the 32-bit ARM audit arch), a crash and its restart, the multi-platform image's
+# linux/arm/v7 entry, and the pods' removal. Each name is the scenario of scenarios.sh it
+# runs, prefixed with armhf-.
+armhf_scenarios=()
 if [ "$vm_arch" != amd64 ]; then
   # No apparmor_parser of the guest's architecture in the initramfs, and no CNI plugins,
   # iptables or nft of it either.
   scenarios=("${scenarios[@]/apparmor-*/}")
   own_boot=(memory-pressure)
   read -r -a scenarios <<< "${scenarios[*]}"
-  # The armv7 binary under the arm64 kernel's 32-bit compat layer.
-  scenarios+=(armhf-binary)
+  armhf_scenarios=(armhf-qos-guaranteed armhf-oom-killed armhf-device-filter armhf-probe-ready
+    armhf-crash-restart armhf-multiarch-image armhf-pod-cgroup-removed)
   # "all": every scenario there is (the reboot series only when named); unset: the CI subset.
-  [ "${PODVISOR_VM_ONLY:-}" = all ] && PODVISOR_VM_ONLY=$(IFS=,; echo "${scenarios[*]},${own_boot[*]}")
+  [ "${PODVISOR_VM_ONLY:-}" = all ] && PODVISOR_VM_ONLY=$(IFS=,; echo "${scenarios[*]},${own_boot[*]},armhf")
   PODVISOR_VM_ONLY=${PODVISOR_VM_ONLY:-$vm_default_scenarios}
 fi
 series=(reboot-setup reboot-orderly)
 for ((i = 1; i <= cuts; i++)); do series+=("power-cut-$i"); done
-expected=("${scenarios[@]}" "${own_boot[@]}" "${series[@]}")
+expected=("${scenarios[@]}" "${own_boot[@]}" "${armhf_scenarios[@]}" "${series[@]}")
 run_scenarios=1
 run_series=1
 run_own=("${own_boot[@]}")
 scenarios_only="" # the scenarios boot's podvisor_vm.only (own-boot scenarios left out)
+armhf_only=$(IFS=,; echo "${armhf_scenarios[*]}") # the armhf boot's podvisor_vm.only
 if [ -n "${PODVISOR_VM_ONLY:-}" ]; then
   IFS=, read -r -a only_names <<< "$PODVISOR_VM_ONLY"
-  expected=() run_scenarios="" run_series="" run_own=()
+  expected=() run_scenarios="" run_series="" run_own=() armhf_only=""
   for name in "${only_names[@]}"; do
     case "$name" in
       reboot) run_series=1 expected+=("${series[@]}") ;; # the whole series
       reboot-* | power-cut-*) run_series=1 expected+=("$name") ;;
       memory-pressure | pod-network) run_own+=("$name") expected+=("$name") ;;
+      armhf | armhf-*)
+        [ ${#armhf_scenarios[@]} -gt 0 ] || die "$name: the armhf boot is the arm64 guest's (PODVISOR_VM_ARCH=arm64)"
+        if [ "$name" = armhf ]; then names=("${armhf_scenarios[@]}"); else names=("$name"); fi
+        expected+=("${names[@]}")
+        armhf_only="${armhf_only:+$armhf_only,}$(IFS=,; echo "${names[*]}")" ;;
       *) run_scenarios=1 expected+=("$name") scenarios_only="${scenarios_only:+$scenarios_only,}$name" ;;
     esac
   done
 fi
 
 t0=$(date +%s)
-log() { echo "vm-test: $*"; }
-die() { echo "vm-test: error: $*" >&2; exit 2; }
 
 [ "$(id -u)" = 0 ] || die "must run as root (umoci builds the test image with root-owned files)"
 for tool in "${vm_tools[@]}" cpio busybox umoci apt-get dpkg-deb strip; do
@@ -217,15 +234,14 @@ if [ -n "$run_series" ]; then
 fi
 # one image for amd64, arm64/v8 and arm/v7 in one OCI index (the multiarch-image scenario)
 "$repo/tests/images/build-multiarch.sh" "$stage/vm/images/multiarch.tar" >/dev/null
-if [ "$vm_arch" = arm64 ]; then
-  # the armhf-binary scenario: the armv7 podvisor, and the digest it must pick from the index
-  vm_stage_armhf "$stage/vm/armhf" || die "staging the armv7 podvisor failed"
-  tar -xOf "$stage/vm/images/multiarch.tar" ./index.json | python3 -c '
-import json, sys
-for m in json.load(sys.stdin)["manifests"]:
-    p = m["platform"]
-    if p["architecture"] == "arm" and p.get("variant") == "v7":
-        print(m["digest"])' > "$stage/vm/images/multiarch-arm-v7.digest"
+if [ -n "$armhf_only" ]; then
+  # the armhf boot: the armv7 podvisor with its loader and libraries, and the test image with
+  # busybox-static:armhf (applets listed by the host's busybox, of the same Debian version)
+  vm_stage_armhf "$stage" || die "staging the armv7 podvisor failed"
+  armhf_busybox=$(vm_busybox armhf)
+  [ -x "$armhf_busybox" ] || die "no busybox-static:armhf at $armhf_busybox (scripts/debian-download failed?)"
+  BUSYBOX=$armhf_busybox BUSYBOX_LIST=$(command -v busybox) IMAGE_ARCH=arm \
+    "$repo/tests/images/build-busybox.sh" "$stage/vm/images/busybox-armhf.tar" >/dev/null
 fi
 # init, scenarios, manifests, configuration
 cp "$here/init" "$stage/init"
@@ -305,6 +321,13 @@ for name in "${run_own[@]}"; do
   grep -aq 'PODVISOR-VM: DONE' "$cache/console-$name.log" ||
     problem "$name: the guest did not finish"
 done
+if [ -n "$armhf_only" ]; then
+  # podvisor_vm.daemon=armhf: scenarios.sh puts the armv7 podvisor in place of the arm64 one
+  boot_vm armhf "podvisor_vm.only=$armhf_only podvisor_vm.daemon=armhf"
+  [ -z "$boot_failed" ] || problem "$boot_failed: qemu killed"
+  grep -aq 'PODVISOR-VM: DONE' "$cache/console-armhf.log" ||
+    problem "armhf: the guest did not finish"
+fi
 if [ -n "$run_series" ]; then
   disk=$cache/reboot-disk.img
   rm -f "$disk"

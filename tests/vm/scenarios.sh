@@ -18,8 +18,13 @@ CYCLE_ROUNDS=5
 CYCLE_PODS=10
 
 say() { echo "PODVISOR-VM: $*"; }
-pass() { say "PASS $1"; }
-fail() { say "FAIL $1: $2"; failures=$((failures + 1)); }
+# In the armhf boot (podvisor_vm.daemon=armhf, arm64 guest) every result is named armhf-<name>
+# and no scenario passes unless the daemon really is the 32-bit ARM build ($ARCH_ERR).
+PREFIX="" ARCH_ERR=""
+pass() {
+  if [ -n "$ARCH_ERR" ]; then fail "$1" "$ARCH_ERR"; else say "PASS $PREFIX$1"; fi
+}
+fail() { say "FAIL $PREFIX$1: $2"; failures=$((failures + 1)); }
 failures=0
 now() { date +%s; }
 ms() { awk '{ printf "%d", $1 * 1000 }' /proc/uptime; }
@@ -126,6 +131,9 @@ scenario_qos_guaranteed() {
     expect "$podcg/pids.max" "$PIDS_LIMIT"
     _a=$(oom_adj_of "$ccg")
     [ "$_a" = -997 ] || errs="$errs oom_score_adj=$_a (want -997);"
+    # the container runs the image's busybox, built for the machine podvisor is built for
+    _c=$(file_arch "/proc/$(first_pid "$ccg")/exe")
+    [ "$_c" = "$(file_arch /usr/bin/podvisor)" ] || errs="$errs the container runs a $_c binary (want $(file_arch /usr/bin/podvisor));"
   fi
   report $n
 }
@@ -302,12 +310,14 @@ scenario_apparmor_localhost() {
   report $n
 }
 
-# The multi-platform image: the import picked this machine's entry of the index.
+# The multi-platform image: the import picked the entry of the index for the machine podvisor
+# runs as (the armhf boot's armv7 podvisor on the arm64 kernel: linux/arm/v7).
 scenario_multiarch_image() {
   n=multiarch-image errs=""
-  case $(uname -m) in
-    aarch64) want=linux/arm64/v8 ;;
-    x86_64) want=linux/amd64 ;;
+  case "$(file_arch /usr/bin/podvisor)-$(uname -m)" in
+    "32-bit ARM-"*) want=linux/arm/v7 ;;
+    *-aarch64) want=linux/arm64/v8 ;;
+    *-x86_64) want=linux/amd64 ;;
     *) want="unknown machine $(uname -m)" ;;
   esac
   if ! wait_until 60 log_has $n linux/; then
@@ -319,31 +329,62 @@ scenario_multiarch_image() {
   report $n
 }
 
-# The armhf (armv7) podvisor, run by the arm64 kernel's AArch32 compat layer as on a Raspberry
-# Pi running 32-bit Raspberry Pi OS on a 64-bit kernel, imports the multi-platform image into
-# its own root: it must store the index's linux/arm/v7 manifest (run.sh computed its digest).
-scenario_armhf_binary() {
-  n=armhf-binary errs=""
-  a=/vm/armhf
-  armhf() { "$a/ld-linux-armhf.so.3" --library-path "$a" "$a/podvisor" --root-dir /var/lib/pv-armhf \
-    --runtime-dir /run/pv-armhf "$@"; }
-  want_digest=$(cat /vm/images/multiarch-arm-v7.digest)
-  if ! armhf image import /vm/images/multiarch.tar >/tmp/armhf.log 2>&1; then
-    errs="import failed: $(tail -n 3 /tmp/armhf.log | tr '\n' ' ');"
-  else
-    got=$(armhf image ls --no-trunc 2>&1 | awk '$1 == "docker.io/library/multiarch:1.0" {print $2}')
-    [ "$got" = "$want_digest" ] || errs="stored ${got:-nothing}, want the linux/arm/v7 manifest $want_digest;"
-  fi
-  say "INFO armhf-binary: $(file_arch "$a/podvisor") podvisor on $(uname -m), stored ${got:-nothing}"
-  rm -rf /var/lib/pv-armhf /run/pv-armhf
-  report $n
-}
 file_arch() { # the ELF class and machine of FILE, from its header (busybox has no file(1))
-  case "$(od -An -tx1 -j4 -N1 "$1" | tr -d ' ')-$(od -An -tx1 -j18 -N1 "$1" | tr -d ' ')" in
+  case "$(od -An -tx1 -j4 -N1 "$1" 2>/dev/null | tr -d ' ')-$(od -An -tx1 -j18 -N1 "$1" 2>/dev/null | tr -d ' ')" in
     01-28) echo "32-bit ARM" ;;
     02-b7) echo "64-bit ARM" ;;
+    02-3e) echo "x86-64" ;;
     *) echo "unknown ELF" ;;
   esac
+}
+
+# Readiness probes: a tcpSocket probe on busybox httpd, which listens only after 3 s, and an
+# exec probe on a file the container creates after 3 s, both under RuntimeDefault seccomp. The
+# pod must become Ready (2/2); then the file goes (podvisor exec, itself under the filter) and
+# the flag container must turn unready: the probe really runs. The container's process and the
+# exec'd one must be filtered (Seccomp: 2).
+ready_count() { podvisor pods "$1" 2>/dev/null | awk 'NR == 2 { print $2 }'; }
+ready_is() { [ "$(ready_count "$1")" = "$2" ]; }
+scenario_probe_ready() {
+  n=probe-ready errs=""
+  if ! wait_until 90 ready_is $n 2/2; then
+    errs="not Ready after 90 s (READY $(ready_count $n), phase $(pod_field $n phase));"
+  else
+    uid=$(pod_uid $n)
+    pid=$(first_pid "$(pod_cgroup "$uid")/$(container_id $n flag)")
+    got=$(sed -n 's/^Seccomp:[[:space:]]*//p' "/proc/$pid/status" 2>&1)
+    [ "$got" = 2 ] || errs="$errs container process $pid has Seccomp: \"$got\" (want 2, filtered);"
+    got=$(podvisor exec $n -c flag -- sh -c 'grep ^Seccomp: /proc/self/status; rm /tmp/ready' 2>&1 | tr -s '\t ' ' ')
+    [ "$got" = "Seccomp: 2" ] || errs="$errs exec said \"$got\" (want \"Seccomp: 2\");"
+    wait_until 30 ready_is $n 1/2 ||
+      errs="$errs READY $(ready_count $n) 30 s after the exec probe's file went (want 1/2);"
+  fi
+  report $n
+}
+
+# A crash and its restart: the container exits 3 at its first start and stays up at the
+# second (an emptyDir remembers the crash); after the kubelet's 10 s back-off restartCount is
+# 1, the container runs again (a process in its cgroup), lastState says exit code 3, reason
+# Error, and logs --previous shows the crashed instance.
+restart_count() { pod_json "$1" | sed -n 's/^ *"restartCount": \([0-9]*\).*/\1/p' | head -n1; }
+restarted() { [ "$(restart_count "$1")" -ge 1 ] 2>/dev/null && pod_json "$1" | grep -q '"running":'; }
+scenario_crash_restart() {
+  n=crash-restart errs=""
+  if ! wait_until 90 restarted $n; then
+    errs="no restart after 90 s (restartCount $(restart_count $n), phase $(pod_field $n phase));"
+  else
+    c=$(restart_count $n)
+    [ "$c" = 1 ] || errs="$errs restartCount $c (want 1);"
+    last=$(pod_json $n | awk '/"lastState":/ { l = 1 } l && /"exitCode":/ { e = $2 } l && /"reason":/ { r = $2 }
+      l && /"state":/ { gsub(/[",]/, "", e); gsub(/[",]/, "", r); print e "/" r; exit }')
+    [ "$last" = 3/Error ] || errs="$errs lastState exit code/reason $last (want 3/Error);"
+    prev=$(podvisor logs $n -c main --previous 2>&1 | tr '\n' ' ')
+    case "$prev" in *crashing*) ;; *) errs="$errs logs --previous: \"$prev\";" ;; esac
+    uid=$(pod_uid $n)
+    ccg="$(pod_cgroup "$uid")/$(container_id $n main)"
+    [ -n "$(first_pid "$ccg")" ] || errs="$errs no process in the restarted container's cgroup $ccg;"
+  fi
+  report $n
 }
 
 # Boot to pods: a second daemon (own root, manifests, socket and cgroup parent) starts with
@@ -406,15 +447,26 @@ EOF
   report $n
 }
 
-# No monitor or daemon process may sit in a pod's cgroups (item 1 of issue 5).
-scenario_monitors_outside_pods() {
-  n=monitors-outside-pods errs=""
+# No monitor or daemon process may sit in a pod's cgroups (item 1 of issue 5). An exec (an
+# exec probe's, every 2 s in probe-ready) is a clone of podvisor in the container's cgroup
+# until it execs the command, as runc's `runc init` is for runc exec: a podvisor process
+# counts only if it is still there, still podvisor, 3 s later.
+podvisor_in_pods() { # pid:cgroup.procs of every podvisor process in a pod's cgroup
   # <pod cgroup>/pod-init holds the shared PID namespace's init (podvisor's binary) by design.
   for procs in $(find "$CG/$PARENT" -name cgroup.procs ! -path '*/pod-init/*'); do
     for pid in $(cat "$procs"); do
-      exe=$(readlink "/proc/$pid/exe" 2>/dev/null)
-      case "$exe" in */podvisor*) errs="$errs pid $pid ($exe) in ${procs#"$CG"/};" ;; esac
+      case "$(readlink "/proc/$pid/exe" 2>/dev/null)" in */podvisor*) echo "$pid:$procs" ;; esac
     done
+  done
+}
+scenario_monitors_outside_pods() {
+  n=monitors-outside-pods errs=""
+  seen=$(podvisor_in_pods)
+  [ -n "$seen" ] && sleep 3
+  for p in $(podvisor_in_pods); do
+    case " $(echo $seen) " in
+      *" $p "*) errs="$errs pid ${p%%:*} ($(readlink "/proc/${p%%:*}/exe")) in $(echo "${p#*:}" | sed "s|^$CG/||") for 3 s;" ;;
+    esac
   done
   dcg=$(sed -n 's/^0:://p' "/proc/$daemon/cgroup")
   case "$dcg" in "/$PARENT"/*) errs="$errs the daemon is in $dcg;" ;; esac
@@ -444,6 +496,12 @@ scenario_share_pid() {
 
 scenario_removed() { # after every scenario manifest is deleted
   n=pod-cgroup-removed errs=""
+  # every process of the scenarios' pods (pod cgroups with their containers' and pod-init)
+  _pids=""
+  for u in $scenario_uids; do
+    _cg=$(pod_cgroup "$u") || continue
+    _pids="$_pids $(find "$_cg" -name cgroup.procs -exec cat {} + 2>/dev/null | tr '\n' ' ')"
+  done
   for f in "$MANIFESTS"/*.yaml; do rm -f "$f"; done
   for p in $scenario_pods; do
     if ! wait_until 60 pod_gone "$p"; then errs="$errs pod $p still listed after 60 s;"; fi
@@ -453,8 +511,14 @@ scenario_removed() { # after every scenario manifest is deleted
   done
   left=$(leftover_cgroups | tr '\n' ' ')
   [ -z "$left" ] || errs="$errs leftover cgroups: $left;"
+  [ -n "$_pids" ] || errs="$errs no process found in the pods before their removal;"
+  _alive=""
+  for _p in $_pids; do [ -d "/proc/$_p" ] && _alive="$_alive $_p:$(tr '\0' ' ' < "/proc/$_p/cmdline" 2>/dev/null)"; done
+  [ -z "$_alive" ] || errs="$errs processes of removed pods still running:$_alive;"
+  wait_until 30 no_monitors || errs="$errs podvisor processes left: $(leftover_monitors | tr '\n' ' ');"
   report $n
 }
+no_monitors() { [ -z "$(leftover_monitors)" ]; }
 
 cycle_pod() { # NAME INDEX: pods alternate between the three QoS classes
   case $(($2 % 3)) in
@@ -848,9 +912,18 @@ EOF
 
 # --- main ----------------------------------------------------------------------------------
 t0=$(now)
+busybox_image=/vm/images/busybox.tar
+if grep -q 'podvisor_vm\.daemon=armhf' /proc/cmdline; then
+  # The armhf boot: the armv7 podvisor (its loader and libraries in /lib, as on armhf) becomes
+  # every podvisor command here, the daemon and its shims (/proc/self/exe) included, and the
+  # pods run 32-bit ARM busybox.
+  cp /vm/armhf/podvisor /usr/bin/podvisor
+  busybox_image=/vm/images/busybox-armhf.tar
+  PREFIX=armhf-
+fi
 # a tagged reference: the manifests use busybox:1.35, whose default pull policy IfNotPresent
 # never reaches for a registry (the VM has no network; :latest would mean Always)
-podvisor image import /vm/images/busybox.tar --ref docker.io/library/busybox:1.35 >/tmp/import.log 2>&1 ||
+podvisor image import "$busybox_image" --ref docker.io/library/busybox:1.35 >/tmp/import.log 2>&1 ||
   say "INFO image import failed: $(tail -n 3 /tmp/import.log | tr '\n' ' ')"
 podvisor image import /vm/images/multiarch.tar >/tmp/import.log 2>&1 ||
   say "INFO multiarch image import failed: $(tail -n 3 /tmp/import.log | tr '\n' ' ')"
@@ -865,17 +938,23 @@ fi
 t1=$(ms)
 podvisor pods >/dev/null 2>&1
 say "INFO image imported and daemon up in $(($(now) - t0)) s; one podvisor pods call: $(($(ms) - t1)) ms"
+if [ -n "$PREFIX" ]; then
+  _d=$(file_arch "/proc/$daemon/exe")
+  [ "$_d" = "32-bit ARM" ] || ARCH_ERR="the daemon (pid $daemon) is a $_d binary, not the armv7 podvisor"
+  say "INFO armhf boot: a $_d podvisor daemon on a $(uname -m) $(uname -r) kernel"
+fi
 
 # podvisor_vm.only=a,b on the kernel command line (PODVISOR_VM_ONLY of run.sh) picks scenarios
+# (the armhf boot's names carry the armhf- prefix)
 only=$(sed -n 's/.*podvisor_vm\.only=\([^ ]*\).*/\1/p' /proc/cmdline)
 want() {
   [ -z "$only" ] && return 0
   named "$1"
 }
 # scenarios that run only when named (run.sh boots a VM for each of them)
-named() { case ",$only," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+named() { case ",$only," in *",$PREFIX$1,"*) return 0 ;; *) return 1 ;; esac; }
 scenario_pods=""
-for p in qos-guaranteed qos-burstable qos-besteffort oom-killed oom-child pids-limit cpu-throttled refused-outofcpu refused-outofmemory device-filter privileged-device apparmor-default apparmor-localhost multiarch-image share-pid; do
+for p in qos-guaranteed qos-burstable qos-besteffort oom-killed oom-child pids-limit cpu-throttled refused-outofcpu refused-outofmemory device-filter privileged-device apparmor-default apparmor-localhost multiarch-image share-pid probe-ready crash-restart; do
   if want $p; then
     start_pod $p
     scenario_pods="$scenario_pods $p"
@@ -897,7 +976,8 @@ want apparmor-default && scenario_apparmor_default
 want apparmor-localhost && scenario_apparmor_localhost
 want multiarch-image && scenario_multiarch_image
 want share-pid && scenario_share_pid
-[ -d /vm/armhf ] && want armhf-binary && scenario_armhf_binary # arm64 guest only
+want probe-ready && scenario_probe_ready
+want crash-restart && scenario_crash_restart
 want monitors-outside-pods && scenario_monitors_outside_pods
 
 scenario_uids=""
