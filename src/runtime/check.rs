@@ -32,18 +32,12 @@ use super::spec::{
     build_spec, capabilities_from_mask, NodeInfo, SandboxMounts, SpecError, SpecRequest, SubPaths,
 };
 use super::volumes;
+use crate::pod::manifest::FieldError;
 use crate::security::NodeSecurity;
-
-/// One refusal, at a manifest field path (`spec.containers[1].volumeMounts[0].subPath`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
-    pub field: String,
-    pub message: String,
-}
 
 /// Every refusal the runtime would make of `pod` on a node offering `security`, as far as the
 /// pod decides it (see the module header for what is left to the start).
-pub fn check_pod(pod: &Pod, security: &NodeSecurity) -> Vec<Refusal> {
+pub fn check_pod(pod: &Pod, security: &NodeSecurity) -> Vec<FieldError> {
     let mut out = Vec::new();
     let Some(spec) = pod.spec.as_ref() else {
         // The loader's validation reports the missing spec.
@@ -83,10 +77,10 @@ pub fn check_pod(pod: &Pod, security: &NodeSecurity) -> Vec<Refusal> {
         match built {
             Ok(built) => {
                 if let Err(e) = check_built_spec(&built.spec) {
-                    out.push(Refusal {
-                        field: preflight_field(pod, &c.name, &e),
-                        message: format!("the container runtime refuses its OCI spec: {e}"),
-                    });
+                    out.push(FieldError::new(
+                        preflight_field(pod, &c.name, &e),
+                        format!("the container runtime refuses its OCI spec: {e}"),
+                    ));
                 }
             }
             Err(e) if depends_on_host_or_image(&e) => {}
@@ -155,39 +149,26 @@ fn depends_on_host_or_image(e: &SpecError) -> bool {
     )
 }
 
-fn refusal_of_volume(e: volumes::VolumeError) -> Refusal {
-    let message = e.to_string();
-    match e {
-        volumes::VolumeError::Invalid { field, message } => Refusal { field, message },
-        volumes::VolumeError::Spec(e) => split_field(message, spec_field(&e)),
-        other => split_field(message, volume_field(&other)),
-    }
+fn refusal_of_volume(e: volumes::VolumeError) -> FieldError {
+    let field = volume_field(&e);
+    split_field(e.to_string(), field)
 }
 
-fn refusal_of_spec(pod: &Pod, container: &str, e: SpecError) -> Refusal {
-    let message = e.to_string();
+fn refusal_of_spec(pod: &Pod, container: &str, e: SpecError) -> FieldError {
     let field = spec_field(&e).unwrap_or_else(|| container_field(pod, container));
-    split_field(message, Some(field))
+    split_field(e.to_string(), Some(field))
 }
 
 /// `message` without its `field: ` prefix, at `field`.
-fn split_field(message: String, field: Option<String>) -> Refusal {
-    match field {
-        Some(field) => {
-            let rest = message
-                .strip_prefix(&format!("{field}: "))
-                .map(str::to_string)
-                .unwrap_or(message);
-            Refusal {
-                field,
-                message: rest,
-            }
-        }
-        None => Refusal {
-            field: "spec".into(),
-            message,
-        },
-    }
+fn split_field(message: String, field: Option<String>) -> FieldError {
+    let Some(field) = field else {
+        return FieldError::new("spec", message);
+    };
+    let rest = message
+        .strip_prefix(&format!("{field}: "))
+        .map(str::to_string)
+        .unwrap_or(message);
+    FieldError::new(field, rest)
 }
 
 fn volume_field(e: &volumes::VolumeError) -> Option<String> {

@@ -531,7 +531,7 @@ fn build(
             .iter()
             .any(|e| r.field.starts_with(&e.field) || e.field.starts_with(&r.field));
         if !known {
-            errors.push(FieldError::new(r.field, r.message));
+            errors.push(r);
         }
     }
     if !errors.is_empty() {
