@@ -112,12 +112,24 @@ pub fn evictable(signal: Signal, p: &PodCandidate) -> bool {
     !(p.guaranteed && within)
 }
 
-/// The pod to evict for `signal`: the first evictable one in the kubelet's order (the
-/// kubelet evicts at most one pod per pass).
-pub fn pick_victim(signal: Signal, pods: &[PodCandidate]) -> Option<&PodCandidate> {
-    let mut ranked: Vec<&PodCandidate> = pods.iter().filter(|p| evictable(signal, p)).collect();
+/// The evictable pods of `pods` in the kubelet's order for `signal` (names break ties, so
+/// the order is reproducible).
+pub fn rank<'a>(
+    signal: Signal,
+    pods: impl IntoIterator<Item = &'a PodCandidate>,
+) -> Vec<&'a PodCandidate> {
+    let mut ranked: Vec<&PodCandidate> =
+        pods.into_iter().filter(|p| evictable(signal, p)).collect();
     ranked.sort_by(|a, b| compare(signal, a, b).then_with(|| a.name.cmp(&b.name)));
-    ranked.first().copied()
+    ranked
+}
+
+/// The kubelet's victim for `signal`: the first evictable pod in its order (at most one pod
+/// per pass). podvisor's manager chooses with [`super::relief::decide`], which keeps this
+/// order among the pods that can relieve the pressure.
+#[cfg(test)]
+pub fn pick_victim(signal: Signal, pods: &[PodCandidate]) -> Option<&PodCandidate> {
+    rank(signal, pods).first().copied()
 }
 
 /// The kubelet's eviction message: "The node was low on resource: memory. Threshold

@@ -17,7 +17,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::decisions::Observation;
-use super::ranking::{compare, evictable, PodCandidate};
+use super::ranking::{evictable, rank, PodCandidate};
 use super::threshold::{resolve, Signal, Threshold};
 
 /// Which pods the eviction manager may evict (`--eviction-policy`).
@@ -266,10 +266,7 @@ pub fn decide<'a>(
             freeing,
         });
     }
-    let mut ranked: Vec<&PodCandidate> = pods
-        .iter()
-        .filter(|p| usage(signal, p) > 0 && evictable(signal, p))
-        .collect();
+    let ranked = rank(signal, pods.iter().filter(|p| usage(signal, p) > 0));
     if ranked.is_empty() {
         return not_evicting(NotEvictingReason::NoPodUses);
     }
@@ -282,7 +279,6 @@ pub fn decide<'a>(
             usage: total,
         });
     }
-    ranked.sort_by(|a, b| compare(signal, a, b).then_with(|| a.name.cmp(&b.name)));
     // The kubelet's first among the pods that relieve it alone; when none does, among the
     // fewest pods that do together (the biggest users), so a pod using next to nothing is
     // not evicted on the way.

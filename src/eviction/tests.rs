@@ -500,28 +500,6 @@ fn inode_ranking_table() {
 }
 
 #[test]
-fn critical_pods() {
-    use k8s_openapi::api::core::v1::{Pod, PodSpec};
-    let p = |class: Option<&str>, prio: Option<i32>| Pod {
-        spec: Some(PodSpec {
-            priority_class_name: class.map(String::from),
-            priority: prio,
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    assert!(is_critical(&p(Some("system-node-critical"), None)));
-    assert!(is_critical(&p(Some("system-cluster-critical"), None)));
-    assert!(is_critical(&p(None, Some(2_000_000_000))));
-    assert!(!is_critical(&p(None, Some(1_999_999_999))));
-    assert!(!is_critical(&p(Some("high"), None)));
-    assert_eq!(
-        priority(&p(Some("system-node-critical"), None)),
-        2_000_001_000
-    );
-}
-
-#[test]
 fn the_kubelets_message() {
     let mut p = pod("web", 0, 300 * MI, 100 * MI);
     p.containers = vec![

@@ -45,16 +45,20 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::PodSpec;
 
-    #[test]
-    fn why_a_pod_is_critical() {
-        let p = |class: Option<&str>, prio: Option<i32>| Pod {
+    /// A pod with this priority class and priority.
+    fn p(class: Option<&str>, prio: Option<i32>) -> Pod {
+        Pod {
             spec: Some(PodSpec {
                 priority_class_name: class.map(String::from),
                 priority: prio,
                 ..Default::default()
             }),
             ..Default::default()
-        };
+        }
+    }
+
+    #[test]
+    fn why_a_pod_is_critical() {
         let cases = [
             (
                 p(Some("system-node-critical"), None),
@@ -76,5 +80,18 @@ mod tests {
             assert_eq!(critical_reason(&pod).as_deref(), want, "{:?}", pod.spec);
             assert_eq!(is_critical(&pod), want.is_some());
         }
+    }
+
+    #[test]
+    fn critical_pods_and_their_priority() {
+        assert!(is_critical(&p(Some("system-node-critical"), None)));
+        assert!(is_critical(&p(Some("system-cluster-critical"), None)));
+        assert!(is_critical(&p(None, Some(2_000_000_000))));
+        assert!(!is_critical(&p(None, Some(1_999_999_999))));
+        assert!(!is_critical(&p(Some("high"), None)));
+        assert_eq!(
+            priority(&p(Some("system-node-critical"), None)),
+            2_000_001_000
+        );
     }
 }
