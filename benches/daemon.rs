@@ -632,6 +632,8 @@ impl RawAfterIdle<'_> {
     /// Run `n` (a container ID of its own): the idle pause, then the timed create+start.
     fn run(&self, env: &Env, n: usize) -> Result<Duration> {
         std::thread::sleep(IDLE_PAUSE);
+        podvisor::tp!("bench.rename");
+        podvisor::tp!("raw.idle");
         let (_, took, _) =
             common::raw_run(env, self.template, &self.layers_dir, self.layers, n, false)?;
         Ok(took)
@@ -722,6 +724,7 @@ fn single_runs(
         let poller = Poller::new(env, detect);
         let t0_wall = SystemTime::now();
         let t0 = Instant::now();
+        podvisor::tp!("bench.rename");
         fs::rename(&tmp, &fin).with_context(|| format!("rename to {}", fin.display()))?;
         let (seen, sandboxes) = poller
             .wait_started(1, t0, t0_wall)
@@ -736,6 +739,8 @@ fn single_runs(
         let poller = Poller::new(env, detect);
         let t_kill_wall = SystemTime::now();
         let t_kill = Instant::now();
+        podvisor::tp!("bench.rename");
+        podvisor::tp!("bench.kill");
         kill(Pid::from_raw(s.init_pid), Signal::SIGKILL).context("SIGKILL the workload")?;
         let (again, _) = poller
             .wait_started(1, t_kill, t_kill_wall)

@@ -65,3 +65,4 @@ pub mod status;
 pub mod sync;
 pub mod sys;
 pub mod systemd;
+pub mod tp;

@@ -135,7 +135,9 @@ impl AttachWarmer {
                 .spawn(move || {
                     // Ends when the warmer (the runtime) is dropped.
                     for () in rx {
+                        crate::tp!("warm.woken");
                         let _ = warm_attach_lock(&procs);
+                        crate::tp!("warm.done");
                     }
                 });
             if spawned.is_err() {
@@ -145,6 +147,7 @@ impl AttachWarmer {
         }
         if let Some(tx) = &st.thread {
             // Full: a warm-up is still waiting to be made, which serves this one too.
+            crate::tp!("warm.asked");
             let _ = tx.try_send(());
         }
     }

@@ -446,6 +446,7 @@ impl Drop for LinuxRuntime {
 
 impl Runtime for LinuxRuntime {
     fn run_pod_sandbox(&self, pod: &Pod) -> Result<SandboxInfo, RuntimeError> {
+        crate::tp!("sb.start");
         let name = pod.metadata.name.clone().unwrap_or_default();
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         sandbox::validate_uid(&uid).map_err(|source| RuntimeError::Sandbox {
@@ -470,7 +471,9 @@ impl Runtime for LinuxRuntime {
                     .pod_cgroup(&self.cfg.cgroup_parent, cg.qos, &uid);
             let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
             let existed = self.cfg.cgroup_root.dir("cpu", &cgroup_path).is_dir();
-            (self.create_pod_cgroup(&uid, &cg)?, existed)
+            let made = self.create_pod_cgroup(&uid, &cg)?;
+            crate::tp!("sb.cgroup");
+            (made, existed)
         };
         // The pod's first container is placed in its cgroup in a few ms.
         self.warmer.warm();
@@ -508,7 +511,10 @@ impl Runtime for LinuxRuntime {
         let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
         let (pod_cgroup, existed) = pod_cgroup;
         let info = match created {
-            Ok(info) => info,
+            Ok(info) => {
+                crate::tp!("sb.created");
+                info
+            }
             Err(source) => {
                 // A failed sandbox leaves no pod cgroup it made (nothing else would remove
                 // it if the pod went away).
@@ -545,7 +551,9 @@ impl Runtime for LinuxRuntime {
             path: path.clone(),
             source,
         })?;
+        crate::tp!("sb.cgrec");
         self.update_burstable_tier()?;
+        crate::tp!("sb.burst");
         Ok(info)
     }
 
@@ -661,6 +669,7 @@ impl Runtime for LinuxRuntime {
     }
 
     fn start_container(&self, req: &ContainerRequest<'_>) -> Result<ContainerInfo, RuntimeError> {
+        crate::tp!("st.start");
         let uid = req.pod.metadata.uid.clone().unwrap_or_default();
         sandbox::validate_uid(&uid).map_err(|source| RuntimeError::Sandbox {
             pod: req.pod.metadata.name.clone().unwrap_or_default(),
@@ -672,8 +681,10 @@ impl Runtime for LinuxRuntime {
         // Until its start is reported the container is incomplete: listings leave it alone.
         let _busy = self.busy_containers.enter(&id);
         self.make_container_dirs(req, &paths)?;
+        crate::tp!("st.dirs");
         let prepared = self.resolve_image(req).and_then(|image| {
             let (meta, _) = self.prepare(req, &id, &paths, &image, false)?;
+            crate::tp!("st.prepared");
             self.add_lease(&id, &image)?;
             Ok(meta)
         });
@@ -685,7 +696,10 @@ impl Runtime for LinuxRuntime {
                 return Err(e);
             }
         };
-        self.spawn_monitor(&meta, &paths)
+        crate::tp!("st.leased");
+        let r = self.spawn_monitor(&meta, &paths);
+        crate::tp!("st.reported");
+        r
     }
 
     fn run_pod_sandbox_and_start(

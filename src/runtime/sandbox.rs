@@ -286,6 +286,7 @@ pub fn create(
             Err(why) => log::warn!("pod {uid}: sandbox is not live ({why}): creating it again"),
         }
     }
+    crate::tp!("sb.loaded");
     // A partial or dead sandbox is torn down and made again.
     if paths.dir.exists() {
         remove_runtime_part(&paths, opts.network)?;
@@ -374,7 +375,9 @@ fn create_new(
     fs::create_dir_all(&paths.data).map_err(io_err(&paths.data))?;
     fs::set_permissions(&paths.data, fs::Permissions::from_mode(0o700))
         .map_err(io_err(&paths.data))?;
+    crate::tp!("sb.dirs");
     let volumes = prepare_volumes(paths, pod, node)?;
+    crate::tp!("sb.volumes");
 
     opts.helper.pin_namespaces(&HelperRequest {
         dir: &paths.dir,
@@ -383,6 +386,7 @@ fn create_new(
         share_pid: share_process_namespace(pod),
         user_ns_base,
     })?;
+    crate::tp!("sb.helper");
     let resolv = dns::pod_resolv_conf(pod, &dns::host_resolv_conf(opts.dns, !host_net), opts.dns);
     // The pod network, once its namespace is pinned; the sandbox is complete only after it.
     let (id, pod_ips) = match opts.network.filter(|_| opts.join_network && !host_net) {
@@ -412,6 +416,7 @@ fn create_new(
         &pod_ips,
         domain.as_deref(),
     )?;
+    crate::tp!("sb.etc");
     let info = SandboxInfo {
         id,
         pod_ips,

@@ -350,6 +350,7 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 pub fn run(dir: &Path) -> i32 {
     // Name the process so `ps` (and a reaper looking at zombies) can tell monitors apart.
     let _ = crate::sys::prctl::set_name(c"podvisor-shim");
+    crate::tp!("mon.run");
     // SAFETY: fd 3 was set up by the spawner as the write end of the ready pipe; we own it.
     let ready = unsafe { fs::File::from_raw_fd(READY_FD) };
     match run_inner(dir, ready) {
@@ -392,6 +393,7 @@ fn run_inner(dir: &Path, ready: fs::File) -> Result<(), ShimError> {
         ..Default::default()
     };
     fsutil::write_json_atomic_volatile(&paths.state(), &state).map_err(io_err(&paths.state()))?;
+    crate::tp!("mon.state");
     // Rust ignores SIGPIPE at startup; ignored dispositions survive exec, so restore the
     // default before the container process is cloned from us.
     // SAFETY: setting a signal disposition to SIG_DFL in a single-threaded process.
@@ -439,6 +441,7 @@ fn run_inner(dir: &Path, ready: fs::File) -> Result<(), ShimError> {
             return Err(e);
         }
     };
+    crate::tp!("mon.started");
     send_report(
         &mut ready,
         &StartReport::Started {
@@ -492,11 +495,13 @@ fn run_inner(dir: &Path, ready: fs::File) -> Result<(), ShimError> {
                 false
             }),
     };
+    crate::tp!("mon.exit_seen");
     let exit = exit_record(status, oom, started.started_at);
     // The exit record's rename is what the runtime waits for (an inotify watch on the record
     // directory): from here on the container may be restarted, while this monitor syncs the
     // log and takes the old container apart.
     write_exit_record(paths, &exit).map_err(io_err(&paths.exit()))?;
+    crate::tp!("mon.exit_recorded");
     if let Err(e) = log.sync() {
         log::warn!("container {}: {}", cfg.id, error_chain(&e));
     }

@@ -257,6 +257,9 @@ impl Worker {
     }
 
     fn emit(&mut self, events: Vec<SourceEvent>) {
+        if !events.is_empty() {
+            crate::tp!("src.emit");
+        }
         for event in events {
             if !self.alive || !self.gate.send(&self.tx, event) {
                 self.alive = false;
@@ -290,6 +293,7 @@ impl Worker {
     }
 
     fn on_notify(&mut self, event: notify::Result<notify::Event>) {
+        crate::tp!("src.notify");
         let now = Instant::now();
         let event = match event {
             Ok(event) => event,

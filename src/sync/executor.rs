@@ -516,8 +516,18 @@ impl ThreadPool {
                         };
                         match job {
                             Ok(job) => {
+                                crate::tp!(
+                                    "{}",
+                                    match &job {
+                                        Job::CreateSandbox { .. } => "job.pick.sandbox",
+                                        Job::StartContainer { .. } => "job.pick.start",
+                                        _ => "job.pick.other",
+                                    }
+                                );
                                 let emit = |r| done(r);
-                                done(run_job(runtime.as_ref(), images.as_ref(), job, &emit))
+                                let r = run_job(runtime.as_ref(), images.as_ref(), job, &emit);
+                                crate::tp!("job.done");
+                                done(r)
                             }
                             Err(_) => return,
                         }

@@ -638,11 +638,21 @@ impl SyncLoop {
     /// of a burst) cost one pass over the pods, not one each. The kubelet's config merge hands
     /// its sync loop a file source's pods as one update the same way.
     fn handle_batch(&mut self, batch: impl IntoIterator<Item = SyncEvent>) {
+        let mut tpk = "other";
         for ev in batch {
+            tpk = match &ev {
+                SyncEvent::Source(_) => "src",
+                SyncEvent::Work(_) => "work",
+                SyncEvent::Runtime(_) => "exit",
+                _ => "other",
+            };
+            crate::tp!("loop.{tpk}.recv");
             self.apply(ev);
         }
         self.reconcile();
+        crate::tp!("loop.{tpk}.reconciled");
         self.publish();
+        crate::tp!("loop.{tpk}.published");
     }
 
     /// One event's effect on the loop's state, without the reconcile that follows it.

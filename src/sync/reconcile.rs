@@ -29,6 +29,7 @@ impl SyncLoop {
         }
         let now = self.now_str();
         let notices = self.config.apply(se, &now);
+        crate::tp!("loop.applied");
         self.on_notices(notices);
     }
 
@@ -75,9 +76,12 @@ impl SyncLoop {
 
     /// Compares desired and actual state and submits the work that closes the gap.
     pub(super) fn reconcile(&mut self) {
+        crate::tp!("loop.rc.start");
         let (mut desired, dups) = self.config.desired();
+        crate::tp!("loop.rc.desired");
         self.note_ready_generations();
         self.apply_rollbacks(&mut desired);
+        crate::tp!("loop.rc.rollbacks");
         for d in dups {
             if let ConfigNotice::Duplicate {
                 full_name,
@@ -224,15 +228,19 @@ impl SyncLoop {
                 self.forget_desired(&uid);
             }
         }
+        crate::tp!("loop.rc.orphans");
         let names: Vec<String> = self.workers.keys().cloned().collect();
         for name in names {
             self.sync_worker(&name);
         }
+        crate::tp!("loop.rc.workers");
         let uids: Vec<String> = self.removals.keys().cloned().collect();
         for uid in uids {
             self.sync_removal(&uid);
         }
+        crate::tp!("loop.rc.removals");
         self.sync_probes();
+        crate::tp!("loop.rc.probes");
         // After the workers' decisions (a failed init container is only known then): a
         // rollback starts the last Ready generation, which the next pass syncs.
         if self.check_rollbacks() {

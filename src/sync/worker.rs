@@ -21,6 +21,7 @@ use crate::status::EventType;
 
 impl SyncLoop {
     pub(super) fn start_worker(&mut self, sp: StaticPod, blocked_by: Option<String>) {
+        crate::tp!("loop.worker.start");
         let uid = sp.pod.metadata.uid.clone().unwrap_or_default();
         let name = sp.full_name.clone();
         let spec = sp.pod.spec.clone().unwrap_or_default();
@@ -256,6 +257,7 @@ impl SyncLoop {
     /// Syncs one pod: decides with [`compute_actions`], then applies the decisions (state,
     /// events, jobs; signals to containers being killed).
     pub(super) fn sync_worker(&mut self, name: &str) {
+        crate::tp!("loop.sync_worker");
         let now = self.clock.now();
         let Some(w) = self.workers.get(name) else {
             return;
@@ -280,6 +282,7 @@ impl SyncLoop {
     }
 
     fn apply_actions(&mut self, name: &str, now: Instant, actions: Actions) {
+        crate::tp!("loop.actions");
         let mut jobs = Vec::new();
         let mut notes: Vec<(EventType, String, EventReason, String)> = Vec::new();
         let mut kills = Vec::new();
@@ -428,6 +431,7 @@ impl SyncLoop {
             self.event(t, name, container, reason, &msg);
         }
         for j in jobs {
+            crate::tp!("loop.submit");
             self.executor.submit(j);
             self.dirty = true;
         }

@@ -142,6 +142,7 @@ impl LinuxRuntime {
                 source,
             })?;
             let monitor = self.launch_monitor(id, paths, theirs.into())?;
+            crate::tp!("st.staged");
             Ok(StagedMonitor {
                 image,
                 monitor,
@@ -178,6 +179,7 @@ impl LinuxRuntime {
             }
         };
         // A monitor already gone has reported why on the socket (or nothing): the report says.
+        crate::tp!("st.go");
         let _ = send(
             staged.ready.as_raw_fd(),
             &[shim::GO],

@@ -244,6 +244,7 @@ impl LinuxRuntime {
         } else {
             Vec::new()
         };
+        crate::tp!("st.pre_spec");
         let built = spec::build_spec(&SpecRequest {
             pod,
             container: req.container,
@@ -267,6 +268,7 @@ impl LinuxRuntime {
             container: cname.clone(),
             source: Box::new(source),
         })?;
+        crate::tp!("st.spec");
         self.ensure_apparmor_profile(&built.spec, id)?;
         let shim_cfg = self.shim_config(req, id, paths, image, built.user, staged)?;
         let meta = ContainerMeta {
@@ -433,6 +435,7 @@ impl LinuxRuntime {
         if let Some(pidfd) = monitor.pidfd {
             self.watcher.watch(meta, paths.clone(), pidfd)?;
         }
+        crate::tp!("st.spawned");
         let report = read_report(ready, self.cfg.start_timeout);
         // Without the spawner's answer, the monitor (if it was forked) recorded itself before
         // reporting.

@@ -187,6 +187,7 @@ impl ExitWatcher {
             };
             for ev in events {
                 if ev.name.as_deref() == Some(std::ffi::OsStr::new(shim::EXIT_RECORD)) {
+                    crate::tp!("watch.exit");
                     self.exit_recorded(|(_, w)| w.wd == Some(ev.wd));
                 }
             }

@@ -151,6 +151,7 @@ pub const SPARE_KINDS: [&str; 3] = ["ipc", "net", "uts"];
 /// does for a helper's own. Runs in the daemon, whose namespaces it never changes: the pins
 /// are bind mounts of the files.
 pub fn pin_spare(pod_dir: &Path, files: &[OwnedFd]) -> Result<(), SandboxError> {
+    crate::tp!("spare.start");
     let paths = runtime_paths(pod_dir);
     if files.len() != SPARE_KINDS.len() {
         return Err(SandboxError::Helper {

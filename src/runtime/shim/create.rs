@@ -86,7 +86,9 @@ pub(super) fn create_and_start(
     let staged = cfg.staged;
     if staged {
         rootfs::mount_rootfs(&rootfs, &cfg.layers_dir, &cfg.lower_layers, None)?;
+        crate::tp!("mon.rootfs");
         await_go(ready)?;
+        crate::tp!("mon.go");
         *cfg = ContainerPaths::open(&paths.dir)?.1;
     }
     let cfg = &*cfg;
@@ -106,7 +108,9 @@ pub(super) fn create_and_start(
         base: *base,
     });
     if !staged {
+        crate::tp!("mon.spec_read");
         rootfs::mount_rootfs(&rootfs, &cfg.layers_dir, &cfg.lower_layers, idmap)?;
+        crate::tp!("mon.rootfs");
     } else if idmap.is_some() {
         return Err(ShimError::StagedUserNamespace);
     }
@@ -149,6 +153,7 @@ pub(super) fn create_and_start(
     }
     // libcontainer takes the spec as built here; config.json gets it once the container
     // started (below), off the path to the process, before anything can exec into it.
+    crate::tp!("mon.spec_written");
 
     let tty = spec
         .process()
@@ -209,6 +214,7 @@ pub(super) fn create_and_start(
     if let Some(v) = own_oom {
         let _ = fs::write("/proc/self/oom_score_adj", v.trim());
     }
+    crate::tp!("mon.built");
     let mut container = build?;
     let init = container.pid().ok_or(ShimError::Sys {
         what: "libcontainer returned no init pid",
@@ -261,7 +267,9 @@ pub(super) fn create_and_start(
     if cfg.systemd_cgroup {
         scope_device_filter(cfg, device_rules)?;
     }
+    crate::tp!("mon.created");
     container.start()?;
+    crate::tp!("mon.started");
     let started_at = crate::runtime::now_rfc3339();
     // What an exec into the container reads (its user resolved above). The runtime learns of
     // the start only after this, so no exec can come first.

@@ -301,6 +301,7 @@ fn serve_requests(
             // The runtime closed its end (daemon exited or killed): children run on.
             return Ok(());
         }
+        crate::tp!("spw.recv");
         state.busy = true;
         state.last_fork = Instant::now();
         let (reply, files) = match serde_json::from_slice::<Request>(&buf[..n]) {
@@ -313,6 +314,7 @@ fn serve_requests(
                 Vec::new(),
             ),
         };
+        crate::tp!("spw.forked");
         // Our copies of handed-over descriptors close once sent.
         answer(sock, &reply, &files)?;
     }
@@ -423,6 +425,7 @@ fn child_main(req: Request, fds: Vec<OwnedFd>, spare: Option<SpareNamespaces>) -
             let mut fds = fds;
             let result = fds.pop().map(fs::File::from);
             let keep = result.as_ref().map_or(-1, |f| f.as_raw_fd());
+            crate::tp!("hlp.start");
             // Spare namespaces are joined first (their descriptors close with the rest); where
             // that fails, new ones are made as without them.
             let joined = spare.is_some_and(|ns| ns.enter().is_ok());
@@ -446,6 +449,7 @@ fn child_main(req: Request, fds: Vec<OwnedFd>, spare: Option<SpareNamespaces>) -
                 Ok(()) => (0, HELPER_OK.to_vec()),
                 Err(e) => (1, format!("{e}\n").into_bytes()),
             };
+            crate::tp!("hlp.done");
             if let Some(mut f) = result {
                 let _ = f.write_all(&text);
             }

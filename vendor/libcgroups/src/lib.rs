@@ -30,3 +30,6 @@ pub mod v2;
 #[cfg(not(feature = "v2"))]
 #[path = "stub/v2/mod.rs"]
 pub mod v2;
+
+#[doc(hidden)]
+pub mod trace_point;

@@ -36,8 +36,10 @@ impl Controller for CpuSet {
     fn add_task(pid: Pid, cgroup_path: &Path) -> Result<(), Self::Error> {
         fs::create_dir_all(cgroup_path).wrap_create_dir(cgroup_path)?;
 
+        crate::tp!("lc.at.cpuset.mkdir");
         Self::ensure_not_empty(cgroup_path, CGROUP_CPUSET_CPUS)?;
         Self::ensure_not_empty(cgroup_path, CGROUP_CPUSET_MEMS)?;
+        crate::tp!("lc.at.cpuset.nonempty");
 
         super::controller::move_task(pid, cgroup_path)?;
         Ok(())

@@ -215,6 +215,7 @@ impl CgroupManager for Manager {
                 CtrlType::NetworkClassifier => NetworkClassifier::add_task(pid, cgroup_path)?,
                 CtrlType::Freezer => Freezer::add_task(pid, cgroup_path)?,
             }
+            crate::tp!("lc.at.{ctrl_type}");
         }
 
         Ok(())

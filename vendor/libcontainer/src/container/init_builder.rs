@@ -83,8 +83,10 @@ impl InitContainerBuilder {
 
     /// Creates a new container
     pub fn build(mut self) -> Result<Container, LibcontainerError> {
+        libcgroups::tp!("lc.build");
         let given = self.spec.take();
         let spec = self.load_spec(given)?;
+        libcgroups::tp!("lc.spec_loaded");
         // validate terminal field against console socket presence before any side effects
         // (mirrors runc's checkTerminal called at the top of runner.run())
         self.base.check_terminal(&spec, self.detached)?;
@@ -115,6 +117,7 @@ impl InitContainerBuilder {
 
         let user_ns_config = UserNamespaceConfig::new(&spec)?;
 
+        libcgroups::tp!("lc.b.pre_config");
         let config = YoukiConfig::from_spec(&spec, container.id())?;
         config.save(&container_dir).map_err(|err| {
             tracing::error!(?container_dir, "failed to save config: {}", err);
@@ -145,6 +148,7 @@ impl InitContainerBuilder {
             process_label: None,
         };
 
+        libcgroups::tp!("lc.b.create");
         builder_impl.create()?;
 
         container.refresh_state()?;

@@ -46,6 +46,7 @@ pub fn container_intermediate_process(
     intermediate_main_sender: &mut channel::MainSender,
     init_main_sender: &mut channel::MainSender,
 ) -> Result<()> {
+    libcgroups::tp!("lc.i.start");
     let (inter_sender, inter_receiver) = intermediate_chan;
     let (init_sender, init_receiver) = init_chan;
     let command = args.syscall.create_syscall();
@@ -56,6 +57,7 @@ pub fn container_intermediate_process(
     let cgroup_manager = libcgroups::common::create_cgroup_manager(args.cgroup_config.to_owned())
         .map_err(|e| IntermediateProcessError::Cgroup(e.to_string()))?
         .with_rootless(rootless);
+    libcgroups::tp!("lc.i.cgmgr");
 
     let current_pid = Pid::this();
     // setting CPU affinity for tenant container before cgroup move
@@ -145,6 +147,7 @@ pub fn container_intermediate_process(
         }
     }
 
+    libcgroups::tp!("lc.i.pre_pidns");
     // Pid namespace requires an extra fork to enter, so we enter pid namespace now.
     if let Some(pid_namespace) = namespaces.get(LinuxNamespaceType::Pid)? {
         namespaces.unshare_or_setns(pid_namespace)?;
@@ -328,7 +331,10 @@ fn apply_cgroups<
     init: bool,
 ) -> Result<()> {
     let pid = getpid();
-    cmanager.add_task(pid).map_err(|err| {
+    libcgroups::tp!("lc.add_task");
+    let r = cmanager.add_task(pid);
+    libcgroups::tp!("lc.added");
+    r.map_err(|err| {
         tracing::error!(?pid, ?err, ?init, "failed to add task to cgroup");
         IntermediateProcessError::Cgroup(err.to_string())
     })?;
@@ -341,7 +347,9 @@ fn apply_cgroups<
             disable_oom_killer: false,
         };
 
-        cmanager.apply(&controller_opt).map_err(|err| {
+        let r = cmanager.apply(&controller_opt);
+        libcgroups::tp!("lc.applied");
+        r.map_err(|err| {
             tracing::error!(?pid, ?err, ?init, "failed to apply cgroup");
             IntermediateProcessError::Cgroup(err.to_string())
         })?;

@@ -94,6 +94,7 @@ pub fn container_main_process(container_args: &ContainerArgs) -> Result<Pid> {
     };
 
     let clone_into = clone_into_cgroup(&container_args.cgroup_config);
+    libcgroups::tp!("lc.clone");
     let intermediate_pid = fork::container_clone_into(
         cb,
         container_args.as_sibling,
@@ -162,7 +163,9 @@ pub fn container_main_process(container_args: &ContainerArgs) -> Result<Pid> {
 
     // The intermediate process will send the init pid once it forks the init
     // process.  The intermediate process should exit after this point.
+    libcgroups::tp!("lc.cloned");
     let init_pid = intermediate_main_receiver.wait_for_intermediate_ready()?;
+    libcgroups::tp!("lc.intermediate_ready");
 
     // if file to write the pid to is specified, write pid of the child
     if let Some(pid_file) = &container_args.pid_file {
@@ -269,7 +272,10 @@ pub fn container_main_process(container_args: &ContainerArgs) -> Result<Pid> {
         err
     })?;
 
-    init_main_receiver.wait_for_init_ready().map_err(|err| {
+    libcgroups::tp!("lc.wait_init");
+    let r = init_main_receiver.wait_for_init_ready();
+    libcgroups::tp!("lc.init_ready");
+    r.map_err(|err| {
         tracing::error!("failed to wait for init ready: {}", err);
         err
     })?;

@@ -101,9 +101,11 @@ impl RootFS {
                 err
             })?;
 
+        libcgroups::tp!("lc.r.propagation");
         let mounter = Mount::new();
 
         mounter.make_parent_mount_private(rootfs)?;
+        libcgroups::tp!("lc.r.parent_private");
 
         tracing::debug!("mount root fs {:?}", rootfs);
         self.syscall
@@ -128,6 +130,7 @@ impl RootFS {
         if let Some(mounts) = spec.mounts() {
             for mount in mounts {
                 mounter.setup_mount(mount, &global_options)?;
+                libcgroups::tp!("lc.r.m{}", mount.destination().display());
             }
         }
         Ok(())
@@ -144,10 +147,12 @@ impl RootFS {
         let linux = spec.linux().as_ref().ok_or(MissingSpecError::Linux)?;
 
         self.mount_to_rootfs(linux, spec, rootfs, cgroup_ns)?;
+        libcgroups::tp!("lc.r.mounted");
 
         let symlinker = Symlink::new();
         symlinker.setup_kcore_symlink(rootfs)?;
         symlinker.setup_default_symlinks(rootfs)?;
+        libcgroups::tp!("lc.r.symlinks");
 
         let devicer = Device::new();
         if let Some(added_devices) = linux.devices() {
@@ -162,6 +167,7 @@ impl RootFS {
             devicer.create_devices(rootfs, &default_devices(), bind_devices)
         }?;
 
+        libcgroups::tp!("lc.r.devices");
         symlinker.setup_ptmx(rootfs)?;
         Ok(())
     }

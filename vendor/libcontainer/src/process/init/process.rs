@@ -44,6 +44,7 @@ pub fn container_init_process(
     main_sender: &mut channel::MainSender,
     init_receiver: &mut channel::InitReceiver,
 ) -> Result<()> {
+    libcgroups::tp!("lc.n.start");
     let mut ctx = InitContext::try_from(args)?;
 
     setsid().map_err(|err| {
@@ -73,7 +74,9 @@ pub fn container_init_process(
         }
     }
 
+    libcgroups::tp!("lc.n.ns");
     apply_rest_namespaces(&ctx.ns, ctx.spec, ctx.syscall.as_ref())?;
+    libcgroups::tp!("lc.n.ns_done");
 
     if let Some(true) = ctx.process.no_new_privileges() {
         let _ = prctl::set_no_new_privileges(true);
@@ -121,7 +124,9 @@ pub fn container_init_process(
         // we use pivot_root, but if we are on the host mount namespace, we will
         // use simple chroot. Scary things will happen if you try to pivot_root
         // in the host mount namespace...
+        libcgroups::tp!("lc.n.rootfs_done");
         do_pivot_root(ctx.syscall.as_ref(), &ctx.ns, args.no_pivot, ctx.rootfs)?;
+        libcgroups::tp!("lc.n.pivoted");
 
         // As we have changed the root mount, from here on
         // logs are no longer visible in journalctl
