@@ -67,6 +67,7 @@ use crate::network::{self, NetworkError, PodNetwork};
 
 mod helper;
 mod in_userns;
+mod steps;
 use crate::fsutil::{self, Loaded};
 use helper::stop_pod_init_at;
 pub use helper::{

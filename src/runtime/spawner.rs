@@ -48,6 +48,7 @@ use serde::{Deserialize, Serialize};
 use super::sandbox::{self, HelperRequest, NamespaceHelper, SandboxError};
 use crate::sys::fdpass;
 
+mod child;
 mod serve;
 mod spare;
 mod spare_monitor;

@@ -17,7 +17,7 @@ use nix::sched::{unshare, CloneFlags};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{fork, ForkResult, Gid, Pid, Uid};
 
-use super::helper::{loopback_up, pin, spawn_pod_init_process};
+use super::steps::{loopback_up, pin, spawn_pod_init_process};
 use super::{io_err, SandboxError, SandboxPaths};
 use crate::fsutil;
 use crate::runtime::procfs::ProcessId;

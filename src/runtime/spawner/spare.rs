@@ -29,7 +29,7 @@ use std::time::Duration;
 use nix::sched::{setns, CloneFlags};
 use nix::unistd::{fork, ForkResult, Pid};
 
-use super::serve::{check_single_threaded, prepare_helper};
+use super::child::{check_single_threaded, prepare_helper};
 use super::Request;
 use crate::runtime::sandbox;
 use crate::sys::fdpass;

@@ -1,7 +1,7 @@
 //! A spare monitor: one child the spawner forked ahead of time, while it was quiet, blocked
 //! on a socket pair until a container needs a monitor. The next `Request::Monitor` is sent to
 //! it (the container's directory and the three descriptors) instead of forking: it becomes
-//! that container's monitor exactly as a freshly forked child does (`serve::run_monitor`:
+//! that container's monitor exactly as a freshly forked child does (`child::run_monitor`:
 //! `shim::run`), and the runtime gets its pid and a pidfd opened when it was forked.
 //!
 //! Why: a monitor's fork was on the path of every start and restart. The spawner's `fork`
@@ -26,7 +26,7 @@ use std::path::Path;
 
 use nix::unistd::{fork, ForkResult, Pid};
 
-use super::serve::{check_single_threaded, close_except, run_monitor};
+use super::child::{check_single_threaded, close_except, run_monitor};
 use crate::sys::fdpass;
 
 /// Test hook: set to `1`, the spawner forks every monitor and keeps no spare.
