@@ -34,7 +34,7 @@ use std::time::{Duration, Instant, SystemTime};
 use podvisor::gc::worker::{collect, ErrorLog, GcSettings};
 use podvisor::gc::{ContainerGcPolicy, GcRequest};
 use podvisor::images::ImageStore;
-use podvisor::runtime::linux::{LinuxRuntime, RuntimeConfig};
+use podvisor::runtime::daemon::{LinuxRuntime, RuntimeConfig};
 use podvisor::runtime::{ContainerKind, ContainerMeta, ExitRecord};
 
 const PODS: usize = 40;

@@ -72,7 +72,7 @@ use common::{
     cleanup, import_busybox, load_average, new_runtime, percentile, pod_container, raw_baseline,
     template_pod, template_spec, wait_exit, Env, Row, TIMEOUT, WARMUP,
 };
-use podvisor::runtime::linux::LinuxRuntime;
+use podvisor::runtime::daemon::LinuxRuntime;
 use podvisor::runtime::{ContainerKind, ContainerRequest, ContainerState, Runtime, RuntimeEvent};
 
 const DEFAULT_RUNS: usize = 30;

@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::{log_lines, pod, wait_exit, wait_until, TestEnv};
-use podvisor::runtime::linux::LinuxRuntime;
+use podvisor::runtime::daemon::LinuxRuntime;
 use podvisor::runtime::{ContainerKind, ContainerRequest, ContainerState, Runtime};
 
 const T: Duration = Duration::from_secs(30);

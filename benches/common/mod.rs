@@ -19,7 +19,7 @@ use nix::unistd::Pid;
 use oci_spec::runtime::Spec;
 
 use podvisor::images::{ImageStore, ImportOptions};
-use podvisor::runtime::linux::{LinuxRuntime, RuntimeConfig};
+use podvisor::runtime::daemon::{LinuxRuntime, RuntimeConfig};
 use podvisor::runtime::rootfs::{self, RootfsPaths};
 use podvisor::runtime::{ContainerKind, ContainerRequest, Runtime, RuntimeEvent};
 

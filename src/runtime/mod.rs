@@ -3,7 +3,7 @@
 //! The [`Runtime`] trait is what the sync loop (and `podvisor play`) talks to: pod sandboxes
 //! (pinned network/IPC/UTS namespaces, /etc files, /dev/shm, volumes) and containers (start,
 //! signal, remove, list). Container exits arrive as [`RuntimeEvent`]s on a channel, event
-//! driven. The real implementation, [`linux::LinuxRuntime`], never calls libcontainer itself:
+//! driven. The real implementation, [`daemon::LinuxRuntime`], never calls libcontainer itself:
 //! each container gets a monitor process ([`shim`]), forked by the runtime's single-threaded
 //! spawner ([`spawner`]), so libcontainer's clone-without-exec only ever happens in a
 //! single-threaded process.
@@ -19,14 +19,14 @@
 //! - [`rootfs`]: the overlayfs root filesystem of a container.
 //! - [`procfs`]: process identity (pid + start time) and pidfds.
 //! - [`exec`]: commands run inside a running container (`podvisor shim exec`).
-//! - [`linux`]: [`linux::LinuxRuntime`], the real [`Runtime`].
+//! - [`linux`]: [`daemon::LinuxRuntime`], the real [`Runtime`].
 
 pub mod check;
 pub mod console;
+pub mod daemon;
 pub mod dns;
 pub mod exec;
 pub mod libct_trace;
-pub mod linux;
 pub mod oom_watch;
 pub mod procfs;
 pub mod rootfs;
@@ -38,6 +38,11 @@ pub mod spec;
 pub mod user;
 pub mod userns;
 pub mod volumes;
+
+/// The daemon's side under its earlier name: `sync/` and `main.rs`, reshaped on other branches
+/// of issue 40 at the same time, still name `runtime::linux::{LinuxRuntime, RuntimeConfig}`.
+/// Remove once they use [`daemon`].
+pub use daemon as linux;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -250,7 +255,7 @@ pub struct ExecOutput {
 }
 
 /// The runtime boundary. The sync loop holds one and is unit-tested against a recording fake;
-/// [`linux::LinuxRuntime`] is the real one.
+/// [`daemon::LinuxRuntime`] is the real one.
 pub trait Runtime: Send + Sync {
     /// Creates the pod's sandbox (idempotent: an existing sandbox of the same pod is reused).
     fn run_pod_sandbox(&self, pod: &Pod) -> Result<SandboxInfo, RuntimeError>;

@@ -25,7 +25,7 @@
 //! - `pod-init.json`: with shareProcessNamespace, the pod init's identity,
 //! - `shm/`: the pod's /dev/shm (tmpfs, shared by its containers),
 //! - `etc/hosts`, `etc/hostname`, `etc/resolv.conf`: bind-mounted into every container,
-//! - `cgroup.json`: what the pod cgroup was created with (written by [`super::linux`]),
+//! - `cgroup.json`: what the pod cgroup was created with (written by [`super::daemon`]),
 //! - `network.json`: the pod network's latest CNI result (see [`crate::network`]), and
 //!   `network.failed` when its CHECK failed at re-adoption (the sandbox is then not live).
 //!

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use podvisor::images::{ImageStore, ImportOptions};
-use podvisor::runtime::linux::{LinuxRuntime, RuntimeConfig};
+use podvisor::runtime::daemon::{LinuxRuntime, RuntimeConfig};
 use podvisor::runtime::{ExitRecord, RuntimeEvent};
 
 pub mod daemon;

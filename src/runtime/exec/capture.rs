@@ -4,13 +4,13 @@
 use super::*;
 
 /// A pipe read into a capped buffer.
-pub(super) struct Captured {
-    pub(super) pipe: Option<fs::File>,
-    pub(super) kept: Vec<u8>,
+pub(crate) struct Captured {
+    pub(crate) pipe: Option<fs::File>,
+    pub(crate) kept: Vec<u8>,
 }
 
 impl Captured {
-    pub(super) fn new(fd: OwnedFd) -> Result<Captured, ExecError> {
+    pub(crate) fn new(fd: OwnedFd) -> Result<Captured, ExecError> {
         set_nonblocking(fd.as_fd())?;
         Ok(Captured {
             pipe: Some(fs::File::from(fd)),
@@ -19,7 +19,7 @@ impl Captured {
     }
 
     /// Reads what is there; keeps up to the cap and drops the rest.
-    pub(super) fn pump(&mut self, buf: &mut [u8], cap: usize) {
+    pub(crate) fn pump(&mut self, buf: &mut [u8], cap: usize) {
         let Some(f) = self.pipe.as_mut() else {
             return;
         };

@@ -1,6 +1,6 @@
 //! exec: commands run inside a running container, the way `runc exec` runs them — the hidden
 //! subcommand `podvisor shim exec <container-dir> [options] -- CMD...` and the daemon-side
-//! caller of its capture mode ([`exec_capture`], behind `Runtime::exec_sync`).
+//! caller of its capture mode (in [`crate::runtime::daemon`], behind `Runtime::exec_sync`).
 //!
 //! The command joins the container through libcontainer's tenant builder: the namespaces of the
 //! container's init (checked by pid and start time first, so a recycled pid is never joined),
@@ -21,7 +21,7 @@
 //! Modes:
 //! - capture (`--timeout-ms`): stdout/stderr through pipes, each kept up to [`OUTPUT_CAP`]
 //!   bytes (the rest drained and dropped); on timeout the command, its process group and its
-//!   descendants are SIGKILLed; a JSON report is written on stdout for [`exec_capture`].
+//!   descendants are SIGKILLed; a JSON report is written on stdout for the daemon.
 //! - interactive: stdio passed through (stdin only with `--stdin`), or with `--tty` a
 //!   pseudo-terminal opened inside the container (libcontainer's console socket) whose master
 //!   is copied to and from this process's stdio, the local terminal in raw mode, window size
@@ -53,12 +53,11 @@ use super::shim::{self, ContainerPaths, ShimError, ShimState};
 use crate::fsutil;
 
 mod capture;
-mod client;
 mod tenant;
 mod tty;
 
 use capture::capture;
-pub use client::exec_capture;
+pub(crate) use capture::Captured;
 use tenant::{spawn_tenant, TenantIo};
 use tty::interactive;
 pub use tty::{local_window_size, RawMode};
@@ -70,9 +69,9 @@ pub const EXIT_CANNOT_RUN: i32 = 126;
 /// How long output is still read after the command exited (children holding the pipes).
 const DRAIN: Duration = Duration::from_secs(1);
 /// How much longer than the command's timeout the spawner waits for the helper.
-const HELPER_GRACE: Duration = Duration::from_secs(10);
+pub(crate) const HELPER_GRACE: Duration = Duration::from_secs(10);
 /// The largest helper stderr kept for an error message.
-const HELPER_STDERR_CAP: usize = 8 * 1024;
+pub(crate) const HELPER_STDERR_CAP: usize = 8 * 1024;
 
 /// Errors of running a command in a container.
 #[derive(Debug, thiserror::Error)]
@@ -136,7 +135,7 @@ pub struct ExecOptions {
 /// The capture-mode report, one JSON document on the helper's stdout.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase", tag = "result")]
-enum CaptureReport {
+pub(crate) enum CaptureReport {
     Finished {
         exit_code: i32,
         /// Hex of the kept stdout bytes.
@@ -281,11 +280,11 @@ fn set_nonblocking(fd: BorrowedFd<'_>) -> Result<(), ExecError> {
     super::procfs::set_nonblocking(fd).map_err(sys("fcntl"))
 }
 
-fn poll_ready(pfd: &PollFd) -> bool {
+pub(crate) fn poll_ready(pfd: &PollFd) -> bool {
     pfd.revents().is_some_and(|r| !r.is_empty())
 }
 
-fn poll_timeout(until: Option<Instant>) -> PollTimeout {
+pub(crate) fn poll_timeout(until: Option<Instant>) -> PollTimeout {
     match until {
         Some(d) => PollTimeout::try_from(d.saturating_duration_since(Instant::now()))
             .unwrap_or(PollTimeout::MAX),

@@ -1,27 +1,61 @@
-//! The daemon-side caller of `shim exec`: spawns the helper and reads its capture report.
-//! Runs in the multi-threaded daemon, so it never calls libcontainer itself (see
+//! Running a command in a container ([`crate::runtime::Runtime::exec_sync`]), the daemon's
+//! side of `shim exec`: spawns the helper and reads its capture report. Runs in the
+//! multi-threaded daemon, so it never calls libcontainer itself (see
 //! /work/shared/notes/libcontainer.md): everything that touches the container happens in
-//! the helper process.
+//! the helper process ([`crate::runtime::exec`]).
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::capture::Captured;
 use nix::poll::{poll, PollFd, PollFlags};
 use nix::sys::signal::{self, Signal};
 use nix::unistd::Pid;
 
-use super::{
-    poll_ready, poll_timeout, CaptureReport, ExecError, HELPER_GRACE, HELPER_STDERR_CAP, OUTPUT_CAP,
+use super::LinuxRuntime;
+use crate::runtime::exec::{
+    poll_ready, poll_timeout, CaptureReport, Captured, ExecError, HELPER_GRACE, HELPER_STDERR_CAP,
+    OUTPUT_CAP,
 };
-use crate::runtime::ExecOutput;
+use crate::runtime::{ExecOutput, RuntimeError};
+
+impl LinuxRuntime {
+    /// [`crate::runtime::Runtime::exec_sync`].
+    pub(super) fn exec(
+        &self,
+        id: &str,
+        cmd: &[String],
+        timeout: Duration,
+    ) -> Result<ExecOutput, RuntimeError> {
+        let paths = self.container_paths(id)?;
+        if !paths.meta().exists() {
+            return Err(RuntimeError::NotFound { id: id.to_string() });
+        }
+        // Its runtime directory goes with the container's end, after its exit record: once the
+        // exit is recorded (and reported), the monitor may be taking the rest apart.
+        if paths.exit().exists() || !paths.shim_config().exists() {
+            return Err(RuntimeError::Exec {
+                id: id.to_string(),
+                source: Box::new(crate::runtime::exec::ExecError::NotRunning {
+                    id: id.to_string(),
+                }),
+            });
+        }
+        // libcontainer runs only in the helper process (`shim exec`), never in this one.
+        exec_capture(&self.cfg.shim_binary, &paths.dir, cmd, timeout).map_err(|source| {
+            RuntimeError::Exec {
+                id: id.to_string(),
+                source: Box::new(source),
+            }
+        })
+    }
+}
 
 /// Runs `cmd` in the container of `dir` through a `shim exec` helper spawned from `binary`,
 /// capturing its output (see [`OUTPUT_CAP`]) and killing it after `timeout`. Safe to call from
 /// a multi-threaded process: libcontainer only runs in the helper.
-pub fn exec_capture(
+fn exec_capture(
     binary: &Path,
     dir: &Path,
     cmd: &[String],

@@ -19,6 +19,36 @@ use crate::fsutil::{self, Loaded};
 use crate::reason::TerminatedReason;
 
 impl LinuxRuntime {
+    /// [`crate::runtime::Runtime::list_containers`]: every container on disk, oldest first.
+    pub(super) fn list(&self) -> Result<Vec<ContainerInfo>, RuntimeError> {
+        let dir = self.cfg.records_dir();
+        let entries = fs::read_dir(&dir).map_err(|source| RuntimeError::Io {
+            what: "read",
+            path: dir.clone(),
+            source,
+        })?;
+        let mut out = Vec::new();
+        for entry in entries.flatten() {
+            let id = entry.file_name().to_string_lossy().into_owned();
+            if self.busy_containers.contains(&id) {
+                continue;
+            }
+            let Ok(paths) = self.container_paths(&id) else {
+                continue;
+            };
+            match self.container_info(&paths) {
+                Ok(Some(info)) => out.push(info),
+                Ok(None) => {}
+                // Removed meanwhile (by another process sharing the root): gone, not broken.
+                Err(_) if !paths.meta().exists() => {}
+                // One broken directory must not hide the others.
+                Err(e) => log::warn!("{}: {e}", paths.record.display()),
+            }
+        }
+        out.sort_by(|a, b| a.meta.created_at.cmp(&b.meta.created_at));
+        Ok(out)
+    }
+
     /// Whether a monitor of pod `uid` still runs (read from the container records).
     pub(super) fn pod_has_live_container(&self, uid: &str) -> bool {
         let Ok(entries) = fs::read_dir(self.cfg.records_dir()) else {

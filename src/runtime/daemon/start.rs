@@ -24,6 +24,42 @@ pub(super) struct Monitor {
 }
 
 impl LinuxRuntime {
+    /// [`crate::runtime::Runtime::start_container`]: the directories, the image and its lease, the
+    /// spec and the monitor's config, then the monitor and its start report.
+    pub(super) fn start(&self, req: &ContainerRequest<'_>) -> Result<ContainerInfo, RuntimeError> {
+        crate::tp!("st.start");
+        let uid = req.pod.metadata.uid.clone().unwrap_or_default();
+        sandbox::validate_uid(&uid).map_err(|source| RuntimeError::Sandbox {
+            pod: req.pod.metadata.name.clone().unwrap_or_default(),
+            source: Box::new(source),
+        })?;
+        self.warmer.warm();
+        let id = new_container_id(&uid, &req.container.name, req.restart_count);
+        let paths = self.container_paths(&id)?;
+        // Until its start is reported the container is incomplete: listings leave it alone.
+        let _busy = self.busy_containers.enter(&id);
+        self.make_container_dirs(req, &paths)?;
+        crate::tp!("st.dirs");
+        let prepared = self.resolve_image(req).and_then(|image| {
+            let (meta, _) = self.prepare(req, &id, &paths, &image, false)?;
+            crate::tp!("st.prepared");
+            self.add_lease(&id, &image)?;
+            Ok(meta)
+        });
+        let meta = match prepared {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = self.images.remove_lease(&id);
+                let _ = remove_container_dirs(&paths);
+                return Err(e);
+            }
+        };
+        crate::tp!("st.leased");
+        let r = self.spawn_monitor(&meta, &paths);
+        crate::tp!("st.reported");
+        r
+    }
+
     /// Makes the container's two directories, the record directory first: a runtime directory
     /// without one is an interrupted removal, removed at the next start. Nothing is left when
     /// it fails.

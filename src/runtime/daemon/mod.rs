@@ -1,20 +1,26 @@
-//! linux: [`LinuxRuntime`], the real [`Runtime`]: containers through per-container monitor
-//! processes ([`super::shim`]), sandboxes through [`super::sandbox`].
+//! daemon: what the runtime runs in the daemon (multi-threaded). [`LinuxRuntime`], the real
+//! [`Runtime`]: containers through per-container monitor processes ([`super::shim`]), forked
+//! by the spawner ([`super::spawner`]); sandboxes through [`super::sandbox`].
 //!
 //! Owns the container directories (runtime part `<runtime-dir>/containers/<id>/`, records
 //! `<root-dir>/containers/<id>/`) and one thread, the exit watcher, which waits on the pidfds of
 //! every monitor with epoll, and with inotify for the exit records their monitors write, and
 //! turns each exit into a [`RuntimeEvent::ContainerExited`] (reading the `exit.json` the
 //! monitor wrote). The daemon's threads never call libcontainer: they have the spawner
-//! ([`super::spawner`]) fork monitors and send signals through pidfds. At start it makes the runtime dir this boot's ([`super::rundir`]); containers of an
-//! earlier boot are reported exited with containerd's unknown status (255, `Unknown`), their
-//! records and logs kept, everything else of them removed.
+//! fork monitors and send signals through pidfds. At start it makes the runtime dir this
+//! boot's ([`super::rundir`]); containers of an earlier boot are reported exited with
+//! containerd's unknown status (255, `Unknown`), their records and logs kept, everything else
+//! of them removed.
 //!
-//! Submodules: `start` (preparing a container and spawning its monitor), `staged` (a pod's
-//! first container prepared while its sandbox is made), `pod_cgroups`
-//! (pod cgroup records and the Burstable tier's weight), `node` (node facts for specs),
-//! `records` (a container's two directories and what a listing finds in them: complete,
-//! interrupted, monitor dead, lost with an earlier boot), `watcher` (the exit watcher thread).
+//! One file per verb, as youki's `libcontainer/src/container/`; the [`Runtime`] impl below
+//! only hands each call to its file:
+//! - `start` (preparing a container and spawning its monitor), `staged` (a pod's first
+//!   container prepared while its sandbox is made), `signal`, `remove`, `list` (a
+//!   container's two directories and what a listing finds in them: complete, interrupted,
+//!   monitor dead, lost with an earlier boot), `exec` (the caller of `shim exec`);
+//! - `pod_sandbox` (create, remove, list pod sandboxes), `pod_cgroups` (pod cgroup records and
+//!   the Burstable tier's weight), `network` (CHECK and GC of pod network attachments);
+//! - `node` (node facts for specs), `watcher` (the exit watcher thread).
 
 use std::collections::HashSet;
 use std::fs;
@@ -45,7 +51,6 @@ use super::{
     ContainerInfo, ContainerMeta, ContainerRequest, ContainerState, ExecOutput, Runtime,
     RuntimeError, RuntimeEvent, SandboxInfo,
 };
-use crate::cgroups::resources::PodCgroupConfig;
 use crate::cgroups::{self, CgroupRoot};
 use crate::fsutil;
 use crate::images::ImageStore;
@@ -53,20 +58,23 @@ use crate::network::PodNetwork;
 use crate::security::apparmor::{self, AppArmorHost};
 use crate::security::{self, NodeSecurity};
 
+mod exec;
+mod list;
 mod network;
 mod node;
 mod pod_cgroups;
-mod records;
+mod pod_sandbox;
+mod remove;
+mod signal;
 mod staged;
 mod start;
 mod watcher;
 
 pub use node::detect_node_info;
-use pod_cgroups::{PodCgroupRecord, POD_CGROUP_RECORD};
 use start::{new_container_id, run_cleanup};
 
-pub use records::UNKNOWN_EXIT_CODE;
-use records::{remove_container_dirs, remove_orphan_runtime_dirs};
+pub use list::UNKNOWN_EXIT_CODE;
+use list::{remove_container_dirs, remove_orphan_runtime_dirs};
 use watcher::ExitWatcher;
 
 /// Settings of the real runtime.
@@ -202,9 +210,6 @@ fn spread_churned_dirs(cfg: &RuntimeConfig) {
         }
     }
 }
-
-/// How long removing an exited container waits for its monitor to finish taking it apart.
-const MONITOR_FINISH_WAIT: Duration = Duration::from_secs(30);
 
 /// Names (container ids or pod uids) this process is working on right now, so that a listing
 /// on another worker thread leaves them alone.
@@ -446,206 +451,23 @@ impl Drop for LinuxRuntime {
 
 impl Runtime for LinuxRuntime {
     fn run_pod_sandbox(&self, pod: &Pod) -> Result<SandboxInfo, RuntimeError> {
-        crate::tp!("sb.start");
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let uid = pod.metadata.uid.clone().unwrap_or_default();
-        sandbox::validate_uid(&uid).map_err(|source| RuntimeError::Sandbox {
-            pod: name.clone(),
-            source: Box::new(source),
-        })?;
-        let _busy = self.busy_sandboxes.enter(&uid);
-        let cg = PodCgroupConfig::for_pod(pod, self.cfg.pod_pids_limit).map_err(|source| {
-            RuntimeError::PodResources {
-                pod: name.clone(),
-                source,
-            }
-        })?;
-        // The pod's cgroup before the warm-up: a cgroup mkdir waits for the cgroup lock, which
-        // the warm-up's move holds for the whole grace period it waits for (~7 ms measured
-        // here after idle: the mkdir then took 6 ms instead of 0.2). The namespaces, the
-        // spec and the container's creation up to its placement then run inside that wait.
-        let pod_cgroup = {
-            let cgroup_path =
-                self.cfg
-                    .cgroup_driver
-                    .pod_cgroup(&self.cfg.cgroup_parent, cg.qos, &uid);
-            let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
-            let existed = self.cfg.cgroup_root.dir("cpu", &cgroup_path).is_dir();
-            let made = self.create_pod_cgroup(&uid, &cg)?;
-            crate::tp!("sb.cgroup");
-            (made, existed)
-        };
-        // The pod's first container is placed in its cgroup in a few ms.
-        self.warmer.warm();
-        let user_ns_base = if pod.spec.as_ref().and_then(|s| s.host_users) == Some(false) {
-            let mapping = self
-                .userns
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get_or_create(&uid)
-                .map_err(|source| RuntimeError::Sandbox {
-                    pod: name.clone(),
-                    source: Box::new(source.into()),
-                })?;
-            Some(mapping.base())
-        } else {
-            None
-        };
-        let exec_helper = sandbox::ExecHelper(&self.cfg.shim_binary);
-        let helper: &dyn sandbox::NamespaceHelper = match self.cfg.helpers {
-            HelperMode::Spawner => &self.spawner,
-            HelperMode::Exec => &exec_helper,
-        };
-        let created = sandbox::create(
-            &self.cfg.sandbox_dirs(),
-            pod,
-            &sandbox::CreateOptions {
-                node: &self.cfg.node,
-                dns: &self.cfg.dns,
-                helper,
-                user_ns_base,
-                network: Some(&self.network),
-                join_network: self.network_on,
-            },
-        );
-        let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
-        let (pod_cgroup, existed) = pod_cgroup;
-        let info = match created {
-            Ok(info) => {
-                crate::tp!("sb.created");
-                info
-            }
-            Err(source) => {
-                // A failed sandbox leaves no pod cgroup it made (nothing else would remove
-                // it if the pod went away).
-                if !existed {
-                    if let Err(e) = self.remove_pod_cgroup(&uid) {
-                        log::warn!("pod {name}: {e}");
-                    }
-                }
-                return Err(RuntimeError::Sandbox {
-                    pod: name.clone(),
-                    source: Box::new(source),
-                });
-            }
-        };
-        // The shared PID namespace's init lives in the pod cgroup, as the pause container.
-        let sb_paths = SandboxPaths::new(&self.cfg.sandbox_dirs(), &uid).map_err(|source| {
-            RuntimeError::Sandbox {
-                pod: name.clone(),
-                source: Box::new(source),
-            }
-        })?;
-        if let Some(init) = sandbox::load_pod_init(&sb_paths).filter(|i| i.is_alive()) {
-            self.cfg
-                .cgroup_root
-                .add_process(&format!("{pod_cgroup}/pod-init"), init.pid)?;
-        }
-        let record = PodCgroupRecord {
-            qos: cg.qos,
-            cpu_request_millis: cg.requests.cpu_millis,
-        };
-        let path = self.cfg.pods_dir().join(&uid).join(POD_CGROUP_RECORD);
-        fsutil::write_json_atomic_volatile(&path, &record).map_err(|source| RuntimeError::Io {
-            what: "write",
-            path: path.clone(),
-            source,
-        })?;
-        crate::tp!("sb.cgrec");
-        self.update_burstable_tier()?;
-        crate::tp!("sb.burst");
-        Ok(info)
+        self.create_sandbox(pod)
     }
 
     fn remove_pod_sandbox(&self, pod_uid: &str) -> Result<(), RuntimeError> {
-        let _busy = self.busy_sandboxes.enter(pod_uid);
-        for c in self.list_containers()? {
-            if c.meta.pod_uid == pod_uid && !matches!(c.state, ContainerState::Exited(_)) {
-                return Err(RuntimeError::Start {
-                    id: c.meta.id,
-                    message: format!("still running; stop it before removing pod {pod_uid}"),
-                });
-            }
-        }
-        // The pod init (shareProcessNamespace) lives in the pod cgroup: it goes first.
-        sandbox::stop_pod_init(&self.cfg.sandbox_dirs(), pod_uid).map_err(|source| {
-            RuntimeError::Sandbox {
-                pod: pod_uid.to_string(),
-                source: Box::new(source),
-            }
-        })?;
-        let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
-        // All three QoS places are probed: the pod's class is not needed to find it.
-        self.remove_pod_cgroup(pod_uid)?;
-        sandbox::remove(&self.cfg.sandbox_dirs(), pod_uid, Some(&self.network)).map_err(
-            |source| RuntimeError::Sandbox {
-                pod: pod_uid.to_string(),
-                source: Box::new(source),
-            },
-        )?;
-        // The pod's files are gone: its user namespace range may go to another pod.
-        self.userns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .release(pod_uid);
-        self.update_burstable_tier()?;
-        Ok(())
+        self.remove_sandbox(pod_uid)
     }
 
     fn list_pod_sandboxes(&self) -> Result<Vec<SandboxInfo>, RuntimeError> {
-        let scan =
-            sandbox::scan(&self.cfg.sandbox_dirs()).map_err(|source| RuntimeError::Sandbox {
-                pod: String::new(),
-                source: Box::new(source),
-            })?;
-        // A sandbox whose creation or removal was interrupted (daemon killed) has no record,
-        // so it is listed as nothing, but its namespaces and /dev/shm may still be mounted
-        // and its cgroups still there: nobody would ever remove them.
-        for uid in scan.partial {
-            if self.busy_sandboxes.contains(&uid) {
-                continue;
-            }
-            log::info!(
-                "pod {uid}: tearing down an incomplete sandbox (interrupted creation or removal)"
-            );
-            if let Err(e) = self.remove_partial_sandbox(&uid) {
-                log::warn!("pod {uid}: {e}");
-            }
-        }
-        // A sandbox that is not live is never listed (its pod gets a new one). It is torn
-        // down once none of its containers lives; until then the owner stops them first.
-        for (uid, why) in scan.dead {
-            if self.busy_sandboxes.contains(&uid) {
-                continue;
-            }
-            if self.pod_has_live_container(&uid) {
-                log::warn!("pod {uid}: sandbox is not live ({why}) but containers still run in it");
-                continue;
-            }
-            log::info!("pod {uid}: tearing down a sandbox that is not live ({why})");
-            if let Err(e) = self.remove_partial_sandbox(&uid) {
-                log::warn!("pod {uid}: {e}");
-            }
-        }
-        let live = self.check_networks(scan.live);
-        self.collect_network_attachments(&live);
-        Ok(live)
+        self.list_sandboxes()
     }
 
     fn update_pod_volumes(&self, pod: &Pod) -> Result<(), RuntimeError> {
-        sandbox::refresh_projected_volumes(&self.cfg.sandbox_dirs(), pod, &self.cfg.node).map_err(
-            |source| RuntimeError::Sandbox {
-                pod: pod.metadata.name.clone().unwrap_or_default(),
-                source: Box::new(source),
-            },
-        )
+        self.refresh_volumes(pod)
     }
 
     fn list_pod_data(&self) -> Result<Vec<String>, RuntimeError> {
-        sandbox::list_data(&self.cfg.sandbox_dirs()).map_err(|source| RuntimeError::Sandbox {
-            pod: String::new(),
-            source: Box::new(source),
-        })
+        self.list_data()
     }
 
     fn restart_count_from_logs(&self, pod: &Pod, container: &str) -> Option<u32> {
@@ -661,45 +483,11 @@ impl Runtime for LinuxRuntime {
     }
 
     fn pod_network_namespace(&self, pod_uid: &str) -> Option<PathBuf> {
-        let net = sandbox::SandboxPaths::new(&self.cfg.sandbox_dirs(), pod_uid)
-            .ok()?
-            .ns("net");
-        // Only pods with their own network namespace have it pinned.
-        net.exists().then_some(net)
+        self.network_namespace(pod_uid)
     }
 
     fn start_container(&self, req: &ContainerRequest<'_>) -> Result<ContainerInfo, RuntimeError> {
-        crate::tp!("st.start");
-        let uid = req.pod.metadata.uid.clone().unwrap_or_default();
-        sandbox::validate_uid(&uid).map_err(|source| RuntimeError::Sandbox {
-            pod: req.pod.metadata.name.clone().unwrap_or_default(),
-            source: Box::new(source),
-        })?;
-        self.warmer.warm();
-        let id = new_container_id(&uid, &req.container.name, req.restart_count);
-        let paths = self.container_paths(&id)?;
-        // Until its start is reported the container is incomplete: listings leave it alone.
-        let _busy = self.busy_containers.enter(&id);
-        self.make_container_dirs(req, &paths)?;
-        crate::tp!("st.dirs");
-        let prepared = self.resolve_image(req).and_then(|image| {
-            let (meta, _) = self.prepare(req, &id, &paths, &image, false)?;
-            crate::tp!("st.prepared");
-            self.add_lease(&id, &image)?;
-            Ok(meta)
-        });
-        let meta = match prepared {
-            Ok(m) => m,
-            Err(e) => {
-                let _ = self.images.remove_lease(&id);
-                let _ = remove_container_dirs(&paths);
-                return Err(e);
-            }
-        };
-        crate::tp!("st.leased");
-        let r = self.spawn_monitor(&meta, &paths);
-        crate::tp!("st.reported");
-        r
+        self.start(req)
     }
 
     fn run_pod_sandbox_and_start(
@@ -712,96 +500,15 @@ impl Runtime for LinuxRuntime {
     }
 
     fn signal_container(&self, id: &str, signal: i32) -> Result<(), RuntimeError> {
-        let paths = self.container_paths(id)?;
-        if !paths.meta().exists() {
-            return Err(RuntimeError::NotFound { id: id.to_string() });
-        }
-        let state: ShimState = shim::read_json_opt(&paths.state())
-            .map_err(|source| RuntimeError::Shim {
-                id: id.to_string(),
-                source: Box::new(source),
-            })?
-            .unwrap_or_default();
-        if let Some(init) = state.init {
-            init.signal(signal).map_err(|source| RuntimeError::Signal {
-                id: id.to_string(),
-                source,
-            })?;
-        }
-        Ok(())
+        self.signal(id, signal)
     }
 
     fn remove_container(&self, id: &str) -> Result<(), RuntimeError> {
-        let paths = self.container_paths(id)?;
-        // Another thread is removing it (a pod's removal and container GC): that one
-        // finishes it.
-        let Some(_busy) = self.busy_containers.try_enter(id) else {
-            return Ok(());
-        };
-        if !paths.record.exists() && !paths.dir.exists() {
-            return Ok(());
-        }
-        // A monitor that recorded the exit is still taking the container apart: wait for it.
-        let finishing = paths.exit().exists();
-        if shim::monitor_alive(&paths)
-            && !(finishing && self.wait_monitor_done(&paths, MONITOR_FINISH_WAIT))
-        {
-            return Err(RuntimeError::Start {
-                id: id.to_string(),
-                message: if finishing {
-                    format!(
-                        "exited, but its monitor is still removing it after {}s",
-                        MONITOR_FINISH_WAIT.as_secs()
-                    )
-                } else {
-                    "still running; stop it before removing it".into()
-                },
-            });
-        }
-        if !paths.cleaned().exists() && paths.shim_config().exists() {
-            self.run_cleanup(&paths)?;
-        }
-        self.watcher.forget(id);
-        self.images
-            .remove_lease(id)
-            .map_err(|source| RuntimeError::Image {
-                pod: String::new(),
-                source: Box::new(source),
-            })?;
-        remove_container_dirs(&paths).map_err(|source| RuntimeError::Io {
-            what: "remove",
-            path: paths.record.clone(),
-            source,
-        })
+        self.remove(id)
     }
 
     fn list_containers(&self) -> Result<Vec<ContainerInfo>, RuntimeError> {
-        let dir = self.cfg.records_dir();
-        let entries = fs::read_dir(&dir).map_err(|source| RuntimeError::Io {
-            what: "read",
-            path: dir.clone(),
-            source,
-        })?;
-        let mut out = Vec::new();
-        for entry in entries.flatten() {
-            let id = entry.file_name().to_string_lossy().into_owned();
-            if self.busy_containers.contains(&id) {
-                continue;
-            }
-            let Ok(paths) = self.container_paths(&id) else {
-                continue;
-            };
-            match self.container_info(&paths) {
-                Ok(Some(info)) => out.push(info),
-                Ok(None) => {}
-                // Removed meanwhile (by another process sharing the root): gone, not broken.
-                Err(_) if !paths.meta().exists() => {}
-                // One broken directory must not hide the others.
-                Err(e) => log::warn!("{}: {e}", paths.record.display()),
-            }
-        }
-        out.sort_by(|a, b| a.meta.created_at.cmp(&b.meta.created_at));
-        Ok(out)
+        self.list()
     }
 
     fn exec_sync(
@@ -810,24 +517,6 @@ impl Runtime for LinuxRuntime {
         cmd: &[String],
         timeout: Duration,
     ) -> Result<ExecOutput, RuntimeError> {
-        let paths = self.container_paths(id)?;
-        if !paths.meta().exists() {
-            return Err(RuntimeError::NotFound { id: id.to_string() });
-        }
-        // Its runtime directory goes with the container's end, after its exit record: once the
-        // exit is recorded (and reported), the monitor may be taking the rest apart.
-        if paths.exit().exists() || !paths.shim_config().exists() {
-            return Err(RuntimeError::Exec {
-                id: id.to_string(),
-                source: Box::new(super::exec::ExecError::NotRunning { id: id.to_string() }),
-            });
-        }
-        // libcontainer runs only in the helper process (`shim exec`), never in this one.
-        super::exec::exec_capture(&self.cfg.shim_binary, &paths.dir, cmd, timeout).map_err(
-            |source| RuntimeError::Exec {
-                id: id.to_string(),
-                source: Box::new(source),
-            },
-        )
+        self.exec(id, cmd, timeout)
     }
 }
