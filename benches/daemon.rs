@@ -101,7 +101,7 @@ use common::{
     cleanup, import_busybox, load_average, new_runtime_in, percentile, raw_baseline, template_pod,
     template_spec_in, Env, Row, TIMEOUT, WARMUP,
 };
-use podvisor::runtime::shim::ShimState;
+use podvisor::runtime::protocol::ShimState;
 use podvisor::runtime::Runtime;
 use podvisor::status::PodView;
 

@@ -23,16 +23,16 @@
 
 pub mod check;
 pub mod console;
+pub mod container;
 pub mod daemon;
 pub mod dns;
 pub mod exec;
-pub mod libct_trace;
-pub mod oom_watch;
+pub mod monitor;
 pub mod procfs;
+pub mod protocol;
 pub mod rootfs;
 pub mod rundir;
 pub mod sandbox;
-pub mod shim;
 pub mod spawner;
 pub mod spec;
 pub mod user;
@@ -43,6 +43,17 @@ pub mod volumes;
 /// of issue 40 at the same time, still name `runtime::linux::{LinuxRuntime, RuntimeConfig}`.
 /// Remove once they use [`daemon`].
 pub use daemon as linux;
+
+/// The monitor's and the helpers' entry points and the types other modules name, under their
+/// earlier paths, for the same branches (`cli/` dispatches `shim run`, `shim cleanup` and
+/// `shim sandbox` through them, `sync::executor` renders errors with `error_chain`). Remove
+/// once they use [`monitor`], [`container`], [`protocol`] and [`sandbox`].
+pub mod shim {
+    pub use super::container::error_chain;
+    pub use super::monitor::{attach, cleanup, run};
+    pub use super::protocol::ShimState;
+    pub use super::sandbox::helper_main as sandbox;
+}
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -99,7 +110,7 @@ pub enum RuntimeError {
     Shim {
         id: String,
         #[source]
-        source: Box<shim::ShimError>,
+        source: Box<container::ShimError>,
     },
     #[error("container {id} not found")]
     NotFound { id: String },

@@ -71,7 +71,7 @@ mod steps;
 use crate::fsutil::{self, Loaded};
 use helper::stop_pod_init_at;
 pub use helper::{
-    load_pod_init, pin_namespaces, pin_spare, pin_unshared, pod_init, stop_pod_init,
+    helper_main, load_pod_init, pin_namespaces, pin_spare, pin_unshared, pod_init, stop_pod_init,
     unshare_pod_namespaces, SPARE_KINDS,
 };
 

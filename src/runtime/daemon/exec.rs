@@ -15,9 +15,9 @@ use nix::unistd::Pid;
 
 use super::LinuxRuntime;
 use crate::runtime::exec::{
-    poll_ready, poll_timeout, CaptureReport, Captured, ExecError, HELPER_GRACE, HELPER_STDERR_CAP,
-    OUTPUT_CAP,
+    poll_ready, poll_timeout, Captured, ExecError, HELPER_GRACE, HELPER_STDERR_CAP, OUTPUT_CAP,
 };
+use crate::runtime::protocol::CaptureReport;
 use crate::runtime::{ExecOutput, RuntimeError};
 
 impl LinuxRuntime {

@@ -12,7 +12,8 @@ use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::super::shim::{self, ContainerPaths, ShimState};
+use super::super::container::{self, ContainerPaths};
+use super::super::protocol::ShimState;
 use super::super::{ContainerInfo, ContainerMeta, ContainerState, ExitRecord, RuntimeError};
 use super::{LinuxRuntime, RuntimeConfig};
 use crate::fsutil::{self, Loaded};
@@ -60,7 +61,7 @@ impl LinuxRuntime {
             };
             matches!(fsutil::load_json::<ContainerMeta>(&paths.meta()),
                 Ok(Loaded::Ok(m)) if m.pod_uid == uid)
-                && shim::monitor_alive(&paths)
+                && container::monitor_alive(&paths)
         })
     }
 
@@ -119,7 +120,7 @@ impl LinuxRuntime {
                     reason: TerminatedReason::Unknown.into(),
                     message: Some(why.to_string()),
                 };
-                shim::write_exit_record(paths, &exit).map_err(io("write", &paths.exit()))?;
+                container::write_exit_record(paths, &exit).map_err(io("write", &paths.exit()))?;
                 exit
             }
         };
@@ -133,7 +134,7 @@ impl LinuxRuntime {
                     source,
                 }
             })?;
-            shim::remove_runtime_dir(paths).map_err(io("remove", &paths.dir))?;
+            container::remove_runtime_dir(paths).map_err(io("remove", &paths.dir))?;
         }
         crate::runtime::rootfs::remove_rootfs(&paths.rootfs()).map_err(|source| {
             RuntimeError::Rootfs {
@@ -165,7 +166,7 @@ impl LinuxRuntime {
         if self.watcher.is_watched(&meta.id) {
             return Ok(());
         }
-        let state: Option<ShimState> = shim::read_json_opt(&paths.state()).ok().flatten();
+        let state: Option<ShimState> = container::read_json_opt(&paths.state()).ok().flatten();
         if let Some(shim_id) = state.and_then(|s| s.shim) {
             if let Ok(Some(fd)) = shim_id.open_pidfd() {
                 self.watcher.watch(meta, paths.clone(), fd)?;
@@ -179,7 +180,7 @@ impl LinuxRuntime {
     /// at it after `timeout`.
     pub(super) fn wait_monitor_done(&self, paths: &ContainerPaths, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
-        while shim::monitor_alive(paths) {
+        while container::monitor_alive(paths) {
             if Instant::now() >= deadline {
                 return false;
             }
@@ -206,7 +207,7 @@ impl LinuxRuntime {
             .unwrap_or_default();
         // A monitor that wrote `cleaned` is done (it is removing its runtime directory, state
         // and lock included, and exits): not waited for as one that is starting.
-        let alive = !paths.cleaned().exists() && shim::monitor_alive(paths);
+        let alive = !paths.cleaned().exists() && container::monitor_alive(paths);
         let meta = match fsutil::load_json::<ContainerMeta>(&paths.meta()) {
             Ok(Loaded::Ok(m)) => m,
             // Crashed while being created: nothing was started from it.
@@ -252,7 +253,7 @@ impl LinuxRuntime {
             // Give a monitor that is just starting a moment to record itself.
             let deadline = Instant::now() + Duration::from_secs(2);
             let state = loop {
-                let st: ShimState = shim::read_json_opt(&paths.state())
+                let st: ShimState = container::read_json_opt(&paths.state())
                     .map_err(shim_err(&meta.id))?
                     .unwrap_or_default();
                 if st.shim.is_some() || Instant::now() >= deadline {
@@ -307,7 +308,7 @@ impl LinuxRuntime {
             // This boot (or an earlier layout's record, whose boot is unknown): its monitor
             // died; the helper kills what is left of the container.
             self.run_cleanup(paths)?;
-            shim::read_json::<ExitRecord>(&paths.exit()).map_err(shim_err(&meta.id))?
+            container::read_json::<ExitRecord>(&paths.exit()).map_err(shim_err(&meta.id))?
         } else if meta.boot_id != self.boot_id {
             self.finish_lost(
                 paths,
@@ -341,13 +342,13 @@ pub(super) fn remove_orphan_runtime_dirs(cfg: &RuntimeConfig) {
     for e in entries.flatten() {
         let id = e.file_name().to_string_lossy().into_owned();
         let paths = ContainerPaths::new(e.path(), cfg.records_dir().join(&id));
-        if paths.record.exists() || shim::monitor_alive(&paths) {
+        if paths.record.exists() || container::monitor_alive(&paths) {
             continue;
         }
         let rootfs = paths.rootfs().rootfs;
         let r = crate::runtime::rootfs::unmount_if_mounted(&rootfs)
             .map_err(io::Error::other)
-            .and_then(|()| shim::remove_runtime_dir(&paths));
+            .and_then(|()| container::remove_runtime_dir(&paths));
         match r {
             Ok(()) => log::info!(
                 "container {id}: removed runtime state without a record (interrupted removal)"

@@ -1,5 +1,5 @@
 //! daemon: what the runtime runs in the daemon (multi-threaded). [`LinuxRuntime`], the real
-//! [`Runtime`]: containers through per-container monitor processes ([`super::shim`]), forked
+//! [`Runtime`]: containers through per-container monitor processes ([`super::monitor`]), forked
 //! by the spawner ([`super::spawner`]); sandboxes through [`super::sandbox`].
 //!
 //! Owns the container directories (runtime part `<runtime-dir>/containers/<id>/`, records
@@ -39,12 +39,12 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
+use super::container::{self, ContainerPaths};
 use super::dns::DnsSettings;
 use super::procfs::{self, ProcessId};
+use super::protocol::{self, ShimConfig, ShimState, StartReport};
 use super::rundir;
 use super::sandbox::{self, SandboxDirs, SandboxPaths};
-use super::shim::{self, ContainerPaths, ShimConfig, ShimState, StartReport};
-use super::spawner::Spawner;
 use super::spec::{self, NodeInfo, SandboxMounts, SpecRequest};
 use super::userns::UsernsManager;
 use super::{
@@ -57,6 +57,7 @@ use crate::images::ImageStore;
 use crate::network::PodNetwork;
 use crate::security::apparmor::{self, AppArmorHost};
 use crate::security::{self, NodeSecurity};
+use spawner::Spawner;
 
 mod exec;
 mod list;
@@ -66,6 +67,7 @@ mod pod_cgroups;
 mod pod_sandbox;
 mod remove;
 mod signal;
+pub mod spawner;
 mod staged;
 mod start;
 mod watcher;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::list::remove_container_dirs;
 use super::LinuxRuntime;
-use crate::runtime::shim;
+use crate::runtime::container;
 use crate::runtime::RuntimeError;
 
 /// How long removing an exited container waits for its monitor to finish taking it apart.
@@ -26,7 +26,7 @@ impl LinuxRuntime {
         }
         // A monitor that recorded the exit is still taking the container apart: wait for it.
         let finishing = paths.exit().exists();
-        if shim::monitor_alive(&paths)
+        if container::monitor_alive(&paths)
             && !(finishing && self.wait_monitor_done(&paths, MONITOR_FINISH_WAIT))
         {
             return Err(RuntimeError::Start {

@@ -3,7 +3,8 @@
 //! time, in the monitor's `state.json`) was checked, so a recycled pid is never signalled.
 
 use super::LinuxRuntime;
-use crate::runtime::shim::{self, ShimState};
+use crate::runtime::container;
+use crate::runtime::protocol::ShimState;
 use crate::runtime::RuntimeError;
 
 impl LinuxRuntime {
@@ -13,7 +14,7 @@ impl LinuxRuntime {
         if !paths.meta().exists() {
             return Err(RuntimeError::NotFound { id: id.to_string() });
         }
-        let state: ShimState = shim::read_json_opt(&paths.state())
+        let state: ShimState = container::read_json_opt(&paths.state())
             .map_err(|source| RuntimeError::Shim {
                 id: id.to_string(),
                 source: Box::new(source),

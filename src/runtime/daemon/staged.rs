@@ -130,7 +130,7 @@ impl LinuxRuntime {
                 }
             })?;
             // A container starts only if its exit can be recorded on a full disk.
-            shim::reserve_exit_record(paths).map_err(|source| RuntimeError::Io {
+            container::reserve_exit_record(paths).map_err(|source| RuntimeError::Io {
                 what: "write",
                 path: paths.exit_reserve(),
                 source,
@@ -182,7 +182,7 @@ impl LinuxRuntime {
         crate::tp!("st.go");
         let _ = send(
             staged.ready.as_raw_fd(),
-            &[shim::GO],
+            &[protocol::GO],
             MsgFlags::MSG_NOSIGNAL,
         );
         let ready = OwnedFd::from(staged.ready);

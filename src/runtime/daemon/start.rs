@@ -2,9 +2,9 @@
 //! config (`prepare`), spawning the `shim run` monitor with its lock and ready pipe, reading
 //! its start report, and discarding what a failed start left.
 
+use super::spawner::SpawnerError;
 use super::*;
 use crate::images::ImageRecord;
-use crate::runtime::spawner::SpawnerError;
 use crate::runtime::spec::UserRequest;
 use crate::sys::fdpass::move_fd;
 
@@ -343,7 +343,7 @@ impl LinuxRuntime {
         // A container starts only if its exit can be recorded on a full disk (a staged one
         // reserved it before its monitor was forked).
         if !staged {
-            write(paths.exit_reserve(), shim::reserve_exit_record(paths))?;
+            write(paths.exit_reserve(), container::reserve_exit_record(paths))?;
         }
         // meta.json last: its presence marks a container as complete.
         write(
@@ -476,7 +476,7 @@ impl LinuxRuntime {
         // Without the spawner's answer, the monitor (if it was forked) recorded itself before
         // reporting.
         let recorded = || -> Option<ProcessId> {
-            shim::read_json_opt::<ShimState>(&paths.state())
+            container::read_json_opt::<ShimState>(&paths.state())
                 .ok()
                 .flatten()
                 .and_then(|s| s.shim)
@@ -542,8 +542,8 @@ impl LinuxRuntime {
                 if r < 0 || l < 0 {
                     return Err(io::Error::last_os_error());
                 }
-                move_fd(r, shim::READY_FD)?;
-                move_fd(l, shim::LOCK_FD)?;
+                move_fd(r, protocol::READY_FD)?;
+                move_fd(l, protocol::LOCK_FD)?;
                 Ok(())
             });
         }

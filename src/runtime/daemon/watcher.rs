@@ -18,8 +18,8 @@ use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTime
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 
+use super::super::container::{self, ContainerPaths};
 use super::super::procfs;
-use super::super::shim::{self, ContainerPaths};
 use super::super::{ContainerMeta, ExitRecord, RuntimeError, RuntimeEvent};
 use super::{run_cleanup, RuntimeConfig};
 use crate::reason::TerminatedReason;
@@ -164,7 +164,7 @@ impl ExitWatcher {
                 return;
             };
             // Written atomically and durably before the rename: complete, or not there yet.
-            match shim::read_json::<ExitRecord>(&w.paths.exit()) {
+            match container::read_json::<ExitRecord>(&w.paths.exit()) {
                 Ok(exit) => {
                     w.reported = true;
                     Some((w.id.clone(), w.pod_uid.clone(), exit))
@@ -186,7 +186,7 @@ impl ExitWatcher {
                 _ => return,
             };
             for ev in events {
-                if ev.name.as_deref() == Some(std::ffi::OsStr::new(shim::EXIT_RECORD)) {
+                if ev.name.as_deref() == Some(std::ffi::OsStr::new(container::EXIT_RECORD)) {
                     crate::tp!("watch.exit");
                     self.exit_recorded(|(_, w)| w.wd == Some(ev.wd));
                 }
@@ -246,7 +246,7 @@ impl ExitWatcher {
         if w.reported {
             return;
         }
-        let exit = match shim::read_json::<ExitRecord>(&paths.exit()) {
+        let exit = match container::read_json::<ExitRecord>(&paths.exit()) {
             Ok(e) => e,
             Err(e) => {
                 log::error!("container {}: {e}", w.id);

@@ -47,9 +47,9 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use oci_spec::runtime::{LinuxSeccomp, Process, Spec};
-use serde::{Deserialize, Serialize};
 
-use super::shim::{self, ContainerPaths, ShimError, ShimState};
+use super::container::{self, ContainerPaths, ShimError};
+use super::protocol::{CaptureReport, ShimState};
 use crate::fsutil;
 
 mod capture;
@@ -132,24 +132,6 @@ pub struct ExecOptions {
     pub mode: ExecMode,
 }
 
-/// The capture-mode report, one JSON document on the helper's stdout.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase", tag = "result")]
-pub(crate) enum CaptureReport {
-    Finished {
-        exit_code: i32,
-        /// Hex of the kept stdout bytes.
-        stdout: String,
-        stderr: String,
-        timed_out: bool,
-    },
-    Failed {
-        message: String,
-        #[serde(default)]
-        not_running: bool,
-    },
-}
-
 /// Entry point of `podvisor shim exec`. Returns the process exit code.
 pub fn shim_exec(opts: &ExecOptions) -> i32 {
     let _ = crate::sys::prctl::set_name(c"podvisor-exec");
@@ -174,7 +156,7 @@ pub fn shim_exec(opts: &ExecOptions) -> i32 {
                 Ok(r) => r,
                 Err(e) => CaptureReport::Failed {
                     not_running: matches!(e, ExecError::NotRunning { .. }),
-                    message: shim::error_chain(&e),
+                    message: container::error_chain(&e),
                 },
             };
             let failed = matches!(report, CaptureReport::Failed { .. });
@@ -196,7 +178,7 @@ pub fn shim_exec(opts: &ExecOptions) -> i32 {
             match interactive(&opts.dir, &opts.cmd, tty, stdin) {
                 Ok(code) => code,
                 Err(e) => {
-                    eprintln!("error: {}", shim::error_chain(&e));
+                    eprintln!("error: {}", container::error_chain(&e));
                     EXIT_CANNOT_RUN
                 }
             }

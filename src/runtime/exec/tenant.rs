@@ -21,10 +21,10 @@ pub(super) enum TenantIo {
 /// returns its pid.
 pub(super) fn check_running(paths: &ContainerPaths, id: &str) -> Result<i32, ExecError> {
     let not_running = || ExecError::NotRunning { id: id.to_string() };
-    if paths.exit().exists() || !shim::monitor_alive(paths) {
+    if paths.exit().exists() || !container::monitor_alive(paths) {
         return Err(not_running());
     }
-    let state: ShimState = shim::read_json_opt(&paths.state())?.unwrap_or_default();
+    let state: ShimState = container::read_json_opt(&paths.state())?.unwrap_or_default();
     match (state.init, state.started_at) {
         (Some(init), Some(_)) if init.is_alive() => Ok(init.pid),
         _ => Err(not_running()),
@@ -74,7 +74,7 @@ pub(super) fn dir_names(dir: &Path) -> HashSet<std::ffi::OsString> {
 pub(super) fn spawn_tenant(dir: &Path, cmd: &[String], tio: TenantIo) -> Result<Pid, ExecError> {
     let (paths, cfg) = ContainerPaths::open(dir)?;
     wait_for_command(check_running(&paths, &cfg.id)?);
-    let spec: Spec = shim::read_json(&paths.config())?;
+    let spec: Spec = container::read_json(&paths.config())?;
     let terminal = matches!(tio, TenantIo::Console(..));
     let winsize = match &tio {
         TenantIo::Console(_, size) => *size,

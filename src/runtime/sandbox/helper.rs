@@ -203,6 +203,23 @@ fn spawn_pod_init(paths: &SandboxPaths) -> Result<(), SandboxError> {
     pin(Path::new(&format!("/proc/{pid}/ns/pid")), &paths.ns("pid"))
 }
 
+/// Entry point of `podvisor shim sandbox <pod-dir>`.
+pub fn helper_main(
+    pod_dir: &Path,
+    hostname: &str,
+    host_network: bool,
+    share_pid: bool,
+    user_ns_base: Option<u32>,
+) -> i32 {
+    match pin_namespaces(pod_dir, hostname, host_network, share_pid, user_ns_base) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("{e}");
+            1
+        }
+    }
+}
+
 /// The pod init (`podvisor shim pod-init`): PID 1 of a pod's shared PID namespace. It reaps
 /// the orphans the kernel re-parents to it and does nothing else; every signal is blocked, so
 /// processes of the pod cannot signal it (the kernel drops their signals to a namespace init

@@ -10,7 +10,8 @@ use std::path::Path;
 
 use nix::sys::signal::{self, SigSet, SigmaskHow};
 
-use crate::runtime::shim;
+use crate::runtime::monitor;
+use crate::runtime::protocol::{LOCK_FD, READY_FD};
 
 /// Threads of this process, from `/proc/self/task`.
 fn thread_count() -> io::Result<usize> {
@@ -44,10 +45,10 @@ fn dup_to(from: RawFd, to: RawFd) -> io::Result<()> {
 }
 
 /// A forked child (or the spare monitor) as the monitor of `dir`: set up as one, then
-/// `shim::run`. Returns its exit code.
+/// `monitor::run`. Returns its exit code.
 pub(super) fn run_monitor(dir: &Path, fds: Vec<OwnedFd>) -> i32 {
     match become_monitor(dir, fds) {
-        Ok(()) => shim::run(dir),
+        Ok(()) => monitor::run(dir),
         Err(e) => {
             // Stderr is shim.log when the descriptors made it, the spawner's otherwise.
             eprintln!("monitor for {}: setting up: {e}", dir.display());
@@ -79,10 +80,10 @@ fn become_monitor(dir: &Path, fds: Vec<OwnedFd>) -> io::Result<()> {
     let [ready, lock, log] = parked;
     null_stdio()?;
     dup_to(log, 2)?;
-    dup_to(ready, shim::READY_FD)?;
-    dup_to(lock, shim::LOCK_FD)?;
+    dup_to(ready, READY_FD)?;
+    dup_to(lock, LOCK_FD)?;
     // The received and parked copies, the spawner's socket and signalfd, everything else.
-    close_from(shim::LOCK_FD + 1);
+    close_from(LOCK_FD + 1);
     unblock_signals();
     set_title(&["shim", "run"], dir);
     Ok(())

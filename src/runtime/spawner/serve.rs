@@ -17,15 +17,12 @@ use nix::unistd::{fork, ForkResult, Pid};
 use super::child::{check_single_threaded, close_from, prepare_helper, run_monitor};
 use super::spare::{HostnameError, SpareMaker, SpareNamespaces, SPARE_AFTER};
 use super::spare_monitor::SpareMonitor;
-use super::{Reply, Request, MAX_MESSAGE, SOCKET_FD};
+use crate::runtime::protocol::{Reply, Request, HELPER_OK, MAX_MESSAGE, SOCKET_FD};
 use crate::runtime::sandbox;
 use crate::sys::fdpass;
 
 /// How long the spawner waits without a request before it gives its pages back.
 const IDLE_RELEASE_MS: u16 = 1000;
-
-/// What a sandbox helper writes on its result pipe when the namespaces are pinned.
-pub(super) const HELPER_OK: &[u8] = b"ok\n";
 
 /// Entry point of `podvisor shim spawner` (dispatched before argument parsing: the process
 /// touches as little as it can, so its children share clean pages). Never returns.

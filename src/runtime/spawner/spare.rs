@@ -30,7 +30,7 @@ use nix::sched::{setns, CloneFlags};
 use nix::unistd::{fork, ForkResult, Pid};
 
 use super::child::{check_single_threaded, prepare_helper};
-use super::Request;
+use crate::runtime::protocol::Request;
 use crate::runtime::sandbox;
 use crate::sys::fdpass;
 

@@ -2,10 +2,10 @@
 //! on a socket pair until a container needs a monitor. The next `Request::Monitor` is sent to
 //! it (the container's directory and the three descriptors) instead of forking: it becomes
 //! that container's monitor exactly as a freshly forked child does (`child::run_monitor`:
-//! `shim::run`), and the runtime gets its pid and a pidfd opened when it was forked.
+//! `monitor::run`), and the runtime gets its pid and a pidfd opened when it was forked.
 //!
 //! Why: a monitor's fork was on the path of every start and restart. The spawner's `fork`
-//! took 0.35 ms, and the child ran `shim::run` 0.77 ms after it (copy-on-write faults and
+//! took 0.35 ms, and the child ran `monitor::run` 0.77 ms after it (copy-on-write faults and
 //! waiting for a core the start's other work holds; `docs/start-timeline.md`, round twelve).
 //! A spare that is already running answers in microseconds.
 //!

@@ -1,4 +1,4 @@
-//! runtime::shim::attach: a container's stdin and terminal in the monitor (`tty`, `stdin`,
+//! runtime::monitor::attach: a container's stdin and terminal in the monitor (`tty`, `stdin`,
 //! `stdinOnce`) and the attach socket `podvisor attach` connects to.
 //!
 //! With `tty: true` the container's process gets a pty (libcontainer's console socket, as

@@ -1,4 +1,4 @@
-//! shim::create: the monitor's container creation (step 2-3 of the monitor, see `shim`): the
+//! monitor::create: the monitor's container creation (steps 2-3 of the monitor, see `monitor`): the
 //! overlay rootfs, the image user, the output pipes or console socket, libcontainer's create
 //! and start (joining a pod's user namespace and idmapping its mounts first), and the cgroup
 //! values libcontainer does not write the kubelet's way (swap off, the linear cpu.weight, the

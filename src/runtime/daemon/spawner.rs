@@ -1,37 +1,7 @@
-//! spawner: one small single-threaded process per runtime that forks the per-container
-//! monitors and the sandbox helpers, without exec.
-//!
-//! Before it, every container start was a fork+exec of podvisor's 10 MB binary (`shim run`)
-//! and every new pod one more (`shim sandbox`): the dynamic loader, ~14,000 relocations and
-//! the binary's start-up for each, and ~0.7 MB of private memory per monitor (the relocated
-//! pages among them). libcontainer clones its caller without exec, so it must run in a
-//! single-threaded process, and the daemon is not one: hence a process of its own. The
-//! spawner is that process, made once: `podvisor shim spawner`, exec'd by the runtime
-//! ([`Spawner`]) when it first needs it, connected by a `SOCK_SEQPACKET` socket pair (fd 3
-//! in the spawner). A request names a container directory and carries the monitor's
-//! descriptors (ready pipe, locked lock file, `shim.log`); the spawner forks, the child
-//! becomes the monitor (`shim::run`, as if exec'd: own session, stdio, fds 3 and 4, its
-//! command line rewritten to `podvisor shim run <dir>`) and the spawner answers with the
-//! monitor's pid and a pidfd it opened before the child could be reaped. A sandbox request
-//! works the same way: the child creates and pins the pod's namespaces
-//! (`sandbox::pin_namespaces`) and writes its result on the pipe it was given. When the
-//! spawner has been quiet for a moment it makes a pod's namespaces ahead of time and holds
-//! them ([`spare`]): the next pod that fits takes them (`Request::TakeSpare`) and needs no
-//! helper, or its helper joins them instead of making its own.
-//!
-//! Why fork without exec is safe here: the spawner is single-threaded for its whole life
-//! (checked through `/proc/self/task` at start and before every fork), so no lock can be held
-//! by another thread at the fork. Monitors share the spawner's pages copy-on-write.
-//!
-//! Crash safety: the spawner holds nothing a container needs. Its children run in their own
-//! sessions; when it dies (or is SIGKILLed) they are re-parented (to PID 1 or a subreaper) and
-//! run on, exactly as monitors did when the daemon that exec'd them died. The runtime notices
-//! a dead spawner at its next request (the send fails) and execs a new one; a request the
-//! spawner died in the middle of is not repeated (the caller learns the outcome from the
-//! monitor's ready pipe or the helper's result pipe). The spawner ends when the runtime's end
-//! of the socket closes (the daemon exits or is killed): it never outlives its daemon, so a
-//! new daemon always makes a new spawner. It reaps its children (SIGCHLD on a signalfd); the
-//! runtime watches monitors through their pidfds as before.
+//! The daemon's handle on its spawner ([`Spawner`]): exec'd from podvisor's binary when
+//! first needed (and again when found dead), asked over the socket pair to fork monitors and
+//! sandbox helpers or to hand over spare namespaces (messages in
+//! [`crate::runtime::protocol`]). The spawner process itself is [`crate::runtime::spawner`].
 
 use std::fs;
 use std::io::{self, Read};
@@ -43,21 +13,11 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use serde::{Deserialize, Serialize};
 
-use super::sandbox::{self, HelperRequest, NamespaceHelper, SandboxError};
+use crate::runtime::protocol::{self, Reply, Request, MAX_MESSAGE, SOCKET_FD};
+use crate::runtime::sandbox::{self, HelperRequest, NamespaceHelper, SandboxError};
 use crate::sys::fdpass;
 
-mod child;
-mod serve;
-mod spare;
-mod spare_monitor;
-pub use serve::serve;
-
-/// The spawner's socket (fd 3 in the spawner process).
-pub const SOCKET_FD: RawFd = 3;
-/// Largest request or reply.
-const MAX_MESSAGE: usize = 8192;
 /// How long the runtime waits for the spawner's reply (a fork and a pidfd: microseconds,
 /// unless the machine is swamped).
 const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -80,43 +40,6 @@ pub enum SpawnerError {
     /// The spawner answered that it could not fork.
     #[error("spawner: {message}")]
     Refused { message: String },
-}
-
-/// What the runtime asks the spawner for.
-#[derive(Debug, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum Request {
-    /// Fork a monitor for the container directory `dir`. Descriptors: the ready pipe's write
-    /// end, the locked `shim.lock`, `shim.log` (the monitor's stderr).
-    Monitor { dir: PathBuf },
-    /// Fork a sandbox helper. Descriptors: the result pipe's write end.
-    Sandbox {
-        dir: PathBuf,
-        hostname: String,
-        host_network: bool,
-        share_pid: bool,
-        user_ns_base: Option<u32>,
-    },
-    /// Hand over the spare pod namespaces, if the spawner holds them (`spare`), with
-    /// `hostname` set in their UTS namespace: answered with [`Reply::Spare`] and their files,
-    /// or [`Reply::NoSpare`].
-    TakeSpare { hostname: String },
-}
-
-/// The spawner's answer: the child's pid (with a pidfd as the message's descriptor) or why
-/// there is no child.
-#[derive(Debug, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum Reply {
-    Forked {
-        pid: i32,
-    },
-    Failed {
-        message: String,
-    },
-    /// The spare namespaces' files come with the message (IPC, network, UTS).
-    Spare,
-    NoSpare,
 }
 
 /// A monitor the spawner forked.
@@ -222,7 +145,7 @@ impl Spawner {
         }
     }
 
-    /// Forks a monitor for `dir` (`shim::run` with `ready` as fd 3, `lock` as fd 4 and `log`
+    /// Forks a monitor for `dir` (`monitor::run` with `ready` as fd 3, `lock` as fd 4 and `log`
     /// as its stderr).
     pub fn spawn_monitor(
         &self,
@@ -324,7 +247,7 @@ impl NamespaceHelper for Spawner {
         match read_to_eof(&r, HELPER_TIMEOUT)
             .map_err(|e| helper_err(format!("reading its result: {e}")))?
         {
-            out if out == serve::HELPER_OK => Ok(()),
+            out if out == protocol::HELPER_OK => Ok(()),
             out if out.is_empty() => Err(helper_err(
                 "the helper ended without a result (killed, or the spawner died before forking it)"
                     .into(),
@@ -418,27 +341,5 @@ fn read_to_eof(fd: &OwnedFd, timeout: Duration) -> io::Result<Vec<u8>> {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn requests_and_replies_round_trip_as_json() {
-        let req = Request::Sandbox {
-            dir: PathBuf::from("/run/podvisor/pods/u1"),
-            hostname: "web".into(),
-            host_network: false,
-            share_pid: true,
-            user_ns_base: Some(65536),
-        };
-        let data = serde_json::to_vec(&req).expect("json");
-        assert!(data.len() < MAX_MESSAGE);
-        assert_eq!(serde_json::from_slice::<Request>(&data).expect("back"), req);
-        let reply = Reply::Forked { pid: 42 };
-        let data = serde_json::to_vec(&reply).expect("json");
-        assert_eq!(serde_json::from_slice::<Reply>(&data).expect("back"), reply);
     }
 }

@@ -1,4 +1,4 @@
-//! runtime::shim::supervise: the monitor's main loop once the container runs: its output into
+//! runtime::monitor::supervise: the monitor's main loop once the container runs: its output into
 //! the CRI log (and to an attached client), attach sessions, and the wait for its exit on a
 //! signalfd.
 
