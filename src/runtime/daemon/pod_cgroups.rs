@@ -1,6 +1,5 @@
 //! Pod cgroups: the record of what each pod's cgroup was created with (`cgroup.json` in the
-//! pod directory), the Burstable tier's CPU weight summed from those records, and the
-//! teardown of sandboxes left incomplete.
+//! pod directory) and the Burstable tier's CPU weight summed from those records.
 
 use super::*;
 
@@ -85,28 +84,5 @@ impl LinuxRuntime {
                 .map_err(cgroups::CgroupError::from)?,
         }
         Ok(())
-    }
-
-    /// Finishes tearing down a sandbox that has no record, or one that is not live, keeping
-    /// the pod's data. No container runs in it: a container starts only in a complete sandbox,
-    /// a removal deletes the record only once every container of the pod exited, and a dead
-    /// sandbox is only torn down once no container of its pod lives.
-    pub(super) fn remove_partial_sandbox(&self, uid: &str) -> Result<(), RuntimeError> {
-        let _busy = self.busy_sandboxes.enter(uid);
-        sandbox::stop_pod_init(&self.cfg.sandbox_dirs(), uid).map_err(|source| {
-            RuntimeError::Sandbox {
-                pod: uid.to_string(),
-                source: Box::new(source),
-            }
-        })?;
-        let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
-        self.remove_pod_cgroup(uid)?;
-        sandbox::remove_runtime(&self.cfg.sandbox_dirs(), uid, Some(&self.network)).map_err(
-            |source| RuntimeError::Sandbox {
-                pod: uid.to_string(),
-                source: Box::new(source),
-            },
-        )?;
-        self.update_burstable_tier()
     }
 }

@@ -33,7 +33,7 @@ pub fn stop_pod_init(dirs: &SandboxDirs, uid: &str) -> Result<(), SandboxError> 
     stop_pod_init_at(&SandboxPaths::new(dirs, uid)?)
 }
 
-pub(super) fn stop_pod_init_at(paths: &SandboxPaths) -> Result<(), SandboxError> {
+pub(crate) fn stop_pod_init_at(paths: &SandboxPaths) -> Result<(), SandboxError> {
     let Some(id) = load_pod_init(paths) else {
         return Ok(());
     };

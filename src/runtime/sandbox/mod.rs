@@ -47,29 +47,29 @@
 //! A sandbox is live when its record exists and its namespace files are nsfs mounts and /dev/shm
 //! is mounted. A sandbox that is not live (its namespaces died with an earlier boot, or were
 //! unmounted) is never joined: it is torn down and created again.
+//!
+//! Here: the sandbox's layout ([`SandboxDirs`], [`SandboxPaths`]), its record and liveness,
+//! shared by every process; and the helper process that makes the namespaces (`helper`,
+//! `in_userns`, `steps`: a child of the spawner, or `podvisor shim sandbox`), with the pod
+//! init. Creating, listing and removing sandboxes is the daemon's (`daemon::pod_sandbox`).
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::io;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::dns::{self, DnsSettings};
-use super::rootfs::{is_mounted, unmount_if_mounted};
+use super::rootfs::is_mounted;
 use super::rundir::is_nsfs;
-use super::spec::NodeInfo;
 use super::volumes;
 use super::SandboxInfo;
-use crate::network::{self, NetworkError, PodNetwork};
+use crate::fsutil::{self, Loaded};
+use crate::network::NetworkError;
 
 mod helper;
 mod in_userns;
 mod steps;
-use crate::fsutil::{self, Loaded};
-use helper::stop_pod_init_at;
+pub(super) use helper::stop_pod_init_at;
 pub use helper::{
     helper_main, load_pod_init, pin_namespaces, pin_spare, pin_unshared, pod_init, stop_pod_init,
     unshare_pod_namespaces, SPARE_KINDS,
@@ -145,7 +145,7 @@ pub enum HostPathError {
     UnknownType { kind: String },
 }
 
-fn io_err(path: &Path) -> impl FnOnce(io::Error) -> SandboxError + '_ {
+pub(super) fn io_err(path: &Path) -> impl FnOnce(io::Error) -> SandboxError + '_ {
     move |source| SandboxError::Io {
         path: path.to_path_buf(),
         source,
@@ -253,54 +253,6 @@ pub fn host_network(pod: &Pod) -> bool {
         .unwrap_or(false)
 }
 
-/// What a sandbox is created with besides the pod.
-pub struct CreateOptions<'a> {
-    pub node: &'a NodeInfo,
-    pub dns: &'a DnsSettings,
-    /// Pins the pod's namespaces in a single-threaded process (the runtime's spawner, or an
-    /// exec'd `shim sandbox`).
-    pub helper: &'a dyn NamespaceHelper,
-    /// `hostUsers: false`: the base of the pod's user namespace mapping.
-    pub user_ns_base: Option<u32>,
-    /// The pod network: attachments of a sandbox being torn down are DELed through it.
-    pub network: Option<&'a PodNetwork>,
-    /// Whether the new sandbox joins it (false: loopback only).
-    pub join_network: bool,
-}
-
-/// Creates (or reuses, if complete and live) the sandbox of `pod`. The pod's data (emptyDir
-/// volumes) is kept: a sandbox created again after a reboot finds it where it was.
-pub fn create(
-    dirs: &SandboxDirs,
-    pod: &Pod,
-    opts: &CreateOptions<'_>,
-) -> Result<SandboxInfo, SandboxError> {
-    let user_ns_base = opts.user_ns_base;
-    let uid = pod_uid(pod)?;
-    let paths = SandboxPaths::new(dirs, &uid)?;
-    if let Some(info) = load(&paths)? {
-        match check_live(&paths, info.host_network) {
-            Ok(()) if paths.has_user_ns() == user_ns_base.is_some() => return Ok(info),
-            Ok(()) => {
-                log::warn!("pod {uid}: sandbox has another user namespace mode: creating it again")
-            }
-            Err(why) => log::warn!("pod {uid}: sandbox is not live ({why}): creating it again"),
-        }
-    }
-    crate::tp!("sb.loaded");
-    // A partial or dead sandbox is torn down and made again.
-    if paths.dir.exists() {
-        remove_runtime_part(&paths, opts.network)?;
-    }
-    let result = create_new(&paths, pod, opts, &uid);
-    if result.is_err() {
-        if let Err(e) = remove_runtime_part(&paths, opts.network) {
-            log::warn!("pod {uid}: cleanup of failed sandbox: {e}");
-        }
-    }
-    result
-}
-
 /// Whether the pod asks for one PID namespace for all its containers.
 pub fn share_process_namespace(pod: &Pod) -> bool {
     pod.spec
@@ -357,87 +309,6 @@ pub fn check_live(paths: &SandboxPaths, host_network: bool) -> Result<(), NotLiv
     Ok(())
 }
 
-fn create_new(
-    paths: &SandboxPaths,
-    pod: &Pod,
-    opts: &CreateOptions<'_>,
-    uid: &str,
-) -> Result<SandboxInfo, SandboxError> {
-    let (node, user_ns_base) = (opts.node, opts.user_ns_base);
-    let hostname = pod_hostname(pod);
-    let host_net = host_network(pod);
-    for d in [paths.dir.join("ns"), paths.dir.join("etc"), paths.shm()] {
-        fs::create_dir_all(&d).map_err(io_err(&d))?;
-    }
-    // A hostUsers: false pod's root joins its namespaces by path: traversable, not listable.
-    let mode = if user_ns_base.is_some() { 0o711 } else { 0o700 };
-    fs::set_permissions(&paths.dir, fs::Permissions::from_mode(mode))
-        .map_err(io_err(&paths.dir))?;
-    fs::create_dir_all(&paths.data).map_err(io_err(&paths.data))?;
-    fs::set_permissions(&paths.data, fs::Permissions::from_mode(0o700))
-        .map_err(io_err(&paths.data))?;
-    crate::tp!("sb.dirs");
-    let volumes = prepare_volumes(paths, pod, node)?;
-    crate::tp!("sb.volumes");
-
-    opts.helper.pin_namespaces(&HelperRequest {
-        dir: &paths.dir,
-        hostname: &hostname,
-        host_network: host_net,
-        share_pid: share_process_namespace(pod),
-        user_ns_base,
-    })?;
-    crate::tp!("sb.helper");
-    let resolv = dns::pod_resolv_conf(pod, &dns::host_resolv_conf(opts.dns, !host_net), opts.dns);
-    // The pod network, once its namespace is pinned; the sandbox is complete only after it.
-    let (id, pod_ips) = match opts.network.filter(|_| opts.join_network && !host_net) {
-        Some(net) => {
-            let st = net.setup(&network::SetupRequest {
-                pod,
-                netns: &paths.ns("net"),
-                result_path: &paths.network_result(),
-                dns: crate::pod::netargs::DnsArgs {
-                    servers: resolv.nameservers.clone(),
-                    searches: resolv.searches.clone(),
-                    options: resolv.options.clone(),
-                },
-            })?;
-            let ips = st.ips.iter().map(|i| i.to_string()).collect();
-            (st.id, ips)
-        }
-        None => (network::new_sandbox_id(uid, ""), Vec::new()),
-    };
-    let domain = dns::pod_domain(pod, &opts.dns.cluster_domain);
-    write_etc_files(
-        paths,
-        pod,
-        &hostname,
-        host_net,
-        &resolv,
-        &pod_ips,
-        domain.as_deref(),
-    )?;
-    crate::tp!("sb.etc");
-    let info = SandboxInfo {
-        id,
-        pod_ips,
-        pod_uid: uid.to_string(),
-        pod_namespace: pod
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into()),
-        pod_name: pod.metadata.name.clone().unwrap_or_default(),
-        host_network: host_net,
-        hostname,
-        created_at: super::now_rfc3339(),
-        volumes,
-    };
-    // The runtime dir is a tmpfs: no fsync (a power cut takes the namespaces with it).
-    fsutil::write_json_atomic_volatile(&paths.info(), &info).map_err(io_err(&paths.info()))?;
-    Ok(info)
-}
-
 /// What the namespace helper is asked to do for one pod ([`pin_namespaces`] in a
 /// single-threaded process of its own).
 #[derive(Debug, Clone, Copy)]
@@ -458,45 +329,6 @@ pub trait NamespaceHelper: Send + Sync {
     fn pin_namespaces(&self, req: &HelperRequest<'_>) -> Result<(), SandboxError>;
 }
 
-/// The helper as its own exec of podvisor's binary: `podvisor shim sandbox <dir> ...`.
-pub struct ExecHelper<'a>(pub &'a Path);
-
-impl NamespaceHelper for ExecHelper<'_> {
-    fn pin_namespaces(&self, req: &HelperRequest<'_>) -> Result<(), SandboxError> {
-        let mut cmd = Command::new(self.0);
-        cmd.arg("shim")
-            .arg("sandbox")
-            .arg(req.dir)
-            .arg("--hostname")
-            .arg(req.hostname);
-        if req.host_network {
-            cmd.arg("--host-network");
-        }
-        if req.share_pid {
-            cmd.arg("--share-pid");
-        }
-        if let Some(base) = req.user_ns_base {
-            cmd.arg("--user-ns-base").arg(base.to_string());
-        }
-        let out = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .output()
-            .map_err(io_err(self.0))?;
-        if !out.status.success() {
-            return Err(SandboxError::Helper {
-                message: format!(
-                    "{} ({})",
-                    String::from_utf8_lossy(&out.stderr).trim(),
-                    out.status
-                ),
-            });
-        }
-        Ok(())
-    }
-}
-
 /// Reads a complete sandbox's record, `None` if there is none (or it is torn: an interrupted
 /// write on a runtime dir that is not a tmpfs, treated as an interrupted creation).
 pub fn load(paths: &SandboxPaths) -> Result<Option<SandboxInfo>, SandboxError> {
@@ -505,230 +337,6 @@ pub fn load(paths: &SandboxPaths) -> Result<Option<SandboxInfo>, SandboxError> {
         Loaded::Ok(info) => Ok(Some(info)),
         Loaded::Missing | Loaded::Torn(_) => Ok(None),
     }
-}
-
-/// What [`scan`] found in the runtime dir.
-#[derive(Debug, Default)]
-pub struct SandboxScan {
-    /// Complete and live sandboxes, by uid.
-    pub live: Vec<SandboxInfo>,
-    /// Pod directories without a record (a creation or removal interrupted by a crash), with
-    /// their namespaces, /dev/shm and memory volumes possibly still mounted.
-    pub partial: Vec<String>,
-    /// Complete sandboxes that are not live: (uid, why).
-    pub dead: Vec<(String, NotLive)>,
-}
-
-/// Sorts the sandboxes of the runtime dir into live, partial and dead ones.
-pub fn scan(dirs: &SandboxDirs) -> Result<SandboxScan, SandboxError> {
-    let mut out = SandboxScan::default();
-    let entries = match fs::read_dir(&dirs.run) {
-        Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
-        Err(source) => {
-            return Err(SandboxError::Io {
-                path: dirs.run.clone(),
-                source,
-            })
-        }
-    };
-    for entry in entries.flatten() {
-        let uid = entry.file_name().to_string_lossy().into_owned();
-        let Ok(paths) = SandboxPaths::new(dirs, &uid) else {
-            continue;
-        };
-        if !paths.dir.is_dir() {
-            continue;
-        }
-        match load(&paths)? {
-            None => out.partial.push(uid),
-            Some(info) => match check_live(&paths, info.host_network) {
-                Ok(()) => out.live.push(info),
-                Err(why) => out.dead.push((uid, why)),
-            },
-        }
-    }
-    out.live.sort_by(|a, b| a.pod_uid.cmp(&b.pod_uid));
-    out.partial.sort();
-    out.dead.sort();
-    Ok(out)
-}
-
-/// Pods with data under the root dir (emptyDir volumes), live sandbox or not: after a reboot
-/// these are the pods that ran before it.
-pub fn list_data(dirs: &SandboxDirs) -> Result<Vec<String>, SandboxError> {
-    let entries = match fs::read_dir(&dirs.data) {
-        Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => {
-            return Err(SandboxError::Io {
-                path: dirs.data.clone(),
-                source,
-            })
-        }
-    };
-    let mut out: Vec<String> = entries
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|u| validate_uid(u).is_ok())
-        .collect();
-    out.sort();
-    Ok(out)
-}
-
-/// Tears a sandbox down for good (the pod is removed): unmounts the pinned namespaces,
-/// /dev/shm and memory volumes, then removes both parts. Never recurses into a directory that
-/// is still a mount point.
-pub fn remove(dirs: &SandboxDirs, uid: &str, net: Option<&PodNetwork>) -> Result<(), SandboxError> {
-    let paths = SandboxPaths::new(dirs, uid)?;
-    remove_runtime_part(&paths, net)?;
-    if !paths.data.exists() {
-        return Ok(());
-    }
-    if let Ok(entries) = fs::read_dir(paths.volumes()) {
-        for entry in entries.flatten() {
-            unmount_if_mounted(&entry.path())?;
-        }
-    }
-    fsutil::remove_tree_no_mounts(&paths.data).map_err(io_err(&paths.data))
-}
-
-/// Tears down the runtime part of a sandbox (namespaces, /dev/shm, /etc files), keeping the
-/// pod's data: an interrupted or dead sandbox is made again with the same emptyDir volumes.
-pub fn remove_runtime(
-    dirs: &SandboxDirs,
-    uid: &str,
-    net: Option<&PodNetwork>,
-) -> Result<(), SandboxError> {
-    let paths = SandboxPaths::new(dirs, uid)?;
-    remove_runtime_part(&paths, net)
-}
-
-/// Detaches the pod's network (DEL of every recorded attachment of the pod; nothing without
-/// a record), then tears the runtime part down. A failed DEL leaves everything in place.
-fn remove_runtime_part(paths: &SandboxPaths, net: Option<&PodNetwork>) -> Result<(), SandboxError> {
-    if let (Some(net), Some(uid)) = (net, paths.dir.file_name().and_then(|n| n.to_str())) {
-        net.teardown_pod(uid, &paths.network_result())?;
-    }
-    if !paths.dir.exists() {
-        return Ok(());
-    }
-    // Remove the completion marker first: a crash below leaves a partial sandbox, which the
-    // next create or remove, or the next daemon's listing, finishes tearing down.
-    match fs::remove_file(paths.info()) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(source) => {
-            return Err(SandboxError::Io {
-                path: paths.info(),
-                source,
-            })
-        }
-    }
-    stop_pod_init_at(paths)?;
-    for kind in ["net", "ipc", "uts", "pid", "user"] {
-        unmount_if_mounted(&paths.ns(kind))?;
-    }
-    unmount_if_mounted(&paths.shm())?;
-    fsutil::remove_tree_no_mounts(&paths.dir).map_err(io_err(&paths.dir))
-}
-
-fn write_etc_files(
-    paths: &SandboxPaths,
-    pod: &Pod,
-    hostname: &str,
-    host_net: bool,
-    resolv: &dns::ResolvConf,
-    pod_ips: &[String],
-    domain: Option<&str>,
-) -> Result<(), SandboxError> {
-    let hosts = dns::hosts_file(
-        pod,
-        hostname,
-        host_net,
-        Path::new("/etc/hosts"),
-        pod_ips,
-        domain,
-    );
-    let hostname_content = if host_net {
-        nix::unistd::gethostname()
-            .map(|h| h.to_string_lossy().into_owned())
-            .unwrap_or_else(|_| hostname.to_string())
-    } else {
-        hostname.to_string()
-    };
-    let resolv = resolv.render();
-    for (name, data) in [
-        ("hosts", hosts),
-        ("hostname", format!("{hostname_content}\n")),
-        ("resolv.conf", resolv),
-    ] {
-        let p = paths.etc(name);
-        fs::write(&p, data).map_err(io_err(&p))?;
-        fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).map_err(io_err(&p))?;
-    }
-    Ok(())
-}
-
-fn pod_uid(pod: &Pod) -> Result<String, SandboxError> {
-    pod.metadata
-        .uid
-        .clone()
-        .ok_or(SandboxError::MissingField { field: "uid" })
-}
-
-/// Writes the downwardAPI and projected volumes of a pod whose sandbox exists again, from
-/// `pod` (new labels or annotations): each through the atomic writer (`..data` swapped), so a
-/// container reading them sees the old files or the new ones, never a mix.
-pub fn refresh_projected_volumes(
-    dirs: &SandboxDirs,
-    pod: &Pod,
-    node: &NodeInfo,
-) -> Result<(), SandboxError> {
-    let uid = pod_uid(pod)?;
-    let paths = SandboxPaths::new(dirs, &uid)?;
-    let spec = pod.spec.as_ref();
-    let sc = spec.and_then(|s| s.security_context.as_ref());
-    let volumes = spec.and_then(|s| s.volumes.as_deref()).unwrap_or(&[]);
-    for (i, v) in volumes.iter().enumerate() {
-        let dir = paths.volume(&v.name);
-        let projected = v.downward_api.is_some() || v.projected.is_some();
-        if !projected || !dir.is_dir() {
-            continue;
-        }
-        let (path, _) = volumes::prepare(pod, node, v, i, &dir)?;
-        if let Some(sc) = sc {
-            volumes::apply_fs_group(&path, sc, true, &format!("spec.volumes[{i}]"))?;
-        }
-    }
-    Ok(())
-}
-
-fn prepare_volumes(
-    paths: &SandboxPaths,
-    pod: &Pod,
-    node: &NodeInfo,
-) -> Result<BTreeMap<String, PathBuf>, SandboxError> {
-    let mut out = BTreeMap::new();
-    let spec = pod.spec.as_ref();
-    let volumes = spec.and_then(|s| s.volumes.as_deref()).unwrap_or(&[]);
-    let sc = spec.and_then(|s| s.security_context.as_ref());
-    for (i, v) in volumes.iter().enumerate() {
-        if v.name.is_empty() || v.name.contains('/') || v.name == "." || v.name == ".." {
-            return Err(SandboxError::Volume(volumes::VolumeError::Invalid {
-                field: format!("spec.volumes[{i}].name"),
-                message: format!("invalid volume name {:?}", v.name),
-            }));
-        }
-        let (path, kind) = volumes::prepare(pod, node, v, i, &paths.volume(&v.name))?;
-        if let Some(sc) = sc.filter(|_| kind != volumes::VolumeKind::HostPath) {
-            let read_only = kind == volumes::VolumeKind::Projected;
-            volumes::apply_fs_group(&path, sc, read_only, &format!("spec.volumes[{i}]"))?;
-        }
-        out.insert(v.name.clone(), path);
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 //! slot, the namespaces through a helper, the pod init's placement, the cgroup record), remove,
 //! list (tearing down incomplete and dead ones), the projected volumes' refresh, the pods with
 //! data on disk and a pod's pinned network namespace. The sandbox's files and namespaces
-//! themselves are [`crate::runtime::sandbox`]'s.
+//! themselves are [`crate::runtime::sandbox`]'s; here `create`, `remove` and `list` do the
+//! work on them.
 
 use std::path::PathBuf;
 
@@ -14,6 +15,13 @@ use crate::cgroups::resources::PodCgroupConfig;
 use crate::fsutil;
 use crate::runtime::sandbox::{self, SandboxPaths};
 use crate::runtime::{ContainerState, Runtime, RuntimeError, SandboxInfo};
+pub(super) use create::{create, refresh_projected_volumes, CreateOptions, ExecHelper};
+pub(super) use list::{list_data, scan};
+pub(super) use remove::{remove, remove_runtime};
+
+mod create;
+mod list;
+mod remove;
 
 impl LinuxRuntime {
     /// [`Runtime::run_pod_sandbox`].
@@ -63,15 +71,15 @@ impl LinuxRuntime {
         } else {
             None
         };
-        let exec_helper = sandbox::ExecHelper(&self.cfg.shim_binary);
+        let exec_helper = ExecHelper(&self.cfg.shim_binary);
         let helper: &dyn sandbox::NamespaceHelper = match self.cfg.helpers {
             HelperMode::Spawner => &self.spawner,
             HelperMode::Exec => &exec_helper,
         };
-        let created = sandbox::create(
+        let created = create(
             &self.cfg.sandbox_dirs(),
             pod,
-            &sandbox::CreateOptions {
+            &CreateOptions {
                 node: &self.cfg.node,
                 dns: &self.cfg.dns,
                 helper,
@@ -150,12 +158,12 @@ impl LinuxRuntime {
         let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
         // All three QoS places are probed: the pod's class is not needed to find it.
         self.remove_pod_cgroup(pod_uid)?;
-        sandbox::remove(&self.cfg.sandbox_dirs(), pod_uid, Some(&self.network)).map_err(
-            |source| RuntimeError::Sandbox {
+        remove(&self.cfg.sandbox_dirs(), pod_uid, Some(&self.network)).map_err(|source| {
+            RuntimeError::Sandbox {
                 pod: pod_uid.to_string(),
                 source: Box::new(source),
-            },
-        )?;
+            }
+        })?;
         // The pod's files are gone: its user namespace range may go to another pod.
         self.userns
             .lock()
@@ -167,11 +175,10 @@ impl LinuxRuntime {
 
     /// [`Runtime::list_pod_sandboxes`].
     pub(super) fn list_sandboxes(&self) -> Result<Vec<SandboxInfo>, RuntimeError> {
-        let scan =
-            sandbox::scan(&self.cfg.sandbox_dirs()).map_err(|source| RuntimeError::Sandbox {
-                pod: String::new(),
-                source: Box::new(source),
-            })?;
+        let scan = scan(&self.cfg.sandbox_dirs()).map_err(|source| RuntimeError::Sandbox {
+            pod: String::new(),
+            source: Box::new(source),
+        })?;
         // A sandbox whose creation or removal was interrupted (daemon killed) has no record,
         // so it is listed as nothing, but its namespaces and /dev/shm may still be mounted
         // and its cgroups still there: nobody would ever remove them.
@@ -208,17 +215,17 @@ impl LinuxRuntime {
 
     /// [`Runtime::update_pod_volumes`].
     pub(super) fn refresh_volumes(&self, pod: &Pod) -> Result<(), RuntimeError> {
-        sandbox::refresh_projected_volumes(&self.cfg.sandbox_dirs(), pod, &self.cfg.node).map_err(
-            |source| RuntimeError::Sandbox {
+        refresh_projected_volumes(&self.cfg.sandbox_dirs(), pod, &self.cfg.node).map_err(|source| {
+            RuntimeError::Sandbox {
                 pod: pod.metadata.name.clone().unwrap_or_default(),
                 source: Box::new(source),
-            },
-        )
+            }
+        })
     }
 
     /// [`Runtime::list_pod_data`].
     pub(super) fn list_data(&self) -> Result<Vec<String>, RuntimeError> {
-        sandbox::list_data(&self.cfg.sandbox_dirs()).map_err(|source| RuntimeError::Sandbox {
+        list_data(&self.cfg.sandbox_dirs()).map_err(|source| RuntimeError::Sandbox {
             pod: String::new(),
             source: Box::new(source),
         })
@@ -231,5 +238,28 @@ impl LinuxRuntime {
             .ns("net");
         // Only pods with their own network namespace have it pinned.
         net.exists().then_some(net)
+    }
+
+    /// Finishes tearing down a sandbox that has no record, or one that is not live, keeping
+    /// the pod's data. No container runs in it: a container starts only in a complete sandbox,
+    /// a removal deletes the record only once every container of the pod exited, and a dead
+    /// sandbox is only torn down once no container of its pod lives.
+    pub(super) fn remove_partial_sandbox(&self, uid: &str) -> Result<(), RuntimeError> {
+        let _busy = self.busy_sandboxes.enter(uid);
+        sandbox::stop_pod_init(&self.cfg.sandbox_dirs(), uid).map_err(|source| {
+            RuntimeError::Sandbox {
+                pod: uid.to_string(),
+                source: Box::new(source),
+            }
+        })?;
+        let _guard = self.cgroup_lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.remove_pod_cgroup(uid)?;
+        remove_runtime(&self.cfg.sandbox_dirs(), uid, Some(&self.network)).map_err(|source| {
+            RuntimeError::Sandbox {
+                pod: uid.to_string(),
+                source: Box::new(source),
+            }
+        })?;
+        self.update_burstable_tier()
     }
 }
