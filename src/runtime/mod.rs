@@ -4,22 +4,32 @@
 //! (pinned network/IPC/UTS namespaces, /etc files, /dev/shm, volumes) and containers (start,
 //! signal, remove, list). Container exits arrive as [`RuntimeEvent`]s on a channel, event
 //! driven. The real implementation, [`daemon::LinuxRuntime`], never calls libcontainer itself:
-//! each container gets a monitor process ([`shim`]), forked by the runtime's single-threaded
+//! each container gets a monitor process ([`monitor`]), forked by the runtime's single-threaded
 //! spawner ([`spawner`]), so libcontainer's clone-without-exec only ever happens in a
 //! single-threaded process.
 //!
-//! Submodules:
+//! Split by process, then by verb:
+//! - [`daemon`]: what the multi-threaded daemon runs: [`daemon::LinuxRuntime`], one file per
+//!   verb (start, signal, remove, list, exec, the pod sandbox's create, list and remove), the
+//!   exit watcher, the handle on the spawner.
+//! - [`spawner`]: the spawner process (`podvisor shim spawner`), which forks monitors and
+//!   sandbox helpers without exec.
+//! - [`monitor`]: the per-container monitor process (`podvisor shim run`, and `shim cleanup`
+//!   for one that died), one file per verb (create, supervise, attach, delete).
+//! - [`exec`]: the exec helper process (`podvisor shim exec`).
+//! - [`sandbox`]: a pod sandbox's layout and liveness, and the sandbox helper process
+//!   (`shim sandbox`, `shim pod-init`).
+//! - [`protocol`]: every message between those processes.
+//!
+//! Shared by them:
+//! - [`container`]: a container's two directories and the files in them.
 //! - [`spec`]: OCI runtime spec from a Pod container and its image config.
 //! - [`check`]: the runtime's refusals of a pod decided before it runs (the static-pod
 //!   loader reports them: `validate` accepts a pod if and only if the runtime builds it).
 //! - [`rundir`]: the runtime dir (per-boot state, default /run/podvisor) and the boot ID.
-//! - [`sandbox`]: the pod sandbox (runtime part and pod data) and its pinned namespaces.
-//! - [`shim`]: the per-container monitor process (hidden `podvisor shim ...` subcommands).
-//! - [`spawner`]: the single-threaded process that forks monitors and sandbox helpers.
 //! - [`rootfs`]: the overlayfs root filesystem of a container.
 //! - [`procfs`]: process identity (pid + start time) and pidfds.
-//! - [`exec`]: commands run inside a running container (`podvisor shim exec`).
-//! - [`linux`]: [`daemon::LinuxRuntime`], the real [`Runtime`].
+//! - [`volumes`], [`userns`], [`user`], [`dns`], [`console`].
 
 pub mod check;
 pub mod console;

@@ -1,5 +1,5 @@
-//! monitor::create: the monitor's container creation (steps 2-3 of the monitor, see `monitor`): the
-//! overlay rootfs, the image user, the output pipes or console socket, libcontainer's create
+//! monitor::create: the monitor's container creation (steps 2-3 of the monitor, see
+//! `monitor`): the overlay rootfs, the image user, the output pipes or console socket, libcontainer's create
 //! and start (joining a pod's user namespace and idmapping its mounts first), and the cgroup
 //! values libcontainer does not write the kubelet's way (swap off, the linear cpu.weight, the
 //! systemd scope's device filter).

@@ -7,8 +7,8 @@
 //! pages among them). libcontainer clones its caller without exec, so it must run in a
 //! single-threaded process, and the daemon is not one: hence a process of its own. The
 //! spawner is that process, made once: `podvisor shim spawner`, exec'd by the runtime
-//! ([`crate::runtime::daemon::spawner::Spawner`]) when it first needs it, connected by a `SOCK_SEQPACKET` socket pair (fd 3
-//! in the spawner). A request names a container directory and carries the monitor's
+//! ([`crate::runtime::daemon::spawner::Spawner`]) when it first needs it, connected by a
+//! `SOCK_SEQPACKET` socket pair (fd 3 in the spawner). A request names a container directory and carries the monitor's
 //! descriptors (ready pipe, locked lock file, `shim.log`); the spawner forks, the child
 //! becomes the monitor (`monitor::run`, as if exec'd: own session, stdio, fds 3 and 4, its
 //! command line rewritten to `podvisor shim run <dir>`) and the spawner answers with the
