@@ -14,13 +14,15 @@
 //!
 //! One file per verb, as youki's `libcontainer/src/container/`; the [`Runtime`] impl below
 //! only hands each call to its file:
-//! - `start` (preparing a container and spawning its monitor), `staged` (a pod's first
+//! - `start` (preparing a container: directories, image, spec, monitor config), `launch`
+//!   (spawning its monitor and reading its start report), `staged` (a pod's first
 //!   container prepared while its sandbox is made), `signal`, `remove`, `list` (a
 //!   container's two directories and what a listing finds in them: complete, interrupted,
 //!   monitor dead, lost with an earlier boot), `exec` (the caller of `shim exec`);
 //! - `pod_sandbox` (create, remove, list pod sandboxes), `pod_cgroups` (pod cgroup records and
 //!   the Burstable tier's weight), `network` (CHECK and GC of pod network attachments);
-//! - `node` (node facts for specs), `watcher` (the exit watcher thread).
+//! - `config` (the runtime's settings and directories), `node` (node facts for specs),
+//!   `watcher` (the exit watcher thread).
 
 use std::collections::HashSet;
 use std::fs;
@@ -40,26 +42,27 @@ use k8s_openapi::api::core::v1::Pod;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 use super::container::{self, ContainerPaths};
-use super::dns::DnsSettings;
 use super::procfs::{self, ProcessId};
 use super::protocol::{self, ShimConfig, ShimState, StartReport};
 use super::rundir;
-use super::sandbox::{self, SandboxDirs, SandboxPaths};
+use super::sandbox::{self, SandboxPaths};
 use super::spec::{self, NodeInfo, SandboxMounts, SpecRequest};
 use super::userns::UsernsManager;
 use super::{
     ContainerInfo, ContainerMeta, ContainerRequest, ContainerState, ExecOutput, Runtime,
     RuntimeError, RuntimeEvent, SandboxInfo,
 };
-use crate::cgroups::{self, CgroupRoot};
+use crate::cgroups;
 use crate::fsutil;
 use crate::images::ImageStore;
 use crate::network::PodNetwork;
+use crate::security;
 use crate::security::apparmor::{self, AppArmorHost};
-use crate::security::{self, NodeSecurity};
 use spawner::Spawner;
 
+mod config;
 mod exec;
+mod launch;
 mod list;
 mod network;
 mod node;
@@ -72,146 +75,15 @@ mod staged;
 mod start;
 mod watcher;
 
+use config::spread_churned_dirs;
+pub use config::{HelperMode, RuntimeConfig, EXEC_HELPERS_ENV};
+use launch::run_cleanup;
 pub use node::detect_node_info;
-use start::{new_container_id, run_cleanup};
+use start::new_container_id;
 
 pub use list::UNKNOWN_EXIT_CODE;
 use list::{remove_container_dirs, remove_orphan_runtime_dirs};
 use watcher::ExitWatcher;
-
-/// Settings of the real runtime.
-#[derive(Debug, Clone)]
-pub struct RuntimeConfig {
-    /// podvisor's persistent state (`--root-dir`, default /var/lib/podvisor).
-    pub root_dir: PathBuf,
-    /// podvisor's per-boot state (`--runtime-dir`, default /run/podvisor, a tmpfs).
-    pub run_dir: PathBuf,
-    /// Where the current boot's ID is read (`--boot-id-file`; the kernel's by default).
-    pub boot_id_file: PathBuf,
-    /// Root of the CRI log tree (default /var/log/pods).
-    pub log_dir: PathBuf,
-    /// The podvisor binary: the spawner (and, with [`HelperMode::Exec`], every monitor and
-    /// helper) is exec'd from it.
-    pub shim_binary: PathBuf,
-    pub cgroup_root: CgroupRoot,
-    /// Name of podvisor's top-level cgroup (default "podvisor"; a slice such as
-    /// "podvisor.slice" with the systemd driver).
-    pub cgroup_parent: String,
-    /// `cgroupDriver`: podvisor's own cgroup tree, or systemd slices and scopes.
-    pub cgroup_driver: cgroups::CgroupDriver,
-    /// `podPidsLimit`: pids.max of every pod cgroup (`None` = unlimited).
-    pub pod_pids_limit: Option<i64>,
-    pub log_max_size: u64,
-    pub log_max_files: u32,
-    pub node: NodeInfo,
-    /// The confinement this node offers (sysctls, seccomp, AppArmor).
-    pub security: NodeSecurity,
-    /// How long a monitor may take to report that its container started.
-    pub start_timeout: Duration,
-    /// Where pods' DNS settings come from (the configuration's `resolvConf`).
-    pub dns: DnsSettings,
-    /// The IDs `hostUsers: false` pods' user namespaces are allocated from (/etc/subuid).
-    pub user_ns_range: super::userns::IdRange,
-    /// The pod network (CNI); `None`: pods without hostNetwork have loopback only.
-    pub network: Option<crate::network::NetworkConfig>,
-    /// How monitors and sandbox helpers are made: forked by the spawner (default), or each
-    /// its own fork+exec of `shim_binary` (the earlier way; a test hook for benchmarks that
-    /// compare both, [`EXEC_HELPERS_ENV`]).
-    pub helpers: HelperMode,
-}
-
-/// How the runtime makes its monitors and sandbox helpers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HelperMode {
-    /// Forked without exec by the runtime's spawner ([`super::spawner`]).
-    Spawner,
-    /// A fork+exec of podvisor's binary for each.
-    Exec,
-}
-
-/// Test hook: `PODVISOR_TEST_EXEC_HELPERS=1` makes a daemon fork+exec a monitor per container
-/// and a helper per sandbox instead of forking them from its spawner (benchmarks compare both
-/// in one run).
-pub const EXEC_HELPERS_ENV: &str = "PODVISOR_TEST_EXEC_HELPERS";
-
-impl RuntimeConfig {
-    /// Defaults for a node: the current executable as monitor, kubelet log defaults.
-    pub fn new(root_dir: PathBuf, run_dir: PathBuf, log_dir: PathBuf) -> io::Result<RuntimeConfig> {
-        Ok(RuntimeConfig {
-            run_dir,
-            boot_id_file: PathBuf::from(rundir::BOOT_ID_FILE),
-            log_dir,
-            shim_binary: std::env::current_exe()?,
-            cgroup_root: CgroupRoot::default(),
-            cgroup_parent: "podvisor".into(),
-            cgroup_driver: cgroups::CgroupDriver::Cgroupfs,
-            pod_pids_limit: None,
-            log_max_size: 10 * 1024 * 1024,
-            log_max_files: 5,
-            node: detect_node_info(),
-            security: NodeSecurity::for_host(&root_dir, &[], false, AppArmorHost::detect()),
-            root_dir,
-            start_timeout: Duration::from_secs(60),
-            dns: DnsSettings::default(),
-            user_ns_range: super::userns::read_id_range(
-                Path::new("/etc/subuid"),
-                Path::new("/etc/subgid"),
-            )
-            .map_err(io::Error::other)?,
-            network: None,
-            helpers: HelperMode::Spawner,
-        })
-    }
-    /// Runtime directories of containers (bundles, monitor state), gone with the boot.
-    pub fn containers_dir(&self) -> PathBuf {
-        self.run_dir.join("containers")
-    }
-    /// Record directories of containers (identity, exit, writable layer), kept across boots.
-    pub fn records_dir(&self) -> PathBuf {
-        self.root_dir.join("containers")
-    }
-    /// Runtime parts of pod sandboxes.
-    pub fn pods_dir(&self) -> PathBuf {
-        self.run_dir.join("pods")
-    }
-    pub fn sandbox_dirs(&self) -> SandboxDirs {
-        SandboxDirs {
-            run: self.pods_dir(),
-            data: self.root_dir.join("pods"),
-        }
-    }
-}
-
-/// Marks the parents of the directories every start makes and every removal deletes (the
-/// containers' records with their writable layers, the pods' data, the pods' logs) so that
-/// ext4 spreads their children over the file system (`sys::topdir`: on an ext4 without a
-/// journal each start otherwise scans past the last minutes' deletions). The log root is made
-/// here if missing, with the log writer's mode. A file system without the flag is
-/// left as it is; nothing here stops the daemon.
-fn spread_churned_dirs(cfg: &RuntimeConfig) {
-    let mut dirs = vec![cfg.records_dir(), cfg.sandbox_dirs().data];
-    match fs::DirBuilder::new()
-        .recursive(true)
-        .mode(crate::logs::writer::LOG_DIR_MODE)
-        .create(&cfg.log_dir)
-    {
-        Ok(()) => dirs.push(cfg.log_dir.clone()),
-        // The first container's log writer says why, with its pod and container.
-        Err(e) => log::warn!("create {}: {e}", cfg.log_dir.display()),
-    }
-    for dir in dirs {
-        match crate::sys::topdir::spread_subdirectories(&dir) {
-            Ok(crate::sys::topdir::Spread::Set) => {
-                log::info!(
-                    "{}: its subdirectories spread over the file system (chattr +T)",
-                    dir.display()
-                )
-            }
-            Ok(_) => {}
-            Err(e) => log::warn!("{}: chattr +T: {e}", dir.display()),
-        }
-    }
-}
 
 /// Names (container ids or pod uids) this process is working on right now, so that a listing
 /// on another worker thread leaves them alone.

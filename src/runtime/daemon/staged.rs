@@ -22,7 +22,8 @@ use std::os::unix::net::UnixStream;
 
 use nix::sys::socket::{send, MsgFlags};
 
-use super::start::{read_report, Monitor, ResolvedImage};
+use super::launch::{read_report, Monitor};
+use super::start::ResolvedImage;
 use super::*;
 
 /// How long a called-off monitor may take to take its rootfs apart before the worker removes
