@@ -4,7 +4,23 @@
 //! died.
 
 use super::spawner::SpawnerError;
-use super::*;
+use std::fs;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+
+use super::list::remove_container_dirs;
+use super::{HelperMode, LinuxRuntime};
+use crate::runtime::container::{self, ContainerPaths};
+use crate::runtime::procfs::{self, ProcessId};
+use crate::runtime::protocol::{self, ShimState, StartReport};
+use crate::runtime::{ContainerInfo, ContainerMeta, ContainerState, RuntimeError};
 use crate::sys::fdpass::move_fd;
 
 /// A monitor just forked: its pid and pidfd, `None` when the spawner's answer was lost.

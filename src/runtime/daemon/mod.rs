@@ -26,31 +26,29 @@
 
 use std::collections::HashSet;
 use std::fs;
-use std::io::{self, Read};
+use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-use std::os::unix::process::CommandExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 use super::container::{self, ContainerPaths};
-use super::procfs::{self, ProcessId};
-use super::protocol::{self, ShimConfig, ShimState, StartReport};
+use super::procfs;
+use super::protocol::{self, ShimConfig, StartReport};
 use super::rundir;
 use super::sandbox::{self, SandboxPaths};
 use super::spec::{self, NodeInfo, SandboxMounts, SpecRequest};
 use super::userns::UsernsManager;
 use super::{
-    ContainerInfo, ContainerMeta, ContainerRequest, ContainerState, ExecOutput, Runtime,
-    RuntimeError, RuntimeEvent, SandboxInfo,
+    ContainerInfo, ContainerMeta, ContainerRequest, ExecOutput, Runtime, RuntimeError,
+    RuntimeEvent, SandboxInfo,
 };
 use crate::cgroups;
 use crate::fsutil;
