@@ -4,6 +4,7 @@ use super::*;
 use clap::Parser;
 
 mod eviction;
+mod examples;
 mod flags;
 mod network;
 
