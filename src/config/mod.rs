@@ -77,7 +77,7 @@ pub const DEFAULT_FILE_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
 pub const DEFAULT_HTTP_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
 /// Default `syncFrequency`.
 pub const DEFAULT_SYNC_FREQUENCY: Duration = Duration::from_secs(60);
-/// Default `--rollback-after` (safe updates: see the README).
+/// Default `--rollback-after` (safe updates: docs/pods.md).
 pub const DEFAULT_ROLLBACK_AFTER: Duration = Duration::from_secs(300);
 /// The kubelet's default `resolvConf`.
 pub const DEFAULT_RESOLV_CONF: &str = "/etc/resolv.conf";

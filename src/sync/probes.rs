@@ -255,7 +255,8 @@ impl SyncLoop {
         // shutdown window), even with terminationGracePeriodSeconds: 0; with a preStop hook the
         // hook has the whole grace period and the window starts when it ends. Evictions are the
         // exception: a hard threshold kills at once, so the victim's memory is back within the
-        // README's 1 s target (the kubelet's 1 s + 2 s leave a pod ignoring SIGTERM 2 s more).
+        // 1 s target of docs/benchmarks.md (the kubelet's 1 s + 2 s leave a pod ignoring
+        // SIGTERM 2 s more).
         let floor = if evicted_grace.is_some() {
             Duration::ZERO
         } else {
