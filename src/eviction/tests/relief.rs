@@ -5,13 +5,13 @@ use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::cgroups::allocatable::MemoryThreshold;
 use crate::eviction::decisions::{Observation, Observations};
 use crate::eviction::manager::*;
 use crate::eviction::ranking::PodCandidate;
 use crate::eviction::relief::*;
 use crate::eviction::signals::SignalSource;
 use crate::eviction::threshold::*;
-use crate::cgroups::allocatable::MemoryThreshold;
 
 const KI: u64 = 1 << 10;
 const MI: u64 = 1 << 20;
