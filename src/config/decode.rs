@@ -2,7 +2,12 @@
 //! `apiVersion`/`kind`, serde-saphyr decoding with file:line:column errors and a "did you
 //! mean" hint for a misspelt field name; `validate` (in `mod.rs`) checks the values.
 
-use super::*;
+use serde::Deserialize;
+use serde_saphyr::{Location, MessageFormatter, Spanned};
+
+use super::raw::RawKubeletConfiguration;
+use super::{validate, ConfigError, KubeletConfig, API_VERSION, KIND, MAX_CONFIG_BYTES};
+use crate::pod::manifest::yaml_options;
 
 /// Just the type fields, read first so that a document of another kind (a Pod given as
 /// `--config`) is reported as such rather than as a list of unknown fields.

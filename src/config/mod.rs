@@ -42,14 +42,11 @@ use std::time::Duration;
 
 use clap::builder::TypedValueParser;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use serde::Deserialize;
-use serde_saphyr::{Location, MessageFormatter, Spanned};
+use serde_saphyr::{Location, Spanned};
 
-use crate::pod::manifest::yaml_options;
 use crate::pod::quantity::parse_bytes;
-use crate::pod::validation::is_dns1123_subdomain;
 
-use crate::cgroups::allocatable::{self, MemoryThreshold, Reservation};
+use crate::cgroups::allocatable::Reservation;
 pub use crate::duration::{parse_go_duration, DurationError};
 use crate::eviction::EvictionConfig;
 use crate::security::sysctl::SysctlPattern;

@@ -3,9 +3,19 @@
 //! file, and the CNI flags (`--cni-conf-dir`, `--cni-bin-dir`, `--cni-plugin-timeout`,
 //! `--pod-cidr`; the first two are the kubelet's former flags of the same names).
 
-use super::*;
+use std::path::{Path, PathBuf};
+
+use serde_saphyr::Location;
+
+use super::checks::check_absolute;
+use super::decode::{fmt_location, non_empty};
+use super::flags::invalid_flag;
+use super::raw::RawKubeletConfiguration;
+use super::{ConfigError, RunFlags};
+use crate::duration::parse_go_duration;
 use crate::network::default_conf::{parse_pod_cidr, Subnet};
 use crate::network::NetworkConfig;
+use crate::pod::validation::is_dns1123_subdomain;
 
 /// The network fields of a KubeletConfiguration file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
