@@ -10,6 +10,10 @@
 //! write its own deadline instead, and followers end when the client hangs up (TCP keepalive
 //! finds a client that vanished). A connection over the bound is closed at once (a TLS client
 //! sees the connection reset; nothing is read from it).
+//!
+//! The exchange itself is [`crate::httpserver`]'s over its rustls stream: this module plugs
+//! in the auth hook (the client certificate's subject or the bearer token, then the rules) and
+//! the answers.
 
 use std::io;
 use std::net::{SocketAddr, TcpStream};
