@@ -338,7 +338,7 @@ fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
             };
             let mut stream = DeadlineStream::new(stream, Instant::now() + Duration::from_secs(1));
             // A client that does not read its 503 only loses it.
-            let _ = write_response(&mut stream, &response(&error_reply(&err)), false);
+            let _ = write_response(&mut stream, &response(error_reply(&err)), false);
             continue;
         }
         let clone = match stream.try_clone() {
@@ -395,10 +395,10 @@ fn bad_request(err: &HeadError) -> ApiError {
 }
 
 /// A whole reply as the response sent: JSON or text, 405s with `Allow: GET`.
-fn response(reply: &Reply) -> Response {
+fn response(reply: Reply) -> Response {
     let (status, content_type, body) = match reply {
-        Reply::Json { status, body } => (*status, "application/json", body.clone()),
-        Reply::Text { body } => (200, "text/plain; charset=utf-8", body.clone()),
+        Reply::Json { status, body } => (status, "application/json", body),
+        Reply::Text { body } => (200, "text/plain; charset=utf-8", body),
         // Never sent: the server streams a follow reply.
         Reply::Follow(_) => (
             500,
@@ -431,13 +431,13 @@ fn serve_connection(stream: UnixStream, shared: &Shared) {
 
 impl Service<Stream> for Shared {
     fn bad_head(&self, err: &HeadError) -> Response {
-        response(&error_reply(&bad_request(err)))
+        response(error_reply(&bad_request(err)))
     }
 
     fn respond(&self, conn: &mut Stream, head: &RequestHead) -> io::Result<()> {
         match self.reply(head) {
             Reply::Follow(plan) => follow(conn, &plan, self, head.http10),
-            reply => write_response(conn, &response(&reply), false),
+            reply => write_response(conn, &response(reply), false),
         }
     }
 }
@@ -530,7 +530,7 @@ fn follow(conn: &mut Stream, plan: &FollowPlan, shared: &Shared, http10: bool) -
     let limit = shared.limits.max_followers;
     let Some(_slot) = Slot::acquire(&shared.followers, limit) else {
         let err = ApiError::TooManyFollowers { limit };
-        return write_response(conn, &response(&error_reply(&err)), false);
+        return write_response(conn, &response(error_reply(&err)), false);
     };
     let follower = match LogFollower::new(&plan.path, plan.start) {
         Ok(f) => f,
@@ -540,7 +540,7 @@ fn follow(conn: &mut Stream, plan: &FollowPlan, shared: &Shared, http10: bool) -
                 container: plan.container.clone(),
                 source,
             };
-            return write_response(conn, &response(&error_reply(&err)), false);
+            return write_response(conn, &response(error_reply(&err)), false);
         }
     };
     let mut source = Source {
@@ -548,7 +548,7 @@ fn follow(conn: &mut Stream, plan: &FollowPlan, shared: &Shared, http10: bool) -
         plan,
         shared,
     };
-    let head = response(&Reply::Text { body: Vec::new() });
+    let head = response(Reply::Text { body: Vec::new() });
     let pace = Pace {
         tick: TICK,
         write: IO_TIMEOUT,
