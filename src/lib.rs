@@ -47,6 +47,7 @@ pub mod fsutil;
 pub mod gc;
 pub mod health;
 pub mod httpclient;
+pub mod httpserver;
 pub mod images;
 pub mod kernel;
 pub mod logs;

@@ -13,11 +13,11 @@
 
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use super::context::Context;
-use super::http::{write_chunk, write_last_chunk, write_stream_head, Response, Streaming};
+use crate::httpserver::{write_response, Conn, Followed, Pace, Response, Slot};
 use crate::logs::{read_log, FollowStart, LogFollower, LogLine, ReadOptions};
 use crate::status::Snapshot;
 
@@ -58,7 +58,7 @@ pub fn parse_options(query: &str, now: SystemTime) -> Result<LogOptions, String>
     let mut since_time = None;
     for kv in query.split('&').filter(|kv| !kv.is_empty()) {
         let (k, v) = kv.split_once('=').unwrap_or((kv, "true"));
-        let v = super::http::percent_decode(v).ok_or_else(|| format!("{k}: bad escape"))?;
+        let v = crate::httpserver::percent_decode(v).ok_or_else(|| format!("{k}: bad escape"))?;
         match k {
             "follow" => o.follow = go_bool(k, &v)?,
             "previous" => o.previous = go_bool(k, &v)?,
@@ -228,15 +228,6 @@ pub fn answer(ns: &str, pod: &str, container: &str, query: &str, snap: &Snapshot
     Response::plain(200, body).into()
 }
 
-/// Holds one follower slot.
-struct Slot<'a>(&'a AtomicUsize);
-
-impl Drop for Slot<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
 /// Whether the snapshot still shows the followed container running with the followed log.
 fn still_following(ctx: &Context, plan: &FollowPlan) -> bool {
     let snap = ctx.snapshots.get();
@@ -247,15 +238,42 @@ fn still_following(ctx: &Context, plan: &FollowPlan) -> bool {
     })
 }
 
+/// A followed container log, rendered with the query's options.
+struct Source<'a> {
+    follower: LogFollower,
+    plan: &'a FollowPlan,
+    ctx: &'a Context,
+    written: u64,
+}
+
+impl Followed for Source<'_> {
+    fn poll(&mut self) -> Option<(Vec<u8>, bool)> {
+        match self.follower.poll() {
+            Ok(lines) => Some(render(&lines, &self.plan.options, &mut self.written)),
+            Err(e) => {
+                log::warn!(
+                    "node API: following the log of {} in {}: {e}",
+                    self.plan.container,
+                    self.plan.pod
+                );
+                None
+            }
+        }
+    }
+
+    fn goes_on(&mut self) -> bool {
+        still_following(self.ctx, self.plan)
+    }
+
+    fn stopping(&self) -> bool {
+        self.ctx.stop.load(Ordering::SeqCst)
+    }
+}
+
 /// Streams `plan` to `out` (see the module docs). A read error after the head was sent ends
 /// the stream without its last chunk, so the client sees it was cut short.
-pub fn follow<S: Streaming>(out: &mut S, plan: &FollowPlan, ctx: &Context) -> io::Result<()> {
-    let taken = ctx
-        .followers
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-            (n < ctx.max_followers).then_some(n + 1)
-        });
-    if taken.is_err() {
+pub fn follow<C: Conn>(out: &mut C, plan: &FollowPlan, ctx: &Context) -> io::Result<()> {
+    let Some(_slot) = Slot::acquire(&ctx.followers, ctx.max_followers) else {
         let r = Response::text(
             503,
             &format!(
@@ -263,45 +281,27 @@ pub fn follow<S: Streaming>(out: &mut S, plan: &FollowPlan, ctx: &Context) -> io
                 ctx.max_followers
             ),
         );
-        return super::http::write_response(out, &r, false);
-    }
-    let _slot = Slot(&ctx.followers);
-    let mut follower = match LogFollower::new(&plan.path, plan.start) {
+        return write_response(out, &r, false);
+    };
+    let follower = match LogFollower::new(&plan.path, plan.start) {
         Ok(f) => f,
         Err(e) => {
             let r = Response::text(500, &format!("reading the log of {}: {e}", plan.container));
-            return super::http::write_response(out, &r, false);
+            return write_response(out, &r, false);
         }
     };
-    out.extend_deadline(WRITE_DEADLINE);
-    write_stream_head(out, 200, "text/plain; charset=utf-8")?;
-    let mut written = 0;
-    let mut last_round = false;
-    loop {
-        let lines = match follower.poll() {
-            Ok(l) => l,
-            Err(e) => {
-                log::warn!(
-                    "node API: following the log of {} in {}: {e}",
-                    plan.container,
-                    plan.pod
-                );
-                return Ok(());
-            }
-        };
-        let (bytes, done) = render(&lines, &plan.options, &mut written);
-        out.extend_deadline(WRITE_DEADLINE);
-        write_chunk(out, &bytes)?;
-        if done || last_round || ctx.stop.load(Ordering::SeqCst) {
-            break;
-        }
-        if out.client_gone(TICK) {
-            return Ok(());
-        }
-        last_round = !still_following(ctx, plan);
-    }
-    out.extend_deadline(WRITE_DEADLINE);
-    write_last_chunk(out)
+    let mut source = Source {
+        follower,
+        plan,
+        ctx,
+        written: 0,
+    };
+    let pace = Pace {
+        tick: TICK,
+        write: WRITE_DEADLINE,
+    };
+    let head = Response::plain(200, Vec::new());
+    crate::httpserver::follow(out, &head, true, &mut source, pace)
 }
 
 #[cfg(test)]

@@ -14,8 +14,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::http::{query_param, Response};
 use crate::health::SyncLoopMonitor;
+use crate::httpserver::{query_param, Response};
 
 /// The shortest `syncloop` deadline, however short `syncFrequency` is.
 pub const MIN_SYNC_LOOP_DEADLINE: Duration = Duration::from_secs(10);

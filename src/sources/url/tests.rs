@@ -460,7 +460,7 @@ fn fleet_server(dir: &std::path::Path) -> (u16, JoinHandle<()>, Arc<AtomicBool>)
             let _ = tcp.set_read_timeout(Some(Duration::from_secs(5)));
             let conn = rustls::ServerConnection::new(Arc::clone(&tls)).expect("conn");
             let mut stream = rustls::StreamOwned::new(conn, tcp);
-            let Ok(Some(_head)) = crate::nodeapi::http::read_head(&mut stream) else {
+            let Ok(Some(_head)) = crate::httpserver::read_head(&mut stream) else {
                 continue;
             };
             let who = stream
@@ -470,13 +470,13 @@ fn fleet_server(dir: &std::path::Path) -> (u16, JoinHandle<()>, Arc<AtomicBool>)
                 .and_then(|c| crate::nodeapi::tls::subject_cn_and_orgs(c))
                 .map(|(cn, _)| cn);
             let resp = match who {
-                Some(cn) => crate::nodeapi::http::Response::plain(
+                Some(cn) => crate::httpserver::Response::plain(
                     200,
                     format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: {cn}}}\n"),
                 ),
-                None => crate::nodeapi::http::Response::text(403, "client certificate required"),
+                None => crate::httpserver::Response::text(403, "client certificate required"),
             };
-            let _ = crate::nodeapi::http::write_response(&mut stream, &resp, false);
+            let _ = crate::httpserver::write_response(&mut stream, &resp, false);
             stream.conn.send_close_notify();
             let _ = std::io::Write::flush(&mut stream);
         }
