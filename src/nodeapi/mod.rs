@@ -20,8 +20,6 @@ pub mod metrics;
 pub mod push;
 pub mod routes;
 pub mod secure;
-#[cfg(test)]
-mod secure_tests;
 pub mod summary;
 pub mod syslogs;
 pub mod tls;

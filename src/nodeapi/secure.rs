@@ -204,3 +204,6 @@ impl Service<TlsConn> for Shared {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
