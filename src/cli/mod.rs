@@ -20,6 +20,7 @@ pub mod exec;
 pub mod logs;
 pub mod node;
 pub mod pods;
+pub mod summary;
 pub mod table;
 pub mod time;
 pub mod top;
@@ -27,7 +28,8 @@ pub mod top;
 pub use describe::render_describe;
 pub use events::render_events;
 pub use logs::{logs, LogsOptions};
-pub use pods::{list_document, pod_summary, render_pods, render_warnings, PodSummary};
+pub use pods::{list_document, render_pods, render_warnings};
+pub use summary::{pod_summary, PodSummary};
 pub use top::{render_top, top};
 
 /// Errors of the CLI commands.
