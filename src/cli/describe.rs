@@ -4,12 +4,16 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::io::Write;
+use std::path::Path;
 
 use k8s_openapi::api::core::v1::{Toleration, Volume};
 use k8s_openapi::jiff::Timestamp;
 
 use super::table::kubectl_describe;
 use super::time::{event_age, rfc1123z, since, since_str};
+use super::{time, write_out, CliError};
+use crate::api::{client, percent_encode};
 use crate::status::{EventRecord, PodView};
 use container::container;
 
@@ -281,6 +285,15 @@ fn events_section(w: &mut String, events: &[EventRecord], now: Timestamp) {
             e.message.trim()
         );
     }
+}
+
+/// `podvisor describe POD`.
+pub fn describe_pod(socket: &Path, pod: &str, out: &mut dyn Write) -> Result<(), CliError> {
+    let view: PodView = client::get_pod_json(socket, &format!("/pods/{}", percent_encode(pod)))?;
+    let key = crate::api::handlers::pod_key(&view.pod);
+    let events: Vec<EventRecord> =
+        client::get_json(socket, &format!("/events?pod={}", percent_encode(&key)))?;
+    write_out(out, &render_describe(&view, &events, time::now()))
 }
 
 #[cfg(test)]

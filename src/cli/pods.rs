@@ -2,11 +2,16 @@
 //! from [`super::summary`]), `-o wide`, `-o json|yaml` documents, and the warnings about
 //! manifest errors printed below the table.
 
+use std::io::Write;
+use std::path::Path;
+
 use k8s_openapi::jiff::Timestamp;
 
 use super::summary::pod_summary;
 use super::table::kubectl_table;
 use super::time::since;
+use super::{render_document, time, write_out, CliError, OutputFormat};
+use crate::api::{client, percent_encode};
 use crate::status::{PodView, SourceErrorView};
 
 /// The `get pods` table; `wide` adds NODE and SOURCE.
@@ -80,6 +85,51 @@ pub fn list_document(views: &[PodView]) -> serde_json::Value {
         "items": views.iter().map(|v| &v.pod).collect::<Vec<_>>(),
         "metadata": { "resourceVersion": "" },
     })
+}
+
+/// `podvisor pods [NAME] [-o wide|json|yaml]`: the table (manifest warnings go to `err`
+/// after it), or the List / Pod document.
+pub fn get_pods(
+    socket: &Path,
+    name: Option<&str>,
+    format: OutputFormat,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<(), CliError> {
+    let views: Vec<PodView> = match name {
+        Some(n) => vec![client::get_pod_json(
+            socket,
+            &format!("/pods/{}", percent_encode(n)),
+        )?],
+        None => client::get_pod_json(socket, "/pods")?,
+    };
+    match format {
+        OutputFormat::Json | OutputFormat::Yaml => {
+            let doc = match (name, views.first()) {
+                (Some(_), Some(v)) => {
+                    serde_json::to_value(&v.pod).map_err(|source| CliError::Json {
+                        what: "the pod".into(),
+                        source,
+                    })?
+                }
+                _ => list_document(&views),
+            };
+            write_out(out, &render_document(&doc, format, "the pods")?)
+        }
+        OutputFormat::Table | OutputFormat::Wide => {
+            let source_errors: Vec<SourceErrorView> = match name {
+                Some(_) => Vec::new(),
+                None => client::get_json(socket, "/source-errors")?,
+            };
+            if views.is_empty() {
+                write_out(err, "No resources found\n")?;
+            } else {
+                let table = render_pods(&views, time::now(), format == OutputFormat::Wide);
+                write_out(out, &table)?;
+            }
+            write_out(err, &render_warnings(&views, &source_errors))
+        }
+    }
 }
 
 #[cfg(test)]
