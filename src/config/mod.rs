@@ -701,7 +701,7 @@ fn validate(
     let cgroup_root = match non_empty(&raw.cgroup_root) {
         Some(s) if cgroup_driver == Some(crate::cgroups::CgroupDriver::Systemd) => {
             crate::cgroups::systemd::validate_slice(&s.value)
-                .map_err(|m| err("cgroupRoot", &s.referenced, m))?;
+                .map_err(|e| err("cgroupRoot", &s.referenced, e.to_string()))?;
             Some(s.value.clone())
         }
         Some(s) => {

@@ -39,7 +39,9 @@ pub(super) fn parse(
         message,
     };
     let pod_cidr = match non_empty(&raw.pod_cidr) {
-        Some(s) => Some(parse_pod_cidr(&s.value).map_err(|m| err("podCIDR", &s.referenced, m))?),
+        Some(s) => Some(
+            parse_pod_cidr(&s.value).map_err(|e| err("podCIDR", &s.referenced, e.to_string()))?,
+        ),
         None => None,
     };
     let mut cluster_dns = Vec::new();
@@ -122,7 +124,7 @@ pub(super) fn network_config(
     match &flags.pod_cidr {
         Some(c) => {
             n.default_network.subnets =
-                parse_pod_cidr(c).map_err(|m| invalid_flag("pod-cidr", c, m))?;
+                parse_pod_cidr(c).map_err(|e| invalid_flag("pod-cidr", c, e.to_string()))?;
         }
         None => {
             if let Some(s) = &file.pod_cidr {

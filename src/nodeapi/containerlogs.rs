@@ -37,28 +37,55 @@ pub struct LogOptions {
     pub limit_bytes: Option<u64>,
 }
 
+/// Why a `/containerLogs` query is refused (the 400 answer's text).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LogQueryError {
+    #[error("{name}: bad escape")]
+    Escape { name: String },
+    #[error("{name}: invalid boolean {value:?}")]
+    Boolean { name: String, value: String },
+    #[error("{name}: invalid integer {value:?}")]
+    Integer { name: String, value: String },
+    #[error("{name}: must be {bound}")]
+    OutOfRange {
+        name: &'static str,
+        bound: &'static str,
+    },
+    #[error("sinceTime: invalid RFC 3339 time {value:?}")]
+    Time { value: String },
+    #[error("at most one of sinceTime or sinceSeconds may be specified")]
+    BothSince,
+}
+
 /// Go's `strconv.ParseBool`.
-fn go_bool(name: &str, v: &str) -> Result<bool, String> {
+fn go_bool(name: &str, v: &str) -> Result<bool, LogQueryError> {
     match v {
         "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
         "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
-        _ => Err(format!("{name}: invalid boolean {v:?}")),
+        _ => Err(LogQueryError::Boolean {
+            name: name.to_string(),
+            value: v.to_string(),
+        }),
     }
 }
 
-fn number(name: &str, v: &str) -> Result<i64, String> {
-    v.parse::<i64>()
-        .map_err(|_| format!("{name}: invalid integer {v:?}"))
+fn number(name: &str, v: &str) -> Result<i64, LogQueryError> {
+    v.parse::<i64>().map_err(|_| LogQueryError::Integer {
+        name: name.to_string(),
+        value: v.to_string(),
+    })
 }
 
 /// Parses the query (unknown parameters are ignored, as the kubelet's decoder does).
-pub fn parse_options(query: &str, now: SystemTime) -> Result<LogOptions, String> {
+pub fn parse_options(query: &str, now: SystemTime) -> Result<LogOptions, LogQueryError> {
     let mut o = LogOptions::default();
     let mut since_seconds = None;
     let mut since_time = None;
     for kv in query.split('&').filter(|kv| !kv.is_empty()) {
         let (k, v) = kv.split_once('=').unwrap_or((kv, "true"));
-        let v = crate::httpserver::percent_decode(v).ok_or_else(|| format!("{k}: bad escape"))?;
+        let v = crate::httpserver::percent_decode(v).ok_or_else(|| LogQueryError::Escape {
+            name: k.to_string(),
+        })?;
         match k {
             "follow" => o.follow = go_bool(k, &v)?,
             "previous" => o.previous = go_bool(k, &v)?,
@@ -66,27 +93,36 @@ pub fn parse_options(query: &str, now: SystemTime) -> Result<LogOptions, String>
             "tailLines" => {
                 let n = number(k, &v)?;
                 if n < 0 {
-                    return Err("tailLines: must be greater than or equal to 0".into());
+                    return Err(LogQueryError::OutOfRange {
+                        name: "tailLines",
+                        bound: "greater than or equal to 0",
+                    });
                 }
                 o.tail_lines = Some(usize::try_from(n).unwrap_or(usize::MAX));
             }
             "sinceSeconds" => {
                 let n = number(k, &v)?;
                 if n < 1 {
-                    return Err("sinceSeconds: must be greater than 0".into());
+                    return Err(LogQueryError::OutOfRange {
+                        name: "sinceSeconds",
+                        bound: "greater than 0",
+                    });
                 }
                 since_seconds = Some(n as u64);
             }
             "sinceTime" => {
                 let t: k8s_openapi::jiff::Timestamp = v
                     .parse()
-                    .map_err(|_| format!("sinceTime: invalid RFC 3339 time {v:?}"))?;
+                    .map_err(|_| LogQueryError::Time { value: v.clone() })?;
                 since_time = Some(SystemTime::from(t));
             }
             "limitBytes" => {
                 let n = number(k, &v)?;
                 if n < 1 {
-                    return Err("limitBytes: must be greater than 0".into());
+                    return Err(LogQueryError::OutOfRange {
+                        name: "limitBytes",
+                        bound: "greater than 0",
+                    });
                 }
                 o.limit_bytes = Some(n as u64);
             }
@@ -94,9 +130,7 @@ pub fn parse_options(query: &str, now: SystemTime) -> Result<LogOptions, String>
         }
     }
     o.since = match (since_seconds, since_time) {
-        (Some(_), Some(_)) => {
-            return Err("at most one of sinceTime or sinceSeconds may be specified".into())
-        }
+        (Some(_), Some(_)) => return Err(LogQueryError::BothSince),
         (Some(s), None) => Some(now - Duration::from_secs(s)),
         (None, t) => t,
     };
@@ -166,7 +200,7 @@ impl From<Response> for Logs {
 pub fn answer(ns: &str, pod: &str, container: &str, query: &str, snap: &Snapshot) -> Logs {
     let opts = match parse_options(query, SystemTime::now()) {
         Ok(o) => o,
-        Err(e) => return Response::text(400, &e).into(),
+        Err(e) => return Response::text(400, &e.to_string()).into(),
     };
     let Some(view) = snap.pods.iter().find(|v| {
         v.pod.metadata.namespace.as_deref() == Some(ns)

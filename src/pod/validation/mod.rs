@@ -146,13 +146,13 @@ fn validate_metadata(pod: &Pod, opts: &ValidationOptions<'_>, v: &mut Errors) {
             );
         }
     }
-    if let Err(m) = rollback_after(pod) {
+    if let Err(e) = rollback_after(pod) {
         v.push(
             format!(
                 "metadata.annotations{}",
                 key_segment(ROLLBACK_AFTER_ANNOTATION)
             ),
-            m,
+            e.to_string(),
         );
     }
     if total > 256 * 1024 {
@@ -167,8 +167,16 @@ fn validate_metadata(pod: &Pod, opts: &ValidationOptions<'_>, v: &mut Errors) {
 /// turns rollbacks off for the pod. Unset: the daemon's default (`--rollback-after`).
 pub const ROLLBACK_AFTER_ANNOTATION: &str = "podvisor.io/rollback-after";
 
+/// Why a pod's `podvisor.io/rollback-after` is not a duration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason} (a duration such as \"5m\" or \"90s\"; \"0\" turns rollbacks off)")]
+pub struct RollbackAfterError {
+    pub value: String,
+    pub reason: crate::duration::DurationError,
+}
+
 /// The pod's `podvisor.io/rollback-after`: `Ok(None)` when unset, `Ok(Some(ZERO))` when off.
-pub fn rollback_after(pod: &Pod) -> Result<Option<std::time::Duration>, String> {
+pub fn rollback_after(pod: &Pod) -> Result<Option<std::time::Duration>, RollbackAfterError> {
     match pod
         .metadata
         .annotations
@@ -178,8 +186,9 @@ pub fn rollback_after(pod: &Pod) -> Result<Option<std::time::Duration>, String> 
         None => Ok(None),
         Some(v) => crate::duration::parse_go_duration(v)
             .map(Some)
-            .map_err(|e| {
-                format!("{e} (a duration such as \"5m\" or \"90s\"; \"0\" turns rollbacks off)")
+            .map_err(|reason| RollbackAfterError {
+                value: v.clone(),
+                reason,
             }),
     }
 }
