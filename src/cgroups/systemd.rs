@@ -382,5 +382,4 @@ impl From<SystemdError> for CgroupError {
 }
 
 #[cfg(test)]
-#[path = "systemd_tests.rs"]
 mod tests;
