@@ -12,7 +12,17 @@
 
 use k8s_openapi::api::core::v1::Taint;
 
-use super::*;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_saphyr::{Location, Spanned};
+
+use super::decode::{fmt_location, non_empty};
+use super::flags::invalid_flag;
+use super::raw::RawKubeletConfiguration;
+use super::{ConfigError, RunFlags};
+use crate::duration::parse_go_duration;
 
 /// A taint to register the Node with (`Taint` without `timeAdded`, comparable).
 #[derive(Debug, Clone, PartialEq, Eq)]

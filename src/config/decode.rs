@@ -6,7 +6,8 @@ use serde::Deserialize;
 use serde_saphyr::{Location, MessageFormatter, Spanned};
 
 use super::raw::RawKubeletConfiguration;
-use super::{validate, ConfigError, KubeletConfig, API_VERSION, KIND, MAX_CONFIG_BYTES};
+use super::validate::validate;
+use super::{ConfigError, KubeletConfig, API_VERSION, KIND, MAX_CONFIG_BYTES};
 use crate::pod::manifest::yaml_options;
 
 /// Just the type fields, read first so that a document of another kind (a Pod given as
