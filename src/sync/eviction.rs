@@ -289,7 +289,11 @@ impl SyncLoop {
         }
     }
 
-    pub(super) fn on_evicted_sandbox_removed(&mut self, uid: &str, result: Result<(), String>) {
+    pub(super) fn on_evicted_sandbox_removed(
+        &mut self,
+        uid: &str,
+        result: Result<(), super::executor::JobError>,
+    ) {
         let now = self.clock.now();
         let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == uid) else {
             return;

@@ -71,7 +71,8 @@ impl SyncLoop {
                         w.pod_ips = info.pod_ips;
                         w.start_time = Some(rfc3339(self.clock.wall()));
                     }
-                    Err(message) => {
+                    Err(e) => {
+                        let message = e.to_string();
                         w.sandbox = SandboxPhase::Failed {
                             message: message.clone(),
                         };
@@ -104,13 +105,13 @@ impl SyncLoop {
                 result,
             } => self.on_hook_done(&uid, &name, &container_id, hook, &what, result),
             JobResult::PodVolumesUpdated { uid, result } => {
-                if let (Err(message), Some(name)) = (result, self.pod_name_of(&uid)) {
+                if let (Err(e), Some(name)) = (result, self.pod_name_of(&uid)) {
                     self.event(
                         EventType::Warning,
                         &name,
                         None,
                         EventReason::FailedMount,
-                        &format!("downwardAPI volumes not updated: {message}"),
+                        &format!("downwardAPI volumes not updated: {e}"),
                     );
                 }
             }
@@ -159,11 +160,11 @@ impl SyncLoop {
                                 log::warn!(
                                     "pod {uid}: removal failed (attempt {}), {retry}: {}",
                                     r.remove_failures,
-                                    failed.message
+                                    failed.error
                                 );
                             }
                         }
-                        None => log::warn!("pod {uid}: removal failed: {}", failed.message),
+                        None => log::warn!("pod {uid}: removal failed: {}", failed.error),
                     }
                 }
             },
