@@ -16,7 +16,8 @@
 use std::time::Instant;
 
 use super::backoff;
-use super::{restart_policy, PodWorker, Removal, SandboxPhase};
+use super::removal::Removal;
+use super::{restart_policy, PodWorker, SandboxPhase};
 use crate::prober::ProbeKind;
 use crate::reason::WaitingReason;
 use crate::runtime::ContainerKind;

@@ -5,11 +5,11 @@
 //! connection thread, which waits for it. A refused manifest changes nothing: the pod pushed
 //! before keeps running (last-known-good), and the client has the reason.
 
-use super::podconfig::PushRefusal;
 use super::SyncLoop;
 use crate::pod::manifest::ManifestError;
 use crate::reason::EventReason;
 use crate::sources::api::{ApiPodOp, ApiPodReply, ApiPodRequest, Applied, FieldCause};
+use crate::sources::podconfig::PushRefusal;
 use crate::status::EventType;
 
 /// The reply for a refused manifest: 422 with every field, or 400 when it does not parse.

@@ -33,7 +33,6 @@ pub mod engine;
 pub(super) mod eviction;
 pub mod executor;
 pub mod generations;
-pub mod podconfig;
 pub mod podstatus;
 mod probes;
 mod reconcile;
@@ -57,11 +56,11 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use self::backoff::{CrashLoopBackoff, ImagePullBackoff};
 use self::batch::drain_batch;
 use self::executor::{Executor, JobResult};
-use self::generations::{GenerationStore, LastReady};
-use self::podconfig::PodConfig;
+use self::generations::GenerationStore;
 use self::store::DesiredStore;
 use crate::reason::{EventReason, PodReason, WaitingReason};
 use crate::runtime::{ContainerInfo, ContainerKind, ExitRecord, Runtime, RuntimeEvent};
+use crate::sources::podconfig::PodConfig;
 use crate::sources::SourceEvent;
 use crate::staticpod::{SourceKind, StaticPod};
 use crate::status::{EventLog, EventType, PodView, Snapshot, SnapshotCell};
@@ -278,43 +277,6 @@ struct PodWorker {
     start_recorded: bool,
 }
 
-/// A pod generation being stopped and removed.
-#[derive(Debug)]
-struct Removal {
-    /// Running containers: id -> stop signal.
-    running: BTreeMap<String, i32>,
-    /// Start jobs still in flight for this uid.
-    pending_starts: u32,
-    /// A sandbox creation still in flight for this uid: removing before it ends would leave
-    /// the sandbox it then creates (mounts, cgroups) behind.
-    sandbox_pending: bool,
-    grace: Duration,
-    kill_at: Option<Instant>,
-    killed: bool,
-    remove_submitted: bool,
-    /// `RemovePod` jobs that failed so far, and when the next may run (a removal that keeps
-    /// failing, say a busy mount or cgroup, is retried with backoff, not in a tight loop).
-    remove_failures: u32,
-    remove_retry_at: Option<Instant>,
-    /// Shown as Terminating until gone, when the whole pod goes away (not on replacement).
-    view: Option<PodView>,
-    /// Whether the desired-pod record must be deleted once removed.
-    forget_store: bool,
-    /// `namespace/name` of the pod (or its uid for orphans), for events.
-    name: String,
-    /// Containers whose preStop hook runs: their stop signal waits for it.
-    hooks_pending: BTreeSet<String>,
-    /// The running sidecars, in declaration order: each gets its stop signal once the app
-    /// containers and the sidecars declared after it exited (the kubelet's termination
-    /// ordering), or at the end of the grace period.
-    sidecars: Vec<String>,
-    /// Sidecars whose stop signal waits for their turn.
-    waiting_turn: BTreeSet<String>,
-    /// The generation's `prober_probe_total` series, forgotten once it is removed (no probe
-    /// of it can run any more then).
-    probe_series: Vec<(crate::metrics::ProbeType, crate::metrics::ProbeSubject)>,
-}
-
 /// The sync loop.
 pub struct SyncLoop {
     cfg: SyncConfig,
@@ -329,10 +291,10 @@ pub struct SyncLoop {
     store_writer: Option<record_writer::Writer>,
     /// Where pushed pods' manifests are stored (`<root>/api-pods`; `None` for `podvisor play`).
     api_store: Option<crate::sources::api::ApiPodStore>,
-    /// Each pod's last Ready generation and the generation rolled back from, by full name.
-    last_ready: BTreeMap<String, LastReady>,
+    /// Each pod's last Ready generation and the generation rolled back from (safe updates).
+    rollbacks: rollback::Rollbacks,
     workers: BTreeMap<String, PodWorker>,
-    removals: BTreeMap<String, Removal>,
+    removals: removal::Removals,
     /// Containers found on disk at start, by pod uid, not yet claimed by a worker.
     adopted: BTreeMap<String, Vec<ContainerInfo>>,
     /// Sandboxes found on disk at start: pod uid -> (creation time, pod IPs).
@@ -372,18 +334,12 @@ pub struct SyncLoop {
     housekeeping: Option<Box<dyn FnMut()>>,
     /// The node's pressure conditions, as the eviction manager last reported them.
     pressure: eviction::NodePressure,
-    /// Uids of pods removed in this run, most recent last (at most
-    /// [`RECENTLY_REMOVED`]): one desired again is a restarted pod (`kubelet_restarted_pods_total`).
-    recently_removed: std::collections::VecDeque<String>,
     /// Exits reported before the start job's result that names their container (a container
     /// that ends within milliseconds, reported by the runtime's exit watcher while the worker
     /// thread that started it has not sent its result yet): container id, pod uid, record;
     /// applied when that result arrives, oldest dropped past [`EARLY_EXITS`].
     early_exits: std::collections::VecDeque<(String, String, ExitRecord)>,
 }
-
-/// How many removed pod uids the loop remembers for `kubelet_restarted_pods_total`.
-const RECENTLY_REMOVED: usize = 256;
 
 /// How many exits of containers the loop does not know yet it keeps (see `early_exits`).
 const EARLY_EXITS: usize = 64;
@@ -443,15 +399,12 @@ impl SyncLoop {
         let generations = store
             .as_ref()
             .map(|_| GenerationStore::new(cfg.store_dir.with_file_name("pod-generations")));
-        let last_ready = generations
-            .as_ref()
-            .map(|g| {
-                g.recover()
-                    .into_iter()
-                    .map(|lr| (lr.pod.full_name.clone(), lr))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let rollbacks = rollback::Rollbacks::new(
+            generations
+                .as_ref()
+                .map(|g| g.recover())
+                .unwrap_or_default(),
+        );
         let scope = cfg.only_pod.as_ref().map(|p| p.uid().to_string());
         let in_scope = |uid: &str| scope.as_deref().is_none_or(|s| s == uid);
         config.seed(persisted, |p| {
@@ -511,9 +464,9 @@ impl SyncLoop {
             store,
             store_writer,
             api_store,
-            last_ready,
+            rollbacks,
             workers: BTreeMap::new(),
-            removals: BTreeMap::new(),
+            removals: Default::default(),
             adopted,
             sandboxes_on_disk,
             data_on_disk,
@@ -534,7 +487,6 @@ impl SyncLoop {
             gc: None,
             housekeeping: None,
             pressure: eviction::NodePressure::default(),
-            recently_removed: Default::default(),
             early_exits: Default::default(),
         };
         s.on_notices(api_notices);
@@ -569,14 +521,7 @@ impl SyncLoop {
     /// Stops waiting for grace periods: every pod being removed gets SIGKILL now (`podvisor
     /// play` on a second Ctrl-C). preStop hooks still running are not waited for.
     pub fn kill_removals_now(&mut self) {
-        let now = self.clock.now();
-        for r in self.removals.values_mut() {
-            if !r.running.is_empty() && !r.killed {
-                r.hooks_pending.clear();
-                r.waiting_turn.clear();
-                r.kill_at = Some(now);
-            }
-        }
+        self.removals.kill_now(self.clock.now());
         self.reconcile();
         self.publish();
     }
@@ -709,7 +654,7 @@ impl SyncLoop {
             active: self.workers.values().map(|w| w.uid.clone()).collect(),
             removing: self
                 .removals
-                .keys()
+                .uids()
                 .chain(self.adopted.keys())
                 .cloned()
                 .collect(),
@@ -768,14 +713,7 @@ impl SyncLoop {
                 }
             }
         }
-        for r in self.removals.values() {
-            if !r.killed {
-                consider(r.kill_at);
-            }
-            if !r.remove_submitted {
-                consider(r.remove_retry_at);
-            }
-        }
+        consider(self.removals.next_deadline());
         consider(self.container_kill_deadline());
         consider(self.rollback_deadline());
         consider(self.resync.map(|(_, due)| due));
@@ -808,11 +746,7 @@ impl SyncLoop {
         }
         let mut pods: Vec<PodView> = self.workers.values().map(|w| self.view_of(w)).collect();
         self.record_pod_starts(&pods);
-        for r in self.removals.values() {
-            if let Some(v) = &r.view {
-                pods.push(v.clone());
-            }
-        }
+        pods.extend(self.removals.views().cloned());
         pods.sort_by_key(|v| crate::status::full_name(&v.pod));
         let snapshot = Snapshot {
             node_name: self.cfg.node_name.clone(),

@@ -12,10 +12,10 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::podconfig::PodConfig;
 use super::{PodWorker, SandboxPhase, Slot, SyncConfig};
 use crate::reason::PodReason;
 use crate::runtime::ContainerKind;
+use crate::sources::podconfig::PodConfig;
 use crate::status::PodView;
 
 /// Parses an RFC 3339 time into the API type.

@@ -354,15 +354,7 @@ impl SyncLoop {
             .iter()
             .find(|(_, w)| w.uid == uid)
             .map(|(n, _)| n.clone())
-            .or_else(|| {
-                let r = self.removals.get(uid)?;
-                Some(
-                    r.view
-                        .as_ref()
-                        .map(|v| crate::status::full_name(&v.pod))
-                        .unwrap_or_else(|| r.name.clone()),
-                )
-            })
+            .or_else(|| self.removals.get(uid).map(|r| r.pod_name()))
             .unwrap_or_else(|| uid.to_string());
         // The kubelet's wording (kuberuntime handlers.go).
         let message = match &result {

@@ -7,13 +7,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::actions::{compute_pod_change, PodChange};
-use super::podconfig::ConfigNotice;
-use super::{Removal, SyncLoop};
+use super::removal::Removal;
+use super::SyncLoop;
 use crate::reason::EventReason;
 use crate::runtime::ContainerState;
+use crate::sources::podconfig::ConfigNotice;
 use crate::sources::SourceEvent;
 use crate::staticpod::StaticPod;
 use crate::status::EventType;
@@ -157,16 +157,7 @@ impl SyncLoop {
         });
         for (name, sp) in order {
             if !self.workers.contains_key(name) {
-                let blocked = self
-                    .removals
-                    .keys()
-                    .find(|uid| {
-                        self.removals[*uid]
-                            .view
-                            .as_ref()
-                            .is_some_and(|v| crate::status::full_name(&v.pod) == *name)
-                    })
-                    .cloned();
+                let blocked = self.removals.of_pod(name);
                 self.start_worker(sp.clone(), blocked);
             }
         }
@@ -177,7 +168,7 @@ impl SyncLoop {
                 .keys()
                 .chain(self.sandboxes_on_disk.keys())
                 .chain(self.data_on_disk.iter())
-                .filter(|u| !self.removals.contains_key(*u))
+                .filter(|u| !self.removals.contains(u))
                 .cloned()
                 .collect::<BTreeSet<_>>()
                 .into_iter()
@@ -194,34 +185,14 @@ impl SyncLoop {
                 }
                 log::info!("pod {uid}: not defined by any source: removing its containers");
                 self.persisted.remove(&uid);
-                self.removals.insert(
-                    uid.clone(),
-                    Removal {
-                        running,
-                        pending_starts: 0,
-                        sandbox_pending: false,
-                        grace: Duration::from_secs(30),
-                        kill_at: None,
-                        killed: false,
-                        remove_submitted: false,
-                        remove_failures: 0,
-                        remove_retry_at: None,
-                        view: None,
-                        forget_store: true,
-                        name: uid,
-                        hooks_pending: BTreeSet::new(),
-                        // Containers without their pod: no order is known.
-                        sidecars: Vec::new(),
-                        waiting_turn: BTreeSet::new(),
-                        probe_series: Vec::new(),
-                    },
-                );
+                self.removals
+                    .begin_orphan(uid.clone(), Removal::orphan(uid, running));
             }
         }
         if ready {
             // Desired-pod records nothing claimed: nothing of them is on disk either.
             for uid in std::mem::take(&mut self.persisted) {
-                if self.removals.contains_key(&uid) {
+                if self.removals.contains(&uid) {
                     continue;
                 }
                 log::info!("pod {uid}: no source defines it any more: removing its record");
@@ -234,10 +205,7 @@ impl SyncLoop {
             self.sync_worker(&name);
         }
         crate::tp!("loop.rc.workers");
-        let uids: Vec<String> = self.removals.keys().cloned().collect();
-        for uid in uids {
-            self.sync_removal(&uid);
-        }
+        self.sync_removals();
         crate::tp!("loop.rc.removals");
         self.sync_probes();
         crate::tp!("loop.rc.probes");

@@ -120,7 +120,7 @@ impl SyncLoop {
             }
             JobResult::PodRemoved { uid, result } => match result {
                 Ok(()) => {
-                    if let Some(r) = self.removals.remove(&uid) {
+                    if let Some(r) = self.removals.removed(&uid) {
                         for (kind, subject) in &r.probe_series {
                             self.cfg.metrics.forget_probe(*kind, subject);
                         }
@@ -134,39 +134,7 @@ impl SyncLoop {
                     }
                     log::info!("pod {uid}: removed");
                 }
-                Err(failed) => {
-                    let now = self.clock.now();
-                    match self.removals.get_mut(&uid) {
-                        Some(r) => {
-                            r.remove_submitted = false;
-                            r.remove_failures = r.remove_failures.saturating_add(1);
-                            // Live containers (listed by the worker) are stopped again first,
-                            // and the removal runs again once they exited. Without any, the
-                            // cause is outside the pod's processes: the next attempt waits,
-                            // and the warning is logged at attempts 1, 2, 4, 8, ... (flash).
-                            let retry = if failed.running.is_empty() {
-                                let wait = removal_backoff(r.remove_failures);
-                                r.remove_retry_at = Some(now + wait);
-                                format!("retrying in {} ms", wait.as_millis())
-                            } else {
-                                r.remove_retry_at = None;
-                                format!(
-                                    "stopping {} container(s) still running first",
-                                    failed.running.len()
-                                )
-                            };
-                            r.running.extend(failed.running);
-                            if r.remove_failures.is_power_of_two() {
-                                log::warn!(
-                                    "pod {uid}: removal failed (attempt {}), {retry}: {}",
-                                    r.remove_failures,
-                                    failed.error
-                                );
-                            }
-                        }
-                        None => log::warn!("pod {uid}: removal failed: {}", failed.error),
-                    }
-                }
+                Err(failed) => self.removals.remove_failed(&uid, failed, self.clock.now()),
             },
         }
         self.dirty = true;

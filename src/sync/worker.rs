@@ -61,7 +61,7 @@ impl SyncLoop {
             seen: self.clock.now(),
             start_recorded: false,
         };
-        if self.removals.contains_key(&uid) || self.recently_removed.contains(&uid) {
+        if self.removals.seen(&uid) {
             let is_static = w
                 .spec
                 .pod
@@ -271,8 +271,8 @@ impl SyncLoop {
             previous_generation_removing: w
                 .blocked_by
                 .as_ref()
-                .is_some_and(|b| self.removals.contains_key(b)),
-            same_uid_removing: self.removals.contains_key(&w.uid),
+                .is_some_and(|b| self.removals.contains(b)),
+            same_uid_removing: self.removals.contains(&w.uid),
             active_for: self.active_for(w),
         };
         let actions = compute_actions(now, &state);
