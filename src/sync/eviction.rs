@@ -82,6 +82,26 @@ impl NodePressure {
         self.active.contains(&p)
     }
 
+    /// The conditions now met.
+    pub fn active(&self) -> &BTreeSet<Pressure> {
+        &self.active
+    }
+
+    /// The eviction manager reports the conditions `set` at `now` (RFC 3339): returns each
+    /// condition that changed, and whether it is met now.
+    pub fn set(&mut self, set: BTreeSet<Pressure>, now: &str) -> Vec<(Pressure, bool)> {
+        let mut changed = Vec::new();
+        for p in Pressure::ALL {
+            let (was, is) = (self.active.contains(&p), set.contains(&p));
+            if was != is {
+                self.transitions.insert(p, now.to_string());
+                changed.push((p, is));
+            }
+        }
+        self.active = set;
+        changed
+    }
+
     /// The conditions as v1 NodeConditions, with the kubelet's reasons and messages.
     pub fn views(&self) -> Vec<NodeConditionView> {
         Pressure::ALL
@@ -205,12 +225,7 @@ impl SyncLoop {
     fn set_pressure(&mut self, set: BTreeSet<Pressure>) {
         let now = self.now_str();
         let node = self.cfg.node_name.clone();
-        for p in Pressure::ALL {
-            let (was, is) = (self.pressure.active.contains(&p), set.contains(&p));
-            if was == is {
-                continue;
-            }
-            self.pressure.transitions.insert(p, now.clone());
+        for (p, is) in self.pressure.set(set, &now) {
             let reason = transition_event(p, is);
             let msg = format!("Node {node} status is now: {reason}");
             let type_ = if is {
@@ -221,7 +236,6 @@ impl SyncLoop {
             log::info!("node condition {} is now {is}", p.condition_type());
             self.event(type_, "", None, reason, &msg);
         }
-        self.pressure.active = set;
         self.dirty = true;
     }
 
@@ -374,7 +388,8 @@ impl SyncLoop {
     /// Admission under node pressure; marks `w` rejected when refused.
     pub(super) fn admit_under_pressure(&mut self, name: &str, w: &mut PodWorker) {
         let qos = qos_class(&w.pod).ok();
-        if let Some(message) = admit_under_pressure(&self.pressure.active, is_critical(&w.pod), qos)
+        if let Some(message) =
+            admit_under_pressure(self.pressure.active(), is_critical(&w.pod), qos)
         {
             self.event(
                 EventType::Warning,
