@@ -250,7 +250,7 @@ impl SyncLoop {
     ) -> bool {
         let now = self.clock.now();
         let at = self.now_str();
-        let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == uid) else {
+        let Some((name, w)) = self.workers.by_uid_mut(uid) else {
             return false;
         };
         if w.evicted.is_some() || w.rejected.is_some() || is_critical(&w.pod) {
@@ -309,7 +309,7 @@ impl SyncLoop {
         result: Result<(), super::executor::JobError>,
     ) {
         let now = self.clock.now();
-        let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == uid) else {
+        let Some((name, w)) = self.workers.by_uid_mut(uid) else {
             return;
         };
         let Some(e) = w.evicted.as_mut() else {

@@ -34,6 +34,7 @@ pub(super) mod eviction;
 pub mod executor;
 pub mod generations;
 pub mod podstatus;
+mod podworkers;
 mod probes;
 mod reconcile;
 mod record_writer;
@@ -51,15 +52,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::Pod;
 
-use self::backoff::{CrashLoopBackoff, ImagePullBackoff};
 use self::batch::drain_batch;
 use self::executor::{Executor, JobResult};
 use self::generations::GenerationStore;
+use self::podworkers::{Finished, Instance, Leftovers, PodWorker, PodWorkers, SandboxPhase, Slot};
 use self::store::DesiredStore;
-use crate::reason::{EventReason, PodReason, WaitingReason};
-use crate::runtime::{ContainerInfo, ContainerKind, ExitRecord, Runtime, RuntimeEvent};
+use crate::reason::EventReason;
+use crate::runtime::{ContainerInfo, Runtime, RuntimeEvent};
 use crate::sources::podconfig::PodConfig;
 use crate::sources::SourceEvent;
 use crate::staticpod::{SourceKind, StaticPod};
@@ -148,135 +149,6 @@ pub struct SyncConfig {
 /// How often manifests refused for the node's state (a missing profile) are checked again.
 const RECHECK_PERIOD: Duration = Duration::from_secs(20);
 
-#[derive(Debug, Clone)]
-struct Finished {
-    id: String,
-    exit: ExitRecord,
-    at: Instant,
-    log_path: PathBuf,
-}
-
-#[derive(Debug, Clone)]
-struct Instance {
-    /// Empty while the start job is in flight.
-    id: String,
-    started_at: String,
-    /// The image's STOPSIGNAL (SIGTERM by default), as the monitor recorded it.
-    stop_signal: i32,
-    log_path: PathBuf,
-    /// Probe and hook state of this instance.
-    health: probes::Health,
-}
-
-#[derive(Debug, Clone)]
-struct Slot {
-    container: Container,
-    kind: ContainerKind,
-    /// Instances started so far; the next one gets this as its restart count (log file name)
-    /// and the status shows one less.
-    instances_started: u32,
-    instance: Option<Instance>,
-    last: Option<Finished>,
-    previous_log: Option<PathBuf>,
-    backoff: CrashLoopBackoff,
-    /// Backoff of failed pulls of the container's image.
-    image_backoff: ImagePullBackoff,
-    /// When an ErrImagePull waiting reason turns into ImagePullBackOff.
-    pull_backoff_at: Option<Instant>,
-    /// Why it is not running: (reason, message).
-    waiting: Option<(WaitingReason, String)>,
-    retry_at: Option<Instant>,
-    /// `imageID` of the latest instance (containerd's image reference: `<repo>@<digest>`).
-    image_id: String,
-    /// An init container that completed successfully, or a sidecar (`restartPolicy: Always`)
-    /// that started in this sandbox: either no longer holds back the next init container.
-    succeeded: bool,
-}
-
-impl Slot {
-    fn new(container: Container, kind: ContainerKind) -> Slot {
-        Slot {
-            container,
-            kind,
-            instances_started: 0,
-            instance: None,
-            last: None,
-            previous_log: None,
-            backoff: CrashLoopBackoff::default(),
-            image_backoff: ImagePullBackoff::default(),
-            pull_backoff_at: None,
-            waiting: None,
-            retry_at: None,
-            succeeded: false,
-            image_id: String::new(),
-        }
-    }
-
-    /// A restartable init container (KEP-753 native sidecar): started in init order, then
-    /// kept running next to the app containers whatever the pod's restartPolicy.
-    fn sidecar(&self) -> bool {
-        self.kind == ContainerKind::Init
-            && self.container.restart_policy.as_deref() == Some("Always")
-    }
-
-    /// Running, its postStart hook done and its startup probe (if any) passed.
-    fn started(&self) -> bool {
-        self.instance
-            .as_ref()
-            .is_some_and(|i| !i.id.is_empty() && !i.health.post_start_pending && i.health.started)
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum SandboxPhase {
-    Pending,
-    Creating,
-    Ready,
-    Failed { message: String },
-}
-
-/// A pod that should run.
-#[derive(Debug)]
-struct PodWorker {
-    spec: StaticPod,
-    uid: String,
-    pod: Arc<Pod>,
-    sandbox: SandboxPhase,
-    sandbox_retry_at: Option<Instant>,
-    /// Sandbox creations that failed in a row (the retry waits 10 s, doubling to 5 min).
-    sandbox_failures: u32,
-    /// The pod's IPs from its network (its sandbox's), IPv4 first; empty without one.
-    pod_ips: Vec<String>,
-    slots: Vec<Slot>,
-    /// The uid of a previous generation still being removed: nothing starts before it is gone.
-    blocked_by: Option<String>,
-    start_time: Option<String>,
-    /// When this pod generation was first seen (metadata.creationTimestamp).
-    created: String,
-    conditions: BTreeMap<&'static str, (bool, String)>,
-    /// The pod can no longer make progress (init failed under restartPolicy Never...).
-    failed: bool,
-    /// Not admitted (does not fit the node): (reason, message); nothing is started.
-    rejected: Option<(PodReason, String)>,
-    /// Killed for running longer than `activeDeadlineSeconds` (`failed` is set too).
-    deadline_exceeded: bool,
-    /// Evicted by the eviction manager: stopped, phase Failed, reason Evicted, until its
-    /// pressure has cleared (see `sync::eviction`).
-    evicted: Option<eviction::Evicted>,
-    /// How often this pod generation was evicted (the wait before it starts again doubles).
-    evictions: u32,
-    /// When this generation could start: created, or its previous generation gone (the
-    /// rollback deadline runs from here).
-    since: Instant,
-    /// This generation proved Ready (see `rollback::proven_ready`): the pod's last Ready one.
-    was_ready: bool,
-    /// When the loop first saw this generation (`kubelet_pod_start_duration_seconds` runs
-    /// from here).
-    seen: Instant,
-    /// Its start duration is recorded (or it was re-adopted running: nothing to record).
-    start_recorded: bool,
-}
-
 /// The sync loop.
 pub struct SyncLoop {
     cfg: SyncConfig,
@@ -293,19 +165,10 @@ pub struct SyncLoop {
     api_store: Option<crate::sources::api::ApiPodStore>,
     /// Each pod's last Ready generation and the generation rolled back from (safe updates).
     rollbacks: rollback::Rollbacks,
-    workers: BTreeMap<String, PodWorker>,
+    workers: PodWorkers,
     removals: removal::Removals,
-    /// Containers found on disk at start, by pod uid, not yet claimed by a worker.
-    adopted: BTreeMap<String, Vec<ContainerInfo>>,
-    /// Sandboxes found on disk at start: pod uid -> (creation time, pod IPs).
-    sandboxes_on_disk: BTreeMap<String, (String, Vec<String>)>,
-    /// Pods with data on disk at start (emptyDir volumes), not yet claimed by a worker: after
-    /// a reboot these have no sandbox; unclaimed ones are removed once the sources reported.
-    data_on_disk: BTreeSet<String>,
-    /// Uids of the desired-pod records found at start, not yet claimed by a worker. A record
-    /// no worker claims once the sources reported (a generation replaced while the daemon was
-    /// down, or by a power cut before its removal finished) is deleted.
-    persisted: BTreeSet<String>,
+    /// What the previous run left on disk, not yet claimed by a worker.
+    on_disk: Leftovers,
     events: EventLog,
     snapshots: SnapshotCell,
     file_ready: bool,
@@ -334,15 +197,7 @@ pub struct SyncLoop {
     housekeeping: Option<Box<dyn FnMut()>>,
     /// The node's pressure conditions, as the eviction manager last reported them.
     pressure: eviction::NodePressure,
-    /// Exits reported before the start job's result that names their container (a container
-    /// that ends within milliseconds, reported by the runtime's exit watcher while the worker
-    /// thread that started it has not sent its result yet): container id, pod uid, record;
-    /// applied when that result arrives, oldest dropped past [`EARLY_EXITS`].
-    early_exits: std::collections::VecDeque<(String, String, ExitRecord)>,
 }
-
-/// How many exits of containers the loop does not know yet it keeps (see `early_exits`).
-const EARLY_EXITS: usize = 64;
 
 fn rfc3339(t: SystemTime) -> String {
     crate::logs::timestamp::format_timestamp(t)
@@ -465,12 +320,14 @@ impl SyncLoop {
             store_writer,
             api_store,
             rollbacks,
-            workers: BTreeMap::new(),
+            workers: PodWorkers::default(),
             removals: Default::default(),
-            adopted,
-            sandboxes_on_disk,
-            data_on_disk,
-            persisted: persisted_uids,
+            on_disk: Leftovers {
+                containers: adopted,
+                sandboxes: sandboxes_on_disk,
+                data: data_on_disk,
+                records: persisted_uids,
+            },
             events: EventLog::new(1000),
             probe_state: probes::ProbeState::default(),
             snapshots,
@@ -487,7 +344,6 @@ impl SyncLoop {
             gc: None,
             housekeeping: None,
             pressure: eviction::NodePressure::default(),
-            early_exits: Default::default(),
         };
         s.on_notices(api_notices);
         s.reconcile();
@@ -655,7 +511,7 @@ impl SyncLoop {
             removing: self
                 .removals
                 .uids()
-                .chain(self.adopted.keys())
+                .chain(self.on_disk.containers.keys())
                 .cloned()
                 .collect(),
             sources_ready: self.sources_ready(),

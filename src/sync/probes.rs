@@ -293,7 +293,7 @@ impl SyncLoop {
 
     /// A probe result the sync loop must act on.
     pub(super) fn on_probe(&mut self, u: ProbeUpdate) {
-        let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == u.pod_uid) else {
+        let Some((name, w)) = self.workers.by_uid_mut(&u.pod_uid) else {
             return;
         };
         let name = name.clone();
@@ -351,9 +351,7 @@ impl SyncLoop {
         let now = self.clock.now();
         let pod_name = self
             .workers
-            .iter()
-            .find(|(_, w)| w.uid == uid)
-            .map(|(n, _)| n.clone())
+            .name_of(uid)
             .or_else(|| self.removals.get(uid).map(|r| r.pod_name()))
             .unwrap_or_else(|| uid.to_string());
         // The kubelet's wording (kuberuntime handlers.go).
@@ -387,7 +385,7 @@ impl SyncLoop {
             }
             return;
         }
-        let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == uid) else {
+        let Some((name, w)) = self.workers.by_uid_mut(uid) else {
             return;
         };
         let name = name.clone();
@@ -507,7 +505,7 @@ impl SyncLoop {
         let mut errors = Vec::new();
         let now = self.clock.now();
         let mut desired = BTreeSet::new();
-        for (name, w) in &self.workers {
+        for (name, w) in self.workers.iter() {
             let ip = pod_ip(&w.pod, &self.cfg.host_ip, &w.pod_ips);
             for s in &w.slots {
                 let Some(inst) = s.instance.as_ref().filter(|i| !i.id.is_empty()) else {

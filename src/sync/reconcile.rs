@@ -149,11 +149,11 @@ impl SyncLoop {
         // judging new pods.
         let mut order: Vec<(&String, &StaticPod)> = desired.iter().collect();
         order.sort_by_key(|(_, sp)| {
-            !sp.pod.metadata.uid.as_deref().is_some_and(|u| {
-                self.adopted.contains_key(u)
-                    || self.sandboxes_on_disk.contains_key(u)
-                    || self.data_on_disk.contains(u)
-            })
+            !sp.pod
+                .metadata
+                .uid
+                .as_deref()
+                .is_some_and(|u| self.on_disk.has(u))
         });
         for (name, sp) in order {
             if !self.workers.contains_key(name) {
@@ -164,19 +164,20 @@ impl SyncLoop {
         if ready {
             // Containers, sandboxes and pod data on disk that no desired pod claims.
             let orphan_uids: Vec<String> = self
-                .adopted
+                .on_disk
+                .containers
                 .keys()
-                .chain(self.sandboxes_on_disk.keys())
-                .chain(self.data_on_disk.iter())
+                .chain(self.on_disk.sandboxes.keys())
+                .chain(self.on_disk.data.iter())
                 .filter(|u| !self.removals.contains(u))
                 .cloned()
                 .collect::<BTreeSet<_>>()
                 .into_iter()
                 .collect();
             for uid in orphan_uids {
-                let containers = self.adopted.remove(&uid).unwrap_or_default();
-                self.sandboxes_on_disk.remove(&uid);
-                self.data_on_disk.remove(&uid);
+                let containers = self.on_disk.containers.remove(&uid).unwrap_or_default();
+                self.on_disk.sandboxes.remove(&uid);
+                self.on_disk.data.remove(&uid);
                 let mut running = BTreeMap::new();
                 for c in containers {
                     if !matches!(c.state, ContainerState::Exited(_)) {
@@ -184,14 +185,14 @@ impl SyncLoop {
                     }
                 }
                 log::info!("pod {uid}: not defined by any source: removing its containers");
-                self.persisted.remove(&uid);
+                self.on_disk.records.remove(&uid);
                 self.removals
                     .begin_orphan(uid.clone(), Removal::orphan(uid, running));
             }
         }
         if ready {
             // Desired-pod records nothing claimed: nothing of them is on disk either.
-            for uid in std::mem::take(&mut self.persisted) {
+            for uid in std::mem::take(&mut self.on_disk.records) {
                 if self.removals.contains(&uid) {
                     continue;
                 }

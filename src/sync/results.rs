@@ -53,7 +53,7 @@ impl SyncLoop {
                     self.dirty = true;
                     return;
                 }
-                let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == uid) else {
+                let Some((name, w)) = self.workers.by_uid_mut(&uid) else {
                     // The pod went away meanwhile, without a removal: remove the sandbox.
                     self.executor.submit(Job::RemovePod { uid });
                     return;
@@ -141,10 +141,7 @@ impl SyncLoop {
     }
 
     pub(super) fn pod_name_of(&self, uid: &str) -> Option<String> {
-        self.workers
-            .iter()
-            .find(|(_, w)| w.uid == uid)
-            .map(|(n, _)| n.clone())
+        self.workers.name_of(uid)
     }
 
     pub(super) fn on_image_ready(
@@ -154,7 +151,7 @@ impl SyncLoop {
         image: &str,
         outcome: ImageOutcome,
     ) {
-        let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == uid) else {
+        let Some((name, w)) = self.workers.by_uid_mut(uid) else {
             return;
         };
         let name = name.clone();
@@ -225,7 +222,7 @@ impl SyncLoop {
             }
             return;
         }
-        let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == uid) else {
+        let Some((name, w)) = self.workers.by_uid_mut(uid) else {
             if let Ok(info) = result {
                 let _ = self.runtime.signal_container(&info.meta.id, libc::SIGKILL);
             }

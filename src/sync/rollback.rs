@@ -422,7 +422,7 @@ impl SyncLoop {
     pub(super) fn check_rollbacks(&mut self) -> bool {
         let now = self.clock.now();
         let mut due = Vec::new();
-        for (name, w) in &self.workers {
+        for (name, w) in self.workers.iter() {
             if let Some(cause) = compute_rollback(now, &self.probation_of(name, w)) {
                 due.push((name.clone(), cause));
             }
