@@ -45,7 +45,7 @@ impl SyncLoop {
 
     fn answer_api_pod(&mut self, req: &ApiPodRequest) -> ApiPodReply {
         let (ns, name) = (req.namespace.as_str(), req.name.as_str());
-        let Some(store) = self.api_store.clone() else {
+        let Some(store) = self.records.api.clone() else {
             return ApiPodReply::Conflict {
                 message: "this podvisor runs one pod (play): nothing can be pushed".into(),
             };

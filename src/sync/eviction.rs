@@ -190,7 +190,7 @@ impl SyncLoop {
                     &msg,
                 );
             }
-            EvictionEvent::ReclaimContainers(reply) => match &self.gc {
+            EvictionEvent::ReclaimContainers(reply) => match &self.resync.gc {
                 Some(gc) => gc.request_with_reply(self.gc_request(), Some(reply)),
                 // No container GC (play): nothing to reclaim; the sender is dropped.
                 None => drop(reply),

@@ -33,6 +33,7 @@ pub mod engine;
 pub(super) mod eviction;
 pub mod executor;
 pub mod generations;
+mod liveness;
 pub mod podstatus;
 mod podworkers;
 mod probes;
@@ -156,13 +157,8 @@ pub struct SyncLoop {
     runtime: Arc<dyn Runtime>,
     executor: Box<dyn Executor>,
     clock: Box<dyn Clock>,
-    /// Where desired pods are persisted (`None` for `podvisor play`).
-    store: Option<DesiredStore>,
-    /// Writes and deletes the desired-pod records and each pod's last Ready generation
-    /// (`<root>/pod-generations`), off the loop's thread (`None` for `podvisor play`).
-    store_writer: Option<record_writer::Writer>,
-    /// Where pushed pods' manifests are stored (`<root>/api-pods`; `None` for `podvisor play`).
-    api_store: Option<crate::sources::api::ApiPodStore>,
+    /// The desired-pod, generation and pushed-pod records on disk.
+    records: record_writer::Records,
     /// Each pod's last Ready generation and the generation rolled back from (safe updates).
     rollbacks: rollback::Rollbacks,
     workers: PodWorkers,
@@ -171,9 +167,7 @@ pub struct SyncLoop {
     on_disk: Leftovers,
     events: EventLog,
     snapshots: SnapshotCell,
-    file_ready: bool,
-    url_ready: bool,
-    started: Instant,
+    sources: SourcesReady,
     reported_dups: BTreeSet<(String, String)>,
     dirty: bool,
     /// `sources_ready` of the latest published snapshot (its change is published too).
@@ -181,22 +175,49 @@ pub struct SyncLoop {
     probe_state: probes::ProbeState,
     /// When refused manifests are checked again next (see `PodConfig::recheck`).
     next_recheck: Instant,
-    /// Every turnover is recorded here (the daemon's liveness signal).
-    monitor: crate::health::SyncLoopMonitor,
-    /// systemd notifications (`Type=notify`), when started by systemd.
-    service: Option<crate::systemd::ServiceReporter>,
-    /// The `STATUS=` line of the latest published snapshot.
-    status_line: String,
-    /// Test hook: the loop stops turning over once this file exists.
-    wedge_file: Option<PathBuf>,
-    /// The periodic resync (`syncFrequency`): its period, when it is due next, and the
-    /// container GC asked for a pass at each one (the daemon's; none under `play`).
-    resync: Option<(Duration, Instant)>,
-    gc: Option<crate::gc::GcHandle>,
-    /// Run on the loop's thread at every periodic resync (the daemon's memory housekeeping).
-    housekeeping: Option<Box<dyn FnMut()>>,
+    /// Health monitor, systemd notifications, the wedge test hook.
+    liveness: liveness::Liveness,
+    resync: Resync,
     /// The node's pressure conditions, as the eviction manager last reported them.
     pressure: eviction::NodePressure,
+}
+
+/// Whether the sources reported: each expected source once, or the timeout passed.
+struct SourcesReady {
+    file: bool,
+    url: bool,
+    started: Instant,
+    timeout: Duration,
+}
+
+impl SourcesReady {
+    fn ready(&self, now: Instant) -> bool {
+        (self.file && self.url) || now.saturating_duration_since(self.started) >= self.timeout
+    }
+
+    /// When the sources count as ready anyway, while one has not reported.
+    fn deadline(&self) -> Option<Instant> {
+        (!(self.file && self.url)).then(|| self.started + self.timeout)
+    }
+
+    /// A source's first scan or fetch (or its error) is its report.
+    fn saw(&mut self, se: &SourceEvent) {
+        match se {
+            SourceEvent::FileScanComplete { .. } | SourceEvent::DirError { .. } => self.file = true,
+            SourceEvent::UrlChanged { .. } | SourceEvent::UrlError { .. } => self.url = true,
+            _ => {}
+        }
+    }
+}
+
+/// The periodic resync (`syncFrequency`): its period and when it is due next, the container
+/// GC asked for a pass at each one (the daemon's; none under `play`), and what runs on the
+/// loop's thread after it (the daemon's memory housekeeping).
+#[derive(Default)]
+struct Resync {
+    every: Option<(Duration, Instant)>,
+    gc: Option<crate::gc::GcHandle>,
+    housekeeping: Option<Box<dyn FnMut()>>,
 }
 
 fn rfc3339(t: SystemTime) -> String {
@@ -309,16 +330,22 @@ impl SyncLoop {
         };
         let started = clock.now();
         let mut s = SyncLoop {
-            file_ready: !cfg.expect_file_source,
-            url_ready: !cfg.expect_url_source,
+            sources: SourcesReady {
+                file: !cfg.expect_file_source,
+                url: !cfg.expect_url_source,
+                started,
+                timeout: cfg.sources_ready_timeout,
+            },
             cfg,
             config,
             runtime,
             executor,
             clock,
-            store,
-            store_writer,
-            api_store,
+            records: record_writer::Records {
+                store,
+                writer: store_writer,
+                api: api_store,
+            },
             rollbacks,
             workers: PodWorkers::default(),
             removals: Default::default(),
@@ -331,18 +358,12 @@ impl SyncLoop {
             events: EventLog::new(1000),
             probe_state: probes::ProbeState::default(),
             snapshots,
-            started,
             reported_dups: BTreeSet::new(),
             dirty: true,
             published_sources_ready: false,
             next_recheck: started + RECHECK_PERIOD,
-            monitor: crate::health::SyncLoopMonitor::new(started),
-            service: None,
-            status_line: String::new(),
-            wedge_file: None,
-            resync: None,
-            gc: None,
-            housekeeping: None,
+            liveness: liveness::Liveness::new(started),
+            resync: Resync::default(),
             pressure: eviction::NodePressure::default(),
         };
         s.on_notices(api_notices);
@@ -351,27 +372,9 @@ impl SyncLoop {
         Ok(s)
     }
 
-    /// Persists a desired pod (nothing under `podvisor play`), through the writer thread:
-    /// the pod's first job does not wait for the disk.
-    fn save_desired(&self, sp: &StaticPod) {
-        if let Some(w) = &self.store_writer {
-            w.save(sp);
-        }
-    }
-
-    /// Deletes a desired pod's record (nothing under `podvisor play`), after every write
-    /// asked before.
-    fn forget_desired(&self, uid: &str) {
-        if let Some(w) = &self.store_writer {
-            w.remove(uid);
-        }
-    }
-
     /// Waits until the desired-pod records asked for are on disk (tests).
     pub fn flush_desired(&self) {
-        if let Some(w) = &self.store_writer {
-            w.flush();
-        }
+        self.records.flush();
     }
 
     /// Stops waiting for grace periods: every pod being removed gets SIGKILL now (`podvisor
@@ -399,9 +402,7 @@ impl SyncLoop {
     }
 
     fn sources_ready(&self) -> bool {
-        (self.file_ready && self.url_ready)
-            || self.clock.now().saturating_duration_since(self.started)
-                >= self.cfg.sources_ready_timeout
+        self.sources.ready(self.clock.now())
     }
 
     fn event(
@@ -480,25 +481,24 @@ impl SyncLoop {
     /// `gc` for a container and log GC pass each time (the kubelet's ContainerGCPeriod is a
     /// minute, `syncFrequency`'s default).
     pub fn set_periodic_resync(&mut self, period: Duration, gc: Option<crate::gc::GcHandle>) {
-        self.resync = Some((period, self.clock.now() + period));
-        self.gc = gc;
+        self.resync.every = Some((period, self.clock.now() + period));
+        self.resync.gc = gc;
     }
 
     /// Runs `f` on the loop's thread after every periodic resync.
     pub fn set_housekeeping(&mut self, f: Box<dyn FnMut()>) {
-        self.housekeeping = Some(f);
+        self.resync.housekeeping = Some(f);
     }
 
     /// Saves desired-pod records that a failed write (a full disk) left missing, so a pod
     /// comes back after a reboot once space is there again.
     fn save_missing_desired(&self) {
-        let Some(store) = &self.store else { return };
         for w in self.workers.values() {
-            if !store.contains(&w.uid) {
+            if self.records.missing(&w.uid) {
                 // Written by the writer thread, which logs a failure; a record still queued
                 // is simply written twice.
                 log::debug!("pod {}: desired-pod record missing: written again", w.uid);
-                self.save_desired(&w.spec);
+                self.records.save_desired(&w.spec);
             }
         }
     }
@@ -521,16 +521,16 @@ impl SyncLoop {
     /// Called when a deadline passed (or periodically): advances timers.
     pub fn tick(&mut self) {
         let now = self.clock.now();
-        if let Some((period, due)) = self.resync {
+        if let Some((period, due)) = self.resync.every {
             if now >= due {
-                self.resync = Some((period, now + period));
+                self.resync.every = Some((period, now + period));
                 // Every pod is reconciled below; the snapshot is published again.
                 self.dirty = true;
-                if let Some(gc) = &self.gc {
+                if let Some(gc) = &self.resync.gc {
                     gc.request(self.gc_request());
                 }
                 self.save_missing_desired();
-                if let Some(f) = self.housekeeping.as_mut() {
+                if let Some(f) = self.resync.housekeeping.as_mut() {
                     f();
                 }
             }
@@ -572,11 +572,9 @@ impl SyncLoop {
         consider(self.removals.next_deadline());
         consider(self.container_kill_deadline());
         consider(self.rollback_deadline());
-        consider(self.resync.map(|(_, due)| due));
+        consider(self.resync.every.map(|(_, due)| due));
         consider(self.eviction_restart_deadline());
-        if !(self.file_ready && self.url_ready) {
-            consider(Some(self.started + self.cfg.sources_ready_timeout));
-        }
+        consider(self.sources.deadline());
         if self.config.has_refused() {
             consider(Some(self.next_recheck));
         }
@@ -612,7 +610,7 @@ impl SyncLoop {
             node_conditions: self.pressure.views(),
             sources_ready,
         };
-        self.status_line = crate::systemd::status_line(&snapshot);
+        self.liveness.status_line = crate::systemd::status_line(&snapshot);
         self.snapshots.publish(snapshot);
     }
 
@@ -642,43 +640,27 @@ impl SyncLoop {
 
     /// The loop's liveness signal, for readers on other threads (a health endpoint).
     pub fn monitor(&self) -> crate::health::SyncLoopMonitor {
-        self.monitor.clone()
+        self.liveness.monitor.clone()
     }
 
     /// Reports readiness, status and watchdog pings to systemd from now on.
     pub fn set_service(&mut self, service: crate::systemd::ServiceReporter) {
-        self.service = Some(service);
+        self.liveness.service = Some(service);
     }
 
     /// Test hook (`PODVISOR_TEST_WEDGE_FILE`): once `path` exists, the loop removes it and
     /// blocks forever at its next turnover, as a deadlocked loop would, so the watchdog can
     /// be seen to act (and the restarted daemon runs normally).
     pub fn set_wedge_file(&mut self, path: PathBuf) {
-        self.wedge_file = Some(path);
+        self.liveness.wedge_file = Some(path);
     }
 
     /// One turnover: recorded for health checks, and told to systemd (readiness once the
     /// sources reported and the previous run's pods are re-adopted, the status line, a
     /// watchdog ping).
     fn turnover(&mut self) {
-        let now = self.clock.now();
-        if let Some(f) = &self.wedge_file {
-            // One-shot: the file is removed, so the daemon systemd restarts runs normally.
-            if std::fs::remove_file(f).is_ok() {
-                log::error!(
-                    "test hook: {} appeared: the sync loop stops turning over",
-                    f.display()
-                );
-                loop {
-                    std::thread::sleep(Duration::from_secs(3600));
-                }
-            }
-        }
-        self.monitor.record(now);
         let ready = self.sources_ready();
-        if let Some(s) = self.service.as_mut() {
-            s.turnover(now, ready, &self.status_line);
-        }
+        self.liveness.turnover(self.clock.now(), ready);
     }
 
     /// Runs until a [`SyncEvent::Shutdown`] arrives or every sender is gone.
@@ -687,7 +669,7 @@ impl SyncLoop {
         loop {
             self.turnover();
             let mut deadline = self.next_deadline();
-            if let Some(ping) = self.service.as_ref().and_then(|s| s.next_ping()) {
+            if let Some(ping) = self.liveness.next_ping() {
                 deadline = Some(deadline.map_or(ping, |d| d.min(ping)));
             }
             let timeout = deadline
@@ -705,8 +687,6 @@ impl SyncLoop {
                 Err(RecvTimeoutError::Timeout) => self.tick(),
             }
         }
-        if let Some(s) = self.service.as_mut() {
-            s.stopping();
-        }
+        self.liveness.stopping();
     }
 }

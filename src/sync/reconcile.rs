@@ -20,13 +20,7 @@ use crate::status::EventType;
 
 impl SyncLoop {
     pub(super) fn on_source(&mut self, se: SourceEvent) {
-        match &se {
-            SourceEvent::FileScanComplete { .. } | SourceEvent::DirError { .. } => {
-                self.file_ready = true
-            }
-            SourceEvent::UrlChanged { .. } | SourceEvent::UrlError { .. } => self.url_ready = true,
-            _ => {}
-        }
+        self.sources.saw(&se);
         let now = self.now_str();
         let notices = self.config.apply(se, &now);
         crate::tp!("loop.applied");
@@ -197,7 +191,7 @@ impl SyncLoop {
                     continue;
                 }
                 log::info!("pod {uid}: no source defines it any more: removing its record");
-                self.forget_desired(&uid);
+                self.records.forget_desired(&uid);
             }
         }
         crate::tp!("loop.rc.orphans");
@@ -241,7 +235,7 @@ impl SyncLoop {
                     pod: Arc::clone(&w.pod),
                 });
         }
-        self.save_desired(&sp);
+        self.records.save_desired(&sp);
         self.event(
             EventType::Normal,
             name,

@@ -125,12 +125,12 @@ impl SyncLoop {
                             self.cfg.metrics.forget_probe(*kind, subject);
                         }
                         if r.forget_store {
-                            self.forget_desired(&uid);
+                            self.records.forget_desired(&uid);
                         }
                     }
                     // A new generation with the same uid (a re-added manifest) keeps its record.
                     if let Some(w) = self.workers.values().find(|w| w.uid == uid) {
-                        self.save_desired(&w.spec);
+                        self.records.save_desired(&w.spec);
                     }
                     log::info!("pod {uid}: removed");
                 }

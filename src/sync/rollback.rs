@@ -415,7 +415,7 @@ impl SyncLoop {
             w.was_ready = true;
             writes.extend(self.rollbacks.note_ready(&w.spec));
         }
-        self.write_generations(writes);
+        self.records.write_generations(writes);
     }
 
     /// Rolls back every generation [`compute_rollback`] gives up on; true if one was.
@@ -444,7 +444,7 @@ impl SyncLoop {
         let Some((good, write)) = self.rollbacks.roll_back(name, &w.spec, why.clone(), at) else {
             return;
         };
-        self.write_generations(vec![write]);
+        self.records.write_generations(vec![write]);
         let msg = format!(
             "{why}: rolled back to the last Ready generation (uid {bad_uid} -> {}); {} is not tried again until its spec changes",
             good.uid(),
@@ -471,7 +471,7 @@ impl SyncLoop {
         if writes.iter().any(|w| matches!(w, GenerationWrite::Save(_))) {
             self.dirty = true;
         }
-        self.write_generations(writes);
+        self.records.write_generations(writes);
     }
 
     /// The earliest rollback deadline of a generation on probation.
@@ -485,20 +485,6 @@ impl SyncLoop {
     /// "why" when worker `w` runs because a newer generation was rolled back.
     pub(super) fn rolled_back_why(&self, w: &PodWorker) -> Option<String> {
         self.rollbacks.rolled_back_why(&w.spec.full_name, &w.uid)
-    }
-
-    /// Writes or forgets generation records (nothing under `podvisor play`) through the
-    /// writer thread: the loop does not wait for their fsyncs.
-    fn write_generations(&self, writes: Vec<GenerationWrite>) {
-        let Some(writer) = &self.store_writer else {
-            return;
-        };
-        for w in writes {
-            match w {
-                GenerationWrite::Save(lr) => writer.save_generation(&lr),
-                GenerationWrite::Forget(name) => writer.remove_generation(&name),
-            }
-        }
     }
 }
 

@@ -199,7 +199,7 @@ impl SyncLoop {
             .any(|s| s.instance.is_some() || s.last.is_some());
         let adopted = w.sandbox == SandboxPhase::Ready || ran;
         self.admit_worker(&name, &mut w, adopted);
-        self.save_desired(&w.spec);
+        self.records.save_desired(&w.spec);
         // Containers but no live sandbox (a reboot took it, or its namespaces died): the
         // kubelet's "sandbox changed".
         let changed = ran && w.sandbox != SandboxPhase::Ready;
