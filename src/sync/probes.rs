@@ -75,10 +75,52 @@ impl ProbeControl for NoProber {
     fn remove(&self, _: &str) {}
 }
 
-/// The sync loop's handle on the prober thread and what it has asked it to probe.
+/// The sync loop's handle on the prober thread and what it has asked it to probe (by
+/// container id): the prober runs the probes and reports results that change something; the
+/// results themselves live in each instance's [`Health`].
 pub(super) struct ProbeState {
     control: Box<dyn ProbeControl>,
     probed: BTreeSet<String>,
+}
+
+impl ProbeState {
+    /// Whether container `id` is probed already (or its probes were refused).
+    fn probed(&self, id: &str) -> bool {
+        self.probed.contains(id)
+    }
+
+    /// Container `id`'s probes cannot be built: never retried for this instance.
+    fn refuse(&mut self, id: String) {
+        self.probed.insert(id);
+    }
+
+    /// Starts probing the containers of `add`, and stops probing those not in `desired`.
+    fn sync(&mut self, add: Vec<(String, ProbeTarget)>, desired: &BTreeSet<String>) {
+        for (id, t) in add {
+            self.probed.insert(id);
+            self.control.add(t);
+        }
+        let gone: Vec<String> = self.probed.difference(desired).cloned().collect();
+        for id in gone {
+            self.probed.remove(&id);
+            self.control.remove(&id);
+        }
+    }
+}
+
+impl Health {
+    /// A probe result that changed (`Some(passing)`) or was only recorded (`None`).
+    fn apply(&mut self, kind: ProbeKind, changed: Option<bool>) {
+        match (kind, changed) {
+            (ProbeKind::Readiness, Some(v)) => self.ready = v,
+            (ProbeKind::Startup, Some(true)) => self.started = true,
+            // The kill is decided by `compute_actions` (Killing, preStop, stop signal).
+            (ProbeKind::Liveness | ProbeKind::Startup, Some(false)) => {
+                self.probe_failed = Some(kind)
+            }
+            _ => {}
+        }
+    }
 }
 
 impl Default for ProbeState {
@@ -308,15 +350,7 @@ impl SyncLoop {
         if inst.health.kill.is_some() || inst.health.probe_failed.is_some() {
             return;
         }
-        match (u.kind, u.changed) {
-            (ProbeKind::Readiness, Some(v)) => inst.health.ready = v,
-            (ProbeKind::Startup, Some(true)) => inst.health.started = true,
-            // The kill is decided by `compute_actions` (Killing, preStop, stop signal).
-            (ProbeKind::Liveness | ProbeKind::Startup, Some(false)) => {
-                inst.health.probe_failed = Some(u.kind)
-            }
-            _ => {}
-        }
+        inst.health.apply(u.kind, u.changed);
         let kind = u.kind.title();
         match &u.result {
             ProbeResult::Failure { message } => self.event(
@@ -522,7 +556,7 @@ impl SyncLoop {
                     continue;
                 }
                 desired.insert(inst.id.clone());
-                if self.probe_state.probed.contains(&inst.id) {
+                if self.probe_state.probed(&inst.id) {
                     continue;
                 }
                 match container_probes(c, &ip) {
@@ -541,26 +575,13 @@ impl SyncLoop {
                     )),
                     Err(e) => {
                         // Never retried for this instance: the manifest must change.
-                        self.probe_state.probed.insert(inst.id.clone());
+                        self.probe_state.refuse(inst.id.clone());
                         errors.push((name.clone(), c.name.clone(), e.to_string()));
                     }
                 }
             }
         }
-        for (id, t) in want {
-            self.probe_state.probed.insert(id);
-            self.probe_state.control.add(t);
-        }
-        let gone: Vec<String> = self
-            .probe_state
-            .probed
-            .difference(&desired)
-            .cloned()
-            .collect();
-        for id in gone {
-            self.probe_state.probed.remove(&id);
-            self.probe_state.control.remove(&id);
-        }
+        self.probe_state.sync(want, &desired);
         for (pod, c, e) in errors {
             self.event(EventType::Warning, &pod, Some(&c), EventReason::Failed, &e);
         }

@@ -224,7 +224,7 @@ pub(super) fn probation_deadline(p: &Probation) -> Option<Instant> {
 /// record writer.
 #[derive(Debug)]
 pub(super) enum GenerationWrite {
-    Save(LastReady),
+    Save(Box<LastReady>),
     Forget(String),
 }
 
@@ -267,7 +267,7 @@ impl Rollbacks {
             rolled_back: None,
         };
         self.last_ready.insert(lr.pod.full_name.clone(), lr.clone());
-        Some(GenerationWrite::Save(lr))
+        Some(GenerationWrite::Save(Box::new(lr)))
     }
 
     /// Records that generation `bad` of pod `name` is rolled back (`why`, at `at`); returns the
@@ -290,7 +290,7 @@ impl Rollbacks {
             }),
         };
         self.last_ready.insert(name.to_string(), lr.clone());
-        Some((good, GenerationWrite::Save(lr)))
+        Some((good, GenerationWrite::Save(Box::new(lr))))
     }
 
     /// While a manifest keeps the spec hash of a generation rolled back from, its pod is the
@@ -327,7 +327,7 @@ impl Rollbacks {
             };
             log::info!("{name}: manifest spec changed again: the rollback is cleared");
             lr.rolled_back = None;
-            writes.push(GenerationWrite::Save(lr.clone()));
+            writes.push(GenerationWrite::Save(Box::new(lr.clone())));
         }
         if sources_ready {
             let gone: Vec<String> = self
