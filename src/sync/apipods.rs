@@ -74,7 +74,7 @@ impl SyncLoop {
                 if outcome != Applied::Unchanged {
                     self.event(EventType::Normal, &full, None, EventReason::Pushed, what);
                 }
-                self.dirty = true;
+                self.status.dirty = true;
                 ApiPodReply::Applied {
                     outcome,
                     pod: Box::new(shown),
@@ -106,7 +106,7 @@ impl SyncLoop {
                     EventReason::Pushed,
                     "deleted through the node API",
                 );
-                self.dirty = true;
+                self.status.dirty = true;
                 ApiPodReply::Deleted { pod: Box::new(pod) }
             }
         }

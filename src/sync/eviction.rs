@@ -236,7 +236,7 @@ impl SyncLoop {
             log::info!("node condition {} is now {is}", p.condition_type());
             self.event(type_, "", None, reason, &msg);
         }
-        self.dirty = true;
+        self.status.dirty = true;
     }
 
     /// Evicts the pod `uid`; false when it is not evicted (gone, already evicted, rejected,
@@ -287,7 +287,7 @@ impl SyncLoop {
         for id in live {
             self.begin_container_kill(&name, &id, None);
         }
-        self.dirty = true;
+        self.status.dirty = true;
         true
     }
 
@@ -330,7 +330,7 @@ impl SyncLoop {
                 w.sandbox_retry_at = Some(now + EVICTION_BACKOFF);
             }
         }
-        self.dirty = true;
+        self.status.dirty = true;
     }
 
     pub(super) fn restart_evicted(&mut self, name: &str) {
@@ -369,7 +369,7 @@ impl SyncLoop {
             EventReason::EvictionRecovered,
             &msg,
         );
-        self.dirty = true;
+        self.status.dirty = true;
     }
 
     /// When an evicted pod may start again next (its backoff), for the loop's timer.

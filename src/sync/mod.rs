@@ -12,17 +12,29 @@
 //! them by updating its state, recording events and sending jobs to the executor, and never
 //! waits on I/O itself (docs/design.md lists the small exceptions).
 //!
-//! This file keeps the loop itself (events in, reconcile, snapshot out) and the state it owns.
-//! Submodules: [`podconfig`] merges sources into desired pods (last-known-good, duplicates);
-//! `reconcile` matches desired pods to workers; `worker` is one pod's sync (sandbox, init
-//! containers, app containers, exits); `removal` stops and removes a pod generation;
-//! `results` applies the results of executor jobs; `probes` what probes and hooks do;
-//! [`engine`] wires runtime, workers, prober and loop for the daemon and `podvisor play`;
-//! [`backoff`] is the crash-loop backoff; `batch` which queued events one turn handles;
+//! This file keeps the loop itself: routing (events in, reconcile, snapshot out), timers, and
+//! the managers that each own a part of the state, as the kubelet's podWorkers,
+//! statusManager, probe results and evictionManager do. A manager's method changes its state
+//! and returns what the loop must do (jobs, signals, record writes); effects stay on the
+//! executor's workers, decisions stay pure:
+//! - `podworkers`: `PodWorkers` (one `PodWorker` per pod generation, with its container
+//!   slots, and the exits that came early) and `Leftovers` (what the last run left on disk);
+//!   `worker` is one pod's sync (sandbox, init containers, app containers, exits), decided by
+//!   `actions::compute_actions`; `reconcile` matches desired pods to workers;
+//! - `removal`: `Removals`, the generations being stopped and removed (`Removals::sync`);
+//! - `rollback`: `Rollbacks`, each pod's last Ready generation, which [`generations`]
+//!   persists (safe updates);
+//! - `probes`: `ProbeState` (what the prober is asked to probe) and what probe results and
+//!   hooks do; `eviction`: `NodePressure` and what evictions do; `admission`: `admit_pod`;
+//! - `record_writer`: `Records`, the desired-pod records ([`store`]), generation records and
+//!   pushed pods' store; `liveness`: health monitor and systemd reporting;
+//! - `results` routes the results of executor jobs; `apipods` the node API's pushes.
+//!
+//! Also: [`engine`] wires runtime, workers, prober and loop for the daemon and `podvisor
+//! play`; [`backoff`] is the crash-loop backoff; `batch` which queued events one turn handles;
 //! [`executor`] runs jobs off-thread; [`podstatus`] computes v1 PodStatus in the kubelet's
-//! vocabulary; [`store`] persists the desired pods so a
-//! restarted daemon re-adopts its containers even when a source is down; `rollback` rolls a
-//! failing edit back to the pod's last Ready generation, which [`generations`] persists.
+//! vocabulary (published through `crate::status`). The desired pods come from
+//! `crate::sources::podconfig`, which merges the sources.
 
 mod actions;
 mod admission;
@@ -65,7 +77,7 @@ use crate::runtime::{ContainerInfo, Runtime, RuntimeEvent};
 use crate::sources::podconfig::PodConfig;
 use crate::sources::SourceEvent;
 use crate::staticpod::{SourceKind, StaticPod};
-use crate::status::{EventLog, EventType, PodView, Snapshot, SnapshotCell};
+use crate::status::{EventType, PodView, Snapshot, SnapshotCell};
 
 /// Everything the sync loop reacts to.
 #[derive(Debug)]
@@ -165,13 +177,10 @@ pub struct SyncLoop {
     removals: removal::Removals,
     /// What the previous run left on disk, not yet claimed by a worker.
     on_disk: Leftovers,
-    events: EventLog,
-    snapshots: SnapshotCell,
+    /// Events, snapshots and whether the next publish is due.
+    status: podstatus::StatusManager,
     sources: SourcesReady,
     reported_dups: BTreeSet<(String, String)>,
-    dirty: bool,
-    /// `sources_ready` of the latest published snapshot (its change is published too).
-    published_sources_ready: bool,
     probe_state: probes::ProbeState,
     /// When refused manifests are checked again next (see `PodConfig::recheck`).
     next_recheck: Instant,
@@ -355,12 +364,9 @@ impl SyncLoop {
                 data: data_on_disk,
                 records: persisted_uids,
             },
-            events: EventLog::new(1000),
             probe_state: probes::ProbeState::default(),
-            snapshots,
+            status: podstatus::StatusManager::new(snapshots),
             reported_dups: BTreeSet::new(),
-            dirty: true,
-            published_sources_ready: false,
             next_recheck: started + RECHECK_PERIOD,
             liveness: liveness::Liveness::new(started),
             resync: Resync::default(),
@@ -415,6 +421,7 @@ impl SyncLoop {
     ) {
         let now = self.now_str();
         if self
+            .status
             .events
             .record(type_, pod, container, reason.as_str(), message, &now)
         {
@@ -427,7 +434,7 @@ impl SyncLoop {
                 EventType::Warning => log::warn!("{what}: {reason}: {message}"),
             }
         }
-        self.dirty = true;
+        self.status.dirty = true;
     }
 
     /// Handles one event, then brings every pod closer to its desired state.
@@ -525,7 +532,7 @@ impl SyncLoop {
             if now >= due {
                 self.resync.every = Some((period, now + period));
                 // Every pod is reconciled below; the snapshot is published again.
-                self.dirty = true;
+                self.status.dirty = true;
                 if let Some(gc) = &self.resync.gc {
                     gc.request(self.gc_request());
                 }
@@ -589,11 +596,9 @@ impl SyncLoop {
 
     fn publish(&mut self) {
         let sources_ready = self.sources_ready();
-        if !self.dirty && sources_ready == self.published_sources_ready {
+        if !self.status.publish_due(sources_ready) {
             return;
         }
-        self.dirty = false;
-        self.published_sources_ready = sources_ready;
         let now = self.now_str();
         for w in self.workers.values_mut() {
             podstatus::update_conditions(w, &now);
@@ -606,12 +611,12 @@ impl SyncLoop {
             node_name: self.cfg.node_name.clone(),
             pods,
             source_errors: self.config.orphan_errors(),
-            events: self.events.to_vec(),
+            events: self.status.events.to_vec(),
             node_conditions: self.pressure.views(),
             sources_ready,
         };
         self.liveness.status_line = crate::systemd::status_line(&snapshot);
-        self.snapshots.publish(snapshot);
+        self.status.snapshots.publish(snapshot);
     }
 
     /// `kubelet_pod_start_duration_seconds`: each generation the first time it shows phase

@@ -330,7 +330,7 @@ impl SyncLoop {
                 }
             }
         }
-        self.dirty = true;
+        self.status.dirty = true;
     }
 
     /// A probe result the sync loop must act on.
@@ -369,7 +369,7 @@ impl SyncLoop {
             ),
             ProbeResult::Success => {}
         }
-        self.dirty = true;
+        self.status.dirty = true;
     }
 
     /// A hook job finished.
@@ -431,7 +431,7 @@ impl SyncLoop {
         else {
             return;
         };
-        self.dirty = true;
+        self.status.dirty = true;
         match hook {
             HookKind::PostStart => {
                 inst.health.post_start_pending = false;

@@ -61,7 +61,7 @@ impl SyncLoop {
                 }
                 ConfigNotice::SourceRecovered { source } => {
                     log::info!("{source}: manifest is valid again");
-                    self.dirty = true;
+                    self.status.dirty = true;
                 }
                 ConfigNotice::Duplicate { .. } => {}
             }

@@ -423,7 +423,7 @@ impl SyncLoop {
                 probe_series: probe_series(&w),
             },
         );
-        self.dirty = true;
+        self.status.dirty = true;
     }
 
     /// Syncs every removal ([`Removals::sync`]) and carries out what it asks.

@@ -50,7 +50,7 @@ impl SyncLoop {
                 // for that removal): its RemovePod tears this sandbox down.
                 if let Some(r) = self.removals.get_mut(&uid) {
                     r.sandbox_pending = false;
-                    self.dirty = true;
+                    self.status.dirty = true;
                     return;
                 }
                 let Some((name, w)) = self.workers.by_uid_mut(&uid) else {
@@ -137,7 +137,7 @@ impl SyncLoop {
                 Err(failed) => self.removals.remove_failed(&uid, failed, self.clock.now()),
             },
         }
-        self.dirty = true;
+        self.status.dirty = true;
     }
 
     pub(super) fn pod_name_of(&self, uid: &str) -> Option<String> {
@@ -330,7 +330,7 @@ impl SyncLoop {
                 );
             }
         }
-        self.dirty = true;
+        self.status.dirty = true;
     }
 }
 

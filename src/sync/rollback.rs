@@ -469,7 +469,7 @@ impl SyncLoop {
             .rollbacks
             .apply(desired, ready, |source| config.loaded_from_source(source));
         if writes.iter().any(|w| matches!(w, GenerationWrite::Save(_))) {
-            self.dirty = true;
+            self.status.dirty = true;
         }
         self.records.write_generations(writes);
     }

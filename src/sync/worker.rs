@@ -217,7 +217,7 @@ impl SyncLoop {
         if changed {
             self.sandbox_changed(&name, "no live sandbox for the pod's containers");
         }
-        self.dirty = true;
+        self.status.dirty = true;
     }
 
     /// The kubelet's reaction to a pod sandbox that is gone or not live ("Pod sandbox changed,
@@ -433,7 +433,7 @@ impl SyncLoop {
         for j in jobs {
             crate::tp!("loop.submit");
             self.executor.submit(j);
-            self.dirty = true;
+            self.status.dirty = true;
         }
     }
 
@@ -450,7 +450,7 @@ impl SyncLoop {
             if r.running.remove(id).is_none() && r.pending_starts > 0 {
                 self.workers.keep_early_exit(id, uid, exit);
             }
-            self.dirty = true;
+            self.status.dirty = true;
             return;
         }
         let Some((name, w)) = self.workers.by_uid_mut(uid) else {
