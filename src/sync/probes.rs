@@ -395,27 +395,20 @@ impl SyncLoop {
             )),
             _ => None,
         };
-        if let Some(r) = self.removals.get_mut(uid) {
-            if hook == HookKind::PreStop && r.hooks_pending.remove(id) {
-                // A sidecar still waiting for its turn gets its stop signal then.
-                if let Some(sig) = r.running.get(id).filter(|_| !r.waiting_turn.contains(id)) {
-                    if let Err(e) = self.runtime.signal_container(id, *sig) {
-                        log::warn!("pod {uid}: stop {id}: {e}");
-                    }
-                    r.kill_at = Some(
-                        r.kill_at
-                            .map_or(now + MIN_GRACE, |t| t.max(now + MIN_GRACE)),
-                    );
-                }
-                if let Some(m) = message {
-                    self.event(
-                        EventType::Warning,
-                        &pod_name,
-                        Some(cname),
-                        EventReason::FailedPreStopHook,
-                        &m,
-                    );
-                }
+        let removal = match hook {
+            HookKind::PreStop => self.removals.pre_stop_done(uid, id, now),
+            _ => self.removals.contains(uid).then(|| (false, Vec::new())),
+        };
+        if let Some((awaited, work)) = removal {
+            self.do_removal_work(work);
+            if let (true, Some(m)) = (awaited, message) {
+                self.event(
+                    EventType::Warning,
+                    &pod_name,
+                    Some(cname),
+                    EventReason::FailedPreStopHook,
+                    &m,
+                );
             }
             return;
         }

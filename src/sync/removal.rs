@@ -200,10 +200,6 @@ impl Removals {
         self.pods.get(uid)
     }
 
-    pub(super) fn get_mut(&mut self, uid: &str) -> Option<&mut Removal> {
-        self.pods.get_mut(uid)
-    }
-
     pub(super) fn contains(&self, uid: &str) -> bool {
         self.pods.contains_key(uid)
     }
@@ -326,6 +322,77 @@ impl Removals {
             );
         }
         work
+    }
+
+    /// A sandbox creation of `uid` ended; false when `uid` is not being removed. Its
+    /// `RemovePod` tears the sandbox down.
+    pub(super) fn sandbox_done(&mut self, uid: &str) -> bool {
+        let Some(r) = self.pods.get_mut(uid) else {
+            return false;
+        };
+        r.sandbox_pending = false;
+        true
+    }
+
+    /// A start job of `uid` ended (`started`: the container's id and stop signal); `None`
+    /// when `uid` is not being removed. A container started while its pod was going away is
+    /// stopped right away.
+    pub(super) fn start_done(
+        &mut self,
+        uid: &str,
+        started: Option<(String, i32)>,
+        now: Instant,
+    ) -> Option<Vec<RemovalWork>> {
+        let r = self.pods.get_mut(uid)?;
+        r.pending_starts = r.pending_starts.saturating_sub(1);
+        let Some((id, sig)) = started else {
+            return Some(Vec::new());
+        };
+        r.running.insert(id.clone(), sig);
+        r.kill_at = r.kill_at.or(Some(now + r.grace));
+        Some(vec![RemovalWork::Signal {
+            uid: uid.to_string(),
+            id,
+            sig,
+            what: "stop",
+        }])
+    }
+
+    /// Container `id` of `uid` exited; `None` when `uid` is not being removed, else whether
+    /// the exit came before the start result naming the container (to keep until then).
+    pub(super) fn exited(&mut self, uid: &str, id: &str) -> Option<bool> {
+        let r = self.pods.get_mut(uid)?;
+        Some(r.running.remove(id).is_none() && r.pending_starts > 0)
+    }
+
+    /// A preStop hook of container `id` of `uid` returned; `None` when `uid` is not being
+    /// removed, else whether that hook was awaited, and the work: the container gets its stop
+    /// signal now, and SIGKILL at least the minimum grace later (a sidecar still waiting for
+    /// its turn gets it when its turn comes).
+    pub(super) fn pre_stop_done(
+        &mut self,
+        uid: &str,
+        id: &str,
+        now: Instant,
+    ) -> Option<(bool, Vec<RemovalWork>)> {
+        let r = self.pods.get_mut(uid)?;
+        if !r.hooks_pending.remove(id) {
+            return Some((false, Vec::new()));
+        }
+        let mut work = Vec::new();
+        if let Some(sig) = r.running.get(id).filter(|_| !r.waiting_turn.contains(id)) {
+            work.push(RemovalWork::Signal {
+                uid: uid.to_string(),
+                id: id.to_string(),
+                sig: *sig,
+                what: "stop",
+            });
+            r.kill_at = Some(
+                r.kill_at
+                    .map_or(now + probes::MIN_GRACE, |t| t.max(now + probes::MIN_GRACE)),
+            );
+        }
+        Some((true, work))
     }
 
     /// A `RemovePod` job succeeded: the removal ends.

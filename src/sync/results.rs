@@ -48,8 +48,7 @@ impl SyncLoop {
             JobResult::SandboxCreated { uid, result } => {
                 // Submitted by a generation now being removed (a worker of the same uid waits
                 // for that removal): its RemovePod tears this sandbox down.
-                if let Some(r) = self.removals.get_mut(&uid) {
-                    r.sandbox_pending = false;
+                if self.removals.sandbox_done(&uid) {
                     self.status.dirty = true;
                     return;
                 }
@@ -207,19 +206,12 @@ impl SyncLoop {
         result: Result<Box<ContainerInfo>, StartFailure>,
     ) {
         let now = self.clock.now();
-        if let Some(r) = self.removals.get_mut(uid) {
-            r.pending_starts = r.pending_starts.saturating_sub(1);
-            if let Ok(info) = result {
-                // Started while its pod was going away: stop it right away.
-                if let Err(e) = self
-                    .runtime
-                    .signal_container(&info.meta.id, info.meta.stop_signal)
-                {
-                    log::warn!("pod {uid}: {e}");
-                }
-                r.running.insert(info.meta.id, info.meta.stop_signal);
-                r.kill_at = r.kill_at.or(Some(now + r.grace));
-            }
+        let started = result
+            .as_ref()
+            .ok()
+            .map(|info| (info.meta.id.clone(), info.meta.stop_signal));
+        if let Some(work) = self.removals.start_done(uid, started, now) {
+            self.do_removal_work(work);
             return;
         }
         let Some((name, w)) = self.workers.by_uid_mut(uid) else {

@@ -446,8 +446,8 @@ impl SyncLoop {
 
     pub(super) fn on_exit(&mut self, id: &str, uid: &str, exit: ExitRecord) {
         let now = self.clock.now();
-        if let Some(r) = self.removals.get_mut(uid) {
-            if r.running.remove(id).is_none() && r.pending_starts > 0 {
+        if let Some(early) = self.removals.exited(uid, id) {
+            if early {
                 self.workers.keep_early_exit(id, uid, exit);
             }
             self.status.dirty = true;
