@@ -18,9 +18,9 @@ use std::time::Duration;
 
 use serde_saphyr::{Location, Spanned};
 
-use super::decode::{fmt_location, non_empty};
 use super::flags::invalid_flag;
 use super::raw::RawKubeletConfiguration;
+use super::raw::{fmt_location, non_empty};
 use super::{ConfigError, RunFlags};
 use crate::duration::parse_go_duration;
 

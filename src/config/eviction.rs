@@ -10,9 +10,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::decode::{fmt_location, non_empty};
 use super::flags::invalid_flag;
 use super::raw::RawKubeletConfiguration;
+use super::raw::{fmt_location, non_empty};
 use super::{ConfigError, KubeletConfig};
 use crate::cgroups::allocatable::{self, MemoryThreshold, Reservation};
 use crate::duration::parse_go_duration;

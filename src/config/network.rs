@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use serde_saphyr::Location;
 
 use super::checks::check_absolute;
-use super::decode::{fmt_location, non_empty};
 use super::flags::invalid_flag;
 use super::raw::RawKubeletConfiguration;
+use super::raw::{fmt_location, non_empty};
 use super::{ConfigError, RunFlags};
 use crate::duration::parse_go_duration;
 use crate::network::default_conf::{parse_pod_cidr, Subnet};

@@ -8,9 +8,9 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_saphyr::{Location, Spanned};
 
 use super::checks::{check_absolute, check_header, check_pod_logs_dir, check_url};
-use super::decode::{fmt_location, non_empty};
 use super::eviction::reservation;
 use super::raw::RawKubeletConfiguration;
+use super::raw::{fmt_location, non_empty};
 use super::{apiserver, eviction, network, server};
 use super::{ConfigError, KubeletConfig, IMPLEMENTED_FIELDS};
 use crate::duration::parse_go_duration;
