@@ -365,5 +365,4 @@ pub(super) fn compute_pod_change(
 }
 
 #[cfg(test)]
-#[path = "actions_tests.rs"]
 mod tests;

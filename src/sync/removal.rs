@@ -543,5 +543,4 @@ fn probe_series(
 }
 
 #[cfg(test)]
-#[path = "removal_tests.rs"]
 mod tests;

@@ -489,5 +489,4 @@ impl SyncLoop {
 }
 
 #[cfg(test)]
-#[path = "rollback_tests.rs"]
 mod tests;

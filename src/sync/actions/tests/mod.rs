@@ -275,7 +275,6 @@ fn worker(now: Instant, case: &Case) -> PodWorker {
 
 use Action::*;
 
-#[path = "actions_lifecycle_cases.rs"]
 mod lifecycle_cases;
 
 fn cases() -> Vec<Case> {
