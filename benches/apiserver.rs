@@ -2,8 +2,8 @@
 //! how fast a mirror pod shows a restart, against the test API server of
 //! `tests/common/apiserver` on loopback (TLS with client certificates, as a real one).
 //!
-//! Run as root, from the repository, with the binary to measure (a release build for the
-//! README; the bench itself needs no optimisation):
+//! Run as root, from the repository, with the binary to measure (a release build for
+//! docs/benchmarks.md; the bench itself needs no optimisation):
 //!
 //! ```text
 //! cargo build --release

@@ -49,7 +49,7 @@
 //!    with runs the bench sleeps through (40 ms after the rename or the kill, longer than a
 //!    start takes here, before it polls), `RUNS` runs each, reported as info rows
 //!    (`PODVISOR_BENCH_DETECT=quiet`: only those; bursts and the memory phase always
-//!    poll). Round fourteen of issue 19 found no difference (`docs/start-timeline.md`).
+//!    poll). Round fourteen of issue 19 found no difference (`docs/history/start-timeline.md`).
 //!    The pod's cgroup was not used: its `cgroup.procs` lists the init as soon as
 //!    libcontainer's `build()` placed it there, before `start()`, while it is still a clone
 //!    of the monitor waiting to exec, so it marks "created", not "started".

@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! cargo bench --bench gc                 # release profile
-//! cargo bench --bench gc --profile dev   # what the README's numbers used (see there)
+//! cargo bench --bench gc --profile dev   # what docs/history/benchmarks.md used (see there)
 //! ```
 //!
 //! `PODVISOR_BENCH_RUNS=N` sets the runs (default 5); `PODVISOR_BENCH_DIR` the directory the

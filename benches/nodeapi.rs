@@ -59,7 +59,7 @@ const ENDPOINTS: [&str; 4] = [
     "/metrics/resource",
     "/metrics/probes",
 ];
-/// The README's target: the daemon's idle CPU stays under this with the scrapes.
+/// The target in docs/benchmarks.md: the daemon's idle CPU stays under this with the scrapes.
 const TARGET_CPU_PCT: f64 = 0.2;
 
 fn main() {

@@ -3,7 +3,7 @@
 //! Run from the repository (no root, no containers needed):
 //!
 //! ```text
-//! cargo bench --bench probes          # release profile, the number for the README
+//! cargo bench --bench probes          # release profile, the number for docs/benchmarks.md
 //! cargo test --release --bench probes # same thing
 //! cargo test --bench probes           # debug build: a pessimistic upper bound, fast to build
 //! ```

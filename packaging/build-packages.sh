@@ -63,7 +63,7 @@ for arch in $archs; do
     target_args=(--target "$rust_target")
   fi
   size=$(stat -c %s "$bin")
-  # The size budget (README, Numbers): 10 MiB stripped on the 64-bit targets. The headroom is
+  # The size budget (docs/benchmarks.md): 10 MiB stripped on the 64-bit targets. The headroom is
   # printed on every run so each merge sees what the next feature can spend.
   budget=10485760
   if [ "$arch" = armhf ]; then

@@ -12,7 +12,8 @@
 //! - [`sources`]: the manifest directory and URL sources (I/O only).
 //! - [`prober`]: liveness/readiness/startup probes and lifecycle-hook handlers; the prober thread.
 //! - [`sync`]: the sync loop, the one owner of pod state; pod config merge, backoff, status.
-//! - [`api`], [`cli`]: the local API on a unix socket and the CLI views over it.
+//! - [`api`], [`cli`]: the local API on a unix socket; the command line and one file per
+//!   command (the CLI views over the API among them).
 //! - [`nodeapi`]: the kubelet's TCP ports: healthz (10248) and the authenticated HTTPS server.
 //! - [`apiserver`]: the optional link to a Kubernetes API server (`--kubeconfig`): node
 //!   registration and status, the node lease, mirror pods with their status.
@@ -47,6 +48,7 @@ pub mod fsutil;
 pub mod gc;
 pub mod health;
 pub mod httpclient;
+pub mod httpserver;
 pub mod images;
 pub mod kernel;
 pub mod logs;

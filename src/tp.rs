@@ -1,4 +1,4 @@
-//! tp: the trace points of `scripts/start-profile` (docs/start-timeline.md), compiled in only
+//! tp: the trace points of `scripts/start-profile` (docs/history/start-timeline.md), compiled in only
 //! with the `start-profile` Cargo feature, which also turns on libcontainer's and libcgroups'
 //! (`libcgroups::tp!`). With the feature and `PODVISOR_TP=<file>` in the environment, each
 //! point appends `TP <wall-clock seconds> <pid> <name>` to the file: one open, write and close,

@@ -63,7 +63,7 @@ impl Env {
     /// /var/lib/podvisor and /var/log are on disk. The runtime dir and the raw bundles are on
     /// a tmpfs of the bench's own, as /run is a tmpfs on every systemd machine (this build
     /// machine's /run is not: creating files on an ext4 that deleted thousands in the last
-    /// seconds costs far more CPU, see docs/start-timeline.md).
+    /// seconds costs far more CPU, see docs/history/start-timeline.md).
     /// `PODVISOR_BENCH_RUN_ON_DISK=1` keeps both on the temp dir's file system.
     pub fn new() -> Result<Env> {
         let dir = tempfile::Builder::new()
@@ -112,8 +112,9 @@ impl Env {
 
     /// What the state root is on, for the report. An ext4 without a journal is named as
     /// such: every inode it allocates skips the inodes deleted in the last minutes, so a
-    /// run's figures there depend on how much the runs before it deleted (docs/start-timeline.md,
-    /// round sixteen; `TMPDIR=<dir>` puts the state root elsewhere).
+    /// run's figures there depend on how much the runs before it deleted
+    /// (docs/history/start-timeline.md, round sixteen; `TMPDIR=<dir>` puts the state root
+    /// elsewhere).
     pub fn state_fs(&self) -> String {
         /// ext2/3/4 and tmpfs, as `statfs` names them.
         const EXT_SUPER_MAGIC: i64 = 0xEF53;

@@ -29,7 +29,8 @@ pub fn get_json<T: DeserializeOwned>(socket: &Path, path: &str) -> Result<T, Api
 
 /// `GET path` and decode the JSON answer, holding `v1 Pod`s, through the manifest decoder
 /// ([`crate::pod::manifest::from_tree`]): the binary then carries one deserializer of the
-/// Kubernetes types instead of two (about 200 KB of the 10 MiB budget; see README).
+/// Kubernetes types instead of two (about 200 KB of the 10 MiB budget; see
+/// docs/history/benchmarks.md).
 pub fn get_pod_json<T: DeserializeOwned>(socket: &Path, path: &str) -> Result<T, ApiError> {
     let value: serde_json::Value = get_json(socket, path)?;
     let tree = crate::pod::manifest::tree_of_json(value);

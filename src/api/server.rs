@@ -3,40 +3,47 @@
 //! thread per connection, one response per connection (`Connection: close`), and log
 //! following with chunked transfer that ends when the client hangs up.
 //!
-//! The server is a small hand-written one rather than tiny_http: following a log needs every
-//! line flushed as it arrives (tiny_http's chunked encoder buffers 8 KiB and `io::copy` never
-//! flushes it) and needs the connection's socket to notice a client that hung up while the
-//! log is quiet (tiny_http keeps the socket to itself), or idle followers would pile up.
+//! The HTTP itself (heads, limits, deadlines, responses, chunked streams flushed line by line,
+//! noticing a client that hung up while the log is quiet) is [`crate::httpserver`]'s, shared
+//! with the node API; it says why both are hand-written rather than tiny_http. What stays here
+//! is the socket file, the accept loop that can cut every connection on stop, the API's JSON
+//! error replies (every bad request is a 400 with `{"error": ...}`) and the follow source.
+//! No auth hook: the socket's permissions decide who may ask.
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd};
+use std::io::{self, Read};
+use std::os::fd::AsFd;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
-
-use nix::poll::{PollFd, PollFlags, PollTimeout};
-use nix::sys::socket::{recv, MsgFlags};
+use std::time::{Duration, Instant};
 
 use super::handlers::{container_running, error_reply, handle, log_text, FollowPlan, Reply};
 use super::stats::StatsSource;
 use super::{parse_request, ApiError, ApiRequest};
+use crate::httpserver::{
+    read_head, write_response, DeadlineStream, Exchange, Followed, HeadError, Pace, RequestHead,
+    Response, Service, Slot,
+};
 use crate::logs::LogFollower;
 use crate::status::SnapshotCell;
 use crate::sys::stop::{wait_readable, StopSignal};
 
-/// How long a connection may take to send its request, and a write may block.
+/// How long a connection may take to send its request head, then to take a whole answer or
+/// one write of a followed log.
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often a log follower looks at the stop flag, the log and the client (the accept loop
 /// blocks on the socket and the stop signal together: an idle server is never woken).
 const TICK: Duration = Duration::from_millis(100);
-/// The largest request head (request line and headers) accepted.
-const MAX_HEAD: usize = 16 * 1024;
+/// One request per connection: the head within [`IO_TIMEOUT`], then the answer within as much.
+const EXCHANGE: Exchange = Exchange {
+    name: "api",
+    response: Some(IO_TIMEOUT),
+};
 
 /// Limits of one server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -307,11 +314,6 @@ fn bind_socket(socket: &Path) -> Result<UnixListener, ApiError> {
     Ok(listener)
 }
 
-fn poll_timeout(d: Duration) -> PollTimeout {
-    // TICK is 100 ms, well within PollTimeout's i32 milliseconds.
-    PollTimeout::try_from(d).unwrap_or(PollTimeout::MAX)
-}
-
 fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
     while !shared.stop.is_stopped() {
         match wait_readable(listener.as_fd(), &shared.stop) {
@@ -334,10 +336,9 @@ fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
             let err = ApiError::TooManyConnections {
                 limit: shared.limits.max_connections,
             };
-            let mut stream = stream;
+            let mut stream = DeadlineStream::new(stream, Instant::now() + Duration::from_secs(1));
             // A client that does not read its 503 only loses it.
-            let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-            let _ = write_reply(&mut stream, &error_reply(&err));
+            let _ = write_response(&mut stream, &response(error_reply(&err)), false);
             continue;
         }
         let clone = match stream.try_clone() {
@@ -367,230 +368,116 @@ fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
     }
 }
 
-/// The request line of a request head.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RequestLine {
-    pub method: String,
-    /// The request target as sent (path and query, percent-encoded).
-    pub target: String,
-    /// HTTP/1.0 clients get no chunked encoding.
-    pub http10: bool,
+/// Reads a request head (at most 16 KiB, up to the blank line) from `stream`; `Ok(None)` if
+/// the client closed without sending anything. The server reads it on each connection under
+/// the connection's deadline; the fuzz target calls it on raw bytes.
+pub fn read_request_head<R: Read>(stream: &mut R) -> Result<Option<RequestHead>, ApiError> {
+    read_head(stream).map_err(|e| bad_request(&e))
 }
 
-/// Reads a request head (at most 16 KiB, up to the blank line) from `stream` and parses its
-/// request line; `Ok(None)` if the client closed without sending anything. Headers are read
-/// and ignored. The server calls it on each connection (with a read timeout on the socket).
-pub fn read_request_head<R: Read>(stream: &mut R) -> Result<Option<RequestLine>, ApiError> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    let end = loop {
-        if let Some(p) = find_head_end(&buf) {
-            break p;
-        }
-        if buf.len() > MAX_HEAD {
-            return Err(ApiError::BadRequest {
-                what: "head".into(),
-                reason: format!("larger than {MAX_HEAD} bytes"),
-            });
-        }
-        let n = match stream.read(&mut chunk) {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                return Err(ApiError::BadRequest {
-                    what: "head".into(),
-                    reason: format!("cannot read it: {e}"),
-                })
-            }
-        };
-        if n == 0 {
-            if buf.is_empty() {
-                return Ok(None);
-            }
-            return Err(ApiError::BadRequest {
-                what: "head".into(),
-                reason: "connection closed before the end of the headers".into(),
-            });
-        }
-        buf.extend_from_slice(&chunk[..n]);
+/// A request head that could not be read, as the API reports it (always 400).
+fn bad_request(err: &HeadError) -> ApiError {
+    let (what, reason) = match err {
+        HeadError::RequestLine { reason } => ("request line", reason.to_string()),
+        HeadError::Header { line } => ("header", format!("line {line}")),
+        HeadError::TooLarge { max } => ("head", format!("larger than {max} bytes")),
+        HeadError::TooManyHeaders { max } => ("head", format!("more than {max} headers")),
+        HeadError::Truncated => (
+            "head",
+            "connection closed before the end of the headers".to_string(),
+        ),
+        HeadError::Read { reason } => ("head", format!("cannot read it: {reason}")),
     };
-    parse_request_line(&buf[..end]).map(Some)
-}
-
-fn find_head_end(buf: &[u8]) -> Option<usize> {
-    buf.windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .or_else(|| buf.windows(2).position(|w| w == b"\n\n"))
-}
-
-fn parse_request_line(head: &[u8]) -> Result<RequestLine, ApiError> {
-    let bad = |reason: &str| ApiError::BadRequest {
-        what: "request line".into(),
-        reason: reason.into(),
-    };
-    let line_end = head.iter().position(|&b| b == b'\n').unwrap_or(head.len());
-    let line = std::str::from_utf8(&head[..line_end]).map_err(|_| bad("not UTF-8"))?;
-    let line = line.trim_end_matches('\r');
-    let mut parts = line.split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(bad("expected METHOD TARGET VERSION"));
-    };
-    if !version.starts_with("HTTP/1.") || method.is_empty() || target.is_empty() {
-        return Err(bad("expected METHOD TARGET HTTP/1.x"));
-    }
-    Ok(RequestLine {
-        method: method.to_string(),
-        target: target.to_string(),
-        http10: version == "HTTP/1.0",
-    })
-}
-
-fn reason_phrase(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        400 => "Bad Request",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        503 => "Service Unavailable",
-        _ => "Internal Server Error",
+    ApiError::BadRequest {
+        what: what.into(),
+        reason,
     }
 }
 
-fn write_reply(stream: &mut UnixStream, reply: &Reply) -> io::Result<()> {
+/// A whole reply as the response sent: JSON or text, 405s with `Allow: GET`.
+fn response(reply: Reply) -> Response {
     let (status, content_type, body) = match reply {
-        Reply::Json { status, body } => (*status, "application/json", body),
+        Reply::Json { status, body } => (status, "application/json", body),
         Reply::Text { body } => (200, "text/plain; charset=utf-8", body),
-        Reply::Follow(_) => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "a follow reply is streamed, not written whole",
-            ))
-        }
+        // Never sent: the server streams a follow reply.
+        Reply::Follow(_) => (
+            500,
+            "text/plain; charset=utf-8",
+            b"a follow reply is streamed, not written whole".to_vec(),
+        ),
     };
-    let allow = if status == 405 { "Allow: GET\r\n" } else { "" };
-    let head = format!(
-        "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n{allow}Connection: close\r\n\r\n",
-        reason_phrase(status),
-        body.len()
-    );
-    let mut out = head.into_bytes();
-    out.extend_from_slice(body);
-    stream.write_all(&out)?;
-    stream.flush()
-}
-
-fn serve_connection(mut stream: UnixStream, shared: &Shared) {
-    serve_request(&mut stream, shared);
-    // The server keeps a clone of the socket (to cut it on stop): shut it down explicitly so
-    // the client sees the end of the response now. Failure means the client already left.
-    let _ = stream.shutdown(std::net::Shutdown::Both);
-}
-
-fn serve_request(stream: &mut UnixStream, shared: &Shared) {
-    let setup = stream
-        .set_read_timeout(Some(IO_TIMEOUT))
-        .and_then(|()| stream.set_write_timeout(Some(IO_TIMEOUT)));
-    if let Err(e) = setup {
-        log::warn!("api: cannot set socket timeouts: {e}");
-        return;
+    let headers = if status == 405 {
+        vec![("Allow", "GET".to_string())]
+    } else {
+        Vec::new()
+    };
+    Response {
+        status,
+        content_type,
+        headers,
+        body,
     }
-    let line = match read_request_head(stream) {
-        Ok(Some(line)) => line,
-        Ok(None) => return,
-        Err(e) => {
-            let _ = write_reply(stream, &error_reply(&e));
-            return;
+}
+
+/// A connection of the unix socket.
+type Stream = DeadlineStream<UnixStream>;
+
+fn serve_connection(stream: UnixStream, shared: &Shared) {
+    let mut conn = Stream::new(stream, Instant::now() + IO_TIMEOUT);
+    // The server keeps a clone of the socket (to cut it on stop): the exchange ends by
+    // shutting it down, so the client sees the end of the response now.
+    EXCHANGE.serve(&mut conn, None, shared);
+}
+
+impl Service<Stream> for Shared {
+    fn bad_head(&self, err: &HeadError) -> Response {
+        response(error_reply(&bad_request(err)))
+    }
+
+    fn respond(&self, conn: &mut Stream, head: &RequestHead) -> io::Result<()> {
+        match self.reply(head) {
+            Reply::Follow(plan) => follow(conn, &plan, self, head.http10),
+            reply => write_response(conn, &response(reply), false),
         }
-    };
-    let snap = shared.snapshots.get();
-    let reply = parse_request(&line.method, &line.target)
-        .and_then(|req| match (&req, &shared.stats) {
-            (ApiRequest::Stats { pod }, Some(src)) => {
-                let stats = super::stats::collect(&snap, pod.as_deref(), src)?;
-                let body =
-                    serde_json::to_vec(&stats).map_err(|source| ApiError::Encode { source })?;
-                Ok(Reply::Json { status: 200, body })
-            }
-            (ApiRequest::GetPod(pod), Some(src)) => match src.node.api_server.get() {
-                Some(api) => {
-                    let mut view = snap
-                        .find_pod(&pod.query())
-                        .cloned()
-                        .ok_or_else(|| ApiError::PodNotFound { query: pod.query() })?;
-                    view.mirror = Some(api.mirror_for(&crate::status::full_name(&view.pod)));
+    }
+}
+
+impl Shared {
+    /// The reply to `head`, from one snapshot; errors become their JSON error replies.
+    fn reply(&self, head: &RequestHead) -> Reply {
+        let snap = self.snapshots.get();
+        parse_request(&head.method, &head.target)
+            .and_then(|req| match (&req, &self.stats) {
+                (ApiRequest::Stats { pod }, Some(src)) => {
+                    let stats = super::stats::collect(&snap, pod.as_deref(), src)?;
                     let body =
-                        serde_json::to_vec(&view).map_err(|source| ApiError::Encode { source })?;
+                        serde_json::to_vec(&stats).map_err(|source| ApiError::Encode { source })?;
                     Ok(Reply::Json { status: 200, body })
                 }
-                None => handle(&req, &snap),
-            },
-            (ApiRequest::Node, Some(src)) => {
-                let body = serde_json::to_vec(&super::node::node_json(&snap, &src.node))
-                    .map_err(|source| ApiError::Encode { source })?;
-                Ok(Reply::Json { status: 200, body })
-            }
-            _ => handle(&req, &snap),
-        })
-        .unwrap_or_else(|e| {
-            log::debug!("api: {} {}: {e}", line.method, line.target);
-            error_reply(&e)
-        });
-    drop(snap);
-    let result = match reply {
-        Reply::Follow(plan) => follow(stream, &plan, shared, line.http10),
-        reply => write_reply(stream, &reply),
-    };
-    if let Err(e) = result {
-        log::debug!(
-            "api: {} {}: client went away: {e}",
-            line.method,
-            line.target
-        );
-    }
-}
-
-/// Holds one of the limited follower slots.
-struct FollowerSlot<'a>(&'a AtomicUsize);
-
-impl<'a> FollowerSlot<'a> {
-    fn acquire(count: &'a AtomicUsize, limit: usize) -> Option<FollowerSlot<'a>> {
-        count
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < limit).then_some(n + 1)
+                (ApiRequest::GetPod(pod), Some(src)) => match src.node.api_server.get() {
+                    Some(api) => {
+                        let mut view = snap
+                            .find_pod(&pod.query())
+                            .cloned()
+                            .ok_or_else(|| ApiError::PodNotFound { query: pod.query() })?;
+                        view.mirror = Some(api.mirror_for(&crate::status::full_name(&view.pod)));
+                        let body = serde_json::to_vec(&view)
+                            .map_err(|source| ApiError::Encode { source })?;
+                        Ok(Reply::Json { status: 200, body })
+                    }
+                    None => handle(&req, &snap),
+                },
+                (ApiRequest::Node, Some(src)) => {
+                    let body = serde_json::to_vec(&super::node::node_json(&snap, &src.node))
+                        .map_err(|source| ApiError::Encode { source })?;
+                    Ok(Reply::Json { status: 200, body })
+                }
+                _ => handle(&req, &snap),
             })
-            .ok()
-            .map(|_| FollowerSlot(count))
-    }
-}
-
-impl Drop for FollowerSlot<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// Waits up to `timeout` for the client to hang up; true if it did.
-fn client_gone(stream: &UnixStream, timeout: Duration) -> bool {
-    // A hang-up shows as POLLHUP, or as POLLIN with end of stream (nix 0.29 has no POLLRDHUP).
-    let mut fds = [PollFd::new(stream.as_fd(), PollFlags::POLLIN)];
-    match nix::poll::poll(&mut fds, poll_timeout(timeout)) {
-        Ok(0) | Err(nix::errno::Errno::EINTR) => false,
-        Err(_) => true,
-        Ok(_) => {
-            let revents = fds[0].revents().unwrap_or(PollFlags::empty());
-            if revents.intersects(PollFlags::POLLHUP | PollFlags::POLLERR) {
-                return true;
-            }
-            // Bytes after the request: read and ignore them; 0 means end of stream.
-            let mut scratch = [0u8; 512];
-            match recv(stream.as_raw_fd(), &mut scratch, MsgFlags::MSG_DONTWAIT) {
-                Ok(0) => true,
-                Ok(_) | Err(nix::errno::Errno::EAGAIN) | Err(nix::errno::Errno::EINTR) => false,
-                Err(_) => true,
-            }
-        }
+            .unwrap_or_else(|e| {
+                log::debug!("api: {} {}: {e}", head.method, head.target);
+                error_reply(&e)
+            })
     }
 }
 
@@ -604,32 +491,48 @@ fn still_following(shared: &Shared, plan: &FollowPlan) -> bool {
         && container_running(&view.pod, &plan.container)
 }
 
-fn write_chunk(stream: &mut UnixStream, data: &[u8], chunked: bool) -> io::Result<()> {
-    if chunked {
-        let mut out = format!("{:x}\r\n", data.len()).into_bytes();
-        out.extend_from_slice(data);
-        out.extend_from_slice(b"\r\n");
-        stream.write_all(&out)?;
-    } else {
-        stream.write_all(data)?;
+/// A followed container log, as plain lines.
+struct Source<'a> {
+    follower: LogFollower,
+    plan: &'a FollowPlan,
+    shared: &'a Shared,
+}
+
+impl Followed for Source<'_> {
+    fn poll(&mut self) -> Option<(Vec<u8>, bool)> {
+        match self.follower.poll() {
+            Ok(lines) => Some((log_text(&lines), false)),
+            Err(e) => {
+                log::warn!(
+                    "api: following the log of container {} in pod {}: {}",
+                    self.plan.container,
+                    self.plan.pod,
+                    super::error_chain(&e)
+                );
+                None
+            }
+        }
     }
-    stream.flush()
+
+    fn goes_on(&mut self) -> bool {
+        still_following(self.shared, self.plan)
+    }
+
+    fn stopping(&self) -> bool {
+        self.shared.stop.is_stopped()
+    }
 }
 
 /// Streams the log of `plan` until the client hangs up, the container stops running (or
 /// restarts into a new log file), or the server stops. A read error after the head was sent
 /// ends the stream without its final chunk, so the client sees it was cut short.
-fn follow(
-    stream: &mut UnixStream,
-    plan: &FollowPlan,
-    shared: &Shared,
-    http10: bool,
-) -> io::Result<()> {
+fn follow(conn: &mut Stream, plan: &FollowPlan, shared: &Shared, http10: bool) -> io::Result<()> {
     let limit = shared.limits.max_followers;
-    let Some(_slot) = FollowerSlot::acquire(&shared.followers, limit) else {
-        return write_reply(stream, &error_reply(&ApiError::TooManyFollowers { limit }));
+    let Some(_slot) = Slot::acquire(&shared.followers, limit) else {
+        let err = ApiError::TooManyFollowers { limit };
+        return write_response(conn, &response(error_reply(&err)), false);
     };
-    let mut follower = match LogFollower::new(&plan.path, plan.start) {
+    let follower = match LogFollower::new(&plan.path, plan.start) {
         Ok(f) => f,
         Err(source) => {
             let err = ApiError::ReadLog {
@@ -637,67 +540,38 @@ fn follow(
                 container: plan.container.clone(),
                 source,
             };
-            return write_reply(stream, &error_reply(&err));
+            return write_response(conn, &response(error_reply(&err)), false);
         }
     };
-    let chunked = !http10;
-    let encoding = if chunked {
-        "Transfer-Encoding: chunked\r\n"
-    } else {
-        ""
+    let mut source = Source {
+        follower,
+        plan,
+        shared,
     };
-    let head = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\n{encoding}Connection: close\r\n\r\n"
-    );
-    stream.write_all(head.as_bytes())?;
-    stream.flush()?;
-    let mut last_round = false;
-    loop {
-        let lines = match follower.poll() {
-            Ok(lines) => lines,
-            Err(e) => {
-                log::warn!(
-                    "api: following the log of container {} in pod {}: {}",
-                    plan.container,
-                    plan.pod,
-                    super::error_chain(&e)
-                );
-                return Ok(());
-            }
-        };
-        if !lines.is_empty() {
-            write_chunk(stream, &log_text(&lines), chunked)?;
-        }
-        if last_round || shared.stop.is_stopped() {
-            break;
-        }
-        if client_gone(stream, TICK) {
-            return Ok(());
-        }
-        last_round = !still_following(shared, plan);
-    }
-    if chunked {
-        stream.write_all(b"0\r\n\r\n")?;
-        stream.flush()?;
-    }
-    Ok(())
+    let head = response(Reply::Text { body: Vec::new() });
+    let pace = Pace {
+        tick: TICK,
+        write: IO_TIMEOUT,
+    };
+    crate::httpserver::follow(conn, &head, !http10, &mut source, pace)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn parse_request_line(head: &[u8]) -> Result<(String, String, bool), ApiError> {
+        let head = crate::httpserver::parse_head(head).map_err(|e| bad_request(&e))?;
+        Ok((head.method, head.target, head.http10))
+    }
+
     #[test]
     fn request_lines() {
         assert_eq!(
             parse_request_line(b"GET /pods?x=1 HTTP/1.1\r\nHost: x").expect("ok"),
-            RequestLine {
-                method: "GET".into(),
-                target: "/pods?x=1".into(),
-                http10: false
-            }
+            ("GET".into(), "/pods?x=1".into(), false)
         );
-        assert!(parse_request_line(b"GET / HTTP/1.0").expect("1.0").http10);
+        assert!(parse_request_line(b"GET / HTTP/1.0").expect("1.0").2);
         for bad in [
             &b"GET /pods"[..],
             b"GET /a b HTTP/1.1",
@@ -714,14 +588,17 @@ mod tests {
     }
 
     #[test]
-    fn follower_slots_are_capped_and_released() {
-        let count = AtomicUsize::new(0);
-        let a = FollowerSlot::acquire(&count, 2).expect("first");
-        let b = FollowerSlot::acquire(&count, 2).expect("second");
-        assert!(FollowerSlot::acquire(&count, 2).is_none());
-        drop(a);
-        let c = FollowerSlot::acquire(&count, 2).expect("after release");
-        drop((b, c));
-        assert_eq!(count.load(Ordering::SeqCst), 0);
+    fn heads_too_large_or_cut_are_bad_requests() {
+        let mut big = b"GET / HTTP/1.1\r\nx: ".to_vec();
+        big.extend(std::iter::repeat_n(b'a', 20 * 1024));
+        let err = read_request_head(&mut &big[..]).expect_err("too large");
+        assert_eq!(err.status(), 400);
+        assert_eq!(
+            err.to_string(),
+            "malformed request head: larger than 16384 bytes"
+        );
+        let err = read_request_head(&mut &b"GET / HTTP/1.1\r\nHost"[..]).expect_err("cut");
+        assert_eq!(err.status(), 400);
+        assert!(read_request_head(&mut &b""[..]).expect("empty").is_none());
     }
 }

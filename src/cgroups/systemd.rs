@@ -65,29 +65,37 @@ pub enum UnitValue {
 /// A list of unit properties in the order they are sent.
 pub type UnitProperties = Vec<(&'static str, UnitValue)>;
 
+/// Why a `cgroupRoot` is not a slice the systemd driver can use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SliceError {
+    #[error("{name:?} must be a systemd slice name ending in \".slice\" with cgroupDriver: systemd (e.g. {:?})", DEFAULT_SLICE)]
+    NoSuffix { name: String },
+    #[error("{name:?} is not a slice podvisor can create")]
+    Root { name: String },
+    #[error("{name:?}: a slice name has no leading, trailing or doubled \"-\" (systemd.slice(5))")]
+    Dashes { name: String },
+    #[error("{name:?}: {c:?} is not allowed in a systemd unit name")]
+    Char { name: String, c: char },
+}
+
 /// Checks a `cgroupRoot` for the systemd driver: a slice name (`podvisor.slice`,
 /// `edge-podvisor.slice`) that systemd accepts and that is not the root slice.
-pub fn validate_slice(name: &str) -> Result<(), String> {
+pub fn validate_slice(name: &str) -> Result<(), SliceError> {
+    let name_ = || name.to_string();
     let Some(base) = name.strip_suffix(SLICE_SUFFIX) else {
-        return Err(format!(
-            "{name:?} must be a systemd slice name ending in \".slice\" with cgroupDriver: systemd (e.g. {DEFAULT_SLICE:?})"
-        ));
+        return Err(SliceError::NoSuffix { name: name_() });
     };
     if base.is_empty() || base == "-" {
-        return Err(format!("{name:?} is not a slice podvisor can create"));
+        return Err(SliceError::Root { name: name_() });
     }
     if base.starts_with('-') || base.ends_with('-') || base.contains("--") {
-        return Err(format!(
-            "{name:?}: a slice name has no leading, trailing or doubled \"-\" (systemd.slice(5))"
-        ));
+        return Err(SliceError::Dashes { name: name_() });
     }
     if let Some(c) = base
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')))
     {
-        return Err(format!(
-            "{name:?}: {c:?} is not allowed in a systemd unit name"
-        ));
+        return Err(SliceError::Char { name: name_(), c });
     }
     Ok(())
 }
@@ -240,8 +248,8 @@ pub enum SystemdError {
     /// `StopUnit`/`SetUnitProperties` of a unit systemd does not have.
     #[error("systemd unit {unit} is not loaded")]
     NoSuchUnit { unit: String },
-    #[error("cgroup parent {message}")]
-    Slice { message: String },
+    #[error("cgroup parent {source}")]
+    Slice { source: SliceError },
     #[error("cgroupDriver: systemd: this podvisor was built without the systemd-cgroup feature")]
     NotBuilt,
 }
@@ -374,5 +382,4 @@ impl From<SystemdError> for CgroupError {
 }
 
 #[cfg(test)]
-#[path = "systemd_tests.rs"]
 mod tests;

@@ -117,7 +117,7 @@ impl AttachWarmer {
     /// sleeper runs at once. A write that lands just as the placement comes costs more than
     /// none (the placement then waits for the warm-up's whole grace period and then some:
     /// 11.6 ms against 7.9 ms with no warm-up on a 6.18 kernel, where a write 2 ms ahead
-    /// left 5.3 ms; docs/start-timeline.md, round ten), so it must start early.
+    /// left 5.3 ms; docs/history/start-timeline.md, round ten), so it must start early.
     pub fn warm(&self) {
         let Some(procs) = &self.procs else { return };
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());

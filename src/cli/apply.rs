@@ -314,6 +314,24 @@ pub fn delete(conn: &Connection, t: &Target, out: &mut dyn Write) -> Result<(), 
     writeln!(out, "pod \"{}\" deleted", t.name).map_err(ApplyError::Output)
 }
 
+/// `podvisor delete`: the pods of the applied manifest `file`, else those `names` names.
+pub fn delete_pods(
+    conn: &Connection,
+    names: &[String],
+    file: Option<&Path>,
+    namespace: Option<&str>,
+    out: &mut dyn Write,
+) -> Result<(), ApplyError> {
+    let targets = match file {
+        Some(f) => vec![read_target(f, namespace)?.1],
+        None => delete_targets(names, namespace)?,
+    };
+    for t in &targets {
+        delete(conn, t, out)?;
+    }
+    Ok(())
+}
+
 /// The pods `delete` names: `pod NAME...`, `pod/NAME...`, or bare names.
 pub fn delete_targets(args: &[String], namespace: Option<&str>) -> Result<Vec<Target>, ApplyError> {
     let ns = namespace.unwrap_or("default").to_string();

@@ -2,10 +2,15 @@
 //! REASON, OBJECT, MESSAGE), with a NAMESPACE column when events span namespaces; repeated
 //! events show kubectl's `3s (x5 over 20s)` in LAST SEEN.
 
+use std::io::Write;
+use std::path::Path;
+
 use k8s_openapi::jiff::Timestamp;
 
 use super::table::kubectl_table;
 use super::time::event_age;
+use super::{time, write_out, CliError};
+use crate::api::{client, percent_encode};
 use crate::status::EventRecord;
 
 /// The events table, oldest first (the order the daemon keeps), ages relative to `now`.
@@ -47,6 +52,24 @@ pub fn render_events(events: &[EventRecord], now: Timestamp) -> String {
         ));
     }
     kubectl_table(&text)
+}
+
+/// `podvisor events [POD]`.
+pub fn get_events(
+    socket: &Path,
+    pod: Option<&str>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<(), CliError> {
+    let path = match pod {
+        Some(p) => format!("/events?pod={}", percent_encode(p)),
+        None => "/events".to_string(),
+    };
+    let events: Vec<EventRecord> = client::get_json(socket, &path)?;
+    if events.is_empty() {
+        return write_out(err, "No events found\n");
+    }
+    write_out(out, &render_events(&events, time::now()))
 }
 
 #[cfg(test)]

@@ -54,6 +54,8 @@ pub enum ExecCliError {
         id: String,
         dir: PathBuf,
     },
+    #[error("cannot locate the podvisor binary")]
+    Binary { source: std::io::Error },
     #[error("failed to run {binary}: {source}")]
     Spawn {
         binary: PathBuf,
@@ -134,6 +136,16 @@ pub fn target(view: &PodView, container: Option<&str>) -> Result<(String, String
         .filter(|id| !id.is_empty() && !id.contains('/'))
         .ok_or_else(|| not_running(" (no container id)".into()))?;
     Ok((name.clone(), id.to_string()))
+}
+
+/// `podvisor exec`: [`exec`] through this very binary's `shim exec`.
+pub fn exec_here(
+    socket: &Path,
+    runtime_dir: &Path,
+    req: &ExecRequest,
+) -> Result<i32, ExecCliError> {
+    let binary = std::env::current_exe().map_err(|source| ExecCliError::Binary { source })?;
+    exec(socket, runtime_dir, &binary, req)
 }
 
 /// Runs the command; returns its exit code (126 when it could not be started).

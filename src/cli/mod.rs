@@ -1,33 +1,44 @@
-//! cli: podvisor's kubectl-like views of the daemon — pure renderers from API data to text
-//! ([`pods`], [`describe`], [`events`]) and thin command functions that fetch through
-//! [`crate::api::client`] and print. Output mirrors kubectl (`get pods`, `describe pod`,
-//! `get events`, `logs`, `top pod`) so its users read it without surprises.
+//! cli: podvisor's commands, one file each, behind the command line of [`args`] (which the
+//! binary's `main` parses and dispatches). The daemon's commands ([`run`], [`play`],
+//! [`validate`], [`check`], [`image`], the hidden [`shim`] processes) call into their modules;
+//! the client commands are kubectl-like views of the daemon — pure renderers from API data to
+//! text ([`pods`], [`describe`], [`events`], [`node`], [`top`]) and thin command functions that
+//! fetch through [`crate::api::client`] and print. Output mirrors kubectl (`get pods`,
+//! `describe pod`, `get events`, `logs`, `top pod`) so its users read it without surprises.
 
 use std::io::{self, Write};
-use std::path::Path;
 use std::str::FromStr;
 
-use crate::api::{client, percent_encode, ApiError};
-use crate::status::{EventRecord, PodView, SourceErrorView};
+use crate::api::ApiError;
 
 pub mod apply;
+pub mod args;
 pub mod attach;
+pub mod check;
 pub mod describe;
 #[cfg(any(feature = "docs", test))]
 pub mod docs;
 pub mod events;
 pub mod exec;
+pub mod image;
 pub mod logs;
 pub mod node;
+pub mod play;
 pub mod pods;
+pub mod run;
+pub mod shim;
+pub mod summary;
 pub mod table;
 pub mod time;
 pub mod top;
+pub mod validate;
 
-pub use describe::render_describe;
-pub use events::render_events;
+pub use describe::{describe_pod, render_describe};
+pub use events::{get_events, render_events};
 pub use logs::{logs, LogsOptions};
-pub use pods::{list_document, pod_summary, render_pods, render_warnings, PodSummary};
+pub use node::get_node;
+pub use pods::{get_pods, list_document, render_pods, render_warnings};
+pub use summary::{pod_summary, PodSummary};
 pub use top::{render_top, top};
 
 /// Errors of the CLI commands.
@@ -105,89 +116,6 @@ pub fn render_document(
     buf.push(b'\n');
     // serde_json writes UTF-8 only.
     Ok(String::from_utf8_lossy(&buf).into_owned())
-}
-
-/// `podvisor pods [NAME] [-o wide|json|yaml]`: the table (manifest warnings go to `err`
-/// after it), or the List / Pod document.
-pub fn get_pods(
-    socket: &Path,
-    name: Option<&str>,
-    format: OutputFormat,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-) -> Result<(), CliError> {
-    let views: Vec<PodView> = match name {
-        Some(n) => vec![client::get_pod_json(
-            socket,
-            &format!("/pods/{}", percent_encode(n)),
-        )?],
-        None => client::get_pod_json(socket, "/pods")?,
-    };
-    match format {
-        OutputFormat::Json | OutputFormat::Yaml => {
-            let doc = match (name, views.first()) {
-                (Some(_), Some(v)) => {
-                    serde_json::to_value(&v.pod).map_err(|source| CliError::Json {
-                        what: "the pod".into(),
-                        source,
-                    })?
-                }
-                _ => list_document(&views),
-            };
-            write_out(out, &render_document(&doc, format, "the pods")?)
-        }
-        OutputFormat::Table | OutputFormat::Wide => {
-            let source_errors: Vec<SourceErrorView> = match name {
-                Some(_) => Vec::new(),
-                None => client::get_json(socket, "/source-errors")?,
-            };
-            if views.is_empty() {
-                write_out(err, "No resources found\n")?;
-            } else {
-                let table = render_pods(&views, time::now(), format == OutputFormat::Wide);
-                write_out(out, &table)?;
-            }
-            write_out(err, &render_warnings(&views, &source_errors))
-        }
-    }
-}
-
-/// `podvisor describe POD`.
-pub fn describe_pod(socket: &Path, pod: &str, out: &mut dyn Write) -> Result<(), CliError> {
-    let view: PodView = client::get_pod_json(socket, &format!("/pods/{}", percent_encode(pod)))?;
-    let key = crate::api::handlers::pod_key(&view.pod);
-    let events: Vec<EventRecord> =
-        client::get_json(socket, &format!("/events?pod={}", percent_encode(&key)))?;
-    write_out(out, &render_describe(&view, &events, time::now()))
-}
-
-/// `podvisor events [POD]`.
-pub fn get_events(
-    socket: &Path,
-    pod: Option<&str>,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-) -> Result<(), CliError> {
-    let path = match pod {
-        Some(p) => format!("/events?pod={}", percent_encode(p)),
-        None => "/events".to_string(),
-    };
-    let events: Vec<EventRecord> = client::get_json(socket, &path)?;
-    if events.is_empty() {
-        return write_out(err, "No events found\n");
-    }
-    write_out(out, &render_events(&events, time::now()))
-}
-
-/// `podvisor node`: the node described, or as a v1 Node document (`-o json|yaml`).
-pub fn get_node(socket: &Path, format: OutputFormat, out: &mut dyn Write) -> Result<(), CliError> {
-    let node: serde_json::Value = client::get_json(socket, "/node")?;
-    match format {
-        OutputFormat::Json | OutputFormat::Yaml => {
-            write_out(out, &render_document(&node, format, "the node")?)
-        }
-        OutputFormat::Table | OutputFormat::Wide => write_out(out, &node::render_node(&node)),
-    }
 }
 
 #[cfg(test)]

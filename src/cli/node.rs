@@ -4,9 +4,14 @@
 //! allocatable, images, and the pods with their requests and ephemeral storage used; `-o json`
 //! prints the v1 Node.
 
+use std::io::Write;
+use std::path::Path;
+
 use serde_json::Value;
 
 use super::table::kubectl_table;
+use super::{render_document, write_out, CliError, OutputFormat};
+use crate::api::client;
 
 /// The describe-style text of a `GET /node` answer.
 pub fn render_node(node: &Value) -> String {
@@ -132,6 +137,17 @@ pub fn render_node(node: &Value) -> String {
         out.push_str(&format!("  {line}\n"));
     }
     out
+}
+
+/// `podvisor node`: the node described, or as a v1 Node document (`-o json|yaml`).
+pub fn get_node(socket: &Path, format: OutputFormat, out: &mut dyn Write) -> Result<(), CliError> {
+    let node: serde_json::Value = client::get_json(socket, "/node")?;
+    match format {
+        OutputFormat::Json | OutputFormat::Yaml => {
+            write_out(out, &render_document(&node, format, "the node")?)
+        }
+        OutputFormat::Table | OutputFormat::Wide => write_out(out, &render_node(&node)),
+    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,17 @@
 
 use k8s_openapi::api::core::v1::Taint;
 
-use super::*;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_saphyr::{Location, Spanned};
+
+use super::flags::invalid_flag;
+use super::raw::RawKubeletConfiguration;
+use super::raw::{fmt_location, non_empty};
+use super::{ConfigError, RunFlags};
+use crate::duration::parse_go_duration;
 
 /// A taint to register the Node with (`Taint` without `timeAdded`, comparable).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,11 +137,11 @@ pub(super) fn parse(
     let register_with_taints = match &raw.register_with_taints {
         Some(taints) => {
             for (i, t) in taints.iter().enumerate() {
-                check_taint(t).map_err(|m| ConfigError::Invalid {
+                check_taint(t).map_err(|e| ConfigError::Invalid {
                     source_name: source_name.into(),
                     location: String::new(),
                     field: format!("registerWithTaints[{i}]"),
-                    message: m,
+                    message: e.to_string(),
                 })?;
             }
             Some(taints.iter().map(NodeTaint::from).collect())
@@ -296,27 +306,40 @@ pub fn parse_node_labels(value: &str) -> Result<BTreeMap<String, String>, Config
     Ok(labels)
 }
 
+/// Why a taint is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TaintError {
+    #[error("key {key:?}: {source}")]
+    Key {
+        key: String,
+        source: crate::pod::validation::QualifiedNameError,
+    },
+    #[error("value {value:?} must be at most 63 characters: alphanumerics, '-', '_' or '.', alphanumeric at both ends")]
+    Value { value: String },
+    #[error("effect {effect:?} is not one of NoSchedule, PreferNoSchedule, NoExecute")]
+    Effect { effect: String },
+}
+
 /// A taint's key, value and effect as the API server validates them.
-pub fn check_taint(t: &Taint) -> Result<(), String> {
+pub fn check_taint(t: &Taint) -> Result<(), TaintError> {
     check_node_taint(&NodeTaint::from(t))
 }
 
-fn check_node_taint(t: &NodeTaint) -> Result<(), String> {
-    crate::pod::validation::check_qualified_name(&t.key)
-        .map_err(|e| format!("key {:?}: {e}", t.key))?;
+fn check_node_taint(t: &NodeTaint) -> Result<(), TaintError> {
+    crate::pod::validation::check_qualified_name(&t.key).map_err(|source| TaintError::Key {
+        key: t.key.clone(),
+        source,
+    })?;
     if let Some(v) = &t.value {
         if !crate::pod::validation::is_label_value(v) {
-            return Err(format!(
-                "value {v:?} must be at most 63 characters: alphanumerics, '-', '_' or '.', \
-                 alphanumeric at both ends"
-            ));
+            return Err(TaintError::Value { value: v.clone() });
         }
     }
     match t.effect.as_str() {
         "NoSchedule" | "PreferNoSchedule" | "NoExecute" => Ok(()),
-        e => Err(format!(
-            "effect {e:?} is not one of NoSchedule, PreferNoSchedule, NoExecute"
-        )),
+        e => Err(TaintError::Effect {
+            effect: e.to_string(),
+        }),
     }
 }
 
@@ -342,7 +365,7 @@ pub fn parse_taints(value: &str) -> Result<Vec<NodeTaint>, ConfigError> {
             effect: effect.to_string(),
         };
         check_node_taint(&t)
-            .map_err(|m| invalid_flag("register-with-taints", value, format!("{spec:?}: {m}")))?;
+            .map_err(|e| invalid_flag("register-with-taints", value, format!("{spec:?}: {e}")))?;
         if out
             .iter()
             .any(|o: &NodeTaint| o.key == t.key && o.effect == t.effect)

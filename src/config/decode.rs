@@ -2,7 +2,13 @@
 //! `apiVersion`/`kind`, serde-saphyr decoding with file:line:column errors and a "did you
 //! mean" hint for a misspelt field name; `validate` (in `mod.rs`) checks the values.
 
-use super::*;
+use serde::Deserialize;
+use serde_saphyr::{MessageFormatter, Spanned};
+
+use super::raw::{fmt_location, RawKubeletConfiguration};
+use super::validate::validate;
+use super::{ConfigError, KubeletConfig, API_VERSION, KIND, MAX_CONFIG_BYTES};
+use crate::pod::manifest::yaml_options;
 
 /// Just the type fields, read first so that a document of another kind (a Pod given as
 /// `--config`) is reported as such rather than as a list of unknown fields.
@@ -76,14 +82,6 @@ fn from_yaml<T: serde::de::DeserializeOwned>(
     })
 }
 
-pub(super) fn fmt_location(l: &Location) -> String {
-    if l.line() == 0 {
-        String::new()
-    } else {
-        format!(":{}:{}", l.line(), l.column())
-    }
-}
-
 /// The known name closest to `field`: same spelling ignoring case, or within a small edit
 /// distance.
 fn suggestion<'a>(field: &str, expected: &[&'a str]) -> Option<&'a str> {
@@ -113,11 +111,6 @@ fn edit_distance(a: &str, b: &str) -> usize {
         prev = cur;
     }
     prev[b.len()]
-}
-
-/// A string field that is set to something other than "" (the kubelet's zero value).
-pub(super) fn non_empty(v: &Option<Spanned<String>>) -> Option<&Spanned<String>> {
-    v.as_ref().filter(|s| !s.value.is_empty())
 }
 
 fn check_type_field(

@@ -7,8 +7,17 @@
 //! subtracts (`systemReserved`, `kubeReserved`, the hard memory threshold). The thresholds themselves are parsed by
 //! `eviction::threshold`.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::flags::invalid_flag;
+use super::raw::RawKubeletConfiguration;
+use super::raw::{fmt_location, non_empty};
+use super::{ConfigError, KubeletConfig};
+use crate::cgroups::allocatable::{self, MemoryThreshold, Reservation};
+use crate::duration::parse_go_duration;
 use crate::eviction::threshold::{EvictionMaps, DEFAULT_PRESSURE_TRANSITION_PERIOD};
+use crate::eviction::EvictionConfig;
 use crate::eviction::EvictionPolicy;
 
 /// `--eviction-hard`: `signal<value` pairs separated by commas replace the hard thresholds

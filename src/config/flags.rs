@@ -2,7 +2,11 @@
 //! (the kubelet's ColonSeparatedMultimapStringString) and `--hostname-override` (the node
 //! name), and the error naming a bad flag value.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use super::checks::check_header;
+use super::ConfigError;
+use crate::pod::validation::is_dns1123_subdomain;
 
 /// Parses `--manifest-url-header` values the way the kubelet's ColonSeparatedMultimapStringString
 /// does: each value is a comma-separated list of `key:value` pairs split at the first colon,

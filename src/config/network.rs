@@ -3,9 +3,19 @@
 //! file, and the CNI flags (`--cni-conf-dir`, `--cni-bin-dir`, `--cni-plugin-timeout`,
 //! `--pod-cidr`; the first two are the kubelet's former flags of the same names).
 
-use super::*;
+use std::path::{Path, PathBuf};
+
+use serde_saphyr::Location;
+
+use super::checks::check_absolute;
+use super::flags::invalid_flag;
+use super::raw::RawKubeletConfiguration;
+use super::raw::{fmt_location, non_empty};
+use super::{ConfigError, RunFlags};
+use crate::duration::parse_go_duration;
 use crate::network::default_conf::{parse_pod_cidr, Subnet};
 use crate::network::NetworkConfig;
+use crate::pod::validation::is_dns1123_subdomain;
 
 /// The network fields of a KubeletConfiguration file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -29,7 +39,9 @@ pub(super) fn parse(
         message,
     };
     let pod_cidr = match non_empty(&raw.pod_cidr) {
-        Some(s) => Some(parse_pod_cidr(&s.value).map_err(|m| err("podCIDR", &s.referenced, m))?),
+        Some(s) => Some(
+            parse_pod_cidr(&s.value).map_err(|e| err("podCIDR", &s.referenced, e.to_string()))?,
+        ),
         None => None,
     };
     let mut cluster_dns = Vec::new();
@@ -112,7 +124,7 @@ pub(super) fn network_config(
     match &flags.pod_cidr {
         Some(c) => {
             n.default_network.subnets =
-                parse_pod_cidr(c).map_err(|m| invalid_flag("pod-cidr", c, m))?;
+                parse_pod_cidr(c).map_err(|e| invalid_flag("pod-cidr", c, e.to_string()))?;
         }
         None => {
             if let Some(s) = &file.pod_cidr {

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Taint;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
-use serde_saphyr::Spanned;
+use serde_saphyr::{Location, Spanned};
 
 type StringMap = BTreeMap<String, String>;
 
@@ -428,4 +428,17 @@ mod tests {
         assert_eq!(before, ours.len(), "duplicate field names");
         assert_eq!(ours, UPSTREAM_FIELDS);
     }
+}
+
+pub(super) fn fmt_location(l: &Location) -> String {
+    if l.line() == 0 {
+        String::new()
+    } else {
+        format!(":{}:{}", l.line(), l.column())
+    }
+}
+
+/// A string field that is set to something other than "" (the kubelet's zero value).
+pub(super) fn non_empty(v: &Option<Spanned<String>>) -> Option<&Spanned<String>> {
+    v.as_ref().filter(|s| !s.value.is_empty())
 }

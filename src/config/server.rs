@@ -15,7 +15,12 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use super::*;
+use std::path::PathBuf;
+
+use super::checks::check_absolute;
+use super::flags::invalid_flag;
+use super::raw::RawKubeletConfiguration;
+use super::{ConfigError, RunFlags};
 use crate::nodeapi::tls::{check_cipher_suites, parse_min_version, MinVersion};
 use crate::nodeapi::{
     AuthorizationMode, NodeServerConfig, DEFAULT_HEALTHZ_BIND_ADDRESS, DEFAULT_HEALTHZ_PORT,

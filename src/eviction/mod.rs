@@ -21,7 +21,7 @@
 //! node conditions, refuses pods under pressure as the kubelet's admission does, and starts
 //! an evicted pod again once its pressure has cleared.
 //!
-//! The decisions are pure and table-tested in `tests.rs` and `relief_tests.rs`.
+//! The decisions are pure and table-tested in `tests/` (`tests/relief.rs` for "evict only what can help").
 
 pub mod decisions;
 pub mod ephemeral;
@@ -36,8 +36,6 @@ pub mod threshold;
 pub mod topdirs;
 pub mod usage;
 
-#[cfg(test)]
-mod relief_tests;
 #[cfg(test)]
 mod tests;
 

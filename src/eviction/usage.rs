@@ -64,7 +64,7 @@ struct TreeState {
     seen: bool,
 }
 
-/// What a pass spent (for the log and the README's numbers).
+/// What a pass spent (for the log and docs/eviction.md's numbers).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PassCost {
     pub entries: usize,

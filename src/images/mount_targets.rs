@@ -5,7 +5,8 @@
 //! does under containerd. It creates them in the container's writable layer: overlayfs copies
 //! `/etc` up and makes three empty files, four new inodes on the state disk for every container
 //! start, deleted again with the container. On flash that is wear, and on this machine class it
-//! is a fifth of a monitor's CPU in a burst of starts (docs/start-timeline.md, round eight).
+//! is a fifth of a monitor's CPU in a burst of starts (docs/history/start-timeline.md, round
+//! eight).
 //! Stacked as the topmost lower layer of an image that lacks the files, this layer makes them
 //! exist below the writable layer. The bind mounts land on them, and the writable layer of an
 //! image that has `/proc`, `/sys` and `/dev` stays empty until the workload writes.

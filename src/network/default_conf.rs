@@ -39,38 +39,60 @@ impl std::fmt::Display for Subnet {
     }
 }
 
+/// Why a `podCIDR` is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PodCidrError {
+    #[error("{part:?} is not a CIDR (such as {})", DEFAULT_POD_CIDR)]
+    NotCidr { part: String },
+    #[error("{part:?}: {addr:?} is not an IP address")]
+    Address { part: String, addr: String },
+    #[error("{part:?}: {prefix:?} is not a prefix length")]
+    Prefix { part: String, prefix: String },
+    #[error("{part:?}: a /{prefix} leaves no room for pods (at most /{max})")]
+    NoRoom { part: String, prefix: u8, max: u8 },
+    #[error("{part:?} is not a network address (host bits set)")]
+    HostBits { part: String },
+    #[error("{cidr:?}: at most one IPv4 and one IPv6 range (dual-stack)")]
+    Families { cidr: String },
+}
+
 /// Parses `podCIDR`: one range, or an IPv4 and an IPv6 range separated by a comma
 /// (dual-stack). Each must be a network address with room for pods.
-pub fn parse_pod_cidr(s: &str) -> Result<Vec<Subnet>, String> {
+pub fn parse_pod_cidr(s: &str) -> Result<Vec<Subnet>, PodCidrError> {
     let mut out: Vec<Subnet> = Vec::new();
     for part in s.split(',').map(str::trim) {
-        let (a, p) = part
-            .split_once('/')
-            .ok_or_else(|| format!("{part:?} is not a CIDR (such as {DEFAULT_POD_CIDR})"))?;
-        let addr: IpAddr = a
-            .parse()
-            .map_err(|_| format!("{part:?}: {a:?} is not an IP address"))?;
-        let prefix: u8 = p
-            .parse()
-            .map_err(|_| format!("{part:?}: {p:?} is not a prefix length"))?;
+        let (a, p) = part.split_once('/').ok_or_else(|| PodCidrError::NotCidr {
+            part: part.to_string(),
+        })?;
+        let addr: IpAddr = a.parse().map_err(|_| PodCidrError::Address {
+            part: part.to_string(),
+            addr: a.to_string(),
+        })?;
+        let prefix: u8 = p.parse().map_err(|_| PodCidrError::Prefix {
+            part: part.to_string(),
+            prefix: p.to_string(),
+        })?;
         let (bits, max) = match addr {
             IpAddr::V4(v) => (u128::from(u32::from(v)), (32u8, 30u8)),
             IpAddr::V6(v) => (u128::from(v), (128u8, 120u8)),
         };
         if prefix > max.1 {
-            return Err(format!(
-                "{part:?}: a /{prefix} leaves no room for pods (at most /{})",
-                max.1
-            ));
+            return Err(PodCidrError::NoRoom {
+                part: part.to_string(),
+                prefix,
+                max: max.1,
+            });
         }
         let host_bits = u32::from(max.0 - prefix);
         if host_bits < 128 && bits & ((1u128 << host_bits) - 1) != 0 {
-            return Err(format!("{part:?} is not a network address (host bits set)"));
+            return Err(PodCidrError::HostBits {
+                part: part.to_string(),
+            });
         }
         if out.iter().any(|o| o.addr.is_ipv4() == addr.is_ipv4()) {
-            return Err(format!(
-                "{s:?}: at most one IPv4 and one IPv6 range (dual-stack)"
-            ));
+            return Err(PodCidrError::Families {
+                cidr: s.to_string(),
+            });
         }
         out.push(Subnet { addr, prefix });
     }
@@ -163,7 +185,7 @@ mod tests {
             ("10.0.0.0/8,10.1.0.0/16", "at most one IPv4"),
             ("x/16", "not an IP"),
         ] {
-            let e = parse_pod_cidr(bad).expect_err(bad);
+            let e = parse_pod_cidr(bad).expect_err(bad).to_string();
             assert!(e.contains(why), "{bad}: {e}");
         }
     }

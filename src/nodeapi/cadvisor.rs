@@ -25,8 +25,8 @@ use prometheus_client::registry::Registry;
 
 use super::collect::{collect, Collected};
 use super::context::Context;
-use super::http::Response;
 use crate::cgroups::stats::CgroupStats;
+use crate::httpserver::Response;
 use crate::metrics::Labels;
 use crate::status::Snapshot;
 

@@ -13,11 +13,11 @@
 
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use super::context::Context;
-use super::http::{write_chunk, write_last_chunk, write_stream_head, Response, Streaming};
+use crate::httpserver::{write_response, Conn, Followed, Pace, Response, Slot};
 use crate::logs::{read_log, FollowStart, LogFollower, LogLine, ReadOptions};
 use crate::status::Snapshot;
 
@@ -37,28 +37,55 @@ pub struct LogOptions {
     pub limit_bytes: Option<u64>,
 }
 
+/// Why a `/containerLogs` query is refused (the 400 answer's text).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LogQueryError {
+    #[error("{name}: bad escape")]
+    Escape { name: String },
+    #[error("{name}: invalid boolean {value:?}")]
+    Boolean { name: String, value: String },
+    #[error("{name}: invalid integer {value:?}")]
+    Integer { name: String, value: String },
+    #[error("{name}: must be {bound}")]
+    OutOfRange {
+        name: &'static str,
+        bound: &'static str,
+    },
+    #[error("sinceTime: invalid RFC 3339 time {value:?}")]
+    Time { value: String },
+    #[error("at most one of sinceTime or sinceSeconds may be specified")]
+    BothSince,
+}
+
 /// Go's `strconv.ParseBool`.
-fn go_bool(name: &str, v: &str) -> Result<bool, String> {
+fn go_bool(name: &str, v: &str) -> Result<bool, LogQueryError> {
     match v {
         "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
         "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
-        _ => Err(format!("{name}: invalid boolean {v:?}")),
+        _ => Err(LogQueryError::Boolean {
+            name: name.to_string(),
+            value: v.to_string(),
+        }),
     }
 }
 
-fn number(name: &str, v: &str) -> Result<i64, String> {
-    v.parse::<i64>()
-        .map_err(|_| format!("{name}: invalid integer {v:?}"))
+fn number(name: &str, v: &str) -> Result<i64, LogQueryError> {
+    v.parse::<i64>().map_err(|_| LogQueryError::Integer {
+        name: name.to_string(),
+        value: v.to_string(),
+    })
 }
 
 /// Parses the query (unknown parameters are ignored, as the kubelet's decoder does).
-pub fn parse_options(query: &str, now: SystemTime) -> Result<LogOptions, String> {
+pub fn parse_options(query: &str, now: SystemTime) -> Result<LogOptions, LogQueryError> {
     let mut o = LogOptions::default();
     let mut since_seconds = None;
     let mut since_time = None;
     for kv in query.split('&').filter(|kv| !kv.is_empty()) {
         let (k, v) = kv.split_once('=').unwrap_or((kv, "true"));
-        let v = super::http::percent_decode(v).ok_or_else(|| format!("{k}: bad escape"))?;
+        let v = crate::httpserver::percent_decode(v).ok_or_else(|| LogQueryError::Escape {
+            name: k.to_string(),
+        })?;
         match k {
             "follow" => o.follow = go_bool(k, &v)?,
             "previous" => o.previous = go_bool(k, &v)?,
@@ -66,27 +93,36 @@ pub fn parse_options(query: &str, now: SystemTime) -> Result<LogOptions, String>
             "tailLines" => {
                 let n = number(k, &v)?;
                 if n < 0 {
-                    return Err("tailLines: must be greater than or equal to 0".into());
+                    return Err(LogQueryError::OutOfRange {
+                        name: "tailLines",
+                        bound: "greater than or equal to 0",
+                    });
                 }
                 o.tail_lines = Some(usize::try_from(n).unwrap_or(usize::MAX));
             }
             "sinceSeconds" => {
                 let n = number(k, &v)?;
                 if n < 1 {
-                    return Err("sinceSeconds: must be greater than 0".into());
+                    return Err(LogQueryError::OutOfRange {
+                        name: "sinceSeconds",
+                        bound: "greater than 0",
+                    });
                 }
                 since_seconds = Some(n as u64);
             }
             "sinceTime" => {
                 let t: k8s_openapi::jiff::Timestamp = v
                     .parse()
-                    .map_err(|_| format!("sinceTime: invalid RFC 3339 time {v:?}"))?;
+                    .map_err(|_| LogQueryError::Time { value: v.clone() })?;
                 since_time = Some(SystemTime::from(t));
             }
             "limitBytes" => {
                 let n = number(k, &v)?;
                 if n < 1 {
-                    return Err("limitBytes: must be greater than 0".into());
+                    return Err(LogQueryError::OutOfRange {
+                        name: "limitBytes",
+                        bound: "greater than 0",
+                    });
                 }
                 o.limit_bytes = Some(n as u64);
             }
@@ -94,9 +130,7 @@ pub fn parse_options(query: &str, now: SystemTime) -> Result<LogOptions, String>
         }
     }
     o.since = match (since_seconds, since_time) {
-        (Some(_), Some(_)) => {
-            return Err("at most one of sinceTime or sinceSeconds may be specified".into())
-        }
+        (Some(_), Some(_)) => return Err(LogQueryError::BothSince),
         (Some(s), None) => Some(now - Duration::from_secs(s)),
         (None, t) => t,
     };
@@ -166,7 +200,7 @@ impl From<Response> for Logs {
 pub fn answer(ns: &str, pod: &str, container: &str, query: &str, snap: &Snapshot) -> Logs {
     let opts = match parse_options(query, SystemTime::now()) {
         Ok(o) => o,
-        Err(e) => return Response::text(400, &e).into(),
+        Err(e) => return Response::text(400, &e.to_string()).into(),
     };
     let Some(view) = snap.pods.iter().find(|v| {
         v.pod.metadata.namespace.as_deref() == Some(ns)
@@ -228,15 +262,6 @@ pub fn answer(ns: &str, pod: &str, container: &str, query: &str, snap: &Snapshot
     Response::plain(200, body).into()
 }
 
-/// Holds one follower slot.
-struct Slot<'a>(&'a AtomicUsize);
-
-impl Drop for Slot<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
 /// Whether the snapshot still shows the followed container running with the followed log.
 fn still_following(ctx: &Context, plan: &FollowPlan) -> bool {
     let snap = ctx.snapshots.get();
@@ -247,15 +272,42 @@ fn still_following(ctx: &Context, plan: &FollowPlan) -> bool {
     })
 }
 
+/// A followed container log, rendered with the query's options.
+struct Source<'a> {
+    follower: LogFollower,
+    plan: &'a FollowPlan,
+    ctx: &'a Context,
+    written: u64,
+}
+
+impl Followed for Source<'_> {
+    fn poll(&mut self) -> Option<(Vec<u8>, bool)> {
+        match self.follower.poll() {
+            Ok(lines) => Some(render(&lines, &self.plan.options, &mut self.written)),
+            Err(e) => {
+                log::warn!(
+                    "node API: following the log of {} in {}: {e}",
+                    self.plan.container,
+                    self.plan.pod
+                );
+                None
+            }
+        }
+    }
+
+    fn goes_on(&mut self) -> bool {
+        still_following(self.ctx, self.plan)
+    }
+
+    fn stopping(&self) -> bool {
+        self.ctx.stop.load(Ordering::SeqCst)
+    }
+}
+
 /// Streams `plan` to `out` (see the module docs). A read error after the head was sent ends
 /// the stream without its last chunk, so the client sees it was cut short.
-pub fn follow<S: Streaming>(out: &mut S, plan: &FollowPlan, ctx: &Context) -> io::Result<()> {
-    let taken = ctx
-        .followers
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-            (n < ctx.max_followers).then_some(n + 1)
-        });
-    if taken.is_err() {
+pub fn follow<C: Conn>(out: &mut C, plan: &FollowPlan, ctx: &Context) -> io::Result<()> {
+    let Some(_slot) = Slot::acquire(&ctx.followers, ctx.max_followers) else {
         let r = Response::text(
             503,
             &format!(
@@ -263,45 +315,27 @@ pub fn follow<S: Streaming>(out: &mut S, plan: &FollowPlan, ctx: &Context) -> io
                 ctx.max_followers
             ),
         );
-        return super::http::write_response(out, &r, false);
-    }
-    let _slot = Slot(&ctx.followers);
-    let mut follower = match LogFollower::new(&plan.path, plan.start) {
+        return write_response(out, &r, false);
+    };
+    let follower = match LogFollower::new(&plan.path, plan.start) {
         Ok(f) => f,
         Err(e) => {
             let r = Response::text(500, &format!("reading the log of {}: {e}", plan.container));
-            return super::http::write_response(out, &r, false);
+            return write_response(out, &r, false);
         }
     };
-    out.extend_deadline(WRITE_DEADLINE);
-    write_stream_head(out, 200, "text/plain; charset=utf-8")?;
-    let mut written = 0;
-    let mut last_round = false;
-    loop {
-        let lines = match follower.poll() {
-            Ok(l) => l,
-            Err(e) => {
-                log::warn!(
-                    "node API: following the log of {} in {}: {e}",
-                    plan.container,
-                    plan.pod
-                );
-                return Ok(());
-            }
-        };
-        let (bytes, done) = render(&lines, &plan.options, &mut written);
-        out.extend_deadline(WRITE_DEADLINE);
-        write_chunk(out, &bytes)?;
-        if done || last_round || ctx.stop.load(Ordering::SeqCst) {
-            break;
-        }
-        if out.client_gone(TICK) {
-            return Ok(());
-        }
-        last_round = !still_following(ctx, plan);
-    }
-    out.extend_deadline(WRITE_DEADLINE);
-    write_last_chunk(out)
+    let mut source = Source {
+        follower,
+        plan,
+        ctx,
+        written: 0,
+    };
+    let pace = Pace {
+        tick: TICK,
+        write: WRITE_DEADLINE,
+    };
+    let head = Response::plain(200, Vec::new());
+    crate::httpserver::follow(out, &head, true, &mut source, pace)
 }
 
 #[cfg(test)]

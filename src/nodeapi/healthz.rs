@@ -14,8 +14,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::http::{query_param, Response};
 use crate::health::SyncLoopMonitor;
+use crate::httpserver::{query_param, Response};
 
 /// The shortest `syncloop` deadline, however short `syncFrequency` is.
 pub const MIN_SYNC_LOOP_DEADLINE: Duration = Duration::from_secs(10);
@@ -39,16 +39,22 @@ pub struct HealthChecks {
     pub deadline: Duration,
 }
 
+/// Why a health check fails.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CheckFailed {
+    #[error("sync Loop took longer than expected: last turnover {} s ago, deadline {} s", since.as_secs(), deadline.as_secs())]
+    SyncLoop { since: Duration, deadline: Duration },
+}
+
 impl HealthChecks {
     /// The result of check `name` at `now`; `Err` carries the reason.
-    fn check(&self, name: &str, now: Instant) -> Result<(), String> {
+    fn check(&self, name: &str, now: Instant) -> Result<(), CheckFailed> {
         match name {
             "syncloop" => match self.monitor.since_latest(now) {
-                Some(d) if d > self.deadline => Err(format!(
-                    "sync Loop took longer than expected: last turnover {} s ago, deadline {} s",
-                    d.as_secs(),
-                    self.deadline.as_secs()
-                )),
+                Some(d) if d > self.deadline => Err(CheckFailed::SyncLoop {
+                    since: d,
+                    deadline: self.deadline,
+                }),
                 _ => Ok(()),
             },
             _ => Ok(()),

@@ -1,6 +1,6 @@
 //! nodeapi::listener: one TCP port served by one accept thread and at most `max_connections`
 //! short connection threads. Every connection carries a whole-exchange deadline
-//! ([`super::http::DeadlineStream`]), so a thread always ends and the bound always frees up;
+//! ([`crate::httpserver::DeadlineStream`]), so a thread always ends and the bound always frees up;
 //! a connection over the bound is closed at once (`refuse`).
 //!
 //! A port that cannot be bound (taken, address not on this host) is logged and retried every

@@ -24,7 +24,7 @@ use prometheus_client::registry::Registry;
 
 use super::context::Context;
 use super::healthz::HealthChecks;
-use super::http::Response;
+use crate::httpserver::Response;
 use crate::metrics::KubeletMetrics;
 use crate::status::Snapshot;
 

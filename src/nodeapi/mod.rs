@@ -7,7 +7,7 @@
 //! ([`crate::metrics`]) and, read-only, the cgroup and log files. Pushed pods
 //! ([`push`]) go to the sync loop as typed requests. Each port is one accept thread and at
 //! most a bounded number of connection threads ([`listener`]), each connection one request
-//! under a whole-exchange deadline ([`http`]).
+//! under a whole-exchange deadline ([`crate::httpserver`]).
 
 pub mod auth;
 pub mod cadvisor;
@@ -15,14 +15,11 @@ pub mod collect;
 pub mod containerlogs;
 pub mod context;
 pub mod healthz;
-pub mod http;
 pub mod listener;
 pub mod metrics;
 pub mod push;
 pub mod routes;
 pub mod secure;
-#[cfg(test)]
-mod secure_tests;
 pub mod summary;
 pub mod syslogs;
 pub mod tls;
@@ -32,11 +29,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use healthz::HealthChecks;
-use http::{read_head, write_response, DeadlineStream, Response};
 use listener::Listener;
 
 use std::path::PathBuf;
 
+use crate::httpserver::{
+    write_response, DeadlineStream, Exchange, HeadError, RequestHead, Response, Service,
+};
 use crate::status::SnapshotCell;
 use tls::MinVersion;
 
@@ -219,27 +218,31 @@ pub fn serve_node_server(
 }
 
 fn healthz_connection(tcp: TcpStream, checks: &HealthChecks) {
+    // The whole exchange, request and answer, within HEALTHZ_DEADLINE.
+    const EXCHANGE: Exchange = Exchange {
+        name: "healthz",
+        response: None,
+    };
     let mut s = DeadlineStream::new(tcp, Instant::now() + HEALTHZ_DEADLINE);
-    let head = match read_head(&mut s) {
-        Ok(Some(h)) => h,
-        Ok(None) => return,
-        Err(e) => {
-            let _ = write_response(&mut s, &Response::text(e.status(), &e.to_string()), false);
-            return;
-        }
-    };
-    let resp = if head.method != "GET" && head.method != "HEAD" {
-        let mut r = Response::text(405, "Method Not Allowed");
-        r.headers.push(("Allow", "GET, HEAD".into()));
-        r
-    } else {
-        checks
-            .answer(head.path(), head.query(), Instant::now())
-            .unwrap_or_else(Response::not_found)
-    };
-    // The client may have left; nothing to do about it.
-    let _ = write_response(&mut s, &resp, head.method == "HEAD");
-    let _ = s.tcp().shutdown(std::net::Shutdown::Both);
+    EXCHANGE.serve(&mut s, None, checks);
+}
+
+impl Service<DeadlineStream> for HealthChecks {
+    fn bad_head(&self, err: &HeadError) -> Response {
+        Response::text(err.status(), &err.to_string())
+    }
+
+    fn respond(&self, s: &mut DeadlineStream, head: &RequestHead) -> std::io::Result<()> {
+        let resp = if head.method != "GET" && head.method != "HEAD" {
+            let mut r = Response::text(405, "Method Not Allowed");
+            r.headers.push(("Allow", "GET, HEAD".into()));
+            r
+        } else {
+            self.answer(head.path(), head.query(), Instant::now())
+                .unwrap_or_else(Response::not_found)
+        };
+        write_response(s, &resp, head.method == "HEAD")
+    }
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::context::{Context, Request};
-use super::http::Response;
+use crate::httpserver::Response;
 use crate::sources::api::{valid_name, ApiPodOp, ApiPodReply, ApiPodRequest, Applied};
 use crate::status::Snapshot;
 

@@ -21,7 +21,7 @@ use std::time::Instant;
 use serde_json::json;
 
 pub use super::context::{Context, Request};
-use super::http::Response;
+use crate::httpserver::Response;
 use crate::status::Snapshot;
 
 /// What an endpoint serves.
@@ -179,7 +179,7 @@ fn match_pattern(pattern: &'static str, path: &str) -> Option<Params> {
     let mut segments = pattern.trim_start_matches('/').split('/').peekable();
     while let Some(seg) = segments.next() {
         if let Some(name) = seg.strip_prefix("{*").and_then(|s| s.strip_suffix('}')) {
-            params.push((name, super::http::percent_decode(rest)?));
+            params.push((name, crate::httpserver::percent_decode(rest)?));
             return Some(params);
         }
         let (head, tail) = match rest.split_once('/') {
@@ -190,7 +190,7 @@ fn match_pattern(pattern: &'static str, path: &str) -> Option<Params> {
             if head.is_empty() {
                 return None;
             }
-            params.push((name, super::http::percent_decode(head)?));
+            params.push((name, crate::httpserver::percent_decode(head)?));
         } else if seg != head {
             return None;
         }

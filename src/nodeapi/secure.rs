@@ -10,30 +10,43 @@
 //! write its own deadline instead, and followers end when the client hangs up (TCP keepalive
 //! finds a client that vanished). A connection over the bound is closed at once (a TLS client
 //! sees the connection reset; nothing is read from it).
+//!
+//! The exchange itself is [`crate::httpserver`]'s over its rustls stream: this module plugs
+//! in the auth hook (the client certificate's subject or the bearer token, then the rules) and
+//! the answers.
 
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nix::poll::{PollFd, PollFlags, PollTimeout};
-use rustls::{ServerConfig, ServerConnection, StreamOwned};
+use rustls::{ServerConfig, ServerConnection};
 
 use super::auth::{attributes, forbidden_message, Authenticator, Authorizer, Credentials};
 use super::context::{Context, Request};
-use super::http::{read_body, read_head, write_response, DeadlineStream, Response, Streaming};
 use super::listener::{self, Listener};
 use super::routes::Answer;
 use super::tls::subject_cn_and_orgs;
 use super::NodeApiError;
+use crate::httpserver::tls::handshake;
+use crate::httpserver::{
+    read_body, write_response, Authorize, DeadlineStream, Exchange, HeadError, RequestHead,
+    Response, Service, TlsConn,
+};
 use crate::sources::api::MAX_PUSH_BYTES;
 
 /// How long a client has for the TLS handshake and its request head together.
 pub const HANDSHAKE_AND_HEAD: Duration = Duration::from_secs(10);
 /// How long reading a request body and writing one whole answer may take.
 pub const RESPONSE: Duration = Duration::from_secs(30);
+
+/// One request per connection, the answer within [`RESPONSE`] of the end of the head.
+const EXCHANGE: Exchange = Exchange {
+    name: "node API",
+    response: Some(RESPONSE),
+};
 
 /// What the secure port serves with.
 pub struct SecureSettings {
@@ -105,62 +118,6 @@ pub fn serve_secure(settings: SecureSettings, ctx: Context) -> Result<SecureServ
     Ok(SecureServer { listener, stop })
 }
 
-type Tls = StreamOwned<ServerConnection, DeadlineStream>;
-
-/// The TLS stream as a [`Streaming`] response.
-struct TlsOut<'a>(&'a mut Tls);
-
-impl Write for TlsOut<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.write(buf)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.0.flush()
-    }
-}
-
-impl Streaming for TlsOut<'_> {
-    fn extend_deadline(&mut self, limit: Duration) {
-        self.0.sock.set_deadline(Instant::now() + limit);
-    }
-
-    fn client_gone(&mut self, timeout: Duration) -> bool {
-        let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
-        let revents = {
-            let mut fds = [PollFd::new(self.0.sock.tcp().as_fd(), PollFlags::POLLIN)];
-            match nix::poll::poll(&mut fds, PollTimeout::from(ms)) {
-                Ok(0) | Err(nix::errno::Errno::EINTR) => return false,
-                Err(_) => return true,
-                Ok(_) => fds[0].revents().unwrap_or(PollFlags::empty()),
-            }
-        };
-        if revents.intersects(PollFlags::POLLHUP | PollFlags::POLLERR) {
-            return true;
-        }
-        // Bytes from the client: a close_notify, an end of stream, or something to ignore.
-        self.0
-            .sock
-            .set_deadline(Instant::now() + Duration::from_secs(1));
-        match self.0.conn.read_tls(&mut self.0.sock) {
-            Ok(0) => return true,
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
-            Err(_) => return true,
-        }
-        match self.0.conn.process_new_packets() {
-            Err(_) => true,
-            Ok(state) => {
-                if state.peer_has_closed() {
-                    return true;
-                }
-                let mut scratch = vec![0u8; state.plaintext_bytes_to_read()];
-                let _ = self.0.conn.reader().read(&mut scratch);
-                false
-            }
-        }
-    }
-}
-
 /// TCP keepalive on a follower's socket: a client that vanished (no FIN) is found within
 /// about two minutes and its follower slot freed.
 fn keepalive(tcp: &TcpStream) {
@@ -182,92 +139,71 @@ fn connection(tcp: TcpStream, shared: &Shared) {
             return;
         }
     };
-    let mut tls = StreamOwned::new(conn, sock);
-    while tls.conn.is_handshaking() {
-        if let Err(e) = tls.conn.complete_io(&mut tls.sock) {
-            log::debug!("node API: TLS handshake with {peer:?} failed: {e}");
-            return;
-        }
-    }
-    let head = match read_head(&mut tls) {
-        Ok(Some(h)) => h,
-        Ok(None) => return,
-        Err(e) => {
-            tls.sock.set_deadline(Instant::now() + RESPONSE);
-            let _ = write_response(&mut tls, &Response::text(e.status(), &e.to_string()), false);
-            finish(tls);
-            return;
-        }
-    };
-    tls.sock.set_deadline(Instant::now() + RESPONSE);
-    let cert_subject = tls
-        .conn
-        .peer_certificates()
-        .and_then(|certs| certs.first())
-        .and_then(|leaf| subject_cn_and_orgs(leaf));
-    let creds = Credentials {
-        cert_subject,
-        authorization: head.header("authorization"),
-    };
-    let head_only = head.method == "HEAD";
-    let refused = match shared.authenticator.authenticate(&creds) {
-        None => Some(Response::text(401, "Unauthorized")),
-        Some(user) => {
-            let attrs = attributes(&head.method, head.path());
-            (!shared.authorizer.allows(&user, &attrs))
-                .then(|| Response::text(403, &forbidden_message(&user, &attrs)))
-        }
-    };
-    if let Some(resp) = refused {
-        let _ = write_response(&mut tls, &resp, head_only);
-        finish(tls);
+    let mut tls = TlsConn::new(conn, sock);
+    if let Err(e) = handshake(&mut tls) {
+        log::debug!("node API: TLS handshake with {peer:?} failed: {e}");
         return;
     }
-    let body = if matches!(head.method.as_str(), "PUT" | "POST" | "PATCH") {
-        match read_body(&mut tls, &head, MAX_PUSH_BYTES) {
-            Ok(b) => b,
-            Err(e) => {
-                let _ =
-                    write_response(&mut tls, &Response::text(e.status(), &e.to_string()), false);
-                finish(tls);
-                return;
-            }
-        }
-    } else {
-        Vec::new()
-    };
-    let req = Request {
-        method: &head.method,
-        path: head.path(),
-        query: head.query(),
-        headers: &head.headers,
-        body: &body,
-    };
-    let sent = match super::routes::answer(&req, &shared.ctx) {
-        Answer::Whole(resp) => write_response(&mut tls, &resp, head_only),
-        Answer::Follow(plan) => {
-            keepalive(tls.sock.tcp());
-            super::containerlogs::follow(&mut TlsOut(&mut tls), &plan, &shared.ctx)
-        }
-        Answer::File(mut plan) => super::syslogs::send(&mut TlsOut(&mut tls), &mut plan, head_only),
-    };
-    if let Err(e) = sent {
-        log::debug!(
-            "node API: {} {}: client went away: {e}",
-            head.method,
-            head.target
-        );
-        return;
-    }
-    finish(tls);
+    EXCHANGE.serve(&mut tls, Some(shared), shared);
 }
 
-/// Ends the TLS session properly (close_notify) and the connection.
-fn finish(mut tls: Tls) {
-    tls.sock
-        .set_deadline(Instant::now() + Duration::from_secs(1));
-    tls.conn.send_close_notify();
-    // The client may already be gone: nothing to do about it.
-    let _ = tls.conn.complete_io(&mut tls.sock);
-    let _ = tls.sock.tcp().shutdown(std::net::Shutdown::Both);
+/// The auth hook: the client certificate's subject or the bearer token, then the rules.
+impl Authorize<TlsConn> for Shared {
+    fn authorize(&self, tls: &TlsConn, head: &RequestHead) -> Result<(), Response> {
+        let cert_subject = tls
+            .conn
+            .peer_certificates()
+            .and_then(|certs| certs.first())
+            .and_then(|leaf| subject_cn_and_orgs(leaf));
+        let creds = Credentials {
+            cert_subject,
+            authorization: head.header("authorization"),
+        };
+        let Some(user) = self.authenticator.authenticate(&creds) else {
+            return Err(Response::text(401, "Unauthorized"));
+        };
+        let attrs = attributes(&head.method, head.path());
+        if !self.authorizer.allows(&user, &attrs) {
+            return Err(Response::text(403, &forbidden_message(&user, &attrs)));
+        }
+        Ok(())
+    }
 }
+
+impl Service<TlsConn> for Shared {
+    fn bad_head(&self, err: &HeadError) -> Response {
+        Response::text(err.status(), &err.to_string())
+    }
+
+    fn respond(&self, tls: &mut TlsConn, head: &RequestHead) -> io::Result<()> {
+        let head_only = head.method == "HEAD";
+        let body = if matches!(head.method.as_str(), "PUT" | "POST" | "PATCH") {
+            match read_body(tls, head, MAX_PUSH_BYTES) {
+                Ok(b) => b,
+                Err(e) => {
+                    return write_response(tls, &Response::text(e.status(), &e.to_string()), false)
+                }
+            }
+        } else {
+            Vec::new()
+        };
+        let req = Request {
+            method: &head.method,
+            path: head.path(),
+            query: head.query(),
+            headers: &head.headers,
+            body: &body,
+        };
+        match super::routes::answer(&req, &self.ctx) {
+            Answer::Whole(resp) => write_response(tls, &resp, head_only),
+            Answer::Follow(plan) => {
+                keepalive(tls.sock.socket());
+                super::containerlogs::follow(tls, &plan, &self.ctx)
+            }
+            Answer::File(mut plan) => super::syslogs::send(tls, &mut plan, head_only),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -16,8 +16,8 @@ use serde::Serialize;
 
 use super::collect::{collect, Collected, FsNumbers};
 use super::context::Context;
-use super::http::Response;
 use crate::cgroups::stats::CgroupStats;
+use crate::httpserver::Response;
 use crate::status::Snapshot;
 
 #[derive(Debug, Serialize)]

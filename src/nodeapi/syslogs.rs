@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use rustix::fs::{FileType, OFlags, ResolveFlags};
 
-use super::http::{reason_phrase, Response, Streaming};
+use crate::httpserver::{write_sized_head, Conn, Response};
 
 /// How long one write of a file's bytes may take.
 const WRITE_DEADLINE: Duration = Duration::from_secs(30);
@@ -111,7 +111,7 @@ pub fn answer(dir: &Path, request_path: &str, query: &str) -> Answer {
     let Some(rel) = request_path.strip_prefix("/logs/") else {
         return redirect("/logs/");
     };
-    let Some(rel) = super::http::percent_decode(rel) else {
+    let Some(rel) = crate::httpserver::percent_decode(rel) else {
         return Response::text(400, "bad escape in the path").into();
     };
     if rel.contains('\0') {
@@ -196,15 +196,13 @@ fn listing(fd: std::os::fd::OwnedFd) -> io::Result<Answer> {
 }
 
 /// Sends `plan`: its first `len` bytes, with `Content-Length`.
-pub fn send<S: Streaming>(out: &mut S, plan: &mut FilePlan, head_only: bool) -> io::Result<()> {
+pub fn send<C: Conn>(out: &mut C, plan: &mut FilePlan, head_only: bool) -> io::Result<()> {
     out.extend_deadline(WRITE_DEADLINE);
-    let head = format!(
-        "HTTP/1.1 200 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n",
-        reason_phrase(200),
-        plan.content_type,
-        plan.len
-    );
-    out.write_all(head.as_bytes())?;
+    let head = Response {
+        content_type: plan.content_type,
+        ..Response::plain(200, Vec::new())
+    };
+    write_sized_head(out, &head, plan.len)?;
     if head_only {
         return out.flush();
     }

@@ -733,5 +733,4 @@ fn read_open_file(file: File) -> ReadOutcome {
 }
 
 #[cfg(test)]
-#[path = "file_tests.rs"]
 mod tests;

@@ -18,6 +18,7 @@
 
 pub mod api;
 mod file;
+pub mod podconfig;
 mod url;
 
 use std::ffi::OsStr;

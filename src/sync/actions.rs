@@ -16,7 +16,7 @@
 use std::time::Instant;
 
 use super::backoff;
-use super::{restart_policy, PodWorker, Removal, SandboxPhase};
+use super::{restart_policy, PodWorker, SandboxPhase};
 use crate::prober::ProbeKind;
 use crate::reason::WaitingReason;
 use crate::runtime::ContainerKind;
@@ -329,93 +329,6 @@ fn stop_sidecars(w: &PodWorker, actions: &mut Actions) {
     }
 }
 
-/// One decision about a pod generation being removed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum RemovalAction {
-    /// Stop signal to these containers (those whose preStop hook runs wait for it); SIGKILL
-    /// is due after the grace period.
-    Stop { ids: Vec<(String, i32)> },
-    /// The preStop hooks used the grace period: stop signal to their containers now,
-    /// SIGKILL after the minimum grace.
-    StopAfterPreStop { ids: Vec<(String, i32)> },
-    /// Sidecars whose turn came (the app containers and the later-declared sidecars exited,
-    /// their preStop hook returned): stop signal now, SIGKILL at the pod's deadline.
-    StopInTurn { ids: Vec<(String, i32)> },
-    /// The grace period ended: SIGKILL to every container still running.
-    Kill { ids: Vec<String> },
-    /// Every container exited and nothing is in flight: remove the pod's records and sandbox.
-    RemovePod,
-}
-
-/// What to do now for a pod generation being removed (`None`: wait for exits or jobs).
-pub(super) fn compute_removal_actions(now: Instant, r: &Removal) -> Option<RemovalAction> {
-    if !r.running.is_empty() {
-        let due = r.kill_at.is_some_and(|t| now >= t);
-        // Stop signals not sent yet: preStop hooks running, sidecars waiting for their turn.
-        let held = |id: &String| r.hooks_pending.contains(id) || r.waiting_turn.contains(id);
-        return match r.kill_at {
-            None => {
-                let mut ids: Vec<(String, i32)> = r
-                    .running
-                    .iter()
-                    .filter(|(id, _)| !held(id))
-                    .map(|(id, sig)| (id.clone(), *sig))
-                    .collect();
-                // No app container left: the last sidecars' turn is now.
-                ids.extend(sidecars_in_turn(r));
-                Some(RemovalAction::Stop { ids })
-            }
-            Some(_) if !r.killed && due && r.running.keys().any(held) => {
-                Some(RemovalAction::StopAfterPreStop {
-                    ids: r
-                        .running
-                        .iter()
-                        .filter(|(id, _)| held(id))
-                        .map(|(id, sig)| (id.clone(), *sig))
-                        .collect(),
-                })
-            }
-            Some(_) if !r.killed && due => Some(RemovalAction::Kill {
-                ids: r.running.keys().cloned().collect(),
-            }),
-            Some(_) if r.killed => None,
-            Some(_) => {
-                let ids = sidecars_in_turn(r);
-                (!ids.is_empty()).then_some(RemovalAction::StopInTurn { ids })
-            }
-        };
-    }
-    if r.pending_starts > 0 || r.sandbox_pending || r.remove_submitted {
-        return None;
-    }
-    if r.remove_retry_at.is_some_and(|t| now < t) {
-        return None;
-    }
-    Some(RemovalAction::RemovePod)
-}
-
-/// The sidecars waiting for their turn whose turn came: no app container runs, no sidecar
-/// declared after them runs, and their preStop hook (if any) returned.
-fn sidecars_in_turn(r: &Removal) -> Vec<(String, i32)> {
-    let app_running = r.running.keys().any(|id| !r.sidecars.contains(id));
-    if app_running {
-        return Vec::new();
-    }
-    let mut ids = Vec::new();
-    for (k, id) in r.sidecars.iter().enumerate() {
-        let later_running = r.sidecars[k + 1..]
-            .iter()
-            .any(|l| r.running.contains_key(l));
-        if later_running || !r.waiting_turn.contains(id) || r.hooks_pending.contains(id) {
-            continue;
-        }
-        if let Some(sig) = r.running.get(id) {
-            ids.push((id.clone(), *sig));
-        }
-    }
-    ids
-}
-
 /// What a source's current definition of a pod does to its worker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum PodChange {
@@ -452,5 +365,4 @@ pub(super) fn compute_pod_change(
 }
 
 #[cfg(test)]
-#[path = "actions_tests.rs"]
 mod tests;

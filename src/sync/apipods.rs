@@ -5,11 +5,11 @@
 //! connection thread, which waits for it. A refused manifest changes nothing: the pod pushed
 //! before keeps running (last-known-good), and the client has the reason.
 
-use super::podconfig::PushRefusal;
 use super::SyncLoop;
 use crate::pod::manifest::ManifestError;
 use crate::reason::EventReason;
 use crate::sources::api::{ApiPodOp, ApiPodReply, ApiPodRequest, Applied, FieldCause};
+use crate::sources::podconfig::PushRefusal;
 use crate::status::EventType;
 
 /// The reply for a refused manifest: 422 with every field, or 400 when it does not parse.
@@ -45,7 +45,7 @@ impl SyncLoop {
 
     fn answer_api_pod(&mut self, req: &ApiPodRequest) -> ApiPodReply {
         let (ns, name) = (req.namespace.as_str(), req.name.as_str());
-        let Some(store) = self.api_store.clone() else {
+        let Some(store) = self.records.api.clone() else {
             return ApiPodReply::Conflict {
                 message: "this podvisor runs one pod (play): nothing can be pushed".into(),
             };
@@ -74,7 +74,7 @@ impl SyncLoop {
                 if outcome != Applied::Unchanged {
                     self.event(EventType::Normal, &full, None, EventReason::Pushed, what);
                 }
-                self.dirty = true;
+                self.status.dirty = true;
                 ApiPodReply::Applied {
                     outcome,
                     pod: Box::new(shown),
@@ -106,7 +106,7 @@ impl SyncLoop {
                     EventReason::Pushed,
                     "deleted through the node API",
                 );
-                self.dirty = true;
+                self.status.dirty = true;
                 ApiPodReply::Deleted { pod: Box::new(pod) }
             }
         }

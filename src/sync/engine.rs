@@ -10,7 +10,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::thread;
 
-use super::executor::{ImageService, PulledImage, ThreadPool};
+use super::executor::{ImageError, ImageService, PulledImage, ThreadPool};
 use super::{SyncConfig, SyncEvent, SyncLoop, SystemClock};
 use crate::images::{ImageStore, RegistryConfig, RegistryConfigError};
 use crate::prober::scheduler::Prober;
@@ -56,19 +56,28 @@ impl StoreImageService {
 }
 
 impl ImageService for StoreImageService {
-    fn is_present(&self, image: &str) -> Result<bool, String> {
+    fn is_present(&self, image: &str) -> Result<bool, ImageError> {
         self.store
             .resolve(image)
             .map(|r| r.is_some())
-            .map_err(|e| e.to_string())
+            .map_err(|e| ImageError::Lookup {
+                image: image.to_string(),
+                message: e.to_string(),
+            })
     }
 
-    fn pull(&self, image: &str) -> Result<PulledImage, String> {
-        let cfg = self.registries().map_err(|e| e.to_string())?;
+    fn pull(&self, image: &str) -> Result<PulledImage, ImageError> {
+        let cfg = self.registries().map_err(|e| ImageError::Registries {
+            image: image.to_string(),
+            message: e.to_string(),
+        })?;
         let rec = self
             .store
             .pull(image, &cfg, &mut |_| {})
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| ImageError::Pull {
+                image: image.to_string(),
+                message: e.to_string(),
+            })?;
         Ok(PulledImage {
             digest: rec.digest,
             size: rec.size,

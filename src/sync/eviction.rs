@@ -82,6 +82,26 @@ impl NodePressure {
         self.active.contains(&p)
     }
 
+    /// The conditions now met.
+    pub fn active(&self) -> &BTreeSet<Pressure> {
+        &self.active
+    }
+
+    /// The eviction manager reports the conditions `set` at `now` (RFC 3339): returns each
+    /// condition that changed, and whether it is met now.
+    pub fn set(&mut self, set: BTreeSet<Pressure>, now: &str) -> Vec<(Pressure, bool)> {
+        let mut changed = Vec::new();
+        for p in Pressure::ALL {
+            let (was, is) = (self.active.contains(&p), set.contains(&p));
+            if was != is {
+                self.transitions.insert(p, now.to_string());
+                changed.push((p, is));
+            }
+        }
+        self.active = set;
+        changed
+    }
+
     /// The conditions as v1 NodeConditions, with the kubelet's reasons and messages.
     pub fn views(&self) -> Vec<NodeConditionView> {
         Pressure::ALL
@@ -170,7 +190,7 @@ impl SyncLoop {
                     &msg,
                 );
             }
-            EvictionEvent::ReclaimContainers(reply) => match &self.gc {
+            EvictionEvent::ReclaimContainers(reply) => match &self.resync.gc {
                 Some(gc) => gc.request_with_reply(self.gc_request(), Some(reply)),
                 // No container GC (play): nothing to reclaim; the sender is dropped.
                 None => drop(reply),
@@ -205,12 +225,7 @@ impl SyncLoop {
     fn set_pressure(&mut self, set: BTreeSet<Pressure>) {
         let now = self.now_str();
         let node = self.cfg.node_name.clone();
-        for p in Pressure::ALL {
-            let (was, is) = (self.pressure.active.contains(&p), set.contains(&p));
-            if was == is {
-                continue;
-            }
-            self.pressure.transitions.insert(p, now.clone());
+        for (p, is) in self.pressure.set(set, &now) {
             let reason = transition_event(p, is);
             let msg = format!("Node {node} status is now: {reason}");
             let type_ = if is {
@@ -221,8 +236,7 @@ impl SyncLoop {
             log::info!("node condition {} is now {is}", p.condition_type());
             self.event(type_, "", None, reason, &msg);
         }
-        self.pressure.active = set;
-        self.dirty = true;
+        self.status.dirty = true;
     }
 
     /// Evicts the pod `uid`; false when it is not evicted (gone, already evicted, rejected,
@@ -236,7 +250,7 @@ impl SyncLoop {
     ) -> bool {
         let now = self.clock.now();
         let at = self.now_str();
-        let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == uid) else {
+        let Some((name, w)) = self.workers.by_uid_mut(uid) else {
             return false;
         };
         if w.evicted.is_some() || w.rejected.is_some() || is_critical(&w.pod) {
@@ -273,7 +287,7 @@ impl SyncLoop {
         for id in live {
             self.begin_container_kill(&name, &id, None);
         }
-        self.dirty = true;
+        self.status.dirty = true;
         true
     }
 
@@ -289,9 +303,13 @@ impl SyncLoop {
         }
     }
 
-    pub(super) fn on_evicted_sandbox_removed(&mut self, uid: &str, result: Result<(), String>) {
+    pub(super) fn on_evicted_sandbox_removed(
+        &mut self,
+        uid: &str,
+        result: Result<(), super::executor::JobError>,
+    ) {
         let now = self.clock.now();
-        let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == uid) else {
+        let Some((name, w)) = self.workers.by_uid_mut(uid) else {
             return;
         };
         let Some(e) = w.evicted.as_mut() else {
@@ -312,7 +330,7 @@ impl SyncLoop {
                 w.sandbox_retry_at = Some(now + EVICTION_BACKOFF);
             }
         }
-        self.dirty = true;
+        self.status.dirty = true;
     }
 
     pub(super) fn restart_evicted(&mut self, name: &str) {
@@ -351,7 +369,7 @@ impl SyncLoop {
             EventReason::EvictionRecovered,
             &msg,
         );
-        self.dirty = true;
+        self.status.dirty = true;
     }
 
     /// When an evicted pod may start again next (its backoff), for the loop's timer.
@@ -370,7 +388,8 @@ impl SyncLoop {
     /// Admission under node pressure; marks `w` rejected when refused.
     pub(super) fn admit_under_pressure(&mut self, name: &str, w: &mut PodWorker) {
         let qos = qos_class(&w.pod).ok();
-        if let Some(message) = admit_under_pressure(&self.pressure.active, is_critical(&w.pod), qos)
+        if let Some(message) =
+            admit_under_pressure(self.pressure.active(), is_critical(&w.pod), qos)
         {
             self.event(
                 EventType::Warning,

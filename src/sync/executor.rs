@@ -82,12 +82,27 @@ pub struct PulledImage {
     pub size: u64,
 }
 
+/// Why the image service failed, with the image and the store's or registry's message (shown
+/// after `failed to pull image "<image>": `, as the kubelet's ErrImagePull message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImageError {
+    /// The local store could not be read.
+    #[error("{message}")]
+    Lookup { image: String, message: String },
+    /// The registry configuration could not be read.
+    #[error("{message}")]
+    Registries { image: String, message: String },
+    /// The pull failed.
+    #[error("{message}")]
+    Pull { image: String, message: String },
+}
+
 /// How the workers reach the image store and registries (a seam for tests).
 pub trait ImageService: Send + Sync {
     /// Whether `image` (as written in a manifest) is in the local store.
-    fn is_present(&self, image: &str) -> Result<bool, String>;
+    fn is_present(&self, image: &str) -> Result<bool, ImageError>;
     /// Pulls `image` for this machine into the store.
-    fn pull(&self, image: &str) -> Result<PulledImage, String>;
+    fn pull(&self, image: &str) -> Result<PulledImage, ImageError>;
 }
 
 /// How a start got its image.
@@ -131,17 +146,51 @@ pub enum StartFailureReason {
     SandboxNotReady,
 }
 
-/// A start that failed, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A start that failed, and why. The message is the one the container's status shows
+/// (the runtime's whole error chain, or the pull's failure), in the kubelet's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
 pub struct StartFailure {
     pub reason: StartFailureReason,
     pub message: String,
 }
 
-/// A `RemovePod` that failed; the sync loop retries it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RemovePodFailure {
+/// Which runtime call of a job failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobStep {
+    CreateSandbox,
+    UpdatePodVolumes,
+    RemoveSandbox,
+    RemovePod,
+}
+
+/// A job's runtime call that failed: the step, the pod, and the runtime's message (shown as
+/// it is in events, the pod's status and logs). The message is kept rather than the
+/// [`RuntimeError`] itself: a result is cloned on its way to the loop, the runtime hands a
+/// sandbox's result to the job by reference, and a `RuntimeError` is not `Clone`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct JobError {
+    pub step: JobStep,
+    pub uid: String,
     pub message: String,
+}
+
+impl JobError {
+    fn new(step: JobStep, uid: &str, error: &RuntimeError) -> JobError {
+        JobError {
+            step,
+            uid: uid.to_string(),
+            message: error.to_string(),
+        }
+    }
+}
+
+/// A `RemovePod` that failed; the sync loop retries it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{error}")]
+pub struct RemovePodFailure {
+    pub error: JobError,
     /// The pod's containers that are still live (id, stop signal), listed by the worker after
     /// the failure so the loop stops them again before the next attempt (the loop thread
     /// never lists containers: a listing can spawn and wait for `shim cleanup`).
@@ -166,7 +215,7 @@ pub enum JobResult {
     },
     SandboxCreated {
         uid: String,
-        result: Result<SandboxInfo, String>,
+        result: Result<SandboxInfo, JobError>,
     },
     ContainerStarted {
         uid: String,
@@ -179,11 +228,11 @@ pub enum JobResult {
     },
     PodVolumesUpdated {
         uid: String,
-        result: Result<(), String>,
+        result: Result<(), JobError>,
     },
     SandboxRemoved {
         uid: String,
-        result: Result<(), String>,
+        result: Result<(), JobError>,
     },
     HookDone {
         uid: String,
@@ -210,9 +259,9 @@ fn ensure_image(
     emit: &dyn Fn(JobResult),
 ) -> Result<(), StartFailure> {
     let image = container.image.clone().unwrap_or_default();
-    let failed = |message: String| StartFailure {
+    let failed = |e: ImageError| StartFailure {
         reason: StartFailureReason::Waiting(WaitingReason::ErrImagePull),
-        message: format!("failed to pull image {image:?}: {message}"),
+        message: format!("failed to pull image {image:?}: {e}"),
     };
     if pull_policy(container) == "Never" {
         // The runtime reports a missing image as ErrImageNeverPull; no Pulled event.
@@ -230,7 +279,7 @@ fn report_image(
     pull: bool,
     images: &dyn ImageService,
     emit: &dyn Fn(JobResult),
-) -> Result<(), String> {
+) -> Result<(), ImageError> {
     let image = container.image.clone().unwrap_or_default();
     let outcome = if pull {
         emit(JobResult::ImagePulling {
@@ -270,8 +319,10 @@ pub fn run_job(
             pod,
             first: None,
         } => JobResult::SandboxCreated {
+            result: runtime
+                .run_pod_sandbox(&pod)
+                .map_err(|e| JobError::new(JobStep::CreateSandbox, &uid, &e)),
             uid,
-            result: runtime.run_pod_sandbox(&pod).map_err(|e| e.to_string()),
         },
         Job::CreateSandbox {
             uid,
@@ -309,18 +360,22 @@ pub fn run_job(
             }
         }
         Job::UpdatePodVolumes { uid, pod } => JobResult::PodVolumesUpdated {
-            result: runtime.update_pod_volumes(&pod).map_err(|e| e.to_string()),
+            result: runtime
+                .update_pod_volumes(&pod)
+                .map_err(|e| JobError::new(JobStep::UpdatePodVolumes, &uid, &e)),
             uid,
         },
         Job::RemovePod { uid } => JobResult::PodRemoved {
             result: remove_pod(runtime, &uid).map_err(|e| RemovePodFailure {
-                message: e.to_string(),
+                error: JobError::new(JobStep::RemovePod, &uid, &e),
                 running: live_containers(runtime, &uid),
             }),
             uid,
         },
         Job::RemoveSandbox { uid } => JobResult::SandboxRemoved {
-            result: runtime.remove_pod_sandbox(&uid).map_err(|e| e.to_string()),
+            result: runtime
+                .remove_pod_sandbox(&uid)
+                .map_err(|e| JobError::new(JobStep::RemoveSandbox, &uid, &e)),
             uid,
         },
         Job::Hook {
@@ -379,7 +434,7 @@ fn create_sandbox_and_start(
         uid: uid.clone(),
         result: match r {
             Ok(info) => Ok(info.clone()),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(JobError::new(JobStep::CreateSandbox, &uid, e)),
         },
     };
     let name = first.container.name.clone();

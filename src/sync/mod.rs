@@ -12,17 +12,29 @@
 //! them by updating its state, recording events and sending jobs to the executor, and never
 //! waits on I/O itself (docs/design.md lists the small exceptions).
 //!
-//! This file keeps the loop itself (events in, reconcile, snapshot out) and the state it owns.
-//! Submodules: [`podconfig`] merges sources into desired pods (last-known-good, duplicates);
-//! `reconcile` matches desired pods to workers; `worker` is one pod's sync (sandbox, init
-//! containers, app containers, exits); `removal` stops and removes a pod generation;
-//! `results` applies the results of executor jobs; `probes` what probes and hooks do;
-//! [`engine`] wires runtime, workers, prober and loop for the daemon and `podvisor play`;
-//! [`backoff`] is the crash-loop backoff; `batch` which queued events one turn handles;
+//! This file keeps the loop itself: routing (events in, reconcile, snapshot out), timers, and
+//! the managers that each own a part of the state, as the kubelet's podWorkers,
+//! statusManager, probe results and evictionManager do. A manager's method changes its state
+//! and returns what the loop must do (jobs, signals, record writes); effects stay on the
+//! executor's workers, decisions stay pure:
+//! - `podworkers`: `PodWorkers` (one `PodWorker` per pod generation, with its container
+//!   slots, and the exits that came early) and `Leftovers` (what the last run left on disk);
+//!   `worker` is one pod's sync (sandbox, init containers, app containers, exits), decided by
+//!   `actions::compute_actions`; `reconcile` matches desired pods to workers;
+//! - `removal`: `Removals`, the generations being stopped and removed (`Removals::sync`);
+//! - `rollback`: `Rollbacks`, each pod's last Ready generation, which [`generations`]
+//!   persists (safe updates);
+//! - `probes`: `ProbeState` (what the prober is asked to probe) and what probe results and
+//!   hooks do; `eviction`: `NodePressure` and what evictions do; `admission`: `admit_pod`;
+//! - `record_writer`: `Records`, the desired-pod records ([`store`]), generation records and
+//!   pushed pods' store; `liveness`: health monitor and systemd reporting;
+//! - `results` routes the results of executor jobs; `apipods` the node API's pushes.
+//!
+//! Also: [`engine`] wires runtime, workers, prober and loop for the daemon and `podvisor
+//! play`; [`backoff`] is the crash-loop backoff; `batch` which queued events one turn handles;
 //! [`executor`] runs jobs off-thread; [`podstatus`] computes v1 PodStatus in the kubelet's
-//! vocabulary; [`store`] persists the desired pods so a
-//! restarted daemon re-adopts its containers even when a source is down; `rollback` rolls a
-//! failing edit back to the pod's last Ready generation, which [`generations`] persists.
+//! vocabulary (published through `crate::status`). The desired pods come from
+//! `crate::sources::podconfig`, which merges the sources.
 
 mod actions;
 mod admission;
@@ -33,8 +45,9 @@ pub mod engine;
 pub(super) mod eviction;
 pub mod executor;
 pub mod generations;
-pub mod podconfig;
+mod liveness;
 pub mod podstatus;
+mod podworkers;
 mod probes;
 mod reconcile;
 mod record_writer;
@@ -52,19 +65,19 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::Pod;
 
-use self::backoff::{CrashLoopBackoff, ImagePullBackoff};
 use self::batch::drain_batch;
 use self::executor::{Executor, JobResult};
-use self::generations::{GenerationStore, LastReady};
-use self::podconfig::PodConfig;
+use self::generations::GenerationStore;
+use self::podworkers::{Finished, Instance, Leftovers, PodWorker, PodWorkers, SandboxPhase, Slot};
 use self::store::DesiredStore;
-use crate::reason::{EventReason, PodReason, WaitingReason};
-use crate::runtime::{ContainerInfo, ContainerKind, ExitRecord, Runtime, RuntimeEvent};
+use crate::reason::EventReason;
+use crate::runtime::{ContainerInfo, Runtime, RuntimeEvent};
+use crate::sources::podconfig::PodConfig;
 use crate::sources::SourceEvent;
 use crate::staticpod::{SourceKind, StaticPod};
-use crate::status::{EventLog, EventType, PodView, Snapshot, SnapshotCell};
+use crate::status::{EventType, PodView, Snapshot, SnapshotCell};
 
 /// Everything the sync loop reacts to.
 #[derive(Debug)]
@@ -149,172 +162,6 @@ pub struct SyncConfig {
 /// How often manifests refused for the node's state (a missing profile) are checked again.
 const RECHECK_PERIOD: Duration = Duration::from_secs(20);
 
-#[derive(Debug, Clone)]
-struct Finished {
-    id: String,
-    exit: ExitRecord,
-    at: Instant,
-    log_path: PathBuf,
-}
-
-#[derive(Debug, Clone)]
-struct Instance {
-    /// Empty while the start job is in flight.
-    id: String,
-    started_at: String,
-    /// The image's STOPSIGNAL (SIGTERM by default), as the monitor recorded it.
-    stop_signal: i32,
-    log_path: PathBuf,
-    /// Probe and hook state of this instance.
-    health: probes::Health,
-}
-
-#[derive(Debug, Clone)]
-struct Slot {
-    container: Container,
-    kind: ContainerKind,
-    /// Instances started so far; the next one gets this as its restart count (log file name)
-    /// and the status shows one less.
-    instances_started: u32,
-    instance: Option<Instance>,
-    last: Option<Finished>,
-    previous_log: Option<PathBuf>,
-    backoff: CrashLoopBackoff,
-    /// Backoff of failed pulls of the container's image.
-    image_backoff: ImagePullBackoff,
-    /// When an ErrImagePull waiting reason turns into ImagePullBackOff.
-    pull_backoff_at: Option<Instant>,
-    /// Why it is not running: (reason, message).
-    waiting: Option<(WaitingReason, String)>,
-    retry_at: Option<Instant>,
-    /// `imageID` of the latest instance (containerd's image reference: `<repo>@<digest>`).
-    image_id: String,
-    /// An init container that completed successfully, or a sidecar (`restartPolicy: Always`)
-    /// that started in this sandbox: either no longer holds back the next init container.
-    succeeded: bool,
-}
-
-impl Slot {
-    fn new(container: Container, kind: ContainerKind) -> Slot {
-        Slot {
-            container,
-            kind,
-            instances_started: 0,
-            instance: None,
-            last: None,
-            previous_log: None,
-            backoff: CrashLoopBackoff::default(),
-            image_backoff: ImagePullBackoff::default(),
-            pull_backoff_at: None,
-            waiting: None,
-            retry_at: None,
-            succeeded: false,
-            image_id: String::new(),
-        }
-    }
-
-    /// A restartable init container (KEP-753 native sidecar): started in init order, then
-    /// kept running next to the app containers whatever the pod's restartPolicy.
-    fn sidecar(&self) -> bool {
-        self.kind == ContainerKind::Init
-            && self.container.restart_policy.as_deref() == Some("Always")
-    }
-
-    /// Running, its postStart hook done and its startup probe (if any) passed.
-    fn started(&self) -> bool {
-        self.instance
-            .as_ref()
-            .is_some_and(|i| !i.id.is_empty() && !i.health.post_start_pending && i.health.started)
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum SandboxPhase {
-    Pending,
-    Creating,
-    Ready,
-    Failed { message: String },
-}
-
-/// A pod that should run.
-#[derive(Debug)]
-struct PodWorker {
-    spec: StaticPod,
-    uid: String,
-    pod: Arc<Pod>,
-    sandbox: SandboxPhase,
-    sandbox_retry_at: Option<Instant>,
-    /// Sandbox creations that failed in a row (the retry waits 10 s, doubling to 5 min).
-    sandbox_failures: u32,
-    /// The pod's IPs from its network (its sandbox's), IPv4 first; empty without one.
-    pod_ips: Vec<String>,
-    slots: Vec<Slot>,
-    /// The uid of a previous generation still being removed: nothing starts before it is gone.
-    blocked_by: Option<String>,
-    start_time: Option<String>,
-    /// When this pod generation was first seen (metadata.creationTimestamp).
-    created: String,
-    conditions: BTreeMap<&'static str, (bool, String)>,
-    /// The pod can no longer make progress (init failed under restartPolicy Never...).
-    failed: bool,
-    /// Not admitted (does not fit the node): (reason, message); nothing is started.
-    rejected: Option<(PodReason, String)>,
-    /// Killed for running longer than `activeDeadlineSeconds` (`failed` is set too).
-    deadline_exceeded: bool,
-    /// Evicted by the eviction manager: stopped, phase Failed, reason Evicted, until its
-    /// pressure has cleared (see `sync::eviction`).
-    evicted: Option<eviction::Evicted>,
-    /// How often this pod generation was evicted (the wait before it starts again doubles).
-    evictions: u32,
-    /// When this generation could start: created, or its previous generation gone (the
-    /// rollback deadline runs from here).
-    since: Instant,
-    /// This generation proved Ready (see `rollback::proven_ready`): the pod's last Ready one.
-    was_ready: bool,
-    /// When the loop first saw this generation (`kubelet_pod_start_duration_seconds` runs
-    /// from here).
-    seen: Instant,
-    /// Its start duration is recorded (or it was re-adopted running: nothing to record).
-    start_recorded: bool,
-}
-
-/// A pod generation being stopped and removed.
-#[derive(Debug)]
-struct Removal {
-    /// Running containers: id -> stop signal.
-    running: BTreeMap<String, i32>,
-    /// Start jobs still in flight for this uid.
-    pending_starts: u32,
-    /// A sandbox creation still in flight for this uid: removing before it ends would leave
-    /// the sandbox it then creates (mounts, cgroups) behind.
-    sandbox_pending: bool,
-    grace: Duration,
-    kill_at: Option<Instant>,
-    killed: bool,
-    remove_submitted: bool,
-    /// `RemovePod` jobs that failed so far, and when the next may run (a removal that keeps
-    /// failing, say a busy mount or cgroup, is retried with backoff, not in a tight loop).
-    remove_failures: u32,
-    remove_retry_at: Option<Instant>,
-    /// Shown as Terminating until gone, when the whole pod goes away (not on replacement).
-    view: Option<PodView>,
-    /// Whether the desired-pod record must be deleted once removed.
-    forget_store: bool,
-    /// `namespace/name` of the pod (or its uid for orphans), for events.
-    name: String,
-    /// Containers whose preStop hook runs: their stop signal waits for it.
-    hooks_pending: BTreeSet<String>,
-    /// The running sidecars, in declaration order: each gets its stop signal once the app
-    /// containers and the sidecars declared after it exited (the kubelet's termination
-    /// ordering), or at the end of the grace period.
-    sidecars: Vec<String>,
-    /// Sidecars whose stop signal waits for their turn.
-    waiting_turn: BTreeSet<String>,
-    /// The generation's `prober_probe_total` series, forgotten once it is removed (no probe
-    /// of it can run any more then).
-    probe_series: Vec<(crate::metrics::ProbeType, crate::metrics::ProbeSubject)>,
-}
-
 /// The sync loop.
 pub struct SyncLoop {
     cfg: SyncConfig,
@@ -322,71 +169,65 @@ pub struct SyncLoop {
     runtime: Arc<dyn Runtime>,
     executor: Box<dyn Executor>,
     clock: Box<dyn Clock>,
-    /// Where desired pods are persisted (`None` for `podvisor play`).
-    store: Option<DesiredStore>,
-    /// Writes and deletes the desired-pod records and each pod's last Ready generation
-    /// (`<root>/pod-generations`), off the loop's thread (`None` for `podvisor play`).
-    store_writer: Option<record_writer::Writer>,
-    /// Where pushed pods' manifests are stored (`<root>/api-pods`; `None` for `podvisor play`).
-    api_store: Option<crate::sources::api::ApiPodStore>,
-    /// Each pod's last Ready generation and the generation rolled back from, by full name.
-    last_ready: BTreeMap<String, LastReady>,
-    workers: BTreeMap<String, PodWorker>,
-    removals: BTreeMap<String, Removal>,
-    /// Containers found on disk at start, by pod uid, not yet claimed by a worker.
-    adopted: BTreeMap<String, Vec<ContainerInfo>>,
-    /// Sandboxes found on disk at start: pod uid -> (creation time, pod IPs).
-    sandboxes_on_disk: BTreeMap<String, (String, Vec<String>)>,
-    /// Pods with data on disk at start (emptyDir volumes), not yet claimed by a worker: after
-    /// a reboot these have no sandbox; unclaimed ones are removed once the sources reported.
-    data_on_disk: BTreeSet<String>,
-    /// Uids of the desired-pod records found at start, not yet claimed by a worker. A record
-    /// no worker claims once the sources reported (a generation replaced while the daemon was
-    /// down, or by a power cut before its removal finished) is deleted.
-    persisted: BTreeSet<String>,
-    events: EventLog,
-    snapshots: SnapshotCell,
-    file_ready: bool,
-    url_ready: bool,
-    started: Instant,
+    /// The desired-pod, generation and pushed-pod records on disk.
+    records: record_writer::Records,
+    /// Each pod's last Ready generation and the generation rolled back from (safe updates).
+    rollbacks: rollback::Rollbacks,
+    workers: PodWorkers,
+    removals: removal::Removals,
+    /// What the previous run left on disk, not yet claimed by a worker.
+    on_disk: Leftovers,
+    /// Events, snapshots and whether the next publish is due.
+    status: podstatus::StatusManager,
+    sources: SourcesReady,
     reported_dups: BTreeSet<(String, String)>,
-    dirty: bool,
-    /// `sources_ready` of the latest published snapshot (its change is published too).
-    published_sources_ready: bool,
     probe_state: probes::ProbeState,
     /// When refused manifests are checked again next (see `PodConfig::recheck`).
     next_recheck: Instant,
-    /// Every turnover is recorded here (the daemon's liveness signal).
-    monitor: crate::health::SyncLoopMonitor,
-    /// systemd notifications (`Type=notify`), when started by systemd.
-    service: Option<crate::systemd::ServiceReporter>,
-    /// The `STATUS=` line of the latest published snapshot.
-    status_line: String,
-    /// Test hook: the loop stops turning over once this file exists.
-    wedge_file: Option<PathBuf>,
-    /// The periodic resync (`syncFrequency`): its period, when it is due next, and the
-    /// container GC asked for a pass at each one (the daemon's; none under `play`).
-    resync: Option<(Duration, Instant)>,
-    gc: Option<crate::gc::GcHandle>,
-    /// Run on the loop's thread at every periodic resync (the daemon's memory housekeeping).
-    housekeeping: Option<Box<dyn FnMut()>>,
+    /// Health monitor, systemd notifications, the wedge test hook.
+    liveness: liveness::Liveness,
+    resync: Resync,
     /// The node's pressure conditions, as the eviction manager last reported them.
     pressure: eviction::NodePressure,
-    /// Uids of pods removed in this run, most recent last (at most
-    /// [`RECENTLY_REMOVED`]): one desired again is a restarted pod (`kubelet_restarted_pods_total`).
-    recently_removed: std::collections::VecDeque<String>,
-    /// Exits reported before the start job's result that names their container (a container
-    /// that ends within milliseconds, reported by the runtime's exit watcher while the worker
-    /// thread that started it has not sent its result yet): container id, pod uid, record;
-    /// applied when that result arrives, oldest dropped past [`EARLY_EXITS`].
-    early_exits: std::collections::VecDeque<(String, String, ExitRecord)>,
 }
 
-/// How many removed pod uids the loop remembers for `kubelet_restarted_pods_total`.
-const RECENTLY_REMOVED: usize = 256;
+/// Whether the sources reported: each expected source once, or the timeout passed.
+struct SourcesReady {
+    file: bool,
+    url: bool,
+    started: Instant,
+    timeout: Duration,
+}
 
-/// How many exits of containers the loop does not know yet it keeps (see `early_exits`).
-const EARLY_EXITS: usize = 64;
+impl SourcesReady {
+    fn ready(&self, now: Instant) -> bool {
+        (self.file && self.url) || now.saturating_duration_since(self.started) >= self.timeout
+    }
+
+    /// When the sources count as ready anyway, while one has not reported.
+    fn deadline(&self) -> Option<Instant> {
+        (!(self.file && self.url)).then(|| self.started + self.timeout)
+    }
+
+    /// A source's first scan or fetch (or its error) is its report.
+    fn saw(&mut self, se: &SourceEvent) {
+        match se {
+            SourceEvent::FileScanComplete { .. } | SourceEvent::DirError { .. } => self.file = true,
+            SourceEvent::UrlChanged { .. } | SourceEvent::UrlError { .. } => self.url = true,
+            _ => {}
+        }
+    }
+}
+
+/// The periodic resync (`syncFrequency`): its period and when it is due next, the container
+/// GC asked for a pass at each one (the daemon's; none under `play`), and what runs on the
+/// loop's thread after it (the daemon's memory housekeeping).
+#[derive(Default)]
+struct Resync {
+    every: Option<(Duration, Instant)>,
+    gc: Option<crate::gc::GcHandle>,
+    housekeeping: Option<Box<dyn FnMut()>>,
+}
 
 fn rfc3339(t: SystemTime) -> String {
     crate::logs::timestamp::format_timestamp(t)
@@ -443,15 +284,12 @@ impl SyncLoop {
         let generations = store
             .as_ref()
             .map(|_| GenerationStore::new(cfg.store_dir.with_file_name("pod-generations")));
-        let last_ready = generations
-            .as_ref()
-            .map(|g| {
-                g.recover()
-                    .into_iter()
-                    .map(|lr| (lr.pod.full_name.clone(), lr))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let rollbacks = rollback::Rollbacks::new(
+            generations
+                .as_ref()
+                .map(|g| g.recover())
+                .unwrap_or_default(),
+        );
         let scope = cfg.only_pod.as_ref().map(|p| p.uid().to_string());
         let in_scope = |uid: &str| scope.as_deref().is_none_or(|s| s == uid);
         config.seed(persisted, |p| {
@@ -501,41 +339,38 @@ impl SyncLoop {
         };
         let started = clock.now();
         let mut s = SyncLoop {
-            file_ready: !cfg.expect_file_source,
-            url_ready: !cfg.expect_url_source,
+            sources: SourcesReady {
+                file: !cfg.expect_file_source,
+                url: !cfg.expect_url_source,
+                started,
+                timeout: cfg.sources_ready_timeout,
+            },
             cfg,
             config,
             runtime,
             executor,
             clock,
-            store,
-            store_writer,
-            api_store,
-            last_ready,
-            workers: BTreeMap::new(),
-            removals: BTreeMap::new(),
-            adopted,
-            sandboxes_on_disk,
-            data_on_disk,
-            persisted: persisted_uids,
-            events: EventLog::new(1000),
+            records: record_writer::Records {
+                store,
+                writer: store_writer,
+                api: api_store,
+            },
+            rollbacks,
+            workers: PodWorkers::default(),
+            removals: Default::default(),
+            on_disk: Leftovers {
+                containers: adopted,
+                sandboxes: sandboxes_on_disk,
+                data: data_on_disk,
+                records: persisted_uids,
+            },
             probe_state: probes::ProbeState::default(),
-            snapshots,
-            started,
+            status: podstatus::StatusManager::new(snapshots),
             reported_dups: BTreeSet::new(),
-            dirty: true,
-            published_sources_ready: false,
             next_recheck: started + RECHECK_PERIOD,
-            monitor: crate::health::SyncLoopMonitor::new(started),
-            service: None,
-            status_line: String::new(),
-            wedge_file: None,
-            resync: None,
-            gc: None,
-            housekeeping: None,
+            liveness: liveness::Liveness::new(started),
+            resync: Resync::default(),
             pressure: eviction::NodePressure::default(),
-            recently_removed: Default::default(),
-            early_exits: Default::default(),
         };
         s.on_notices(api_notices);
         s.reconcile();
@@ -543,40 +378,15 @@ impl SyncLoop {
         Ok(s)
     }
 
-    /// Persists a desired pod (nothing under `podvisor play`), through the writer thread:
-    /// the pod's first job does not wait for the disk.
-    fn save_desired(&self, sp: &StaticPod) {
-        if let Some(w) = &self.store_writer {
-            w.save(sp);
-        }
-    }
-
-    /// Deletes a desired pod's record (nothing under `podvisor play`), after every write
-    /// asked before.
-    fn forget_desired(&self, uid: &str) {
-        if let Some(w) = &self.store_writer {
-            w.remove(uid);
-        }
-    }
-
     /// Waits until the desired-pod records asked for are on disk (tests).
     pub fn flush_desired(&self) {
-        if let Some(w) = &self.store_writer {
-            w.flush();
-        }
+        self.records.flush();
     }
 
     /// Stops waiting for grace periods: every pod being removed gets SIGKILL now (`podvisor
     /// play` on a second Ctrl-C). preStop hooks still running are not waited for.
     pub fn kill_removals_now(&mut self) {
-        let now = self.clock.now();
-        for r in self.removals.values_mut() {
-            if !r.running.is_empty() && !r.killed {
-                r.hooks_pending.clear();
-                r.waiting_turn.clear();
-                r.kill_at = Some(now);
-            }
-        }
+        self.removals.kill_now(self.clock.now());
         self.reconcile();
         self.publish();
     }
@@ -598,9 +408,7 @@ impl SyncLoop {
     }
 
     fn sources_ready(&self) -> bool {
-        (self.file_ready && self.url_ready)
-            || self.clock.now().saturating_duration_since(self.started)
-                >= self.cfg.sources_ready_timeout
+        self.sources.ready(self.clock.now())
     }
 
     fn event(
@@ -613,6 +421,7 @@ impl SyncLoop {
     ) {
         let now = self.now_str();
         if self
+            .status
             .events
             .record(type_, pod, container, reason.as_str(), message, &now)
         {
@@ -625,7 +434,7 @@ impl SyncLoop {
                 EventType::Warning => log::warn!("{what}: {reason}: {message}"),
             }
         }
-        self.dirty = true;
+        self.status.dirty = true;
     }
 
     /// Handles one event, then brings every pod closer to its desired state.
@@ -679,25 +488,24 @@ impl SyncLoop {
     /// `gc` for a container and log GC pass each time (the kubelet's ContainerGCPeriod is a
     /// minute, `syncFrequency`'s default).
     pub fn set_periodic_resync(&mut self, period: Duration, gc: Option<crate::gc::GcHandle>) {
-        self.resync = Some((period, self.clock.now() + period));
-        self.gc = gc;
+        self.resync.every = Some((period, self.clock.now() + period));
+        self.resync.gc = gc;
     }
 
     /// Runs `f` on the loop's thread after every periodic resync.
     pub fn set_housekeeping(&mut self, f: Box<dyn FnMut()>) {
-        self.housekeeping = Some(f);
+        self.resync.housekeeping = Some(f);
     }
 
     /// Saves desired-pod records that a failed write (a full disk) left missing, so a pod
     /// comes back after a reboot once space is there again.
     fn save_missing_desired(&self) {
-        let Some(store) = &self.store else { return };
         for w in self.workers.values() {
-            if !store.contains(&w.uid) {
+            if self.records.missing(&w.uid) {
                 // Written by the writer thread, which logs a failure; a record still queued
                 // is simply written twice.
                 log::debug!("pod {}: desired-pod record missing: written again", w.uid);
-                self.save_desired(&w.spec);
+                self.records.save_desired(&w.spec);
             }
         }
     }
@@ -709,8 +517,8 @@ impl SyncLoop {
             active: self.workers.values().map(|w| w.uid.clone()).collect(),
             removing: self
                 .removals
-                .keys()
-                .chain(self.adopted.keys())
+                .uids()
+                .chain(self.on_disk.containers.keys())
                 .cloned()
                 .collect(),
             sources_ready: self.sources_ready(),
@@ -720,16 +528,16 @@ impl SyncLoop {
     /// Called when a deadline passed (or periodically): advances timers.
     pub fn tick(&mut self) {
         let now = self.clock.now();
-        if let Some((period, due)) = self.resync {
+        if let Some((period, due)) = self.resync.every {
             if now >= due {
-                self.resync = Some((period, now + period));
+                self.resync.every = Some((period, now + period));
                 // Every pod is reconciled below; the snapshot is published again.
-                self.dirty = true;
-                if let Some(gc) = &self.gc {
+                self.status.dirty = true;
+                if let Some(gc) = &self.resync.gc {
                     gc.request(self.gc_request());
                 }
                 self.save_missing_desired();
-                if let Some(f) = self.housekeeping.as_mut() {
+                if let Some(f) = self.resync.housekeeping.as_mut() {
                     f();
                 }
             }
@@ -768,21 +576,12 @@ impl SyncLoop {
                 }
             }
         }
-        for r in self.removals.values() {
-            if !r.killed {
-                consider(r.kill_at);
-            }
-            if !r.remove_submitted {
-                consider(r.remove_retry_at);
-            }
-        }
+        consider(self.removals.next_deadline());
         consider(self.container_kill_deadline());
         consider(self.rollback_deadline());
-        consider(self.resync.map(|(_, due)| due));
+        consider(self.resync.every.map(|(_, due)| due));
         consider(self.eviction_restart_deadline());
-        if !(self.file_ready && self.url_ready) {
-            consider(Some(self.started + self.cfg.sources_ready_timeout));
-        }
+        consider(self.sources.deadline());
         if self.config.has_refused() {
             consider(Some(self.next_recheck));
         }
@@ -797,33 +596,27 @@ impl SyncLoop {
 
     fn publish(&mut self) {
         let sources_ready = self.sources_ready();
-        if !self.dirty && sources_ready == self.published_sources_ready {
+        if !self.status.publish_due(sources_ready) {
             return;
         }
-        self.dirty = false;
-        self.published_sources_ready = sources_ready;
         let now = self.now_str();
         for w in self.workers.values_mut() {
             podstatus::update_conditions(w, &now);
         }
         let mut pods: Vec<PodView> = self.workers.values().map(|w| self.view_of(w)).collect();
         self.record_pod_starts(&pods);
-        for r in self.removals.values() {
-            if let Some(v) = &r.view {
-                pods.push(v.clone());
-            }
-        }
+        pods.extend(self.removals.views().cloned());
         pods.sort_by_key(|v| crate::status::full_name(&v.pod));
         let snapshot = Snapshot {
             node_name: self.cfg.node_name.clone(),
             pods,
             source_errors: self.config.orphan_errors(),
-            events: self.events.to_vec(),
+            events: self.status.events.to_vec(),
             node_conditions: self.pressure.views(),
             sources_ready,
         };
-        self.status_line = crate::systemd::status_line(&snapshot);
-        self.snapshots.publish(snapshot);
+        self.liveness.status_line = crate::systemd::status_line(&snapshot);
+        self.status.snapshots.publish(snapshot);
     }
 
     /// `kubelet_pod_start_duration_seconds`: each generation the first time it shows phase
@@ -852,43 +645,27 @@ impl SyncLoop {
 
     /// The loop's liveness signal, for readers on other threads (a health endpoint).
     pub fn monitor(&self) -> crate::health::SyncLoopMonitor {
-        self.monitor.clone()
+        self.liveness.monitor.clone()
     }
 
     /// Reports readiness, status and watchdog pings to systemd from now on.
     pub fn set_service(&mut self, service: crate::systemd::ServiceReporter) {
-        self.service = Some(service);
+        self.liveness.service = Some(service);
     }
 
     /// Test hook (`PODVISOR_TEST_WEDGE_FILE`): once `path` exists, the loop removes it and
     /// blocks forever at its next turnover, as a deadlocked loop would, so the watchdog can
     /// be seen to act (and the restarted daemon runs normally).
     pub fn set_wedge_file(&mut self, path: PathBuf) {
-        self.wedge_file = Some(path);
+        self.liveness.wedge_file = Some(path);
     }
 
     /// One turnover: recorded for health checks, and told to systemd (readiness once the
     /// sources reported and the previous run's pods are re-adopted, the status line, a
     /// watchdog ping).
     fn turnover(&mut self) {
-        let now = self.clock.now();
-        if let Some(f) = &self.wedge_file {
-            // One-shot: the file is removed, so the daemon systemd restarts runs normally.
-            if std::fs::remove_file(f).is_ok() {
-                log::error!(
-                    "test hook: {} appeared: the sync loop stops turning over",
-                    f.display()
-                );
-                loop {
-                    std::thread::sleep(Duration::from_secs(3600));
-                }
-            }
-        }
-        self.monitor.record(now);
         let ready = self.sources_ready();
-        if let Some(s) = self.service.as_mut() {
-            s.turnover(now, ready, &self.status_line);
-        }
+        self.liveness.turnover(self.clock.now(), ready);
     }
 
     /// Runs until a [`SyncEvent::Shutdown`] arrives or every sender is gone.
@@ -897,7 +674,7 @@ impl SyncLoop {
         loop {
             self.turnover();
             let mut deadline = self.next_deadline();
-            if let Some(ping) = self.service.as_ref().and_then(|s| s.next_ping()) {
+            if let Some(ping) = self.liveness.next_ping() {
                 deadline = Some(deadline.map_or(ping, |d| d.min(ping)));
             }
             let timeout = deadline
@@ -915,8 +692,6 @@ impl SyncLoop {
                 Err(RecvTimeoutError::Timeout) => self.tick(),
             }
         }
-        if let Some(s) = self.service.as_mut() {
-            s.stopping();
-        }
+        self.liveness.stopping();
     }
 }

@@ -3,6 +3,11 @@
 //! with reasons (ContainerCreating, PodInitializing, CrashLoopBackOff, ErrImageNeverPull,
 //! CreateContainerError, Completed, Error, OOMKilled), exit codes, restart counts, and the
 //! probe-driven `started`/`ready` flags behind the ContainersReady and Ready conditions.
+//!
+//! [`StatusManager`] is what the loop publishes them with (the kubelet's statusManager): the
+//! event log, whether anything changed since the last snapshot, and the cell readers take
+//! snapshots from. The published types themselves are `crate::status`'s, which the API, the
+//! node API and the API server link read without depending on the sync loop.
 
 use std::collections::BTreeMap;
 
@@ -12,11 +17,11 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::podconfig::PodConfig;
 use super::{PodWorker, SandboxPhase, Slot, SyncConfig};
 use crate::reason::PodReason;
 use crate::runtime::ContainerKind;
-use crate::status::PodView;
+use crate::sources::podconfig::PodConfig;
+use crate::status::{EventLog, PodView, SnapshotCell};
 
 /// Parses an RFC 3339 time into the API type.
 pub fn to_time(s: &str) -> Option<Time> {
@@ -340,6 +345,39 @@ pub(super) fn view(w: &PodWorker, config: &PodConfig, cfg: &SyncConfig) -> PodVi
         log_paths,
         previous_log_paths,
         mirror: None,
+    }
+}
+
+/// The loop's status publishing state.
+pub(super) struct StatusManager {
+    /// The pods' and the node's events (the kubelet's event recorder), at most 1,000.
+    pub(super) events: EventLog,
+    pub(super) snapshots: SnapshotCell,
+    /// Something changed since the last snapshot.
+    pub(super) dirty: bool,
+    /// `sources_ready` of the latest published snapshot (its change is published too).
+    published_sources_ready: bool,
+}
+
+impl StatusManager {
+    pub(super) fn new(snapshots: SnapshotCell) -> StatusManager {
+        StatusManager {
+            events: EventLog::new(1000),
+            snapshots,
+            dirty: true,
+            published_sources_ready: false,
+        }
+    }
+
+    /// Whether a snapshot is to be published now (something changed, or the sources'
+    /// readiness did); if so, the next one waits for the next change.
+    pub(super) fn publish_due(&mut self, sources_ready: bool) -> bool {
+        if !self.dirty && sources_ready == self.published_sources_ready {
+            return false;
+        }
+        self.dirty = false;
+        self.published_sources_ready = sources_ready;
+        true
     }
 }
 

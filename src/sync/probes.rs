@@ -75,10 +75,52 @@ impl ProbeControl for NoProber {
     fn remove(&self, _: &str) {}
 }
 
-/// The sync loop's handle on the prober thread and what it has asked it to probe.
+/// The sync loop's handle on the prober thread and what it has asked it to probe (by
+/// container id): the prober runs the probes and reports results that change something; the
+/// results themselves live in each instance's [`Health`].
 pub(super) struct ProbeState {
     control: Box<dyn ProbeControl>,
     probed: BTreeSet<String>,
+}
+
+impl ProbeState {
+    /// Whether container `id` is probed already (or its probes were refused).
+    fn probed(&self, id: &str) -> bool {
+        self.probed.contains(id)
+    }
+
+    /// Container `id`'s probes cannot be built: never retried for this instance.
+    fn refuse(&mut self, id: String) {
+        self.probed.insert(id);
+    }
+
+    /// Starts probing the containers of `add`, and stops probing those not in `desired`.
+    fn sync(&mut self, add: Vec<(String, ProbeTarget)>, desired: &BTreeSet<String>) {
+        for (id, t) in add {
+            self.probed.insert(id);
+            self.control.add(t);
+        }
+        let gone: Vec<String> = self.probed.difference(desired).cloned().collect();
+        for id in gone {
+            self.probed.remove(&id);
+            self.control.remove(&id);
+        }
+    }
+}
+
+impl Health {
+    /// A probe result that changed (`Some(passing)`) or was only recorded (`None`).
+    fn apply(&mut self, kind: ProbeKind, changed: Option<bool>) {
+        match (kind, changed) {
+            (ProbeKind::Readiness, Some(v)) => self.ready = v,
+            (ProbeKind::Startup, Some(true)) => self.started = true,
+            // The kill is decided by `compute_actions` (Killing, preStop, stop signal).
+            (ProbeKind::Liveness | ProbeKind::Startup, Some(false)) => {
+                self.probe_failed = Some(kind)
+            }
+            _ => {}
+        }
+    }
 }
 
 impl Default for ProbeState {
@@ -255,7 +297,8 @@ impl SyncLoop {
         // shutdown window), even with terminationGracePeriodSeconds: 0; with a preStop hook the
         // hook has the whole grace period and the window starts when it ends. Evictions are the
         // exception: a hard threshold kills at once, so the victim's memory is back within the
-        // README's 1 s target (the kubelet's 1 s + 2 s leave a pod ignoring SIGTERM 2 s more).
+        // 1 s target of docs/benchmarks.md (the kubelet's 1 s + 2 s leave a pod ignoring
+        // SIGTERM 2 s more).
         let floor = if evicted_grace.is_some() {
             Duration::ZERO
         } else {
@@ -288,12 +331,12 @@ impl SyncLoop {
                 }
             }
         }
-        self.dirty = true;
+        self.status.dirty = true;
     }
 
     /// A probe result the sync loop must act on.
     pub(super) fn on_probe(&mut self, u: ProbeUpdate) {
-        let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == u.pod_uid) else {
+        let Some((name, w)) = self.workers.by_uid_mut(&u.pod_uid) else {
             return;
         };
         let name = name.clone();
@@ -308,15 +351,7 @@ impl SyncLoop {
         if inst.health.kill.is_some() || inst.health.probe_failed.is_some() {
             return;
         }
-        match (u.kind, u.changed) {
-            (ProbeKind::Readiness, Some(v)) => inst.health.ready = v,
-            (ProbeKind::Startup, Some(true)) => inst.health.started = true,
-            // The kill is decided by `compute_actions` (Killing, preStop, stop signal).
-            (ProbeKind::Liveness | ProbeKind::Startup, Some(false)) => {
-                inst.health.probe_failed = Some(u.kind)
-            }
-            _ => {}
-        }
+        inst.health.apply(u.kind, u.changed);
         let kind = u.kind.title();
         match &u.result {
             ProbeResult::Failure { message } => self.event(
@@ -335,7 +370,7 @@ impl SyncLoop {
             ),
             ProbeResult::Success => {}
         }
-        self.dirty = true;
+        self.status.dirty = true;
     }
 
     /// A hook job finished.
@@ -351,18 +386,8 @@ impl SyncLoop {
         let now = self.clock.now();
         let pod_name = self
             .workers
-            .iter()
-            .find(|(_, w)| w.uid == uid)
-            .map(|(n, _)| n.clone())
-            .or_else(|| {
-                let r = self.removals.get(uid)?;
-                Some(
-                    r.view
-                        .as_ref()
-                        .map(|v| crate::status::full_name(&v.pod))
-                        .unwrap_or_else(|| r.name.clone()),
-                )
-            })
+            .name_of(uid)
+            .or_else(|| self.removals.get(uid).map(|r| r.pod_name()))
             .unwrap_or_else(|| uid.to_string());
         // The kubelet's wording (kuberuntime handlers.go).
         let message = match &result {
@@ -371,31 +396,24 @@ impl SyncLoop {
             )),
             _ => None,
         };
-        if let Some(r) = self.removals.get_mut(uid) {
-            if hook == HookKind::PreStop && r.hooks_pending.remove(id) {
-                // A sidecar still waiting for its turn gets its stop signal then.
-                if let Some(sig) = r.running.get(id).filter(|_| !r.waiting_turn.contains(id)) {
-                    if let Err(e) = self.runtime.signal_container(id, *sig) {
-                        log::warn!("pod {uid}: stop {id}: {e}");
-                    }
-                    r.kill_at = Some(
-                        r.kill_at
-                            .map_or(now + MIN_GRACE, |t| t.max(now + MIN_GRACE)),
-                    );
-                }
-                if let Some(m) = message {
-                    self.event(
-                        EventType::Warning,
-                        &pod_name,
-                        Some(cname),
-                        EventReason::FailedPreStopHook,
-                        &m,
-                    );
-                }
+        let removal = match hook {
+            HookKind::PreStop => self.removals.pre_stop_done(uid, id, now),
+            _ => self.removals.contains(uid).then(|| (false, Vec::new())),
+        };
+        if let Some((awaited, work)) = removal {
+            self.do_removal_work(work);
+            if let (true, Some(m)) = (awaited, message) {
+                self.event(
+                    EventType::Warning,
+                    &pod_name,
+                    Some(cname),
+                    EventReason::FailedPreStopHook,
+                    &m,
+                );
             }
             return;
         }
-        let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == uid) else {
+        let Some((name, w)) = self.workers.by_uid_mut(uid) else {
             return;
         };
         let name = name.clone();
@@ -407,7 +425,7 @@ impl SyncLoop {
         else {
             return;
         };
-        self.dirty = true;
+        self.status.dirty = true;
         match hook {
             HookKind::PostStart => {
                 inst.health.post_start_pending = false;
@@ -515,7 +533,7 @@ impl SyncLoop {
         let mut errors = Vec::new();
         let now = self.clock.now();
         let mut desired = BTreeSet::new();
-        for (name, w) in &self.workers {
+        for (name, w) in self.workers.iter() {
             let ip = pod_ip(&w.pod, &self.cfg.host_ip, &w.pod_ips);
             for s in &w.slots {
                 let Some(inst) = s.instance.as_ref().filter(|i| !i.id.is_empty()) else {
@@ -532,7 +550,7 @@ impl SyncLoop {
                     continue;
                 }
                 desired.insert(inst.id.clone());
-                if self.probe_state.probed.contains(&inst.id) {
+                if self.probe_state.probed(&inst.id) {
                     continue;
                 }
                 match container_probes(c, &ip) {
@@ -551,26 +569,13 @@ impl SyncLoop {
                     )),
                     Err(e) => {
                         // Never retried for this instance: the manifest must change.
-                        self.probe_state.probed.insert(inst.id.clone());
+                        self.probe_state.refuse(inst.id.clone());
                         errors.push((name.clone(), c.name.clone(), e.to_string()));
                     }
                 }
             }
         }
-        for (id, t) in want {
-            self.probe_state.probed.insert(id);
-            self.probe_state.control.add(t);
-        }
-        let gone: Vec<String> = self
-            .probe_state
-            .probed
-            .difference(&desired)
-            .cloned()
-            .collect();
-        for id in gone {
-            self.probe_state.probed.remove(&id);
-            self.probe_state.control.remove(&id);
-        }
+        self.probe_state.sync(want, &desired);
         for (pod, c, e) in errors {
             self.event(EventType::Warning, &pod, Some(&c), EventReason::Failed, &e);
         }

@@ -7,26 +7,20 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::actions::{compute_pod_change, PodChange};
-use super::podconfig::ConfigNotice;
-use super::{Removal, SyncLoop};
+use super::removal::Removal;
+use super::SyncLoop;
 use crate::reason::EventReason;
 use crate::runtime::ContainerState;
+use crate::sources::podconfig::ConfigNotice;
 use crate::sources::SourceEvent;
 use crate::staticpod::StaticPod;
 use crate::status::EventType;
 
 impl SyncLoop {
     pub(super) fn on_source(&mut self, se: SourceEvent) {
-        match &se {
-            SourceEvent::FileScanComplete { .. } | SourceEvent::DirError { .. } => {
-                self.file_ready = true
-            }
-            SourceEvent::UrlChanged { .. } | SourceEvent::UrlError { .. } => self.url_ready = true,
-            _ => {}
-        }
+        self.sources.saw(&se);
         let now = self.now_str();
         let notices = self.config.apply(se, &now);
         crate::tp!("loop.applied");
@@ -67,7 +61,7 @@ impl SyncLoop {
                 }
                 ConfigNotice::SourceRecovered { source } => {
                     log::info!("{source}: manifest is valid again");
-                    self.dirty = true;
+                    self.status.dirty = true;
                 }
                 ConfigNotice::Duplicate { .. } => {}
             }
@@ -149,43 +143,35 @@ impl SyncLoop {
         // judging new pods.
         let mut order: Vec<(&String, &StaticPod)> = desired.iter().collect();
         order.sort_by_key(|(_, sp)| {
-            !sp.pod.metadata.uid.as_deref().is_some_and(|u| {
-                self.adopted.contains_key(u)
-                    || self.sandboxes_on_disk.contains_key(u)
-                    || self.data_on_disk.contains(u)
-            })
+            !sp.pod
+                .metadata
+                .uid
+                .as_deref()
+                .is_some_and(|u| self.on_disk.has(u))
         });
         for (name, sp) in order {
             if !self.workers.contains_key(name) {
-                let blocked = self
-                    .removals
-                    .keys()
-                    .find(|uid| {
-                        self.removals[*uid]
-                            .view
-                            .as_ref()
-                            .is_some_and(|v| crate::status::full_name(&v.pod) == *name)
-                    })
-                    .cloned();
+                let blocked = self.removals.of_pod(name);
                 self.start_worker(sp.clone(), blocked);
             }
         }
         if ready {
             // Containers, sandboxes and pod data on disk that no desired pod claims.
             let orphan_uids: Vec<String> = self
-                .adopted
+                .on_disk
+                .containers
                 .keys()
-                .chain(self.sandboxes_on_disk.keys())
-                .chain(self.data_on_disk.iter())
-                .filter(|u| !self.removals.contains_key(*u))
+                .chain(self.on_disk.sandboxes.keys())
+                .chain(self.on_disk.data.iter())
+                .filter(|u| !self.removals.contains(u))
                 .cloned()
                 .collect::<BTreeSet<_>>()
                 .into_iter()
                 .collect();
             for uid in orphan_uids {
-                let containers = self.adopted.remove(&uid).unwrap_or_default();
-                self.sandboxes_on_disk.remove(&uid);
-                self.data_on_disk.remove(&uid);
+                let containers = self.on_disk.containers.remove(&uid).unwrap_or_default();
+                self.on_disk.sandboxes.remove(&uid);
+                self.on_disk.data.remove(&uid);
                 let mut running = BTreeMap::new();
                 for c in containers {
                     if !matches!(c.state, ContainerState::Exited(_)) {
@@ -193,39 +179,19 @@ impl SyncLoop {
                     }
                 }
                 log::info!("pod {uid}: not defined by any source: removing its containers");
-                self.persisted.remove(&uid);
-                self.removals.insert(
-                    uid.clone(),
-                    Removal {
-                        running,
-                        pending_starts: 0,
-                        sandbox_pending: false,
-                        grace: Duration::from_secs(30),
-                        kill_at: None,
-                        killed: false,
-                        remove_submitted: false,
-                        remove_failures: 0,
-                        remove_retry_at: None,
-                        view: None,
-                        forget_store: true,
-                        name: uid,
-                        hooks_pending: BTreeSet::new(),
-                        // Containers without their pod: no order is known.
-                        sidecars: Vec::new(),
-                        waiting_turn: BTreeSet::new(),
-                        probe_series: Vec::new(),
-                    },
-                );
+                self.on_disk.records.remove(&uid);
+                self.removals
+                    .begin_orphan(uid.clone(), Removal::orphan(uid, running));
             }
         }
         if ready {
             // Desired-pod records nothing claimed: nothing of them is on disk either.
-            for uid in std::mem::take(&mut self.persisted) {
-                if self.removals.contains_key(&uid) {
+            for uid in std::mem::take(&mut self.on_disk.records) {
+                if self.removals.contains(&uid) {
                     continue;
                 }
                 log::info!("pod {uid}: no source defines it any more: removing its record");
-                self.forget_desired(&uid);
+                self.records.forget_desired(&uid);
             }
         }
         crate::tp!("loop.rc.orphans");
@@ -234,10 +200,7 @@ impl SyncLoop {
             self.sync_worker(&name);
         }
         crate::tp!("loop.rc.workers");
-        let uids: Vec<String> = self.removals.keys().cloned().collect();
-        for uid in uids {
-            self.sync_removal(&uid);
-        }
+        self.sync_removals();
         crate::tp!("loop.rc.removals");
         self.sync_probes();
         crate::tp!("loop.rc.probes");
@@ -272,7 +235,7 @@ impl SyncLoop {
                     pod: Arc::clone(&w.pod),
                 });
         }
-        self.save_desired(&sp);
+        self.records.save_desired(&sp);
         self.event(
             EventType::Normal,
             name,

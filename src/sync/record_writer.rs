@@ -8,8 +8,61 @@ use std::sync::mpsc;
 use std::thread;
 
 use super::generations::{GenerationStore, LastReady};
+use super::rollback::GenerationWrite;
 use super::store::DesiredStore;
 use crate::staticpod::StaticPod;
+
+/// The loop's records on disk: the desired pods (`<root>/static-pods`), each pod's last Ready
+/// generation (`<root>/pod-generations`), both written through the [`Writer`] thread, and
+/// the pushed pods' manifests (`<root>/api-pods`). Nothing under `podvisor play`.
+#[derive(Default)]
+pub(super) struct Records {
+    pub(super) store: Option<DesiredStore>,
+    pub(super) writer: Option<Writer>,
+    pub(super) api: Option<crate::sources::api::ApiPodStore>,
+}
+
+impl Records {
+    /// Persists a desired pod through the writer thread: the pod's first job does not wait
+    /// for the disk.
+    pub(super) fn save_desired(&self, sp: &StaticPod) {
+        if let Some(w) = &self.writer {
+            w.save(sp);
+        }
+    }
+
+    /// Deletes a desired pod's record, after every write asked before.
+    pub(super) fn forget_desired(&self, uid: &str) {
+        if let Some(w) = &self.writer {
+            w.remove(uid);
+        }
+    }
+
+    /// Waits until the records asked for are on disk (tests).
+    pub(super) fn flush(&self) {
+        if let Some(w) = &self.writer {
+            w.flush();
+        }
+    }
+
+    /// Whether the desired-pod record of `uid` is missing from disk (a failed write).
+    pub(super) fn missing(&self, uid: &str) -> bool {
+        self.store.as_ref().is_some_and(|s| !s.contains(uid))
+    }
+
+    /// Writes or forgets generation records: the loop does not wait for their fsyncs.
+    pub(super) fn write_generations(&self, writes: Vec<GenerationWrite>) {
+        let Some(writer) = &self.writer else {
+            return;
+        };
+        for w in writes {
+            match w {
+                GenerationWrite::Save(lr) => writer.save_generation(&lr),
+                GenerationWrite::Forget(name) => writer.remove_generation(&name),
+            }
+        }
+    }
+}
 
 /// One request to the [`Writer`] thread.
 enum Op {

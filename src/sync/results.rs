@@ -48,12 +48,11 @@ impl SyncLoop {
             JobResult::SandboxCreated { uid, result } => {
                 // Submitted by a generation now being removed (a worker of the same uid waits
                 // for that removal): its RemovePod tears this sandbox down.
-                if let Some(r) = self.removals.get_mut(&uid) {
-                    r.sandbox_pending = false;
-                    self.dirty = true;
+                if self.removals.sandbox_done(&uid) {
+                    self.status.dirty = true;
                     return;
                 }
-                let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == uid) else {
+                let Some((name, w)) = self.workers.by_uid_mut(&uid) else {
                     // The pod went away meanwhile, without a removal: remove the sandbox.
                     self.executor.submit(Job::RemovePod { uid });
                     return;
@@ -71,7 +70,8 @@ impl SyncLoop {
                         w.pod_ips = info.pod_ips;
                         w.start_time = Some(rfc3339(self.clock.wall()));
                     }
-                    Err(message) => {
+                    Err(e) => {
+                        let message = e.to_string();
                         w.sandbox = SandboxPhase::Failed {
                             message: message.clone(),
                         };
@@ -104,13 +104,13 @@ impl SyncLoop {
                 result,
             } => self.on_hook_done(&uid, &name, &container_id, hook, &what, result),
             JobResult::PodVolumesUpdated { uid, result } => {
-                if let (Err(message), Some(name)) = (result, self.pod_name_of(&uid)) {
+                if let (Err(e), Some(name)) = (result, self.pod_name_of(&uid)) {
                     self.event(
                         EventType::Warning,
                         &name,
                         None,
                         EventReason::FailedMount,
-                        &format!("downwardAPI volumes not updated: {message}"),
+                        &format!("downwardAPI volumes not updated: {e}"),
                     );
                 }
             }
@@ -119,63 +119,28 @@ impl SyncLoop {
             }
             JobResult::PodRemoved { uid, result } => match result {
                 Ok(()) => {
-                    if let Some(r) = self.removals.remove(&uid) {
+                    if let Some(r) = self.removals.removed(&uid) {
                         for (kind, subject) in &r.probe_series {
                             self.cfg.metrics.forget_probe(*kind, subject);
                         }
                         if r.forget_store {
-                            self.forget_desired(&uid);
+                            self.records.forget_desired(&uid);
                         }
                     }
                     // A new generation with the same uid (a re-added manifest) keeps its record.
                     if let Some(w) = self.workers.values().find(|w| w.uid == uid) {
-                        self.save_desired(&w.spec);
+                        self.records.save_desired(&w.spec);
                     }
                     log::info!("pod {uid}: removed");
                 }
-                Err(failed) => {
-                    let now = self.clock.now();
-                    match self.removals.get_mut(&uid) {
-                        Some(r) => {
-                            r.remove_submitted = false;
-                            r.remove_failures = r.remove_failures.saturating_add(1);
-                            // Live containers (listed by the worker) are stopped again first,
-                            // and the removal runs again once they exited. Without any, the
-                            // cause is outside the pod's processes: the next attempt waits,
-                            // and the warning is logged at attempts 1, 2, 4, 8, ... (flash).
-                            let retry = if failed.running.is_empty() {
-                                let wait = removal_backoff(r.remove_failures);
-                                r.remove_retry_at = Some(now + wait);
-                                format!("retrying in {} ms", wait.as_millis())
-                            } else {
-                                r.remove_retry_at = None;
-                                format!(
-                                    "stopping {} container(s) still running first",
-                                    failed.running.len()
-                                )
-                            };
-                            r.running.extend(failed.running);
-                            if r.remove_failures.is_power_of_two() {
-                                log::warn!(
-                                    "pod {uid}: removal failed (attempt {}), {retry}: {}",
-                                    r.remove_failures,
-                                    failed.message
-                                );
-                            }
-                        }
-                        None => log::warn!("pod {uid}: removal failed: {}", failed.message),
-                    }
-                }
+                Err(failed) => self.removals.remove_failed(&uid, failed, self.clock.now()),
             },
         }
-        self.dirty = true;
+        self.status.dirty = true;
     }
 
     pub(super) fn pod_name_of(&self, uid: &str) -> Option<String> {
-        self.workers
-            .iter()
-            .find(|(_, w)| w.uid == uid)
-            .map(|(n, _)| n.clone())
+        self.workers.name_of(uid)
     }
 
     pub(super) fn on_image_ready(
@@ -185,7 +150,7 @@ impl SyncLoop {
         image: &str,
         outcome: ImageOutcome,
     ) {
-        let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == uid) else {
+        let Some((name, w)) = self.workers.by_uid_mut(uid) else {
             return;
         };
         let name = name.clone();
@@ -241,22 +206,15 @@ impl SyncLoop {
         result: Result<Box<ContainerInfo>, StartFailure>,
     ) {
         let now = self.clock.now();
-        if let Some(r) = self.removals.get_mut(uid) {
-            r.pending_starts = r.pending_starts.saturating_sub(1);
-            if let Ok(info) = result {
-                // Started while its pod was going away: stop it right away.
-                if let Err(e) = self
-                    .runtime
-                    .signal_container(&info.meta.id, info.meta.stop_signal)
-                {
-                    log::warn!("pod {uid}: {e}");
-                }
-                r.running.insert(info.meta.id, info.meta.stop_signal);
-                r.kill_at = r.kill_at.or(Some(now + r.grace));
-            }
+        let started = result
+            .as_ref()
+            .ok()
+            .map(|info| (info.meta.id.clone(), info.meta.stop_signal));
+        if let Some(work) = self.removals.start_done(uid, started, now) {
+            self.do_removal_work(work);
             return;
         }
-        let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == uid) else {
+        let Some((name, w)) = self.workers.by_uid_mut(uid) else {
             if let Ok(info) = result {
                 let _ = self.runtime.signal_container(&info.meta.id, libc::SIGKILL);
             }
@@ -364,7 +322,7 @@ impl SyncLoop {
                 );
             }
         }
-        self.dirty = true;
+        self.status.dirty = true;
     }
 }
 

@@ -220,6 +220,138 @@ pub(super) fn probation_deadline(p: &Probation) -> Option<Instant> {
     (on && !p.waiting_for_previous).then(|| p.since + p.deadline)
 }
 
+/// A write of the generation records (`<root>/pod-generations`) the loop hands to its
+/// record writer.
+#[derive(Debug)]
+pub(super) enum GenerationWrite {
+    Save(Box<LastReady>),
+    Forget(String),
+}
+
+/// Each pod's last Ready generation and the generation rolled back from, by full name: the
+/// state of safe updates. Its methods change it and return the record writes to make.
+#[derive(Debug, Default)]
+pub(super) struct Rollbacks {
+    last_ready: BTreeMap<String, LastReady>,
+}
+
+impl Rollbacks {
+    /// The generations recovered from the records of the previous run.
+    pub(super) fn new(recovered: Vec<LastReady>) -> Rollbacks {
+        Rollbacks {
+            last_ready: recovered
+                .into_iter()
+                .map(|lr| (lr.pod.full_name.clone(), lr))
+                .collect(),
+        }
+    }
+
+    /// Whether pod `name` has a Ready generation other than `uid`.
+    pub(super) fn has_other_ready(&self, name: &str, uid: &str) -> bool {
+        self.last_ready
+            .get(name)
+            .is_some_and(|lr| lr.pod.uid() != uid)
+    }
+
+    /// Generation `pod` proved Ready: it is its pod's last Ready one from now on.
+    pub(super) fn note_ready(&mut self, pod: &StaticPod) -> Option<GenerationWrite> {
+        if self
+            .last_ready
+            .get(&pod.full_name)
+            .is_some_and(|lr| lr.pod.uid() == pod.uid())
+        {
+            return None;
+        }
+        let lr = LastReady {
+            pod: pod.clone(),
+            rolled_back: None,
+        };
+        self.last_ready.insert(lr.pod.full_name.clone(), lr.clone());
+        Some(GenerationWrite::Save(Box::new(lr)))
+    }
+
+    /// Records that generation `bad` of pod `name` is rolled back (`why`, at `at`); returns the
+    /// last Ready generation to start again, and the record to write.
+    pub(super) fn roll_back(
+        &mut self,
+        name: &str,
+        bad: &StaticPod,
+        why: String,
+        at: String,
+    ) -> Option<(StaticPod, GenerationWrite)> {
+        let good = self.last_ready.get(name)?.pod.clone();
+        let lr = LastReady {
+            pod: good.clone(),
+            rolled_back: Some(RolledBack {
+                spec_hash: bad.spec_hash.clone(),
+                uid: bad.uid().to_string(),
+                why,
+                at,
+            }),
+        };
+        self.last_ready.insert(name.to_string(), lr.clone());
+        Some((good, GenerationWrite::Save(Box::new(lr))))
+    }
+
+    /// While a manifest keeps the spec hash of a generation rolled back from, its pod is the
+    /// last Ready generation; a spec change clears the rollback. Until its source gave valid
+    /// content in this run (`loaded_from_source`), the desired pod may be the Ready
+    /// generation itself, seeded from the desired-pod records of the previous run: that is no
+    /// edit. Once the sources reported (`sources_ready`), generations of pods no source
+    /// defines are forgotten.
+    pub(super) fn apply(
+        &mut self,
+        desired: &mut BTreeMap<String, StaticPod>,
+        sources_ready: bool,
+        loaded_from_source: impl Fn(&str) -> bool,
+    ) -> Vec<GenerationWrite> {
+        let mut writes = Vec::new();
+        let mut cleared = Vec::new();
+        for (name, lr) in &self.last_ready {
+            let (Some(rb), Some(sp)) = (&lr.rolled_back, desired.get_mut(name)) else {
+                continue;
+            };
+            let same_source = sp.source == lr.pod.source;
+            if sp.spec_hash == rb.spec_hash && same_source {
+                *sp = lr.pod.clone();
+            } else if sp.spec_hash != lr.pod.spec_hash
+                || !same_source
+                || loaded_from_source(&sp.source)
+            {
+                cleared.push(name.clone());
+            }
+        }
+        for name in cleared {
+            let Some(lr) = self.last_ready.get_mut(&name) else {
+                continue;
+            };
+            log::info!("{name}: manifest spec changed again: the rollback is cleared");
+            lr.rolled_back = None;
+            writes.push(GenerationWrite::Save(Box::new(lr.clone())));
+        }
+        if sources_ready {
+            let gone: Vec<String> = self
+                .last_ready
+                .keys()
+                .filter(|n| !desired.contains_key(*n))
+                .cloned()
+                .collect();
+            for name in gone {
+                self.last_ready.remove(&name);
+                writes.push(GenerationWrite::Forget(name));
+            }
+        }
+        writes
+    }
+
+    /// "why" when generation `uid` of pod `name` runs because a newer one was rolled back.
+    pub(super) fn rolled_back_why(&self, name: &str, uid: &str) -> Option<String> {
+        let lr = self.last_ready.get(name)?;
+        let rb = lr.rolled_back.as_ref()?;
+        (lr.pod.uid() == uid).then(|| rb.why.clone())
+    }
+}
+
 impl SyncLoop {
     /// What the rollback decision reads about worker `w`.
     fn probation_of(&self, name: &str, w: &PodWorker) -> Probation {
@@ -228,16 +360,13 @@ impl SyncLoop {
             .flatten()
             .unwrap_or(self.cfg.rollback_after);
         Probation {
-            has_ready_generation: self
-                .last_ready
-                .get(name)
-                .is_some_and(|lr| lr.pod.uid() != w.uid),
+            has_ready_generation: self.rollbacks.has_other_ready(name, &w.uid),
             was_ready: w.was_ready,
             ready: super::podstatus::ready_now(w),
             waiting_for_previous: w
                 .blocked_by
                 .as_ref()
-                .is_some_and(|b| self.removals.contains_key(b)),
+                .is_some_and(|b| self.removals.contains(b)),
             since: w.since,
             deadline,
             rejected: w.rejected.as_ref().map(|(r, m)| format!("{r}: {m}")),
@@ -278,34 +407,22 @@ impl SyncLoop {
             .filter(|(name, w)| proven_ready(now, &self.probation_of(name, w)))
             .map(|(name, _)| name.clone())
             .collect();
-        let mut new = Vec::new();
+        let mut writes = Vec::new();
         for name in proven {
             let Some(w) = self.workers.get_mut(&name) else {
                 continue;
             };
             w.was_ready = true;
-            if self
-                .last_ready
-                .get(&name)
-                .is_none_or(|lr| lr.pod.uid() != w.uid)
-            {
-                new.push(LastReady {
-                    pod: w.spec.clone(),
-                    rolled_back: None,
-                });
-            }
+            writes.extend(self.rollbacks.note_ready(&w.spec));
         }
-        for lr in new {
-            self.save_generation(&lr);
-            self.last_ready.insert(lr.pod.full_name.clone(), lr);
-        }
+        self.records.write_generations(writes);
     }
 
     /// Rolls back every generation [`compute_rollback`] gives up on; true if one was.
     pub(super) fn check_rollbacks(&mut self) -> bool {
         let now = self.clock.now();
         let mut due = Vec::new();
-        for (name, w) in &self.workers {
+        for (name, w) in self.workers.iter() {
             if let Some(cause) = compute_rollback(now, &self.probation_of(name, w)) {
                 due.push((name.clone(), cause));
             }
@@ -318,24 +435,16 @@ impl SyncLoop {
     }
 
     fn roll_back(&mut self, name: &str, cause: &RollbackCause) {
-        let (Some(w), Some(lr)) = (self.workers.get(name), self.last_ready.get(name)) else {
+        let Some(w) = self.workers.get(name) else {
             return;
         };
         let bad_uid = w.uid.clone();
-        let good = lr.pod.clone();
         let why = cause.to_string();
-        let rb = RolledBack {
-            spec_hash: w.spec.spec_hash.clone(),
-            uid: bad_uid.clone(),
-            why: why.clone(),
-            at: self.now_str(),
+        let at = self.now_str();
+        let Some((good, write)) = self.rollbacks.roll_back(name, &w.spec, why.clone(), at) else {
+            return;
         };
-        let lr = LastReady {
-            pod: good.clone(),
-            rolled_back: Some(rb),
-        };
-        self.save_generation(&lr);
-        self.last_ready.insert(name.to_string(), lr);
+        self.records.write_generations(vec![write]);
         let msg = format!(
             "{why}: rolled back to the last Ready generation (uid {bad_uid} -> {}); {} is not tried again until its spec changes",
             good.uid(),
@@ -352,52 +461,17 @@ impl SyncLoop {
         self.start_worker(good, Some(bad_uid));
     }
 
-    /// While a manifest keeps the spec hash of a generation rolled back from, its pod is the
-    /// last Ready generation; a spec change clears the rollback. Until its source gave valid
-    /// content in this run, the desired pod may be the Ready generation itself, seeded from
-    /// the desired-pod records of the previous run: that is no edit. Once the sources
-    /// reported, generations of pods no source defines are forgotten.
+    /// Applies the rollbacks to the desired pods ([`Rollbacks::apply`]).
     pub(super) fn apply_rollbacks(&mut self, desired: &mut BTreeMap<String, StaticPod>) {
         let ready = self.sources_ready();
-        let mut cleared = Vec::new();
-        for (name, lr) in &self.last_ready {
-            let (Some(rb), Some(sp)) = (&lr.rolled_back, desired.get_mut(name)) else {
-                continue;
-            };
-            let same_source = sp.source == lr.pod.source;
-            if sp.spec_hash == rb.spec_hash && same_source {
-                *sp = lr.pod.clone();
-            } else if sp.spec_hash != lr.pod.spec_hash
-                || !same_source
-                || self.config.loaded_from_source(&sp.source)
-            {
-                cleared.push(name.clone());
-            }
+        let config = &self.config;
+        let writes = self
+            .rollbacks
+            .apply(desired, ready, |source| config.loaded_from_source(source));
+        if writes.iter().any(|w| matches!(w, GenerationWrite::Save(_))) {
+            self.status.dirty = true;
         }
-        for name in cleared {
-            let Some(lr) = self.last_ready.get_mut(&name) else {
-                continue;
-            };
-            log::info!("{name}: manifest spec changed again: the rollback is cleared");
-            lr.rolled_back = None;
-            let lr = lr.clone();
-            self.save_generation(&lr);
-            self.dirty = true;
-        }
-        if ready {
-            let gone: Vec<String> = self
-                .last_ready
-                .keys()
-                .filter(|n| !desired.contains_key(*n))
-                .cloned()
-                .collect();
-            for name in gone {
-                self.last_ready.remove(&name);
-                if let Some(w) = &self.store_writer {
-                    w.remove_generation(&name);
-                }
-            }
-        }
+        self.records.write_generations(writes);
     }
 
     /// The earliest rollback deadline of a generation on probation.
@@ -410,20 +484,9 @@ impl SyncLoop {
 
     /// "why" when worker `w` runs because a newer generation was rolled back.
     pub(super) fn rolled_back_why(&self, w: &PodWorker) -> Option<String> {
-        let lr = self.last_ready.get(&w.spec.full_name)?;
-        let rb = lr.rolled_back.as_ref()?;
-        (lr.pod.uid() == w.uid).then(|| rb.why.clone())
-    }
-
-    /// Persists `lr` (nothing under `podvisor play`) through the writer thread: the loop does
-    /// not wait for its fsyncs.
-    fn save_generation(&self, lr: &LastReady) {
-        if let Some(w) = &self.store_writer {
-            w.save_generation(lr);
-        }
+        self.rollbacks.rolled_back_why(&w.spec.full_name, &w.uid)
     }
 }
 
 #[cfg(test)]
-#[path = "rollback_tests.rs"]
 mod tests;

@@ -210,7 +210,7 @@ pub(super) fn read_records<T: DeserializeOwned>(
 
 /// Reads a record like [`fsutil::load_json`], decoding the pod with the manifest decoder
 /// (JSON -> tree -> the record type): a second `serde_json` deserializer of the Kubernetes
-/// types would cost the binary about 200 KB (README, binary size). A file that is JSON but
+/// types would cost the binary about 200 KB (docs/history/benchmarks.md, binary size). A file that is JSON but
 /// not a record is torn as well.
 fn load_record<T: DeserializeOwned>(path: &Path) -> io::Result<Loaded<T>> {
     Ok(match fsutil::load_json::<serde_json::Value>(path)? {

@@ -61,7 +61,7 @@ impl SyncLoop {
             seen: self.clock.now(),
             start_recorded: false,
         };
-        if self.removals.contains_key(&uid) || self.recently_removed.contains(&uid) {
+        if self.removals.seen(&uid) {
             let is_static = w
                 .spec
                 .pod
@@ -78,9 +78,9 @@ impl SyncLoop {
                 .inc();
         }
         // Re-adopt what a previous run left: the sandbox and the containers of this uid.
-        self.data_on_disk.remove(&uid);
-        self.persisted.remove(&uid);
-        if let Some((created, pod_ips)) = self.sandboxes_on_disk.remove(&uid) {
+        self.on_disk.data.remove(&uid);
+        self.on_disk.records.remove(&uid);
+        if let Some((created, pod_ips)) = self.on_disk.sandboxes.remove(&uid) {
             // Running before this run: its start was (or could not be) measured then.
             w.start_recorded = true;
             w.sandbox = SandboxPhase::Ready;
@@ -88,7 +88,7 @@ impl SyncLoop {
             w.start_time = Some(created.clone());
             w.created = created;
         }
-        if let Some(mut found) = self.adopted.remove(&uid) {
+        if let Some(mut found) = self.on_disk.containers.remove(&uid) {
             found.sort_by_key(|c| c.meta.restart_count);
             let now = self.clock.now();
             // Live containers beyond the first of a slot (a crash left two): stopped below.
@@ -199,7 +199,7 @@ impl SyncLoop {
             .any(|s| s.instance.is_some() || s.last.is_some());
         let adopted = w.sandbox == SandboxPhase::Ready || ran;
         self.admit_worker(&name, &mut w, adopted);
-        self.save_desired(&w.spec);
+        self.records.save_desired(&w.spec);
         // Containers but no live sandbox (a reboot took it, or its namespaces died): the
         // kubelet's "sandbox changed".
         let changed = ran && w.sandbox != SandboxPhase::Ready;
@@ -217,7 +217,7 @@ impl SyncLoop {
         if changed {
             self.sandbox_changed(&name, "no live sandbox for the pod's containers");
         }
-        self.dirty = true;
+        self.status.dirty = true;
     }
 
     /// The kubelet's reaction to a pod sandbox that is gone or not live ("Pod sandbox changed,
@@ -271,8 +271,8 @@ impl SyncLoop {
             previous_generation_removing: w
                 .blocked_by
                 .as_ref()
-                .is_some_and(|b| self.removals.contains_key(b)),
-            same_uid_removing: self.removals.contains_key(&w.uid),
+                .is_some_and(|b| self.removals.contains(b)),
+            same_uid_removing: self.removals.contains(&w.uid),
             active_for: self.active_for(w),
         };
         let actions = compute_actions(now, &state);
@@ -433,39 +433,27 @@ impl SyncLoop {
         for j in jobs {
             crate::tp!("loop.submit");
             self.executor.submit(j);
-            self.dirty = true;
+            self.status.dirty = true;
         }
-    }
-
-    /// Keeps an exit the loop cannot place yet (see `early_exits`).
-    fn keep_early_exit(&mut self, id: &str, uid: &str, exit: ExitRecord) {
-        if self.early_exits.len() >= super::EARLY_EXITS {
-            self.early_exits.pop_front();
-        }
-        self.early_exits
-            .push_back((id.to_string(), uid.to_string(), exit));
     }
 
     /// Applies an exit that arrived before the start result of `id` (now handled).
     pub(super) fn apply_early_exit(&mut self, id: &str) {
-        let Some(i) = self.early_exits.iter().position(|(c, _, _)| c == id) else {
-            return;
-        };
-        if let Some((id, uid, exit)) = self.early_exits.remove(i) {
+        if let Some((id, uid, exit)) = self.workers.take_early_exit(id) {
             self.on_exit(&id, &uid, exit);
         }
     }
 
     pub(super) fn on_exit(&mut self, id: &str, uid: &str, exit: ExitRecord) {
         let now = self.clock.now();
-        if let Some(r) = self.removals.get_mut(uid) {
-            if r.running.remove(id).is_none() && r.pending_starts > 0 {
-                self.keep_early_exit(id, uid, exit);
+        if let Some(early) = self.removals.exited(uid, id) {
+            if early {
+                self.workers.keep_early_exit(id, uid, exit);
             }
-            self.dirty = true;
+            self.status.dirty = true;
             return;
         }
-        let Some((name, w)) = self.workers.iter_mut().find(|(_, w)| w.uid == uid) else {
+        let Some((name, w)) = self.workers.by_uid_mut(uid) else {
             return;
         };
         if !w
@@ -475,7 +463,7 @@ impl SyncLoop {
         {
             // Not started as far as the loop knows: its start job's result is still on its
             // way (the exit watcher can be quicker than the worker thread).
-            self.keep_early_exit(id, uid, exit);
+            self.workers.keep_early_exit(id, uid, exit);
             return;
         }
         let name = name.clone();

@@ -4,7 +4,7 @@
 //! `/proc/self/mountinfo`, makes the kernel print every mount of the namespace on each read.
 //! With a few dozen pods that is hundreds of lines, and the runtime asks several times per
 //! container start and removal: in a burst of ten starts it was 11 % of the workers' CPU and
-//! 15 % of libcontainer's intermediate process's (docs/start-timeline.md, round eight).
+//! 15 % of libcontainer's intermediate process's (docs/history/start-timeline.md, round eight).
 
 use std::path::Path;
 

@@ -222,6 +222,15 @@ fn room_for_mappings(current: usize, pages: usize, max_map_count: usize) -> bool
     current + pages <= max_map_count / 2
 }
 
+/// Why the binary's code was not cut into one-page mappings ([`IdleRelease::confined`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfineError {
+    #[error("{more} mappings more would pass half of vm.max_map_count ({max})")]
+    MapCount { more: usize, max: usize },
+    #[error("madvise after {pages} pages: {source}")]
+    Madvise { pages: usize, source: io::Error },
+}
+
 /// The daemon's periodic release ([`IdleRelease::release`]), planned once: after the cut
 /// into one-page mappings, `/proc/self/smaps` has a few thousand entries, and reading it at
 /// every release would cost milliseconds and a heap of its size.
@@ -235,7 +244,7 @@ pub struct IdleRelease {
     /// The kernel's page size.
     page: usize,
     /// One-page mappings made, or why not.
-    pub confined: Result<usize, String>,
+    pub confined: Result<usize, ConfineError>,
 }
 
 impl IdleRelease {
@@ -281,7 +290,7 @@ impl IdleRelease {
 /// Cuts `files` into one-page mappings (see [`odd_pages`]) with `MADV_DONTDUMP`, which only
 /// keeps a page out of core dumps: the kernel leaves private file mappings out of them
 /// unless `coredump_filter` asks for them. Returns the number of pages marked.
-fn confine(files: &[Range], page: usize, current_mappings: usize) -> Result<usize, String> {
+fn confine(files: &[Range], page: usize, current_mappings: usize) -> Result<usize, ConfineError> {
     let marks: Vec<Range> = files.iter().flat_map(|&r| odd_pages(r, page)).collect();
     let max = fs::read_to_string("/proc/sys/vm/max_map_count")
         .ok()
@@ -289,10 +298,10 @@ fn confine(files: &[Range], page: usize, current_mappings: usize) -> Result<usiz
         .unwrap_or(65530);
     // Each mark makes two more mappings (itself and the rest after it).
     if !room_for_mappings(current_mappings, 2 * marks.len(), max) {
-        return Err(format!(
-            "{} mappings more would pass half of vm.max_map_count ({max})",
-            2 * marks.len()
-        ));
+        return Err(ConfineError::MapCount {
+            more: 2 * marks.len(),
+            max,
+        });
     }
     for (i, &(a, b)) in marks.iter().enumerate() {
         // SAFETY: (a, b) is a page-aligned range inside a never-written read-only mapping of
@@ -300,10 +309,10 @@ fn confine(files: &[Range], page: usize, current_mappings: usize) -> Result<usiz
         // (splitting it), which changes nothing but core dumps.
         let r = unsafe { libc::madvise(a as *mut libc::c_void, b - a, libc::MADV_DONTDUMP) };
         if r != 0 {
-            return Err(format!(
-                "madvise after {i} pages: {}",
-                io::Error::last_os_error()
-            ));
+            return Err(ConfineError::Madvise {
+                pages: i,
+                source: io::Error::last_os_error(),
+            });
         }
     }
     Ok(marks.len())
@@ -467,7 +476,7 @@ Anonymous:            80 kB
         });
         let confined = in_child(|| {
             let r = IdleRelease::new(false).expect("plan");
-            let marked = r.confined.clone().unwrap_or(0);
+            let marked = r.confined.as_ref().map_or(0, |n| *n);
             // Released twice: the second time as the daemon does, long after the cut.
             let ok = r.release().is_ok() && r.release().is_ok();
             let (rss, n, holder) = exe_footprint(here);

@@ -34,8 +34,8 @@ case "$vm_arch" in
     # every kind of scenario once, no AppArmor (no arm64 apparmor_parser in the initramfs)
     # and no 50 cycles; the armhf boot (the armv7 podvisor as the daemon, "armhf" stands for
     # its scenarios); the reboot series ("reboot", 5 boots of ~30 s here, as many as in the
-    # amd64 guest). PODVISOR_VM_ONLY=all runs everything but AppArmor and the series (see the
-    # README).
+    # amd64 guest). PODVISOR_VM_ONLY=all runs everything but AppArmor and the series (see
+    # docs/contributing.md).
     vm_default_scenarios=qos-guaranteed,qos-burstable,qos-besteffort,oom-killed,pids-limit,cpu-throttled,refused-outofmemory,device-filter,monitors-outside-pods,multiarch-image,probe-ready,crash-restart,boot-to-pods,pod-cgroup-removed,armhf,reboot
     ;;
   *)

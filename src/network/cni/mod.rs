@@ -8,7 +8,7 @@
 //!
 //! Written here rather than taken from a crate: the protocol is an exec with a few
 //! environment variables and JSON on stdin and stdout, and no maintained synchronous Rust
-//! implementation exists (README, "Why these crates").
+//! implementation exists (docs/crates.md).
 //!
 //! Every error names the network, its configuration file, the plugin and the verb, and
 //! carries the plugin's own message (`msg`, `details`, code) or, for a plugin that crashed,

@@ -179,8 +179,8 @@ impl LinuxRuntime {
         let systemd_units = match cfg.cgroup_driver {
             cgroups::CgroupDriver::Cgroupfs => None,
             cgroups::CgroupDriver::Systemd => {
-                cgroups::systemd::validate_slice(&cfg.cgroup_parent).map_err(|message| {
-                    cgroups::CgroupError::from(cgroups::systemd::SystemdError::Slice { message })
+                cgroups::systemd::validate_slice(&cfg.cgroup_parent).map_err(|source| {
+                    cgroups::CgroupError::from(cgroups::systemd::SystemdError::Slice { source })
                 })?;
                 Some(
                     cgroups::systemd::system_units(&cfg.cgroup_root)

@@ -8,7 +8,7 @@
 //!   instead of making new ones, then does the rest as always (`sandbox::pin_unshared`).
 //!
 //! Why: making a network namespace is the kernel's slowest step of a pod's start (0.76 ms of
-//! the helper's 1.3 ms on the development VM, `docs/start-timeline.md`), and every pod's start
+//! the helper's 1.3 ms on the development VM, `docs/history/start-timeline.md`), and every pod's start
 //! waited for it; joining one takes microseconds.
 //!
 //! How they are made: the spawner forks a short-lived child ([`SpareMaker`]) that unshares

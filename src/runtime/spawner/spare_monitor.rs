@@ -6,7 +6,7 @@
 //!
 //! Why: a monitor's fork was on the path of every start and restart. The spawner's `fork`
 //! took 0.35 ms, and the child ran `monitor::run` 0.77 ms after it (copy-on-write faults and
-//! waiting for a core the start's other work holds; `docs/start-timeline.md`, round twelve).
+//! waiting for a core the start's other work holds; `docs/history/start-timeline.md`, round twelve).
 //! A spare that is already running answers in microseconds.
 //!
 //! When: [`super::spare::SPARE_AFTER`] after the spawner's last fork, as the spare

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::executor::{run_job, Executor, ImageService, Job, JobResult, PulledImage};
+use super::executor::{run_job, Executor, ImageError, ImageService, Job, JobResult, PulledImage};
 use super::{Clock, SyncConfig, SyncEvent, SyncLoop};
 use crate::prober::scheduler::{ProbeControl, ProbeTarget};
 use crate::runtime::{
@@ -355,14 +355,17 @@ impl FakeImages {
 }
 
 impl ImageService for FakeImages {
-    fn is_present(&self, image: &str) -> Result<bool, String> {
+    fn is_present(&self, image: &str) -> Result<bool, ImageError> {
         Ok(self.state.lock().expect("lock").present.contains(image))
     }
-    fn pull(&self, image: &str) -> Result<PulledImage, String> {
+    fn pull(&self, image: &str) -> Result<PulledImage, ImageError> {
         let mut st = self.state.lock().expect("lock");
         st.pulls.push(image.to_string());
         if let Some(e) = st.failing.get(image) {
-            return Err(e.clone());
+            return Err(ImageError::Pull {
+                image: image.to_string(),
+                message: e.clone(),
+            });
         }
         st.present.insert(image.to_string());
         Ok(PulledImage {

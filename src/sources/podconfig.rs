@@ -18,10 +18,10 @@
 
 use std::collections::BTreeMap;
 
+use super::api::{source_key, Applied, StoredPod, API_SOURCE_PREFIX};
+use super::SourceEvent;
 use crate::pod::manifest::ManifestError;
 use crate::security::NodeSecurity;
-use crate::sources::api::{source_key, Applied, StoredPod, API_SOURCE_PREFIX};
-use crate::sources::SourceEvent;
 use crate::staticpod::{load_api_pod, load_manifest_on, SourceKind, StaticPod};
 use crate::status::SourceErrorView;
 

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ContainerState, ContainerStateTerminated};
 
-use super::client::{get_json, get_stream};
-use super::handlers::tests::view;
-use super::server::{serve_with, Limits};
-use super::{serve, ApiError};
+use crate::api::client::{get_json, get_stream};
+use crate::api::handlers::tests::view;
+use crate::api::server::{serve_with, Limits};
+use crate::api::{serve, ApiError};
 use crate::status::{PodView, Snapshot, SnapshotCell};
 
 fn record(line: &str) -> String {

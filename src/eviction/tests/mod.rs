@@ -1,5 +1,7 @@
 //! Table tests of the eviction decisions and of one manager pass with fakes.
 
+mod relief;
+
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};

@@ -134,7 +134,7 @@ fn slice_names_are_validated() {
         ("-a.slice", "leading"),
         ("a b.slice", "not allowed"),
     ] {
-        let err = validate_slice(bad).expect_err(bad);
+        let err = validate_slice(bad).expect_err(bad).to_string();
         assert!(err.contains(says), "{bad}: {err}");
     }
 }

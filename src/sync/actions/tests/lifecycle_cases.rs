@@ -1,5 +1,5 @@
 //! Table cases of `compute_actions` for the pod lifecycles beyond the kubelet's basic sync:
-//! eviction, native sidecars and `activeDeadlineSeconds`; `actions_tests.rs` runs them with
+//! eviction, native sidecars and `activeDeadlineSeconds`; `actions::tests` runs them with
 //! its own cases.
 
 use super::*;

@@ -1,75 +1,15 @@
-//! nodeapi::http: the HTTP/1.1 of the node ports — a request head read under a deadline
-//! (request line and headers, at most [`MAX_HEAD`] bytes), a body only where a route takes one
-//! (`Content-Length`, bounded by the caller), and one response per connection
-//! (`Connection: close`), whole or streamed in chunks. Works over any byte stream: the plain
-//! healthz socket and a rustls stream alike.
-//!
-//! Hand-written for the same reason as `api::server` (no async runtime, a few hundred lines,
-//! every limit visible): a slow client is cut by the whole-request deadline of
-//! [`DeadlineStream`], not by a per-read timeout a slowloris client resets byte by byte.
+//! httpserver::head: reading a request — the head (request line and headers, at most
+//! [`MAX_HEAD`] bytes and [`MAX_HEADERS`] headers, names lowercased), a body only where the
+//! caller takes one (`Content-Length`, bounded by the caller; chunked request bodies are
+//! refused), and the request target's path, query and `%XX` escapes. Pure over any `Read`:
+//! the deadline is the stream's ([`super::conn::DeadlineStream`]).
 
-use std::io::{self, Read, Write};
-use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::io::{self, Read};
 
 /// The largest request head (request line and headers) accepted.
 pub const MAX_HEAD: usize = 16 * 1024;
 /// The most headers accepted in one request.
 pub const MAX_HEADERS: usize = 64;
-
-/// A TCP stream whose reads and writes fail with `TimedOut` once `deadline` has passed, however
-/// the bytes trickle in (the socket timeout is set to what is left before each call).
-#[derive(Debug)]
-pub struct DeadlineStream {
-    tcp: TcpStream,
-    deadline: Instant,
-}
-
-impl DeadlineStream {
-    pub fn new(tcp: TcpStream, deadline: Instant) -> DeadlineStream {
-        DeadlineStream { tcp, deadline }
-    }
-
-    /// Moves the deadline (for the response after the request was read).
-    pub fn set_deadline(&mut self, deadline: Instant) {
-        self.deadline = deadline;
-    }
-
-    pub fn tcp(&self) -> &TcpStream {
-        &self.tcp
-    }
-
-    fn left(&self) -> io::Result<Duration> {
-        let left = self.deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "connection deadline passed",
-            ));
-        }
-        Ok(left)
-    }
-}
-
-impl Read for DeadlineStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let left = self.left()?;
-        self.tcp.set_read_timeout(Some(left))?;
-        self.tcp.read(buf)
-    }
-}
-
-impl Write for DeadlineStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let left = self.left()?;
-        self.tcp.set_write_timeout(Some(left))?;
-        self.tcp.write(buf)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.tcp.flush()
-    }
-}
 
 /// Why a request head was refused (each answered with 400, or 431 when too large).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -104,6 +44,8 @@ pub struct RequestHead {
     /// Path and query as sent (percent-encoded).
     pub target: String,
     pub headers: Vec<(String, String)>,
+    /// `HTTP/1.0`: such a client gets no chunked encoding where a server streams.
+    pub http10: bool,
     /// Bytes read past the head: the start of a body.
     pub rest: Vec<u8>,
 }
@@ -282,124 +224,9 @@ pub fn parse_head(head: &[u8]) -> Result<RequestHead, HeadError> {
         method: method.to_string(),
         target: target.to_string(),
         headers,
+        http10: version == "HTTP/1.0",
         rest: Vec::new(),
     })
-}
-
-/// One response.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Response {
-    pub status: u16,
-    pub content_type: &'static str,
-    pub headers: Vec<(&'static str, String)>,
-    pub body: Vec<u8>,
-}
-
-impl Response {
-    /// A `text/plain` response, as Go's `http.Error` writes them (`msg` plus a newline).
-    pub fn text(status: u16, msg: &str) -> Response {
-        Response {
-            status,
-            content_type: "text/plain; charset=utf-8",
-            headers: vec![("X-Content-Type-Options", "nosniff".into())],
-            body: format!("{msg}\n").into_bytes(),
-        }
-    }
-
-    /// `text/plain` without the newline (the healthz "ok").
-    pub fn plain(status: u16, body: impl Into<Vec<u8>>) -> Response {
-        Response {
-            status,
-            content_type: "text/plain; charset=utf-8",
-            headers: vec![("X-Content-Type-Options", "nosniff".into())],
-            body: body.into(),
-        }
-    }
-
-    /// A JSON response of `value`; 500 when it cannot be encoded.
-    pub fn json_of(status: u16, value: &impl serde::Serialize) -> Response {
-        match serde_json::to_vec(value) {
-            Ok(body) => Response::json(status, body),
-            Err(e) => {
-                log::error!("node api: cannot encode a response: {e}");
-                Response::text(500, "Internal Server Error")
-            }
-        }
-    }
-
-    pub fn json(status: u16, body: Vec<u8>) -> Response {
-        Response {
-            status,
-            content_type: "application/json",
-            headers: Vec::new(),
-            body,
-        }
-    }
-
-    /// Go's `http.NotFound`.
-    pub fn not_found() -> Response {
-        Response::text(404, "404 page not found")
-    }
-}
-
-pub fn reason_phrase(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        201 => "Created",
-        301 => "Moved Permanently",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        408 => "Request Timeout",
-        409 => "Conflict",
-        411 => "Length Required",
-        413 => "Content Too Large",
-        415 => "Unsupported Media Type",
-        422 => "Unprocessable Entity",
-        431 => "Request Header Fields Too Large",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        _ => "Internal Server Error",
-    }
-}
-
-/// A response stream that outlives one whole-exchange deadline (a followed log, a large
-/// file): each write gets its own deadline, and a follower can wait for the client to hang up.
-pub trait Streaming: Write {
-    /// The next writes must complete within `limit` from now.
-    fn extend_deadline(&mut self, limit: Duration);
-    /// Waits up to `timeout` for the client to hang up; true if it did.
-    fn client_gone(&mut self, timeout: Duration) -> bool;
-}
-
-/// Starts a streamed response: status line and headers, `Transfer-Encoding: chunked`.
-pub fn write_stream_head<W: Write>(out: &mut W, status: u16, content_type: &str) -> io::Result<()> {
-    let head = format!(
-        "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nX-Content-Type-Options: nosniff\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
-        reason_phrase(status)
-    );
-    out.write_all(head.as_bytes())?;
-    out.flush()
-}
-
-/// One chunk of a streamed response (nothing for empty `data`: an empty chunk ends it).
-pub fn write_chunk<W: Write>(out: &mut W, data: &[u8]) -> io::Result<()> {
-    if data.is_empty() {
-        return Ok(());
-    }
-    let mut buf = format!("{:x}\r\n", data.len()).into_bytes();
-    buf.extend_from_slice(data);
-    buf.extend_from_slice(b"\r\n");
-    out.write_all(&buf)?;
-    out.flush()
-}
-
-/// Ends a streamed response.
-pub fn write_last_chunk<W: Write>(out: &mut W) -> io::Result<()> {
-    out.write_all(b"0\r\n\r\n")?;
-    out.flush()
 }
 
 /// `%XX` decoded (`+` stays); `None` for a bad escape or a result that is not UTF-8.
@@ -418,27 +245,6 @@ pub fn percent_decode(s: &str) -> Option<String> {
         }
     }
     String::from_utf8(out).ok()
-}
-
-/// Writes `resp` (no body for `HEAD`) and flushes.
-pub fn write_response<W: Write>(out: &mut W, resp: &Response, head_only: bool) -> io::Result<()> {
-    let mut head = format!(
-        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n",
-        resp.status,
-        reason_phrase(resp.status),
-        resp.content_type,
-        resp.body.len()
-    );
-    for (name, value) in &resp.headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
-    head.push_str("Connection: close\r\n\r\n");
-    let mut bytes = head.into_bytes();
-    if !head_only {
-        bytes.extend_from_slice(&resp.body);
-    }
-    out.write_all(&bytes)?;
-    out.flush()
 }
 
 /// The value of query parameter `name` (first occurrence, `+` and `%XX` not decoded: the node
@@ -546,33 +352,5 @@ mod tests {
         );
         assert_eq!(percent_decode("a%20b%2Fc").as_deref(), Some("a b/c"));
         assert_eq!(percent_decode("%zz"), None);
-        let mut out = Vec::new();
-        write_stream_head(&mut out, 200, "text/plain").expect("head");
-        write_chunk(&mut out, b"abc").expect("chunk");
-        write_chunk(&mut out, b"").expect("empty");
-        write_last_chunk(&mut out).expect("last");
-        let s = String::from_utf8(out).expect("utf8");
-        assert!(
-            s.ends_with(
-                "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
-            ),
-            "{s}"
-        );
-    }
-
-    #[test]
-    fn responses_are_written_with_length_and_close() {
-        let mut out = Vec::new();
-        write_response(&mut out, &Response::text(401, "Unauthorized"), false).expect("write");
-        let s = String::from_utf8(out).expect("utf8");
-        assert!(s.starts_with("HTTP/1.1 401 Unauthorized\r\n"), "{s}");
-        assert!(s.contains("Content-Length: 13\r\n"), "{s}");
-        assert!(
-            s.ends_with("Connection: close\r\n\r\nUnauthorized\n"),
-            "{s}"
-        );
-        let mut out = Vec::new();
-        write_response(&mut out, &Response::plain(200, "ok"), true).expect("write");
-        assert!(String::from_utf8(out).expect("utf8").ends_with("\r\n\r\n"));
     }
 }

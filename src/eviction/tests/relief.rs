@@ -5,13 +5,13 @@ use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::decisions::{Observation, Observations};
-use super::manager::*;
-use super::ranking::PodCandidate;
-use super::relief::*;
-use super::signals::SignalSource;
-use super::threshold::*;
 use crate::cgroups::allocatable::MemoryThreshold;
+use crate::eviction::decisions::{Observation, Observations};
+use crate::eviction::manager::*;
+use crate::eviction::ranking::PodCandidate;
+use crate::eviction::relief::*;
+use crate::eviction::signals::SignalSource;
+use crate::eviction::threshold::*;
 
 const KI: u64 = 1 << 10;
 const MI: u64 = 1 << 20;
@@ -391,7 +391,7 @@ fn policy_names_and_messages() {
         "not evicting for pid.available: 40 short, and no pod that may be evicted uses any pids: \
          evicting would free nothing"
     );
-    let users = |partial| super::topdirs::TopDirs {
+    let users = |partial| crate::eviction::topdirs::TopDirs {
         entries: vec![
             ("/var/log/journal".into(), 3 * MI, 12),
             ("/srv/filler".into(), 5 * MI + 512 * KI, 1),
@@ -485,9 +485,9 @@ impl FakeNode {
 }
 
 impl SignalSource for FakeNode {
-    fn top_dirs(&self, _: Signal) -> Option<super::topdirs::TopDirs> {
+    fn top_dirs(&self, _: Signal) -> Option<crate::eviction::topdirs::TopDirs> {
         self.world().walks += 1;
-        Some(super::topdirs::TopDirs {
+        Some(crate::eviction::topdirs::TopDirs {
             entries: vec![("/filler".into(), 90 * MI, 1)],
             partial: false,
         })

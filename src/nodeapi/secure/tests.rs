@@ -7,10 +7,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::auth::{Authenticator, Authorizer, TokenFile};
-use super::routes::tests::{context, snapshot};
-use super::secure::{serve_secure, SecureServer, SecureSettings};
-use super::tls::{server_config, MinVersion, TlsSettings};
+use crate::nodeapi::auth::{Authenticator, Authorizer, TokenFile};
+use crate::nodeapi::routes::tests::{context, snapshot};
+use crate::nodeapi::secure::{serve_secure, SecureServer, SecureSettings};
+use crate::nodeapi::tls::{server_config, MinVersion, TlsSettings};
 
 fn server(dir: &Path, min_version: MinVersion, max_connections: usize) -> SecureServer {
     server_with(dir, min_version, max_connections, snapshot())
