@@ -23,7 +23,7 @@ use nix::sys::signal::{SigSet, Signal};
 use crate::api;
 use crate::config::{DaemonConfig, RunFlags};
 use crate::images::{ImageGcPolicy, ImageStore, PinnedImages, Statvfs};
-use crate::runtime::linux::RuntimeConfig;
+use crate::runtime::daemon::RuntimeConfig;
 use crate::security::apparmor::{AppArmorHost, DefaultProfile};
 use crate::security::NodeSecurity;
 use crate::sources::{self, FileSourceConfig, SourceEvent, UrlSourceConfig};
@@ -262,12 +262,12 @@ pub fn run(paths: &DaemonPaths, flags: &RunFlags) -> Result<(), DaemonError> {
             source,
         })?;
     rcfg.boot_id_file = paths.boot_id_file.clone();
-    if std::env::var_os(crate::runtime::linux::EXEC_HELPERS_ENV).is_some_and(|v| v == "1") {
+    if std::env::var_os(crate::runtime::daemon::EXEC_HELPERS_ENV).is_some_and(|v| v == "1") {
         log::warn!(
             "{}=1: test hook: a monitor and a sandbox helper are fork+exec'd each",
-            crate::runtime::linux::EXEC_HELPERS_ENV
+            crate::runtime::daemon::EXEC_HELPERS_ENV
         );
-        rcfg.helpers = crate::runtime::linux::HelperMode::Exec;
+        rcfg.helpers = crate::runtime::daemon::HelperMode::Exec;
     }
     rcfg.cgroup_parent = paths
         .cgroup_parent

@@ -31,7 +31,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use crate::images::ImageStore;
 use crate::logs::{FollowStart, LogFollower, Stream};
 use crate::pod::manifest;
-use crate::runtime::linux::RuntimeConfig;
+use crate::runtime::daemon::RuntimeConfig;
 use crate::runtime::RuntimeEvent;
 use crate::security::apparmor::AppArmorHost;
 use crate::sources::SourceEvent;

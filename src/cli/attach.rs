@@ -1,6 +1,6 @@
 //! cli::attach: `podvisor attach [-i] [-t] POD [-c C]` (kubectl attach): finds the running
 //! container through the API, then connects to its monitor's attach socket
-//! (`<runtime-dir>/containers/<id>/attach.sock`, see [`crate::runtime::shim::attach`]) and
+//! (`<runtime-dir>/containers/<id>/attach.sock`, see [`crate::runtime::monitor::attach`]) and
 //! copies the container's output to this terminal and, with `-i`, this terminal's input to the
 //! container's stdin (`stdin: true`). With `-t` on a `tty: true` container the local terminal
 //! goes to raw mode and its window size follows SIGWINCH. As for `exec`, the daemon is only
@@ -18,7 +18,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use super::exec::{target, ExecCliError};
 use crate::api::{client, percent_encode};
 use crate::runtime::exec::{local_window_size, RawMode};
-use crate::runtime::shim::attach::{
+use crate::runtime::monitor::attach::{
     encode, FrameReader, ATTACH_SOCKET, ERROR, HELLO, RESIZE, STDERR, STDIN, STDOUT,
 };
 use crate::status::PodView;

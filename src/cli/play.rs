@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use super::args::Global;
 use crate::network::NetworkConfig;
 use crate::play::{PlayError, PlayOptions};
-use crate::runtime::linux::RuntimeConfig;
+use crate::runtime::daemon::RuntimeConfig;
 
 /// Errors of `podvisor play`.
 #[derive(Debug, thiserror::Error)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::Subcommand;
 
-use crate::runtime::{exec, sandbox, shim, spawner};
+use crate::runtime::{exec, monitor, sandbox, spawner};
 
 #[derive(Subcommand)]
 pub enum ShimCommand {
@@ -56,8 +56,8 @@ pub enum ShimCommand {
 /// Runs a shim command; returns the process's exit code.
 pub fn run(command: &ShimCommand) -> i32 {
     match command {
-        ShimCommand::Run { dir } => shim::run(dir),
-        ShimCommand::Cleanup { dir } => match shim::cleanup(dir) {
+        ShimCommand::Run { dir } => monitor::run(dir),
+        ShimCommand::Cleanup { dir } => match monitor::cleanup(dir) {
             Ok(()) => 0,
             Err(e) => {
                 eprintln!("cleanup {}: {e}", dir.display());
@@ -70,7 +70,7 @@ pub fn run(command: &ShimCommand) -> i32 {
             host_network,
             share_pid,
             user_ns_base,
-        } => shim::sandbox(dir, hostname, *host_network, *share_pid, *user_ns_base),
+        } => sandbox::helper_main(dir, hostname, *host_network, *share_pid, *user_ns_base),
         // Handled before parsing (never return); listed for `shim --help`.
         ShimCommand::PodInit { .. } => sandbox::pod_init(),
         ShimCommand::Spawner { .. } => spawner::serve(),

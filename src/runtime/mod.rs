@@ -49,22 +49,6 @@ pub mod user;
 pub mod userns;
 pub mod volumes;
 
-/// The daemon's side under its earlier name: `sync/` and `main.rs`, reshaped on other branches
-/// of issue 40 at the same time, still name `runtime::linux::{LinuxRuntime, RuntimeConfig}`.
-/// Remove once they use [`daemon`].
-pub use daemon as linux;
-
-/// The monitor's and the helpers' entry points and the types other modules name, under their
-/// earlier paths, for the same branches (`cli/` dispatches `shim run`, `shim cleanup` and
-/// `shim sandbox` through them, `sync::executor` renders errors with `error_chain`). Remove
-/// once they use [`monitor`], [`container`], [`protocol`] and [`sandbox`].
-pub mod shim {
-    pub use super::container::error_chain;
-    pub use super::monitor::{attach, cleanup, run};
-    pub use super::protocol::ShimState;
-    pub use super::sandbox::helper_main as sandbox;
-}
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

@@ -14,7 +14,7 @@ use super::executor::{ImageError, ImageService, PulledImage, ThreadPool};
 use super::{SyncConfig, SyncEvent, SyncLoop, SystemClock};
 use crate::images::{ImageStore, RegistryConfig, RegistryConfigError};
 use crate::prober::scheduler::Prober;
-use crate::runtime::linux::{LinuxRuntime, RuntimeConfig};
+use crate::runtime::daemon::{LinuxRuntime, RuntimeConfig};
 use crate::runtime::{Runtime, RuntimeError, RuntimeEvent};
 use crate::status::SnapshotCell;
 

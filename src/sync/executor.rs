@@ -503,7 +503,7 @@ fn classify(e: RuntimeError) -> StartFailure {
     };
     StartFailure {
         reason,
-        message: crate::runtime::shim::error_chain(&e),
+        message: crate::runtime::container::error_chain(&e),
     }
 }
 
