@@ -284,6 +284,19 @@ pub struct RawUserNamespaces {
     pub ids_per_pod: Option<i64>,
 }
 
+pub(super) fn fmt_location(l: &Location) -> String {
+    if l.line() == 0 {
+        String::new()
+    } else {
+        format!(":{}:{}", l.line(), l.column())
+    }
+}
+
+/// A string field that is set to something other than "" (the kubelet's zero value).
+pub(super) fn non_empty(v: &Option<Spanned<String>>) -> Option<&Spanned<String>> {
+    v.as_ref().filter(|s| !s.value.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -428,17 +441,4 @@ mod tests {
         assert_eq!(before, ours.len(), "duplicate field names");
         assert_eq!(ours, UPSTREAM_FIELDS);
     }
-}
-
-pub(super) fn fmt_location(l: &Location) -> String {
-    if l.line() == 0 {
-        String::new()
-    } else {
-        format!(":{}:{}", l.line(), l.column())
-    }
-}
-
-/// A string field that is set to something other than "" (the kubelet's zero value).
-pub(super) fn non_empty(v: &Option<Spanned<String>>) -> Option<&Spanned<String>> {
-    v.as_ref().filter(|s| !s.value.is_empty())
 }
