@@ -26,36 +26,23 @@
 
 use std::collections::HashSet;
 use std::fs;
-use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::PathBuf;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
-use super::container::{self, ContainerPaths};
-use super::procfs;
-use super::protocol::{self, ShimConfig, StartReport};
 use super::rundir;
-use super::sandbox::{self, SandboxPaths};
-use super::spec::{self, NodeInfo, SandboxMounts, SpecRequest};
 use super::userns::UsernsManager;
 use super::{
-    ContainerInfo, ContainerMeta, ContainerRequest, ExecOutput, Runtime, RuntimeError,
-    RuntimeEvent, SandboxInfo,
+    ContainerInfo, ContainerRequest, ExecOutput, Runtime, RuntimeError, RuntimeEvent, SandboxInfo,
 };
 use crate::cgroups;
-use crate::fsutil;
 use crate::images::ImageStore;
 use crate::network::PodNetwork;
-use crate::security;
-use crate::security::apparmor::{self, AppArmorHost};
 use spawner::Spawner;
 
 mod config;
@@ -77,10 +64,9 @@ use config::spread_churned_dirs;
 pub use config::{HelperMode, RuntimeConfig, EXEC_HELPERS_ENV};
 use launch::run_cleanup;
 pub use node::detect_node_info;
-use start::new_container_id;
 
+use list::remove_orphan_runtime_dirs;
 pub use list::UNKNOWN_EXIT_CODE;
-use list::{remove_container_dirs, remove_orphan_runtime_dirs};
 use watcher::ExitWatcher;
 
 /// Names (container ids or pod uids) this process is working on right now, so that a listing

@@ -1,7 +1,11 @@
 //! The pod network at start: CHECK of every re-adopted sandbox's attachment and the GC pass
 //! over attachment records nobody owns any more (see [`crate::network`]).
 
-use super::*;
+use super::super::sandbox::SandboxPaths;
+use super::super::SandboxInfo;
+use super::LinuxRuntime;
+use std::collections::HashSet;
+use std::fs;
 
 impl LinuxRuntime {
     /// CHECK of each live sandbox's network attachment. A sandbox whose interface fails CHECK

@@ -1,7 +1,11 @@
 //! Node facts the specs need (downward API, OOM score, capabilities): name, CPUs, memory,
 //! the host's address.
 
-use super::*;
+use super::super::spec;
+use super::super::spec::NodeInfo;
+use crate::cgroups;
+use std::fs;
+use std::thread;
 
 /// Node facts used by specs (downward API, OOM score): name, CPUs, memory, an address.
 pub fn detect_node_info() -> NodeInfo {

@@ -1,7 +1,10 @@
 //! Pod cgroups: the record of what each pod's cgroup was created with (`cgroup.json` in the
 //! pod directory) and the Burstable tier's CPU weight summed from those records.
 
-use super::*;
+use super::super::RuntimeError;
+use super::LinuxRuntime;
+use crate::cgroups;
+use std::fs;
 
 /// File in a pod directory recording what its cgroup was created with.
 pub(super) const POD_CGROUP_RECORD: &str = "cgroup.json";

@@ -17,14 +17,39 @@
 //! Staged starts are not used for `hostUsers: false` pods, whose rootfs is idmapped through
 //! the user namespace the sandbox makes: they are started after their sandbox.
 
+use super::super::Runtime;
 use std::net::Shutdown;
+use std::os::fd::AsFd;
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 
 use nix::sys::socket::{send, MsgFlags};
 
+use super::super::container;
+use super::super::container::ContainerPaths;
+use super::super::procfs;
+use super::super::protocol;
+use super::super::protocol::StartReport;
+use super::super::sandbox;
+use super::super::spec;
+use super::super::ContainerInfo;
+use super::super::ContainerRequest;
+use super::super::RuntimeError;
+use super::super::SandboxInfo;
 use super::launch::{read_report, Monitor};
+use super::list::remove_container_dirs;
+use super::start::new_container_id;
 use super::start::ResolvedImage;
-use super::*;
+use super::LinuxRuntime;
+use crate::fsutil;
+use k8s_openapi::api::core::v1::Pod;
+use nix::poll::poll;
+use nix::poll::PollFd;
+use nix::poll::PollFlags;
+use nix::poll::PollTimeout;
+use std::os::fd::OwnedFd;
+use std::thread;
+use std::time::Duration;
 
 /// How long a called-off monitor may take to take its rootfs apart before the worker removes
 /// the directories anyway.

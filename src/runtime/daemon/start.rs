@@ -1,9 +1,35 @@
 //! Starting a container: its directories, its image and the image lease, its sandbox, its
 //! spec and monitor config (`prepare`); then the monitor ([`super::launch`]).
 
-use super::*;
+use super::super::container;
+use super::super::container::ContainerPaths;
+use super::super::protocol::ShimConfig;
+use super::super::sandbox;
+use super::super::sandbox::SandboxPaths;
+use super::super::spec;
+use super::super::spec::SandboxMounts;
+use super::super::spec::SpecRequest;
+use super::super::ContainerInfo;
+use super::super::ContainerMeta;
+use super::super::ContainerRequest;
+use super::super::RuntimeError;
+use super::list::remove_container_dirs;
+use super::LinuxRuntime;
+use crate::cgroups;
+use crate::fsutil;
 use crate::images::ImageRecord;
 use crate::runtime::spec::UserRequest;
+use crate::security;
+use crate::security::apparmor;
+use crate::security::apparmor::AppArmorHost;
+use std::fs;
+use std::io;
+use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
 
 /// A container's image as the start needs it: the stored image, its config and its layers.
 pub(super) struct ResolvedImage {

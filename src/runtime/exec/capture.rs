@@ -1,7 +1,34 @@
 //! Capture mode of `shim exec`: stdout and stderr through pipes, each capped at
 //! [`OUTPUT_CAP`], the command and its descendants killed on timeout.
 
-use super::*;
+use super::super::protocol::CaptureReport;
+use super::exit_code;
+use super::io_err;
+use super::kill_tree;
+use super::poll_ready;
+use super::poll_timeout;
+use super::set_nonblocking;
+use super::signal_fd;
+use super::sys;
+use super::tenant::spawn_tenant;
+use super::tenant::TenantIo;
+use super::try_reap;
+use super::ExecError;
+use super::DRAIN;
+use super::OUTPUT_CAP;
+use nix::poll::poll;
+use nix::poll::PollFd;
+use nix::poll::PollFlags;
+use nix::sys::signal::Signal;
+use nix::sys::wait::waitpid;
+use std::fs;
+use std::io;
+use std::io::Read;
+use std::os::fd::AsFd;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::time::Duration;
+use std::time::Instant;
 
 /// A pipe read into a capped buffer.
 pub(crate) struct Captured {
@@ -155,6 +182,7 @@ pub(super) fn capture(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     #[test]
     fn captured_output_is_capped_and_the_rest_drained() {

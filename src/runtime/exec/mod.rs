@@ -31,26 +31,21 @@
 //! from the container's state directory (creations are serialised by a flock on that directory),
 //! the command is reaped by the helper, and the helper by its spawner.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs;
-use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::os::unix::net::UnixListener;
+use std::io::{self, Write};
+use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use libcontainer::workload::default::DefaultExecutor;
-use libcontainer::workload::{Executor, ExecutorError, ExecutorValidationError};
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::poll::{PollFd, PollTimeout};
 use nix::sys::signal::{self, SigSet, SigmaskHow, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::wait::WaitStatus;
 use nix::unistd::Pid;
-use oci_spec::runtime::{LinuxSeccomp, Process, Spec};
 
-use super::container::{self, ContainerPaths, ShimError};
-use super::protocol::{CaptureReport, ShimState};
-use crate::fsutil;
+use super::container::{self, ShimError};
+use super::protocol::CaptureReport;
 
 mod capture;
 mod tenant;
@@ -58,7 +53,6 @@ mod tty;
 
 use capture::capture;
 pub(crate) use capture::Captured;
-use tenant::{spawn_tenant, TenantIo};
 use tty::interactive;
 pub use tty::{local_window_size, RawMode};
 

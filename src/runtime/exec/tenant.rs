@@ -2,8 +2,36 @@
 //! process, with the container's own process section, its seccomp profile installed again
 //! right before the exec, and nothing left behind in the container's state directory.
 
-use super::*;
+use super::super::container;
+use super::super::container::ContainerPaths;
+use super::super::protocol::ShimState;
+use super::descendants;
+use super::io_err;
+use super::ExecError;
+use crate::fsutil;
 use crate::sys::{prctl, tty};
+use libcontainer::workload::default::DefaultExecutor;
+use libcontainer::workload::Executor;
+use libcontainer::workload::ExecutorError;
+use libcontainer::workload::ExecutorValidationError;
+use nix::sys::signal;
+use nix::sys::signal::Signal;
+use nix::sys::wait::waitpid;
+use nix::sys::wait::WaitPidFlag;
+use nix::sys::wait::WaitStatus;
+use nix::unistd::Pid;
+use oci_spec::runtime::LinuxSeccomp;
+use oci_spec::runtime::Process;
+use oci_spec::runtime::Spec;
+use std::collections::HashSet;
+use std::fs;
+use std::io;
+use std::os::fd::FromRawFd;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::path::PathBuf;
+use std::time::Duration;
+use std::time::Instant;
 
 /// Where the command's stdio goes.
 pub(super) enum TenantIo {

@@ -2,8 +2,37 @@
 //! the container whose master is copied to and from this process's stdio (raw mode, window
 //! size kept in sync, signals forwarded).
 
-use super::*;
+use super::super::container::ContainerPaths;
+use super::exit_code;
+use super::io_err;
+use super::kill_tree;
+use super::poll_ready;
+use super::poll_timeout;
+use super::set_nonblocking;
+use super::signal_fd;
+use super::sys;
+use super::tenant::spawn_tenant;
+use super::tenant::TenantIo;
+use super::try_reap;
+use super::ExecError;
+use super::DRAIN;
 use crate::sys::tty;
+use nix::poll::poll;
+use nix::poll::PollFd;
+use nix::poll::PollFlags;
+use nix::poll::PollTimeout;
+use nix::sys::signal;
+use nix::sys::signal::Signal;
+use nix::sys::wait::waitpid;
+use nix::unistd::Pid;
+use std::fs;
+use std::io;
+use std::os::fd::AsFd;
+use std::os::fd::BorrowedFd;
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixListener;
+use std::path::Path;
+use std::time::Instant;
 
 /// Signals forwarded to the command in interactive mode.
 pub(super) const FORWARDED: [Signal; 4] = [

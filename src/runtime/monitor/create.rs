@@ -4,7 +4,28 @@
 //! values libcontainer does not write the kubelet's way (swap off, the linear cpu.weight, the
 //! systemd scope's device filter).
 
-use super::*;
+use super::super::container::io_err;
+use super::super::container::read_json;
+use super::super::container::ContainerPaths;
+use super::super::container::ShimError;
+use super::super::procfs::ProcessId;
+use super::super::protocol::ShimConfig;
+use super::super::protocol::ShimState;
+use super::super::protocol::GO;
+use super::super::protocol::READY_FD;
+use super::super::rootfs;
+use super::attach;
+use super::set_nonblocking;
+use crate::cgroups::CgroupRoot;
+use crate::fsutil;
+use nix::unistd::Pid;
+use std::fs;
+use std::io;
+use std::io::Read;
+use std::os::fd::AsFd;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::path::PathBuf;
 
 /// Capability number of CAP_SYS_RESOURCE (linux/capability.h).
 const CAP_SYS_RESOURCE: u32 = 24;

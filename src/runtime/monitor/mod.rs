@@ -31,10 +31,9 @@
 //! cleanup`); `oom_watch` and `libct_trace` are what the monitor watches while it does so.
 
 use std::fs;
-use std::io::{self, Read, Write};
+use std::io::Write;
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::path::Path;
 
 pub mod attach;
 mod create;
@@ -47,22 +46,18 @@ pub use delete::{cleanup, exit_record};
 use delete::{cleanup_container, finish};
 use supervise::supervise;
 
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{self, SigSet, SigmaskHow, Signal};
-use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::WaitStatus;
 use nix::unistd::Pid;
 
 use super::container::{
-    error_chain, io_err, read_json, sync_identity, write_exit_record, ContainerPaths, ShimError,
+    error_chain, io_err, sync_identity, write_exit_record, ContainerPaths, ShimError,
 };
 use super::procfs::ProcessId;
-use super::protocol::{ShimConfig, ShimState, StartReport, GO, READY_FD};
-use super::rootfs;
+use super::protocol::{ShimState, StartReport, READY_FD};
 use super::ExitRecord;
 use crate::cgroups::CgroupRoot;
 use crate::fsutil;
-use crate::logs::{CriLogWriter, LogOptions, Stream};
 use crate::reason::TerminatedReason;
 use oom_watch::OomWatch;
 

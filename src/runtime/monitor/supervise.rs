@@ -2,7 +2,37 @@
 //! the CRI log (and to an attached client), attach sessions, and the wait for its exit on a
 //! signalfd.
 
-use super::*;
+use super::super::container::error_chain;
+use super::super::container::ShimError;
+use super::super::protocol::ShimConfig;
+use super::attach;
+use super::oom_watch::OomWatch;
+use super::release_idle_memory;
+use super::set_nonblocking;
+use super::try_reap;
+use crate::logs::CriLogWriter;
+use crate::logs::LogOptions;
+use crate::logs::Stream;
+use nix::poll::poll;
+use nix::poll::PollFd;
+use nix::poll::PollFlags;
+use nix::poll::PollTimeout;
+use nix::sys::signal;
+use nix::sys::signal::SigSet;
+use nix::sys::signal::SigmaskHow;
+use nix::sys::signal::Signal;
+use nix::sys::signalfd::SfdFlags;
+use nix::sys::signalfd::SignalFd;
+use nix::sys::wait::WaitStatus;
+use nix::unistd::Pid;
+use std::fs;
+use std::io;
+use std::io::Read;
+use std::os::fd::AsFd;
+use std::os::fd::OwnedFd;
+use std::time::Duration;
+use std::time::Instant;
+use std::time::SystemTime;
 
 /// Copies output into the log (and to an attached client) until the init exits and the
 /// output is drained; serves attach sessions meanwhile. Returns the exit status and the log,

@@ -1,7 +1,18 @@
 //! The container environment: containerd's defaults, the image `Env`, the manifest's `env`
 //! with `$(VAR)` expansion, and the downward API (`fieldRef`, `resourceFieldRef`).
 
-use super::*;
+use super::invalid;
+use super::Ctx;
+use super::NodeInfo;
+use super::SpecError;
+use crate::pod::quantity::parse_bytes;
+use crate::pod::quantity::parse_cpu_millis;
+use crate::pod::quantity::QuantityError;
+use crate::pod::resources::effective_requests;
+use k8s_openapi::api::core::v1::DownwardAPIVolumeFile;
+use k8s_openapi::api::core::v1::EnvVar;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 pub(super) fn replace_or_append(env: &mut Vec<(String, String)>, key: &str, value: &str) {
     match env.iter_mut().find(|(k, _)| k == key) {
@@ -358,8 +369,10 @@ pub(super) fn resource_field_ref(
 #[cfg(test)]
 mod tests {
     use super::super::testutil::*;
+    use super::super::DEFAULT_PATH_ENV;
     use super::*;
     use serde_json::json;
+    use std::collections::HashMap;
 
     // ---- env and expansion ----
 

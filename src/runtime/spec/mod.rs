@@ -46,32 +46,23 @@
 //!   `spec.resources` is enforced on the pod cgroup (see `cgroups`), not in the container's
 //!   spec.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{
-    Container, DownwardAPIVolumeFile, EnvVar, Pod, PodSpec, SecurityContext,
-};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, SecurityContext};
 use oci_spec::image::ImageConfiguration;
 use oci_spec::runtime::{
-    Capabilities, Capability, Linux, LinuxCapabilities, LinuxCpu, LinuxDevice, LinuxMemory,
-    LinuxNamespace, LinuxNamespaceType, LinuxResources, LinuxSeccomp, Mount, Process, Root, Spec,
-    User,
+    Capabilities, Capability, Linux, LinuxDevice, LinuxNamespace, LinuxNamespaceType, Process,
+    Root, Spec, User,
 };
 
-use crate::cgroups::resources as cgroup_resources;
 use crate::pod::qos::{self, QosError};
-use crate::pod::quantity::{parse_bytes, parse_cpu_millis, QuantityError};
-use crate::pod::resources::effective_requests;
+use crate::pod::quantity::QuantityError;
 
 use crate::pod::validation::is_dns1123_label;
-use crate::security::{apparmor, seccomp, NodeSecurity, Violation};
+use crate::security::{seccomp, NodeSecurity, Violation};
 pub use crate::security::{DEFAULT_CAPABILITIES, MASKED_PATHS, READONLY_PATHS};
-use crate::sys::at::{open_root, openat2_in_root};
 
 pub use super::user::{resolve_user, UserError, UserRequest};
 

@@ -2,8 +2,23 @@
 //! hostname, resolv.conf, /dev/shm), volume mounts with propagation, and `subPath` pins.
 
 use rustix::fs::{OFlags, ResolveFlags};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::PermissionsExt;
 
-use super::*;
+use super::invalid;
+use super::Ctx;
+use super::SandboxMounts;
+use super::SpecError;
+use super::SubPaths;
+use crate::sys::at::open_root;
+use crate::sys::at::openat2_in_root;
+use oci_spec::runtime::Mount;
+use std::collections::HashSet;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::Component;
+use std::path::Path;
+use std::path::PathBuf;
 
 pub(super) fn mount(dest: &str, typ: &str, source: &Path, options: &[&str]) -> Mount {
     let mut m = Mount::default();

@@ -1,7 +1,14 @@
 //! The container process: arguments (`command`/`args` against the image entrypoint), working
 //! directory, user and groups (resolved later by [`super::resolve_user`]) and stop signal.
 
-use super::*;
+use super::super::user::UserRequest;
+use super::env::expand;
+use super::invalid;
+use super::Ctx;
+use super::SpecError;
+use k8s_openapi::api::core::v1::SecurityContext;
+use std::collections::HashMap;
+use std::path::PathBuf;
 
 pub(super) fn process_args(
     ctx: &Ctx<'_>,
@@ -255,8 +262,11 @@ pub(super) fn stop_signal(
 
 #[cfg(test)]
 mod tests {
+    use super::super::super::user::resolve_user;
     use super::super::testutil::*;
     use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+    use oci_spec::image::ImageConfiguration;
     use serde_json::json;
 
     // ---- command / args (one test per row of the Kubernetes docs table) ----

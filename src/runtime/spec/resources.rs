@@ -1,7 +1,19 @@
 //! Container cgroup resources: CPU shares, quota and period, memory limit and the QoS
 //! oom_score_adj, converted as the kubelet does.
 
-use super::*;
+use super::invalid;
+use super::Ctx;
+use super::SpecError;
+use crate::cgroups::resources as cgroup_resources;
+use crate::pod::quantity::parse_bytes;
+use crate::pod::quantity::parse_cpu_millis;
+use crate::pod::quantity::QuantityError;
+use crate::pod::resources::effective_requests;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use oci_spec::runtime::LinuxCpu;
+use oci_spec::runtime::LinuxMemory;
+use oci_spec::runtime::LinuxResources;
+use std::collections::BTreeMap;
 
 pub(super) fn resources(ctx: &Ctx<'_>, privileged: bool) -> Result<LinuxResources, SpecError> {
     let r = ctx.container.resources.as_ref();
@@ -62,9 +74,14 @@ pub(super) fn resources(ctx: &Ctx<'_>, privileged: bool) -> Result<LinuxResource
 
 #[cfg(test)]
 mod tests {
+    use super::super::build_spec;
     use super::super::testutil::*;
-    use super::*;
+    use super::super::SubPaths;
+    use crate::runtime::spec::SpecRequest;
+    use crate::security::NodeSecurity;
+    use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;
+    use std::path::Path;
 
     // ---- resources ----
 

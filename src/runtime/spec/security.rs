@@ -1,7 +1,18 @@
 //! Confinement from the security context: capabilities, no_new_privileges, sysctls, seccomp
 //! and AppArmor (the node-side policies live in [`crate::security`]).
 
-use super::*;
+use super::invalid;
+use super::Ctx;
+use super::SpecError;
+use crate::security::apparmor;
+use crate::security::seccomp;
+use crate::security::NodeSecurity;
+use crate::security::DEFAULT_CAPABILITIES;
+use oci_spec::runtime::Capabilities;
+use oci_spec::runtime::Capability;
+use oci_spec::runtime::LinuxCapabilities;
+use oci_spec::runtime::LinuxSeccomp;
+use std::collections::HashMap;
 
 pub(super) fn parse_capability(name: &str, field: String) -> Result<Capability, SpecError> {
     serde_json::from_value(serde_json::Value::String(name.to_string()))
@@ -156,9 +167,24 @@ pub(super) fn apparmor_profile(
 
 #[cfg(test)]
 mod tests {
+    use super::super::build_spec;
+    use super::super::capabilities_from_mask;
+    use super::super::current_bounding_capabilities;
     use super::super::testutil::*;
+    use super::super::ContainerSpec;
+    use super::super::NodeInfo;
+    use super::super::SubPaths;
+    use super::super::ALL_CAPABILITIES;
     use super::*;
+    use crate::runtime::spec::SpecRequest;
+    use crate::security::MASKED_PATHS;
+    use crate::security::READONLY_PATHS;
+    use k8s_openapi::api::core::v1::Pod;
+    use oci_spec::runtime::LinuxDevice;
     use serde_json::json;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
+    use std::path::PathBuf;
 
     // ---- security ----
 
