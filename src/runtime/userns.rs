@@ -38,6 +38,8 @@ pub enum UsernsError {
     Io { path: PathBuf, source: io::Error },
     #[error("{path}: invalid user namespace mapping: {reason}")]
     Invalid { path: PathBuf, reason: String },
+    #[error("{path}: invalid user namespace mapping: {source}")]
+    Mapping { path: PathBuf, source: MappingError },
     #[error("{path}: {reason}")]
     Range { path: PathBuf, reason: String },
     #[error("no free user namespace left: all {slots} ranges of 65536 IDs are in use")]
@@ -48,6 +50,28 @@ pub enum UsernsError {
         host_id: u32,
         other: String,
     },
+}
+
+/// Why a persisted mapping is refused: the kubelet's checks of the file, or a range that
+/// another pod, or no configured slot, holds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MappingError {
+    #[error("exactly one uid mapping is allowed")]
+    NotOneMapping,
+    #[error("gid and uid mappings must be identical")]
+    GidsDiffer,
+    #[error("uid 0 must be mapped")]
+    RootNotMapped,
+    #[error("length {length} is not {IDS_PER_POD}")]
+    Length { length: u32 },
+    #[error("host id {host_id} is not a non-zero multiple of {IDS_PER_POD}")]
+    Unaligned { host_id: u32 },
+    #[error("pod already holds the range at {held}")]
+    AlreadyHolds { held: u32 },
+    #[error("host id {host_id} is outside the configured range")]
+    OutsideRange { host_id: u32 },
+    #[error("range {host_id} is already used by pod {other}")]
+    UsedBy { host_id: u32, other: String },
 }
 
 /// One line of a uid_map/gid_map (the kubelet's `idMapping`).
@@ -93,24 +117,21 @@ impl PodUserNamespace {
 
     /// The kubelet's checks of a mappings file: one mapping, UIDs and GIDs identical, root
     /// mapped, 65536 IDs, an aligned base that is not the host's own IDs.
-    pub fn check(&self) -> Result<u32, String> {
+    pub fn check(&self) -> Result<u32, MappingError> {
         let [u] = self.uid_mappings.as_slice() else {
-            return Err("exactly one uid mapping is allowed".into());
+            return Err(MappingError::NotOneMapping);
         };
         if self.gid_mappings.as_slice() != [*u] {
-            return Err("gid and uid mappings must be identical".into());
+            return Err(MappingError::GidsDiffer);
         }
         if u.container_id != 0 {
-            return Err("uid 0 must be mapped".into());
+            return Err(MappingError::RootNotMapped);
         }
         if u.length != IDS_PER_POD {
-            return Err(format!("length {} is not {IDS_PER_POD}", u.length));
+            return Err(MappingError::Length { length: u.length });
         }
         if u.host_id == 0 || u.host_id % IDS_PER_POD != 0 {
-            return Err(format!(
-                "host id {} is not a non-zero multiple of {IDS_PER_POD}",
-                u.host_id
-            ));
+            return Err(MappingError::Unaligned { host_id: u.host_id });
         }
         Ok(u.host_id)
     }
@@ -223,12 +244,12 @@ impl Allocator {
 
     /// Records a persisted mapping: the same base again is fine; another pod's slot or a
     /// base outside the range is refused.
-    pub fn record(&mut self, pod: &str, base: u32) -> Result<(), String> {
+    pub fn record(&mut self, pod: &str, base: u32) -> Result<(), MappingError> {
         if let Some(prev) = self.get(pod) {
             return if prev == base {
                 Ok(())
             } else {
-                Err(format!("pod already holds the range at {prev}"))
+                Err(MappingError::AlreadyHolds { held: prev })
             };
         }
         let slot = base / IDS_PER_POD;
@@ -236,7 +257,7 @@ impl Allocator {
             || slot < self.range.first_slot
             || slot - self.range.first_slot >= self.range.slots
         {
-            return Err(format!("host id {base} is outside the configured range"));
+            return Err(MappingError::OutsideRange { host_id: base });
         }
         if !self.used.insert(slot) {
             let other = self
@@ -245,7 +266,10 @@ impl Allocator {
                 .find(|(_, b)| **b == base)
                 .map(|(p, _)| p.clone())
                 .unwrap_or_default();
-            return Err(format!("range {base} is already used by pod {other}"));
+            return Err(MappingError::UsedBy {
+                host_id: base,
+                other,
+            });
         }
         self.by_pod.insert(pod.to_string(), base);
         Ok(())
@@ -353,12 +377,12 @@ impl UsernsManager {
             let path = self.file(uid);
             let base = ns
                 .check()
-                .map_err(|reason| UsernsError::Invalid { path, reason })?;
+                .map_err(|source| UsernsError::Mapping { path, source })?;
             self.alloc
                 .record(uid, base)
-                .map_err(|reason| UsernsError::Invalid {
+                .map_err(|source| UsernsError::Mapping {
                     path: self.file(uid),
-                    reason,
+                    source,
                 })?;
             return Ok(ns);
         }

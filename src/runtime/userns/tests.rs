@@ -59,7 +59,7 @@ fn recording_refuses_collisions_and_ranges_outside() {
         let got = a.record(pod, *base);
         match (got, want) {
             (Ok(()), None) => {}
-            (Err(e), Some(w)) => assert!(e.contains(w), "{pod} {base}: {e}"),
+            (Err(e), Some(w)) => assert!(e.to_string().contains(w), "{pod} {base}: {e}"),
             (got, _) => panic!("{pod} {base}: {got:?}, want {want:?}"),
         }
     }
@@ -106,7 +106,7 @@ fn mapping_files_are_checked_as_the_kubelet_checks_them() {
     for (n, want) in cases {
         match (n.check(), want) {
             (Ok(b), Ok(w)) => assert_eq!(b, w),
-            (Err(e), Err(w)) => assert!(e.contains(w), "{e}"),
+            (Err(e), Err(w)) => assert!(e.to_string().contains(w), "{e}"),
             (got, want) => panic!("{n:?}: {got:?}, want {want:?}"),
         }
     }
